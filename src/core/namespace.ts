@@ -1,0 +1,47 @@
+import type { KeyRecord } from "./key-record.js";
+import type { Rank } from "./rank.js";
+
+/**
+ * Namespace is an independent page space: its ranks, the registry of its
+ * keys and the recency order used for eviction.
+ *
+ * Invariants: `keys` holds exactly the keys USED on at least one rank (a
+ * record's confirmedRanks equals the number of ranks whose `used` map has
+ * it); `lru` holds exactly the complete records, least recently used first.
+ */
+export class Namespace {
+  /** ranks are the initialized ranks, by number. */
+  readonly ranks = new Map<number, Rank>();
+  /** keys is the key registry. */
+  readonly keys = new Map<string, KeyRecord>();
+  /** lru orders the complete keys, least recently used first. */
+  readonly lru = new Set<KeyRecord>();
+  /** evictions counts complete keys evicted to make room. */
+  evictions = 0;
+  /** expiredReservations counts reservations ended by their TTL. */
+  expiredReservations = 0;
+  /** reclaimedIncompleteKeys counts keys dropped after staying incomplete too long. */
+  reclaimedIncompleteKeys = 0;
+  /** completeKeys counts the complete records (= lru.size). */
+  get completeKeys(): number {
+    return this.lru.size;
+  }
+
+  constructor(
+    readonly name: string,
+    /** worldSize is the number of ranks; 0 when unknown. Fixed by the first worker. */
+    readonly worldSize: number,
+  ) {}
+
+  /** requiredRanks is how many ranks must confirm a key for it to be complete now. */
+  get requiredRanks(): number {
+    return this.worldSize > 0 ? this.worldSize : this.ranks.size;
+  }
+
+  /** touch marks a complete key as most recently used. */
+  touch(record: KeyRecord): void {
+    if (!record.complete) return;
+    this.lru.delete(record);
+    this.lru.add(record);
+  }
+}

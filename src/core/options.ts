@@ -1,0 +1,31 @@
+/**
+ * StateOptions are the rules a MetadataState enforces. Durations are in
+ * milliseconds; every option has a default.
+ */
+export interface StateOptions {
+  /** reservationTtlMs is how long a RESERVED page waits for its ConfirmWrite. Defaults to 60 s. */
+  reservationTtlMs: number;
+  /** readLeaseTtlMs is how long GetLocations protects a found key from eviction and its pages from reuse. Defaults to 10 s. */
+  readLeaseTtlMs: number;
+  /** incompleteTtlMs is how long a key may stay confirmed on only some ranks before its pages are reclaimed. Defaults to 10 min. */
+  incompleteTtlMs: number;
+  /** maxKeysPerCall bounds the keys (and pages) of one call. Defaults to 65,536. */
+  maxKeysPerCall: number;
+  /** maxKeyBytes bounds the UTF-8 length of a key and of a namespace name. Defaults to 1,024. */
+  maxKeyBytes: number;
+}
+
+/** defaultStateOptions are the documented defaults. */
+export const defaultStateOptions: StateOptions = {
+  reservationTtlMs: 60_000,
+  readLeaseTtlMs: 10_000,
+  incompleteTtlMs: 600_000,
+  maxKeysPerCall: 65_536,
+  maxKeyBytes: 1_024,
+};
+
+/** MAX_NUM_PAGES is the largest page count of a rank: page indexes are int32. */
+export const MAX_NUM_PAGES = 2 ** 31 - 1;
+
+/** DEFAULT_NAMESPACE is the namespace of a request that names none. */
+export const DEFAULT_NAMESPACE = "kv";

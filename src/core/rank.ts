@@ -1,0 +1,139 @@
+import { PagePool } from "./page-pool.js";
+
+/** Reservation is a RESERVED page: handed to `key`, write in flight until `expiresAtMs`. */
+export interface Reservation {
+  readonly key: string;
+  readonly page: number;
+  /** expiresAtMs is when the page returns to FREE if not confirmed (ms since the epoch); renewed by a repeated BatchAllocate. */
+  expiresAtMs: number;
+}
+
+/** PageState is the state of one page. */
+export type PageState = "free" | "reserved" | "used";
+
+/**
+ * Rank is the page file of one tensor-parallel rank of a namespace.
+ *
+ * Invariants (asserted by the property tests):
+ * - every page is in exactly one state, derived from the pool and the maps:
+ *   FREE      pool.ownerOf(p) is undefined;
+ *   RESERVED  pool.ownerOf(p) = k and reserved.get(k).page = p;
+ *   USED      pool.ownerOf(p) = k otherwise: used.get(k) = p (confirmed), or
+ *             p is draining (k was deleted while read-leased; freed when the
+ *             lease ends);
+ * - so free + reserved + used = numPages, and no page has two keys;
+ * - a key has at most one reservation and one confirmed page on a rank, and
+ *   never both;
+ * - lapsed.get(p) = k only while p is FREE: k's reservation of p expired
+ *   unconfirmed, and a late ConfirmWrite of (k, p) is still accepted.
+ */
+export class Rank {
+  readonly pool: PagePool;
+  /** reserved maps a key to its reservation on this rank. */
+  readonly reserved = new Map<string, Reservation>();
+  /** used maps a confirmed key to its page on this rank. */
+  readonly used = new Map<string, number>();
+  /** lapsed maps a FREE page to the key whose reservation of it expired. */
+  readonly lapsed = new Map<number, string>();
+
+  constructor(
+    readonly rank: number,
+    readonly numPages: number,
+  ) {
+    this.pool = new PagePool(numPages);
+  }
+
+  /** pageState derives the state of page p. */
+  pageState(page: number): PageState {
+    const key = this.pool.ownerOf(page);
+    if (key === undefined) return "free";
+    return this.reserved.get(key)?.page === page ? "reserved" : "used";
+  }
+
+  /** reservedPages is the number of RESERVED pages. */
+  get reservedPages(): number {
+    return this.reserved.size;
+  }
+
+  /** usedPages is the number of USED pages, draining ones included. */
+  get usedPages(): number {
+    return this.pool.heldPages - this.reserved.size;
+  }
+
+  /** reserveFree reserves a free page for key; undefined when none is free. */
+  reserveFree(key: string, expiresAtMs: number): Reservation | undefined {
+    const page = this.pool.take(key);
+    if (page < 0) return undefined;
+    if (this.lapsed.size > 0) this.lapsed.delete(page);
+    return this.addReservation(key, page, expiresAtMs);
+  }
+
+  /** restoreReservation reserves the free page `page` for key (recovery). */
+  restoreReservation(key: string, page: number, expiresAtMs: number): Reservation {
+    this.pool.claim(page, key);
+    return this.addReservation(key, page, expiresAtMs);
+  }
+
+  private addReservation(key: string, page: number, expiresAtMs: number): Reservation {
+    const reservation: Reservation = { key, page, expiresAtMs };
+    this.reserved.set(key, reservation);
+    return reservation;
+  }
+
+  /**
+   * isConfirmable tells whether (key, page) may be confirmed: it is already
+   * USED (a repeat), matches the key's reservation, or matches a lapsed
+   * reservation whose page is still FREE.
+   */
+  isConfirmable(key: string, page: number): boolean {
+    const usedPage = this.used.get(key);
+    if (usedPage !== undefined) return usedPage === page;
+    const reservation = this.reserved.get(key);
+    if (reservation !== undefined) return reservation.page === page;
+    return this.lapsed.get(page) === key && this.pool.ownerOf(page) === undefined;
+  }
+
+  /** confirm makes page USED by key. The caller checked isConfirmable and that it is not USED yet. */
+  confirm(key: string, page: number): void {
+    if (this.reserved.get(key)?.page === page) {
+      this.reserved.delete(key);
+    } else {
+      this.lapsed.delete(page);
+      this.pool.claim(page, key);
+    }
+    this.used.set(key, page);
+  }
+
+  /** restoreUsed makes the free page `page` USED by key (recovery). */
+  restoreUsed(key: string, page: number): void {
+    this.pool.claim(page, key);
+    this.used.set(key, page);
+  }
+
+  /** restoreDraining holds the free page `page` for a deleted key (recovery). */
+  restoreDraining(key: string, page: number): void {
+    this.pool.claim(page, key);
+  }
+
+  /** releaseReservation makes a RESERVED page FREE; `lapse` remembers it for a late confirmation. */
+  releaseReservation(reservation: Reservation, lapse: boolean): void {
+    this.reserved.delete(reservation.key);
+    this.pool.release(reservation.page);
+    if (lapse) this.lapsed.set(reservation.page, reservation.key);
+  }
+
+  /** forgetKey drops key's confirmed page and returns it (-1 if none); the page stays held by key until freed. */
+  forgetKey(key: string): number {
+    const page = this.used.get(key);
+    if (page === undefined) return -1;
+    this.used.delete(key);
+    return page;
+  }
+
+  /** isDraining tells whether page is held by key only because key was deleted while read-leased. */
+  isDraining(key: string, page: number): boolean {
+    return (
+      this.pool.ownerOf(page) === key && this.used.get(key) !== page && this.reserved.get(key)?.page !== page
+    );
+  }
+}

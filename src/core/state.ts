@@ -1,0 +1,543 @@
+import { AllocationStatus, Role } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import type { Change } from "./change.js";
+import type { Clock } from "./clock.js";
+import { invalidArgument, MetadataError, Reason } from "./errors.js";
+import type { KeyRecord } from "./key-record.js";
+import { Namespace } from "./namespace.js";
+import { defaultStateOptions, MAX_NUM_PAGES, type StateOptions } from "./options.js";
+import { Rank, type Reservation } from "./rank.js";
+import { TimerQueue } from "./timer-queue.js";
+import { checkCount, checkKeys, checkPages, checkSameLength, checkUint32, namespaceName } from "./validate.js";
+
+export { AllocationStatus, Role };
+
+/** StateTimer is a deadline of the state: a reservation's TTL, a drain's lease, an incomplete key's TTL. */
+type StateTimer =
+  | { atMs: number; kind: "reservation"; ns: Namespace; rank: Rank; reservation: Reservation }
+  | { atMs: number; kind: "drain"; ns: Namespace; rank: Rank; page: number; key: string }
+  | { atMs: number; kind: "incomplete"; ns: Namespace; record: KeyRecord };
+
+/** InitializeRankResult describes a rank after InitializeRank. */
+export interface InitializeRankResult {
+  created: boolean;
+  numPages: number;
+  freePages: number;
+}
+
+/** AllocateResult gives a page and a status per key, in request order. */
+export interface AllocateResult {
+  pages: number[];
+  statuses: AllocationStatus[];
+}
+
+/** ConfirmResult counts what a ConfirmWrite changed. */
+export interface ConfirmResult {
+  confirmed: number;
+  released: number;
+  /** completed are the positions of the keys this call made complete. */
+  completed: number[];
+}
+
+/** RankStatsView counts the pages of a rank. */
+export interface RankStatsView {
+  rank: number;
+  numPages: number;
+  freePages: number;
+  reservedPages: number;
+  usedPages: number;
+}
+
+/** NamespaceStatsView counts the pages and keys of a namespace. */
+export interface NamespaceStatsView {
+  namespace: string;
+  worldSize: number;
+  ranks: RankStatsView[];
+  keys: number;
+  completeKeys: number;
+  evictions: number;
+  expiredReservations: number;
+  reclaimedIncompleteKeys: number;
+}
+
+/**
+ * MetadataState is the whole state machine: namespaces of ranks of pages,
+ * the key registry, reservations, read leases and eviction.
+ *
+ * It is synchronous and does no I/O: each operation validates its whole
+ * input, then applies all of it, so it is atomic. Time comes from the
+ * injected clock; due deadlines are processed at the start of every
+ * operation (and by `expire`). Every durable effect is appended to a journal
+ * that the caller takes with `takeChanges` and persists before replying.
+ */
+export class MetadataState {
+  readonly options: StateOptions;
+  private readonly namespaces = new Map<string, Namespace>();
+  private readonly timers = new TimerQueue<StateTimer>();
+  private changes: Change[] = [];
+
+  /**
+   * @param clock the time source.
+   * @param options the rules; missing ones take their defaults.
+   * @param journal whether to record changes (off for a state nobody persists).
+   */
+  constructor(
+    private readonly clock: Clock,
+    options: Partial<StateOptions> = {},
+    private readonly journal = true,
+  ) {
+    this.options = { ...defaultStateOptions, ...options };
+  }
+
+  /** namespaceViews exposes the namespaces read-only, for inspection and invariant checks. */
+  get namespaceViews(): ReadonlyMap<string, Namespace> {
+    return this.namespaces;
+  }
+
+  /** takeChanges returns the changes recorded since the last call, in order. */
+  takeChanges(): Change[] {
+    const changes = this.changes;
+    if (changes.length > 0) this.changes = [];
+    return changes;
+  }
+
+  /**
+   * initializeRank creates a rank, or checks that it exists with the same
+   * parameters. A scheduler keeps no state.
+   */
+  initializeRank(
+    namespace: string,
+    rankNo: number,
+    numPages: number,
+    worldSize: number,
+    role: Role = Role.WORKER,
+  ): InitializeRankResult {
+    const name = namespaceName(namespace, this.options);
+    checkUint32(rankNo, "rank");
+    checkUint32(worldSize, "world_size");
+    this.expire();
+    if (role === Role.SCHEDULER) return { created: false, numPages: 0, freePages: 0 };
+    if (!Number.isInteger(numPages) || numPages < 1 || numPages > MAX_NUM_PAGES) {
+      throw invalidArgument("num_pages", `num_pages must be from 1 to ${MAX_NUM_PAGES} for a worker, got ${numPages}`, {
+        namespace: name,
+        rank: rankNo,
+      });
+    }
+    if (worldSize > 0 && rankNo >= worldSize) {
+      throw invalidArgument("rank", `rank ${rankNo} is not below world_size ${worldSize}`, { namespace: name, rank: rankNo });
+    }
+    let ns = this.namespaces.get(name);
+    if (ns !== undefined && ns.worldSize !== worldSize) {
+      throw new MetadataError(
+        Reason.RANK_CONFIG_MISMATCH,
+        `namespace "${name}" has world_size ${ns.worldSize}, not ${worldSize}`,
+        { namespace: name, rank: rankNo, field: "world_size" },
+      );
+    }
+    const existing = ns?.ranks.get(rankNo);
+    if (existing !== undefined) {
+      if (existing.numPages !== numPages) {
+        throw new MetadataError(
+          Reason.RANK_CONFIG_MISMATCH,
+          `rank ${rankNo} of namespace "${name}" has ${existing.numPages} pages, not ${numPages}`,
+          { namespace: name, rank: rankNo, field: "num_pages" },
+        );
+      }
+      return { created: false, numPages, freePages: existing.pool.freePages };
+    }
+    if (ns === undefined) {
+      ns = new Namespace(name, worldSize);
+      this.namespaces.set(name, ns);
+    }
+    ns.ranks.set(rankNo, new Rank(rankNo, numPages));
+    this.record({ kind: "rank", namespace: name, rank: rankNo, numPages, worldSize });
+    return { created: true, numPages, freePages: numPages };
+  }
+
+  /**
+   * batchAllocate gives each key a page on a rank: its confirmed page
+   * (EXISTING), its active reservation renewed (RESERVED), a free page newly
+   * reserved (NEW), evicting least recently used complete keys when none is
+   * free, or none (NO_SPACE).
+   */
+  batchAllocate(namespace: string, rankNo: number, keys: readonly string[], prefixKeys: readonly string[] = []): AllocateResult {
+    const name = namespaceName(namespace, this.options);
+    checkKeys(keys, "keys", this.options);
+    if (prefixKeys.length > 0) checkSameLength(keys, "keys", prefixKeys, "prefix_keys");
+    this.expire();
+    const { ns, rank } = this.rankOf(name, rankNo);
+    const now = this.clock();
+    const expiresAtMs = now + this.options.reservationTtlMs;
+    const pages = new Array<number>(keys.length);
+    const statuses = new Array<AllocationStatus>(keys.length);
+    // The keys of this batch, built on the first eviction: none of them may be evicted for another.
+    let batch: Set<string> | undefined;
+    // A key repeated in the batch gets the answer of its first position.
+    const firstIndex = keys.length > 1 ? new Map<string, number>() : undefined;
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i]!;
+      if (firstIndex !== undefined) {
+        const first = firstIndex.get(key);
+        if (first !== undefined) {
+          pages[i] = pages[first]!;
+          statuses[i] = statuses[first]!;
+          continue;
+        }
+        firstIndex.set(key, i);
+      }
+      const usedPage = rank.used.get(key);
+      if (usedPage !== undefined) {
+        ns.touch(ns.keys.get(key)!);
+        pages[i] = usedPage;
+        statuses[i] = AllocationStatus.EXISTING;
+        continue;
+      }
+      let reservation = rank.reserved.get(key);
+      if (reservation !== undefined) {
+        if (reservation.expiresAtMs !== expiresAtMs) {
+          reservation.expiresAtMs = expiresAtMs;
+          this.recordReserve(name, rank, reservation);
+        }
+        pages[i] = reservation.page;
+        statuses[i] = AllocationStatus.RESERVED;
+        continue;
+      }
+      reservation = rank.reserveFree(key, expiresAtMs);
+      if (reservation === undefined && this.evictFor(ns, rank, (batch ??= new Set(keys)))) {
+        reservation = rank.reserveFree(key, expiresAtMs);
+      }
+      if (reservation === undefined) {
+        pages[i] = -1;
+        statuses[i] = AllocationStatus.NO_SPACE;
+        continue;
+      }
+      this.timers.push({ atMs: expiresAtMs, kind: "reservation", ns, rank, reservation });
+      this.recordReserve(name, rank, reservation);
+      pages[i] = reservation.page;
+      statuses[i] = AllocationStatus.NEW;
+    }
+    return { pages, statuses };
+  }
+
+  /**
+   * confirmWrite makes each (keys[i], pages[i]) USED and frees the RESERVED
+   * pages of pagesToRelease. The whole batch is checked first; on any error
+   * nothing changes.
+   */
+  confirmWrite(
+    namespace: string,
+    rankNo: number,
+    keys: readonly string[],
+    pages: readonly number[],
+    pagesToRelease: readonly number[] = [],
+  ): ConfirmResult {
+    const name = namespaceName(namespace, this.options);
+    checkKeys(keys, "keys", this.options);
+    checkSameLength(keys, "keys", pages, "pages");
+    checkCount(pagesToRelease, "pages_to_release", this.options);
+    this.expire();
+    const { ns, rank } = this.rankOf(name, rankNo);
+    const subject = { namespace: name, rank: rankNo };
+    checkPages(pages, "pages", rank.numPages, subject);
+    checkPages(pagesToRelease, "pages_to_release", rank.numPages, subject);
+    this.checkConfirmable(rank, keys, pages, pagesToRelease, subject);
+
+    const result: ConfirmResult = { confirmed: 0, released: 0, completed: [] };
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i]!;
+      const page = pages[i]!;
+      if (rank.used.get(key) === page) continue;
+      rank.confirm(key, page);
+      this.record({ kind: "use", namespace: name, rank: rankNo, page, key });
+      result.confirmed++;
+      if (this.countConfirmation(ns, key)) result.completed.push(i);
+    }
+    for (const page of pagesToRelease) {
+      if (rank.pageState(page) !== "reserved") continue;
+      rank.releaseReservation(rank.reserved.get(rank.pool.ownerOf(page)!)!, false);
+      this.record({ kind: "free", namespace: name, rank: rankNo, page });
+      result.released++;
+    }
+    return result;
+  }
+
+  /** checkConfirmable throws unless every confirmation and release of a batch can be applied. */
+  private checkConfirmable(
+    rank: Rank,
+    keys: readonly string[],
+    pages: readonly number[],
+    pagesToRelease: readonly number[],
+    subject: { namespace: string; rank: number },
+  ): void {
+    const pageOfKey = new Map<string, number>();
+    const keyOfPage = new Map<number, string>();
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i]!;
+      const page = pages[i]!;
+      const samePair = pageOfKey.get(key) === page;
+      const conflict = !samePair && (pageOfKey.has(key) || keyOfPage.has(page));
+      if (conflict || !rank.isConfirmable(key, page)) {
+        throw new MetadataError(
+          Reason.RESERVATION_NOT_FOUND,
+          `key "${key}" has no reservation of page ${page} on rank ${subject.rank} of namespace "${subject.namespace}" (never reserved, expired and reused, or reserved for another key)`,
+          { ...subject, key, page },
+        );
+      }
+      pageOfKey.set(key, page);
+      keyOfPage.set(page, key);
+    }
+    for (const page of pagesToRelease) {
+      if (rank.pageState(page) === "used" || keyOfPage.has(page)) {
+        throw new MetadataError(
+          Reason.PAGE_IN_USE,
+          `page ${page} of rank ${subject.rank} holds a confirmed key and cannot be released`,
+          { ...subject, page, key: rank.pool.ownerOf(page) ?? keyOfPage.get(page), field: "pages_to_release" },
+        );
+      }
+    }
+  }
+
+  /** countConfirmation adds a rank to a key's confirmations; true when this made the key complete. */
+  private countConfirmation(ns: Namespace, key: string): boolean {
+    let record = ns.keys.get(key);
+    if (record === undefined) {
+      record = { key, confirmedRanks: 0, complete: false, leaseUntilMs: 0 };
+      ns.keys.set(key, record);
+    }
+    record.confirmedRanks++;
+    if (record.complete) return false;
+    if (record.confirmedRanks < ns.requiredRanks) {
+      if (record.confirmedRanks === 1) {
+        this.timers.push({ atMs: this.clock() + this.options.incompleteTtlMs, kind: "incomplete", ns, record });
+      }
+      return false;
+    }
+    record.complete = true;
+    ns.lru.add(record);
+    this.record({ kind: "complete", namespace: ns.name, key });
+    return true;
+  }
+
+  /**
+   * batchExists tells, per key, whether it is complete in the namespace, or
+   * with a rank, whether it is confirmed on that rank.
+   */
+  batchExists(namespace: string, keys: readonly string[], rankNo?: number): boolean[] {
+    const name = namespaceName(namespace, this.options);
+    checkKeys(keys, "keys", this.options);
+    if (rankNo !== undefined) checkUint32(rankNo, "rank");
+    this.expire();
+    const ns = this.namespaces.get(name);
+    const exists = new Array<boolean>(keys.length).fill(false);
+    if (ns === undefined) return exists;
+    if (rankNo !== undefined) {
+      const rank = ns.ranks.get(rankNo);
+      if (rank === undefined) return exists;
+      for (let i = 0; i < keys.length; i++) exists[i] = rank.used.has(keys[i]!);
+      return exists;
+    }
+    for (let i = 0; i < keys.length; i++) exists[i] = ns.keys.get(keys[i]!)?.complete === true;
+    return exists;
+  }
+
+  /**
+   * getLocations returns each key's page on a rank (-1 where not found) and
+   * gives each found key a read lease.
+   */
+  getLocations(namespace: string, rankNo: number, keys: readonly string[], includeIncomplete = false): number[] {
+    const name = namespaceName(namespace, this.options);
+    checkKeys(keys, "keys", this.options);
+    this.expire();
+    const { ns, rank } = this.rankOf(name, rankNo);
+    const leaseUntilMs = this.clock() + this.options.readLeaseTtlMs;
+    const pages = new Array<number>(keys.length);
+    for (let i = 0; i < keys.length; i++) {
+      const record = ns.keys.get(keys[i]!);
+      const page = record !== undefined && (record.complete || includeIncomplete) ? rank.used.get(record.key) : undefined;
+      if (page === undefined) {
+        pages[i] = -1;
+        continue;
+      }
+      pages[i] = page;
+      if (record!.leaseUntilMs < leaseUntilMs) record!.leaseUntilMs = leaseUntilMs;
+      ns.touch(record!);
+    }
+    return pages;
+  }
+
+  /** deleteKeys drops keys at once; pages of read-leased keys stay held until the lease ends. */
+  deleteKeys(namespace: string, keys: readonly string[]): number {
+    const name = namespaceName(namespace, this.options);
+    checkKeys(keys, "keys", this.options);
+    this.expire();
+    const ns = this.namespaces.get(name);
+    if (ns === undefined) return 0;
+    let deleted = 0;
+    for (const key of keys) {
+      const record = ns.keys.get(key);
+      if (record === undefined) continue;
+      this.dropKey(ns, record);
+      deleted++;
+    }
+    return deleted;
+  }
+
+  /** clear drops every key and reservation of a namespace, or of all namespaces when namespace is undefined. */
+  clear(namespace: string | undefined): void {
+    const name = namespace === undefined ? undefined : namespaceName(namespace, this.options);
+    this.expire();
+    for (const ns of this.namespaces.values()) {
+      if (name !== undefined && ns.name !== name) continue;
+      for (const record of ns.keys.values()) this.dropKey(ns, record);
+      for (const rank of ns.ranks.values()) {
+        for (const reservation of rank.reserved.values()) {
+          rank.releaseReservation(reservation, false);
+          this.record({ kind: "free", namespace: ns.name, rank: rank.rank, page: reservation.page });
+        }
+        rank.lapsed.clear();
+      }
+    }
+  }
+
+  /** stats counts pages and keys of a namespace, or of all namespaces when namespace is undefined. */
+  stats(namespace: string | undefined): NamespaceStatsView[] {
+    const name = namespace === undefined ? undefined : namespaceName(namespace, this.options);
+    this.expire();
+    const views: NamespaceStatsView[] = [];
+    for (const ns of this.namespaces.values()) {
+      if (name !== undefined && ns.name !== name) continue;
+      const ranks = [...ns.ranks.values()]
+        .sort((a, b) => a.rank - b.rank)
+        .map((rank) => ({
+          rank: rank.rank,
+          numPages: rank.numPages,
+          freePages: rank.pool.freePages,
+          reservedPages: rank.reservedPages,
+          usedPages: rank.usedPages,
+        }));
+      views.push({
+        namespace: ns.name,
+        worldSize: ns.worldSize,
+        ranks,
+        keys: ns.keys.size,
+        completeKeys: ns.completeKeys,
+        evictions: ns.evictions,
+        expiredReservations: ns.expiredReservations,
+        reclaimedIncompleteKeys: ns.reclaimedIncompleteKeys,
+      });
+    }
+    return views.sort((a, b) => (a.namespace < b.namespace ? -1 : 1));
+  }
+
+  /** expire processes every deadline that is due: expired reservations, ended drains, stale incomplete keys. */
+  expire(): void {
+    const now = this.clock();
+    for (let timer = this.timers.popDue(now); timer !== undefined; timer = this.timers.popDue(now)) {
+      switch (timer.kind) {
+        case "reservation":
+          this.expireReservation(timer, now);
+          break;
+        case "drain":
+          if (timer.rank.isDraining(timer.key, timer.page)) this.freePage(timer.ns, timer.rank, timer.page);
+          break;
+        case "incomplete":
+          this.reclaimIncomplete(timer, now);
+          break;
+      }
+    }
+  }
+
+  private expireReservation(timer: Extract<StateTimer, { kind: "reservation" }>, now: number): void {
+    const { ns, rank, reservation } = timer;
+    if (rank.reserved.get(reservation.key) !== reservation) return;
+    if (reservation.expiresAtMs > now) {
+      timer.atMs = reservation.expiresAtMs;
+      this.timers.push(timer);
+      return;
+    }
+    rank.releaseReservation(reservation, true);
+    ns.expiredReservations++;
+    this.record({ kind: "free", namespace: ns.name, rank: rank.rank, page: reservation.page });
+  }
+
+  private reclaimIncomplete(timer: Extract<StateTimer, { kind: "incomplete" }>, now: number): void {
+    const { ns, record } = timer;
+    if (ns.keys.get(record.key) !== record || record.complete) return;
+    if (record.leaseUntilMs > now) {
+      timer.atMs = record.leaseUntilMs;
+      this.timers.push(timer);
+      return;
+    }
+    this.dropKey(ns, record);
+    ns.reclaimedIncompleteKeys++;
+  }
+
+  /**
+   * evictFor drops least recently used complete keys that hold a page of
+   * `rank`, have no read lease and are not in the current batch, until `rank` has a free page. False when
+   * nothing evictable is left.
+   */
+  private evictFor(ns: Namespace, rank: Rank, batch: Set<string>): boolean {
+    const now = this.clock();
+    for (const record of ns.lru) {
+      if (record.leaseUntilMs > now || batch.has(record.key) || !rank.used.has(record.key)) continue;
+      this.dropKey(ns, record);
+      ns.evictions++;
+      if (rank.pool.freePages > 0) return true;
+    }
+    return false;
+  }
+
+  /** dropKey removes a key from the registry and frees its pages, or drains them while it is read-leased. */
+  private dropKey(ns: Namespace, record: KeyRecord): void {
+    const now = this.clock();
+    ns.keys.delete(record.key);
+    ns.lru.delete(record);
+    if (record.complete) this.record({ kind: "forget", namespace: ns.name, key: record.key });
+    const leased = record.leaseUntilMs > now;
+    for (const rank of ns.ranks.values()) {
+      const page = rank.forgetKey(record.key);
+      if (page < 0) continue;
+      if (leased) {
+        this.timers.push({ atMs: record.leaseUntilMs, kind: "drain", ns, rank, page, key: record.key });
+        this.record({ kind: "drain", namespace: ns.name, rank: rank.rank, page, key: record.key, untilMs: record.leaseUntilMs });
+      } else {
+        this.freePage(ns, rank, page);
+      }
+    }
+  }
+
+  private freePage(ns: Namespace, rank: Rank, page: number): void {
+    rank.pool.release(page);
+    this.record({ kind: "free", namespace: ns.name, rank: rank.rank, page });
+  }
+
+  /** rankOf finds an initialized rank or throws RANK_NOT_INITIALIZED. */
+  private rankOf(name: string, rankNo: number): { ns: Namespace; rank: Rank } {
+    const ns = this.namespaces.get(name);
+    const rank = ns?.ranks.get(rankNo);
+    if (rank === undefined) {
+      checkUint32(rankNo, "rank");
+      throw new MetadataError(
+        Reason.RANK_NOT_INITIALIZED,
+        `rank ${rankNo} of namespace "${name}" is not initialized: call InitializeRank first (the server may have restarted without its state)`,
+        { namespace: name, rank: rankNo },
+      );
+    }
+    return { ns: ns!, rank };
+  }
+
+  private recordReserve(namespace: string, rank: Rank, reservation: Reservation): void {
+    this.record({
+      kind: "reserve",
+      namespace,
+      rank: rank.rank,
+      page: reservation.page,
+      key: reservation.key,
+      expiresAtMs: reservation.expiresAtMs,
+    });
+  }
+
+  private record(change: Change): void {
+    if (this.journal) this.changes.push(change);
+  }
+}

@@ -1,0 +1,246 @@
+import { describe, expect, it } from "vitest";
+import { MetadataError, Reason } from "../../src/core/errors.js";
+import { AllocationStatus, MetadataState, Role } from "../../src/core/state.js";
+import { FakeClock } from "../support/fake-clock.js";
+import { assertInvariants } from "../support/invariants.js";
+
+function setup(options = {}) {
+  const time = new FakeClock();
+  const state = new MetadataState(time.clock, { reservationTtlMs: 1_000, readLeaseTtlMs: 500, incompleteTtlMs: 5_000, ...options });
+  return { time, state };
+}
+
+function reasonOf(fn: () => unknown): Reason {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof MetadataError) return e.reason;
+    throw e;
+  }
+  throw new Error("expected a MetadataError");
+}
+
+describe("initializeRank", () => {
+  it("creates a rank once and is idempotent with the same parameters", () => {
+    const { state } = setup();
+    expect(state.initializeRank("", 0, 8, 2)).toEqual({ created: true, numPages: 8, freePages: 8 });
+    expect(state.initializeRank("kv", 0, 8, 2)).toEqual({ created: false, numPages: 8, freePages: 8 });
+  });
+
+  it("rejects another num_pages or world_size as a config mismatch", () => {
+    const { state } = setup();
+    state.initializeRank("", 0, 8, 2);
+    expect(reasonOf(() => state.initializeRank("", 0, 9, 2))).toBe(Reason.RANK_CONFIG_MISMATCH);
+    expect(reasonOf(() => state.initializeRank("", 1, 8, 4))).toBe(Reason.RANK_CONFIG_MISMATCH);
+  });
+
+  it("rejects zero pages, too many pages and a rank outside world_size", () => {
+    const { state } = setup();
+    expect(reasonOf(() => state.initializeRank("", 0, 0, 0))).toBe(Reason.INVALID_ARGUMENT);
+    expect(reasonOf(() => state.initializeRank("", 0, 2 ** 31, 0))).toBe(Reason.INVALID_ARGUMENT);
+    expect(reasonOf(() => state.initializeRank("", 2, 8, 2))).toBe(Reason.INVALID_ARGUMENT);
+  });
+
+  it("keeps no state for a scheduler", () => {
+    const { state } = setup();
+    expect(state.initializeRank("", 0, 0, 0, Role.SCHEDULER).created).toBe(false);
+    expect(state.stats(undefined)).toEqual([]);
+  });
+});
+
+describe("batchAllocate", () => {
+  it("fails for a rank that is not initialized", () => {
+    const { state } = setup();
+    expect(reasonOf(() => state.batchAllocate("", 0, ["a"]))).toBe(Reason.RANK_NOT_INITIALIZED);
+  });
+
+  it("reserves distinct pages, returns the same page on retry and for repeats", () => {
+    const { state } = setup();
+    state.initializeRank("", 0, 4, 1);
+    const first = state.batchAllocate("", 0, ["a", "b", "a"]);
+    expect(first.statuses).toEqual([AllocationStatus.NEW, AllocationStatus.NEW, AllocationStatus.NEW]);
+    expect(first.pages[0]).toBe(first.pages[2]);
+    expect(first.pages[0]).not.toBe(first.pages[1]);
+    const retry = state.batchAllocate("", 0, ["a"]);
+    expect(retry).toEqual({ pages: [first.pages[0]], statuses: [AllocationStatus.RESERVED] });
+    assertInvariants(state);
+  });
+
+  it("answers EXISTING for a confirmed key without taking a page", () => {
+    const { state } = setup();
+    state.initializeRank("", 0, 4, 1);
+    const { pages } = state.batchAllocate("", 0, ["a"]);
+    state.confirmWrite("", 0, ["a"], pages);
+    expect(state.batchAllocate("", 0, ["a"])).toEqual({ pages, statuses: [AllocationStatus.EXISTING] });
+    expect(state.stats("")[0]!.ranks[0]).toMatchObject({ freePages: 3, usedPages: 1, reservedPages: 0 });
+  });
+
+  it("answers NO_SPACE when every page is reserved", () => {
+    const { state } = setup();
+    state.initializeRank("", 0, 2, 1);
+    const { pages, statuses } = state.batchAllocate("", 0, ["a", "b", "c"]);
+    expect(pages[2]).toBe(-1);
+    expect(statuses[2]).toBe(AllocationStatus.NO_SPACE);
+  });
+
+  it("evicts the least recently used complete key when full", () => {
+    const { state } = setup();
+    state.initializeRank("", 0, 2, 1);
+    const { pages } = state.batchAllocate("", 0, ["a", "b"]);
+    state.confirmWrite("", 0, ["a", "b"], pages);
+    state.batchAllocate("", 0, ["a"]); // touches a: b is now the oldest
+    const c = state.batchAllocate("", 0, ["c"]);
+    expect(c.pages[0]).toBe(pages[1]);
+    expect(state.batchExists("", ["a", "b"])).toEqual([true, false]);
+    expect(state.stats("")[0]!.evictions).toBe(1);
+    assertInvariants(state);
+  });
+
+  it("never evicts a key of the same batch", () => {
+    const { state } = setup();
+    state.initializeRank("", 0, 1, 1);
+    const { pages } = state.batchAllocate("", 0, ["a"]);
+    state.confirmWrite("", 0, ["a"], pages);
+    const result = state.batchAllocate("", 0, ["a", "b"]);
+    expect(result.statuses).toEqual([AllocationStatus.EXISTING, AllocationStatus.NO_SPACE]);
+  });
+
+  it("never evicts a read-leased key until its lease ends", () => {
+    const { time, state } = setup();
+    state.initializeRank("", 0, 1, 1);
+    const { pages } = state.batchAllocate("", 0, ["a"]);
+    state.confirmWrite("", 0, ["a"], pages);
+    expect(state.getLocations("", 0, ["a"])).toEqual(pages);
+    expect(state.batchAllocate("", 0, ["b"]).statuses).toEqual([AllocationStatus.NO_SPACE]);
+    time.advance(500);
+    expect(state.batchAllocate("", 0, ["b"]).pages).toEqual(pages);
+  });
+
+  it("rejects oversized batches, empty keys and long keys", () => {
+    const { state } = setup({ maxKeysPerCall: 2, maxKeyBytes: 4 });
+    state.initializeRank("", 0, 4, 1);
+    expect(reasonOf(() => state.batchAllocate("", 0, ["a", "b", "c"]))).toBe(Reason.LIMIT_EXCEEDED);
+    expect(reasonOf(() => state.batchAllocate("", 0, [""]))).toBe(Reason.INVALID_ARGUMENT);
+    expect(reasonOf(() => state.batchAllocate("", 0, ["ééé"]))).toBe(Reason.LIMIT_EXCEEDED);
+    expect(reasonOf(() => state.batchAllocate("", 0, ["a"], ["x", "y"]))).toBe(Reason.INVALID_ARGUMENT);
+  });
+});
+
+describe("confirmWrite", () => {
+  it("makes a key complete when every rank confirmed it", () => {
+    const { state } = setup();
+    state.initializeRank("", 0, 4, 2);
+    state.initializeRank("", 1, 4, 2);
+    const p0 = state.batchAllocate("", 0, ["a"]).pages;
+    const p1 = state.batchAllocate("", 1, ["a"]).pages;
+    expect(state.confirmWrite("", 0, ["a"], p0)).toEqual({ confirmed: 1, released: 0, completed: [] });
+    expect(state.batchExists("", ["a"])).toEqual([false]);
+    expect(state.batchExists("", ["a"], 0)).toEqual([true]);
+    expect(state.getLocations("", 0, ["a"])).toEqual([-1]);
+    expect(state.getLocations("", 0, ["a"], true)).toEqual(p0);
+    expect(state.confirmWrite("", 1, ["a"], p1)).toEqual({ confirmed: 1, released: 0, completed: [0] });
+    expect(state.batchExists("", ["a"])).toEqual([true]);
+    expect(state.getLocations("", 1, ["a"])).toEqual(p1);
+  });
+
+  it("is a no-op for an identical repeat", () => {
+    const { state } = setup();
+    state.initializeRank("", 0, 4, 1);
+    const { pages } = state.batchAllocate("", 0, ["a"]);
+    state.confirmWrite("", 0, ["a"], pages);
+    expect(state.confirmWrite("", 0, ["a"], pages)).toEqual({ confirmed: 0, released: 0, completed: [] });
+  });
+
+  it("rejects a page that was never reserved for the key, changing nothing", () => {
+    const { state } = setup();
+    state.initializeRank("", 0, 4, 1);
+    const { pages } = state.batchAllocate("", 0, ["a", "b"]);
+    expect(reasonOf(() => state.confirmWrite("", 0, ["a", "b"], [pages[0]!, pages[0]!]))).toBe(Reason.RESERVATION_NOT_FOUND);
+    expect(reasonOf(() => state.confirmWrite("", 0, ["a", "c"], [pages[0]!, 3]))).toBe(Reason.RESERVATION_NOT_FOUND);
+    expect(state.batchExists("", ["a"], 0)).toEqual([false]);
+    assertInvariants(state);
+  });
+
+  it("accepts a late write whose expired page stayed free, refuses one whose page was reused", () => {
+    const { time, state } = setup();
+    state.initializeRank("", 0, 2, 1);
+    const a = state.batchAllocate("", 0, ["a"]).pages;
+    const b = state.batchAllocate("", 0, ["b"]).pages;
+    time.advance(1_000);
+    expect(state.stats("")[0]!.expiredReservations).toBe(2);
+    expect(state.confirmWrite("", 0, ["a"], a).confirmed).toBe(1);
+    state.batchAllocate("", 0, ["c"]); // takes b's page
+    expect(reasonOf(() => state.confirmWrite("", 0, ["b"], b))).toBe(Reason.RESERVATION_NOT_FOUND);
+    assertInvariants(state);
+  });
+
+  it("releases reserved pages, ignores free ones, refuses used ones", () => {
+    const { state } = setup();
+    state.initializeRank("", 0, 4, 1);
+    const { pages } = state.batchAllocate("", 0, ["a", "b"]);
+    expect(state.confirmWrite("", 0, ["a"], [pages[0]!], [pages[1]!, 3])).toEqual({ confirmed: 1, released: 1, completed: [0] });
+    expect(reasonOf(() => state.confirmWrite("", 0, [], [], [pages[0]!]))).toBe(Reason.PAGE_IN_USE);
+    expect(state.stats("")[0]!.ranks[0]).toMatchObject({ freePages: 3, reservedPages: 0, usedPages: 1 });
+  });
+
+  it("rejects pages out of range and parallel arrays of different lengths", () => {
+    const { state } = setup();
+    state.initializeRank("", 0, 4, 1);
+    expect(reasonOf(() => state.confirmWrite("", 0, ["a"], [4]))).toBe(Reason.PAGE_OUT_OF_RANGE);
+    expect(reasonOf(() => state.confirmWrite("", 0, [], [], [-1]))).toBe(Reason.PAGE_OUT_OF_RANGE);
+    expect(reasonOf(() => state.confirmWrite("", 0, ["a"], []))).toBe(Reason.INVALID_ARGUMENT);
+  });
+});
+
+describe("deleteKeys and clear", () => {
+  it("frees pages at once without a lease and after the lease with one", () => {
+    const { time, state } = setup();
+    state.initializeRank("", 0, 2, 1);
+    const { pages } = state.batchAllocate("", 0, ["a", "b"]);
+    state.confirmWrite("", 0, ["a", "b"], pages);
+    state.getLocations("", 0, ["a"]);
+    expect(state.deleteKeys("", ["a", "b", "zz"])).toBe(2);
+    expect(state.batchExists("", ["a", "b"])).toEqual([false, false]);
+    expect(state.stats("")[0]!.ranks[0]).toMatchObject({ freePages: 1, usedPages: 1 });
+    expect(state.batchAllocate("", 0, ["c", "d"]).pages).toEqual([pages[1], -1]);
+    time.advance(500);
+    expect(state.stats("")[0]!.ranks[0]).toMatchObject({ freePages: 1, reservedPages: 1 });
+    assertInvariants(state);
+  });
+
+  it("clear drops keys and reservations but keeps ranks", () => {
+    const { state } = setup();
+    state.initializeRank("ns", 0, 4, 1);
+    const { pages } = state.batchAllocate("ns", 0, ["a", "b"]);
+    state.confirmWrite("ns", 0, ["a"], [pages[0]!]);
+    state.clear("ns");
+    expect(state.stats("ns")[0]).toMatchObject({ keys: 0, ranks: [{ freePages: 4 }] });
+    expect(state.initializeRank("ns", 0, 4, 1).created).toBe(false);
+  });
+});
+
+describe("incomplete keys", () => {
+  it("are reclaimed after the incomplete TTL", () => {
+    const { time, state } = setup();
+    state.initializeRank("", 0, 2, 2);
+    state.initializeRank("", 1, 2, 2);
+    const { pages } = state.batchAllocate("", 0, ["a"]);
+    state.confirmWrite("", 0, ["a"], pages);
+    time.advance(4_999);
+    expect(state.batchExists("", ["a"], 0)).toEqual([true]);
+    time.advance(1);
+    expect(state.batchExists("", ["a"], 0)).toEqual([false]);
+    expect(state.stats("")[0]).toMatchObject({ reclaimedIncompleteKeys: 1, ranks: [{ freePages: 2 }, { freePages: 2 }] });
+  });
+});
+
+describe("a rank of 10,000,000 pages", () => {
+  it("costs nothing until used and serves pages in O(1)", () => {
+    const { state } = setup();
+    state.initializeRank("", 0, 10_000_000, 1);
+    const before = process.memoryUsage().heapUsed;
+    state.initializeRank("big", 0, 2_000_000_000, 0);
+    expect(process.memoryUsage().heapUsed - before).toBeLessThan(1_000_000);
+    expect(state.batchAllocate("", 0, ["a"]).pages).toEqual([0]);
+  });
+});

@@ -1,0 +1,50 @@
+import type { MetadataState } from "../../src/core/state.js";
+
+/**
+ * assertInvariants walks every page of every rank and throws on the first
+ * broken invariant: each page in exactly one state, counts adding up, no page
+ * held by two keys, the registry matching the ranks.
+ */
+export function assertInvariants(state: MetadataState): void {
+  for (const ns of state.namespaceViews.values()) {
+    const confirmations = new Map<string, number>();
+    for (const rank of ns.ranks.values()) {
+      const where = `namespace ${ns.name} rank ${rank.rank}`;
+      let free = 0;
+      let reserved = 0;
+      let used = 0;
+      for (let page = 0; page < rank.numPages; page++) {
+        const state = rank.pageState(page);
+        if (state === "free") free++;
+        else if (state === "reserved") reserved++;
+        else used++;
+      }
+      if (free + reserved + used !== rank.numPages) throw new Error(`${where}: states do not add up`);
+      if (free !== rank.pool.freePages) throw new Error(`${where}: ${free} free pages, pool says ${rank.pool.freePages}`);
+      if (reserved !== rank.reservedPages) throw new Error(`${where}: ${reserved} reserved pages, map says ${rank.reservedPages}`);
+      if (used !== rank.usedPages) throw new Error(`${where}: ${used} used pages, counters say ${rank.usedPages}`);
+      const pagesSeen = new Set<number>();
+      for (const [key, reservation] of rank.reserved) {
+        if (reservation.key !== key) throw new Error(`${where}: reservation of ${reservation.key} filed under ${key}`);
+        if (rank.pool.ownerOf(reservation.page) !== key) throw new Error(`${where}: reserved page ${reservation.page} not owned by ${key}`);
+        if (rank.used.has(key)) throw new Error(`${where}: ${key} both reserved and used`);
+        pagesSeen.add(reservation.page);
+      }
+      for (const [key, page] of rank.used) {
+        if (rank.pool.ownerOf(page) !== key) throw new Error(`${where}: used page ${page} not owned by ${key}`);
+        if (pagesSeen.has(page)) throw new Error(`${where}: page ${page} held twice`);
+        pagesSeen.add(page);
+        confirmations.set(key, (confirmations.get(key) ?? 0) + 1);
+      }
+      for (const [page, key] of rank.lapsed) {
+        if (rank.pool.ownerOf(page) !== undefined) throw new Error(`${where}: lapsed page ${page} of ${key} is not free`);
+      }
+    }
+    if (confirmations.size !== ns.keys.size) throw new Error(`namespace ${ns.name}: ${ns.keys.size} records for ${confirmations.size} confirmed keys`);
+    for (const [key, record] of ns.keys) {
+      if (record.confirmedRanks !== confirmations.get(key)) throw new Error(`namespace ${ns.name}: ${key} counts ${record.confirmedRanks} ranks, has ${confirmations.get(key)}`);
+      if (record.complete !== ns.lru.has(record)) throw new Error(`namespace ${ns.name}: ${key} complete=${record.complete} but lru disagrees`);
+    }
+    if (ns.lru.size !== [...ns.keys.values()].filter((r) => r.complete).length) throw new Error(`namespace ${ns.name}: lru holds unknown records`);
+  }
+}
