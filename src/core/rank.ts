@@ -18,9 +18,9 @@ export type PageState = "free" | "reserved" | "used";
  * - every page is in exactly one state, derived from the pool and the maps:
  *   FREE      pool.ownerOf(p) is undefined;
  *   RESERVED  pool.ownerOf(p) = k and reserved.get(k).page = p;
- *   USED      pool.ownerOf(p) = k otherwise: used.get(k) = p (confirmed), or
- *             p is draining (k was deleted while read-leased; freed when the
- *             lease ends);
+ *   USED      pool.ownerOf(p) = k otherwise: either used.get(k) = p
+ *             (confirmed), or draining.has(p) (k was deleted while
+ *             read-leased; p is freed when the lease ends);
  * - so free + reserved + used = numPages, and no page has two keys;
  * - a key has at most one reservation and one confirmed page on a rank, and
  *   never both;
@@ -35,6 +35,8 @@ export class Rank {
   readonly used = new Map<string, number>();
   /** lapsed maps a FREE page to the key whose reservation of it expired. */
   readonly lapsed = new Map<number, string>();
+  /** draining maps a page of a deleted, read-leased key to the end of the lease (ms since the epoch). */
+  readonly draining = new Map<number, number>();
 
   constructor(
     readonly rank: number,
@@ -110,9 +112,10 @@ export class Rank {
     this.used.set(key, page);
   }
 
-  /** restoreDraining holds the free page `page` for a deleted key (recovery). */
-  restoreDraining(key: string, page: number): void {
+  /** restoreDraining holds the free page `page` for a deleted key until untilMs (recovery). */
+  restoreDraining(key: string, page: number, untilMs: number): void {
     this.pool.claim(page, key);
+    this.draining.set(page, untilMs);
   }
 
   /** releaseReservation makes a RESERVED page FREE; `lapse` remembers it for a late confirmation. */
@@ -122,18 +125,24 @@ export class Rank {
     if (lapse) this.lapsed.set(reservation.page, reservation.key);
   }
 
-  /** forgetKey drops key's confirmed page and returns it (-1 if none); the page stays held by key until freed. */
-  forgetKey(key: string): number {
+  /**
+   * forgetKey drops key's confirmed page and returns it (-1 if none): freed
+   * at once, or, when untilMs is in the future, draining until then.
+   */
+  forgetKey(key: string, untilMs: number, nowMs: number): number {
     const page = this.used.get(key);
     if (page === undefined) return -1;
     this.used.delete(key);
+    if (untilMs > nowMs) this.draining.set(page, untilMs);
+    else this.pool.release(page);
     return page;
   }
 
-  /** isDraining tells whether page is held by key only because key was deleted while read-leased. */
-  isDraining(key: string, page: number): boolean {
-    return (
-      this.pool.ownerOf(page) === key && this.used.get(key) !== page && this.reserved.get(key)?.page !== page
-    );
+  /** endDrain frees a draining page whose lease ended by untilMs; false when it is not draining until then. */
+  endDrain(page: number, untilMs: number): boolean {
+    if (this.draining.get(page) !== untilMs) return false;
+    this.draining.delete(page);
+    this.pool.release(page);
+    return true;
   }
 }

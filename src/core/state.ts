@@ -14,7 +14,7 @@ export { AllocationStatus, Role };
 /** StateTimer is a deadline of the state: a reservation's TTL, a drain's lease, an incomplete key's TTL. */
 type StateTimer =
   | { atMs: number; kind: "reservation"; ns: Namespace; rank: Rank; reservation: Reservation }
-  | { atMs: number; kind: "drain"; ns: Namespace; rank: Rank; page: number; key: string }
+  | { atMs: number; kind: "drain"; ns: Namespace; rank: Rank; page: number }
   | { atMs: number; kind: "incomplete"; ns: Namespace; record: KeyRecord };
 
 /** InitializeRankResult describes a rank after InitializeRank. */
@@ -254,7 +254,7 @@ export class MetadataState {
     for (const page of pagesToRelease) {
       if (rank.pageState(page) !== "reserved") continue;
       rank.releaseReservation(rank.reserved.get(rank.pool.ownerOf(page)!)!, false);
-      this.record({ kind: "free", namespace: name, rank: rankNo, page });
+      this.recordFree(ns, rank, page);
       result.released++;
     }
     return result;
@@ -391,7 +391,7 @@ export class MetadataState {
       for (const rank of ns.ranks.values()) {
         for (const reservation of rank.reserved.values()) {
           rank.releaseReservation(reservation, false);
-          this.record({ kind: "free", namespace: ns.name, rank: rank.rank, page: reservation.page });
+          this.recordFree(ns, rank, reservation.page);
         }
         rank.lapsed.clear();
       }
@@ -437,7 +437,7 @@ export class MetadataState {
           this.expireReservation(timer, now);
           break;
         case "drain":
-          if (timer.rank.isDraining(timer.key, timer.page)) this.freePage(timer.ns, timer.rank, timer.page);
+          if (timer.rank.endDrain(timer.page, timer.atMs)) this.recordFree(timer.ns, timer.rank, timer.page);
           break;
         case "incomplete":
           this.reclaimIncomplete(timer, now);
@@ -456,7 +456,7 @@ export class MetadataState {
     }
     rank.releaseReservation(reservation, true);
     ns.expiredReservations++;
-    this.record({ kind: "free", namespace: ns.name, rank: rank.rank, page: reservation.page });
+    this.recordFree(ns, rank, reservation.page);
   }
 
   private reclaimIncomplete(timer: Extract<StateTimer, { kind: "incomplete" }>, now: number): void {
@@ -490,24 +490,23 @@ export class MetadataState {
   /** dropKey removes a key from the registry and frees its pages, or drains them while it is read-leased. */
   private dropKey(ns: Namespace, record: KeyRecord): void {
     const now = this.clock();
+    const untilMs = record.leaseUntilMs;
     ns.keys.delete(record.key);
     ns.lru.delete(record);
     if (record.complete) this.record({ kind: "forget", namespace: ns.name, key: record.key });
-    const leased = record.leaseUntilMs > now;
     for (const rank of ns.ranks.values()) {
-      const page = rank.forgetKey(record.key);
+      const page = rank.forgetKey(record.key, untilMs, now);
       if (page < 0) continue;
-      if (leased) {
-        this.timers.push({ atMs: record.leaseUntilMs, kind: "drain", ns, rank, page, key: record.key });
-        this.record({ kind: "drain", namespace: ns.name, rank: rank.rank, page, key: record.key, untilMs: record.leaseUntilMs });
-      } else {
-        this.freePage(ns, rank, page);
+      if (untilMs <= now) {
+        this.recordFree(ns, rank, page);
+        continue;
       }
+      this.timers.push({ atMs: untilMs, kind: "drain", ns, rank, page });
+      this.record({ kind: "drain", namespace: ns.name, rank: rank.rank, page, key: record.key, untilMs });
     }
   }
 
-  private freePage(ns: Namespace, rank: Rank, page: number): void {
-    rank.pool.release(page);
+  private recordFree(ns: Namespace, rank: Rank, page: number): void {
     this.record({ kind: "free", namespace: ns.name, rank: rank.rank, page });
   }
 

@@ -36,6 +36,12 @@ export function assertInvariants(state: MetadataState): void {
         pagesSeen.add(page);
         confirmations.set(key, (confirmations.get(key) ?? 0) + 1);
       }
+      for (const [page] of rank.draining) {
+        if (rank.pool.ownerOf(page) === undefined) throw new Error(`${where}: draining page ${page} is free`);
+        if (pagesSeen.has(page)) throw new Error(`${where}: draining page ${page} also reserved or used`);
+        pagesSeen.add(page);
+      }
+      if (pagesSeen.size !== rank.pool.heldPages) throw new Error(`${where}: ${rank.pool.heldPages} held pages but ${pagesSeen.size} reserved, used or draining`);
       for (const [page, key] of rank.lapsed) {
         if (rank.pool.ownerOf(page) !== undefined) throw new Error(`${where}: lapsed page ${page} of ${key} is not free`);
       }
