@@ -6,7 +6,7 @@ import { FakeClock } from "../support/fake-clock.js";
 import { assertInvariants } from "../support/invariants.js";
 
 const RANKS = 3;
-const PAGES = 5;
+const PAGES = 3;
 const key = fc.constantFrom("k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7");
 const keys = fc.array(key, { maxLength: 6 });
 const rank = fc.integer({ min: 0, max: RANKS - 1 });
@@ -51,7 +51,7 @@ describe("the core under random operations", () => {
           }
         }
       }),
-      { numRuns: 400 },
+      { numRuns: 1000 },
     );
   });
 });

@@ -174,6 +174,18 @@ describe("confirmWrite", () => {
     assertInvariants(state);
   });
 
+  it("refuses a lapsed page of a key that was confirmed elsewhere since", () => {
+    const { time, state } = setup();
+    state.initializeRank("", 0, 4, 1);
+    const lapsed = state.batchAllocate("", 0, ["a"]).pages;
+    time.advance(1_000);
+    const fresh = state.batchAllocate("", 0, ["a"]).pages;
+    expect(fresh).not.toEqual(lapsed);
+    state.confirmWrite("", 0, ["a"], fresh);
+    expect(reasonOf(() => state.confirmWrite("", 0, ["a"], lapsed))).toBe(Reason.RESERVATION_NOT_FOUND);
+    assertInvariants(state);
+  });
+
   it("releases reserved pages, ignores free ones, refuses used ones", () => {
     const { state } = setup();
     state.initializeRank("", 0, 4, 1);
