@@ -1,0 +1,2 @@
+export { createMetadataClient, type MetadataClient, type MetadataClientOptions } from "./metadata-client.js";
+export { defaultRetryPolicy, type RetryPolicy } from "./backoff.js";

@@ -1,0 +1,101 @@
+import { parseArgs } from "node:util";
+import { defaultStateOptions, type StateOptions } from "../core/options.js";
+import { parseDuration } from "./duration.js";
+
+/** ServerOptions configure `hf3fs-metadata serve`. */
+export interface ServerOptions extends StateOptions {
+  /** host is the address to listen on. Defaults to 127.0.0.1. */
+  host: string;
+  /** port is the TCP port; 0 picks a free one. Defaults to 18000. */
+  port: number;
+  /** dataDir is where the durable store lives. Defaults to ./data. */
+  dataDir: string;
+  /** inMemory keeps the state in memory only, lost on exit. Defaults to false. */
+  inMemory: boolean;
+  /** maxBodyBytes bounds a request body, any protocol. Defaults to 64 MiB. */
+  maxBodyBytes: number;
+  /** shutdownTimeoutMs bounds how long SIGTERM waits for calls in flight. Defaults to 10 s. */
+  shutdownTimeoutMs: number;
+  /** logLevel is pino's level. Defaults to info. */
+  logLevel: string;
+}
+
+type Kind = "string" | "integer" | "duration" | "boolean";
+
+/** OPTIONS lists every option of `serve`: its flag, kind, default and help. The env variable is HF3FS_METADATA_<FLAG>. */
+export const OPTIONS: { flag: string; field: keyof ServerOptions; kind: Kind; help: string }[] = [
+  { flag: "host", field: "host", kind: "string", help: "address to listen on" },
+  { flag: "port", field: "port", kind: "integer", help: "TCP port (0: any free port)" },
+  { flag: "data-dir", field: "dataDir", kind: "string", help: "directory of the durable store" },
+  { flag: "in-memory", field: "inMemory", kind: "boolean", help: "keep state in memory only (lost on exit)" },
+  { flag: "reservation-ttl", field: "reservationTtlMs", kind: "duration", help: "how long a reserved page waits for ConfirmWrite" },
+  { flag: "read-lease-ttl", field: "readLeaseTtlMs", kind: "duration", help: "how long GetLocations protects a key" },
+  { flag: "incomplete-ttl", field: "incompleteTtlMs", kind: "duration", help: "how long a key may stay confirmed on only some ranks" },
+  { flag: "max-keys-per-call", field: "maxKeysPerCall", kind: "integer", help: "keys per call at most" },
+  { flag: "max-key-bytes", field: "maxKeyBytes", kind: "integer", help: "UTF-8 bytes per key at most" },
+  { flag: "max-body-bytes", field: "maxBodyBytes", kind: "integer", help: "bytes per request body at most" },
+  { flag: "shutdown-timeout", field: "shutdownTimeoutMs", kind: "duration", help: "how long shutdown waits for calls in flight" },
+  { flag: "log-level", field: "logLevel", kind: "string", help: "fatal, error, warn, info, debug or trace" },
+];
+
+/** defaultServerOptions are the documented defaults. */
+export const defaultServerOptions: ServerOptions = {
+  ...defaultStateOptions,
+  host: "127.0.0.1",
+  port: 18000,
+  dataDir: "./data",
+  inMemory: false,
+  maxBodyBytes: 64 * 1024 * 1024,
+  shutdownTimeoutMs: 10_000,
+  logLevel: "info",
+};
+
+/** envName is the environment variable of a flag, e.g. HF3FS_METADATA_RESERVATION_TTL. */
+export function envName(flag: string): string {
+  return `HF3FS_METADATA_${flag.toUpperCase().replaceAll("-", "_")}`;
+}
+
+/** parseServerOptions reads flags, then the environment, then the defaults: flags win. Throws with a readable message. */
+export function parseServerOptions(args: string[], env: NodeJS.ProcessEnv): ServerOptions {
+  const { values } = parseArgs({
+    args,
+    options: Object.fromEntries(OPTIONS.map((o) => [o.flag, { type: o.kind === "boolean" ? "boolean" : "string" }])),
+    strict: true,
+    allowPositionals: false,
+  });
+  const options: Record<string, unknown> = { ...defaultServerOptions };
+  for (const { flag, field, kind } of OPTIONS) {
+    const raw = values[flag] ?? env[envName(flag)];
+    if (raw === undefined) continue;
+    options[field] = convert(raw, kind, flag);
+  }
+  const result = options as unknown as ServerOptions;
+  if (result.port > 65_535) throw new Error(`--port must be at most 65535, got ${result.port}`);
+  if (result.maxKeysPerCall < 1 || result.maxKeyBytes < 1) throw new Error("--max-keys-per-call and --max-key-bytes must be at least 1");
+  return result;
+}
+
+function convert(raw: string | boolean, kind: Kind, flag: string): unknown {
+  if (kind === "boolean") return raw === true || raw === "true" || raw === "1";
+  const text = String(raw);
+  if (kind === "string") return text;
+  if (kind === "duration") {
+    try {
+      return parseDuration(text);
+    } catch (e) {
+      throw new Error(`--${flag}: ${(e as Error).message}`);
+    }
+  }
+  if (!/^\d+$/.test(text)) throw new Error(`--${flag} must be a whole number, got "${text}"`);
+  return Number(text);
+}
+
+/** usage is the help text of `serve`. */
+export function usage(): string {
+  const lines = OPTIONS.map((o) => {
+    const value = o.kind === "boolean" ? "" : ` <${o.kind}>`;
+    const fallback = defaultServerOptions[o.field];
+    return `  --${o.flag}${value}\n      ${o.help} (default ${String(fallback)}; env ${envName(o.flag)})`;
+  });
+  return `usage: hf3fs-metadata serve [options]\n\noptions:\n${lines.join("\n")}\n\nDurations accept 500ms, 60s, 10m, 1h; defaults in ms.`;
+}

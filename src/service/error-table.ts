@@ -1,0 +1,64 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { ErrorInfoSchema, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { MetadataError } from "../core/errors.js";
+
+/**
+ * codeOfReason is THE table from a domain reason to a status code. Every
+ * reason the core or the server raises is here; a test walks all of it.
+ */
+export const codeOfReason: Record<Reason, Code> = {
+  [Reason.UNSPECIFIED]: Code.Internal,
+  [Reason.INVALID_ARGUMENT]: Code.InvalidArgument,
+  [Reason.LIMIT_EXCEEDED]: Code.InvalidArgument,
+  [Reason.PAGE_OUT_OF_RANGE]: Code.InvalidArgument,
+  [Reason.RANK_NOT_INITIALIZED]: Code.FailedPrecondition,
+  [Reason.RANK_CONFIG_MISMATCH]: Code.FailedPrecondition,
+  [Reason.RESERVATION_NOT_FOUND]: Code.FailedPrecondition,
+  [Reason.PAGE_IN_USE]: Code.FailedPrecondition,
+  [Reason.SHUTTING_DOWN]: Code.Unavailable,
+  [Reason.STORE_UNAVAILABLE]: Code.Unavailable,
+  [Reason.INTERNAL]: Code.Internal,
+};
+
+/** reasonOfStackCode gives a reason to the errors that the RPC stack raises by itself. */
+const reasonOfStackCode: Partial<Record<Code, Reason>> = {
+  [Code.InvalidArgument]: Reason.INVALID_ARGUMENT,
+  [Code.ResourceExhausted]: Reason.LIMIT_EXCEEDED,
+  [Code.Internal]: Reason.INTERNAL,
+};
+
+/**
+ * toConnectError turns anything a handler threw into the ConnectError sent
+ * to the client: a MetadataError gets its code from codeOfReason and an
+ * ErrorInfo detail; a ConnectError raised by the RPC stack itself (for
+ * example a malformed message) gets the detail it lacks; anything else is a
+ * bug, INTERNAL, with the original kept as the cause.
+ */
+export function toConnectError(error: unknown, namespace: string): ConnectError {
+  if (error instanceof MetadataError) {
+    const { subject } = error;
+    return new ConnectError(error.message, codeOfReason[error.reason], undefined, [
+      {
+        desc: ErrorInfoSchema,
+        value: {
+          reason: error.reason,
+          namespace: subject.namespace ?? namespace,
+          rank: subject.rank,
+          key: subject.key ?? "",
+          page: subject.page,
+          field: subject.field ?? "",
+        },
+      },
+    ]);
+  }
+  if (error instanceof ConnectError) {
+    if (error.details.length > 0) return error;
+    const reason = reasonOfStackCode[error.code] ?? Reason.UNSPECIFIED;
+    return new ConnectError(error.rawMessage, error.code, error.metadata, [
+      { desc: ErrorInfoSchema, value: { reason, namespace } },
+    ]);
+  }
+  return new ConnectError("internal error", Code.Internal, undefined, [
+    { desc: ErrorInfoSchema, value: { reason: Reason.INTERNAL, namespace } },
+  ], error);
+}

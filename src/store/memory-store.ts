@@ -1,0 +1,18 @@
+import { randomUUID } from "node:crypto";
+import type { Change } from "../core/change.js";
+import type { Store } from "./store.js";
+
+const done = Promise.resolve();
+
+/** MemoryStore keeps nothing: the state lives and dies with the process (`--in-memory`). */
+export class MemoryStore implements Store {
+  readonly serverId = randomUUID();
+
+  commit(_changes: readonly Change[]): Promise<void> {
+    return done;
+  }
+
+  close(): Promise<void> {
+    return done;
+  }
+}

@@ -1,0 +1,20 @@
+import type { Change } from "../core/change.js";
+
+/**
+ * Store keeps the state's changes. The state machine never sees it: the
+ * service takes the changes of each call from the state and commits them
+ * before it replies (write-ahead rule).
+ */
+export interface Store {
+  /** serverId identifies the lifetime of the stored state: the same across restarts on the same data, new when the state is new. */
+  readonly serverId: string;
+  /**
+   * commit makes `changes` durable after every earlier commit. It resolves
+   * once they and all earlier ones are durable — so `commit([])` waits for
+   * what is in flight. It rejects with a MetadataError STORE_UNAVAILABLE
+   * when the store failed; the store is then unusable.
+   */
+  commit(changes: readonly Change[]): Promise<void>;
+  /** close waits for pending commits and releases the store. */
+  close(): Promise<void>;
+}
