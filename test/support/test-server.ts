@@ -21,14 +21,24 @@ afterEach(async () => {
 });
 
 /** startTestServer runs an in-process server on 127.0.0.1 and an ephemeral port, stopped after the test. */
-export async function startTestServer(options: Partial<StateOptions> = {}, store: Store = new MemoryStore()): Promise<TestServer> {
+export async function startTestServer(options: Partial<StateOptions> = {}, store: Store = new MemoryStore(), port = 0): Promise<TestServer> {
   const time = new FakeClock();
   const state = new MetadataState(time.clock, options);
   const server = await startServer(
     { state, store },
-    { host: "127.0.0.1", port: 0, maxBodyBytes: 1 << 20, shutdownTimeoutMs: 2_000 },
+    { host: "127.0.0.1", port, maxBodyBytes: 1 << 20, shutdownTimeoutMs: 2_000 },
     createLogger("silent"),
   );
   running.add(server);
   return { ...server, close: server.close, state, store, time };
+}
+
+/** freePort returns a loopback port that was free a moment ago. */
+export async function freePort(): Promise<number> {
+  const { createServer } = await import("node:net");
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+  const { port } = probe.address() as { port: number };
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
 }

@@ -1,0 +1,73 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { describe, expect, it } from "vitest";
+import { AllocationStatus } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { backoffMs, defaultRetryPolicy } from "../../src/client/backoff.js";
+import { createMetadataClient } from "../../src/client/index.js";
+import { freePort, startTestServer } from "../support/test-server.js";
+
+describe("backoffMs", () => {
+  it("draws full jitter under a cap that doubles up to the maximum", () => {
+    expect(backoffMs(defaultRetryPolicy, 0, () => 0.999)).toBeCloseTo(49.95);
+    expect(backoffMs(defaultRetryPolicy, 3, () => 0.5)).toBe(200);
+    expect(backoffMs(defaultRetryPolicy, 40, () => 0.5)).toBe(1_000);
+    expect(backoffMs(defaultRetryPolicy, 5, () => 0)).toBe(0);
+  });
+});
+
+describe("the client", () => {
+  it("gives up on a server that is down with one UNAVAILABLE error naming it", async () => {
+    const url = `http://127.0.0.1:${await freePort()}`;
+    let draws = 0;
+    const client = createMetadataClient({ baseUrl: url, retry: { deadlineMs: 300, initialBackoffMs: 10, maxBackoffMs: 40 }, random: () => (draws++, 0.5) });
+    const started = Date.now();
+    const error = await client.batchExists({ keys: ["a"] }).catch((e: unknown) => ConnectError.from(e));
+    expect(error).toBeInstanceOf(ConnectError);
+    expect((error as ConnectError).code).toBe(Code.Unavailable);
+    expect((error as ConnectError).rawMessage).toContain(url);
+    expect(draws).toBeGreaterThan(2);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  it("waits for a server that starts late", async () => {
+    const port = await freePort();
+    const client = createMetadataClient({ baseUrl: `http://127.0.0.1:${port}`, retry: { deadlineMs: 10_000, initialBackoffMs: 20, maxBackoffMs: 100 } });
+    const call = client.initializeRank({ rank: 0, numPages: 4 });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await startTestServer({}, undefined, port);
+    expect((await call).created).toBe(true);
+  });
+
+  it("re-initializes its ranks when the server restarted without its state", async () => {
+    const port = await freePort();
+    const first = await startTestServer({}, undefined, port);
+    const client = createMetadataClient({ baseUrl: first.url, retry: { deadlineMs: 5_000, initialBackoffMs: 20 } });
+    await client.initializeRank({ namespace: "ns", rank: 1, numPages: 8, worldSize: 2 });
+    await client.batchAllocate({ namespace: "ns", rank: 1, keys: ["a"] });
+    const firstId = client.serverId;
+    await first.close();
+
+    const second = await startTestServer({}, undefined, port);
+    const again = await client.batchAllocate({ namespace: "ns", rank: 1, keys: ["a"] });
+    expect(again.statuses).toEqual([AllocationStatus.NEW]);
+    expect(client.serverId).toBe(second.store.serverId);
+    expect(client.serverId).not.toBe(firstId);
+    expect(second.state.stats("ns")[0]!.ranks).toMatchObject([{ rank: 1, numPages: 8 }]);
+  });
+
+  it("re-initializes when a call that succeeds shows a new server id", async () => {
+    const port = await freePort();
+    const first = await startTestServer({}, undefined, port);
+    const client = createMetadataClient({ baseUrl: first.url, retry: { deadlineMs: 5_000, initialBackoffMs: 20 } });
+    await client.initializeRank({ rank: 0, numPages: 8 });
+    await first.close();
+    const second = await startTestServer({}, undefined, port);
+    expect((await client.batchExists({ keys: ["a"] })).exists).toEqual([false]);
+    expect(second.state.stats("kv")[0]!.ranks).toMatchObject([{ rank: 0, numPages: 8 }]);
+  });
+
+  it("does not retry an error that is not UNAVAILABLE", async () => {
+    const server = await startTestServer();
+    const client = createMetadataClient({ baseUrl: server.url, retry: { deadlineMs: 5_000 } });
+    await expect(client.batchAllocate({ rank: 0, keys: ["a"] })).rejects.toMatchObject({ code: Code.FailedPrecondition });
+  });
+});

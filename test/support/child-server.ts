@@ -1,0 +1,54 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import { afterEach } from "vitest";
+
+const BIN = new URL("../../src/server/bin.mjs", import.meta.url).pathname;
+
+export interface ChildServer {
+  url: string;
+  child: ChildProcess;
+  /** lines are the stdout lines so far. */
+  lines: string[];
+  /** exited resolves with the exit code. */
+  exited: Promise<number | null>;
+}
+
+const children = new Set<ChildProcess>();
+
+afterEach(() => {
+  for (const child of children) if (child.exitCode === null) child.kill("SIGKILL");
+  children.clear();
+});
+
+/** runCli runs the CLI to completion and returns its exit code and output. */
+export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  children.add(child);
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d) => (stdout += d));
+  child.stderr.on("data", (d) => (stderr += d));
+  return new Promise((resolve) => child.on("exit", (code) => resolve({ code, stdout, stderr })));
+}
+
+/** startChildServer runs `hf3fs-metadata serve` on 127.0.0.1 and an ephemeral port, killed after the test. */
+export async function startChildServer(args: string[] = ["--in-memory"], env: NodeJS.ProcessEnv = {}): Promise<ChildServer> {
+  const child = spawn(process.execPath, [BIN, "serve", "--host", "127.0.0.1", "--port", "0", ...args], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  children.add(child);
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  const lines: string[] = [];
+  let stderr = "";
+  child.stderr.on("data", (d) => (stderr += d));
+  const url = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout }).on("line", (line) => {
+      lines.push(line);
+      const event = JSON.parse(line) as { msg?: string; url?: string };
+      if (event.msg === "listening") resolve(event.url!);
+    });
+    exited.then((code) => reject(new Error(`server exited with ${code} before listening: ${stderr}`)));
+  });
+  return { url, child, lines, exited };
+}
