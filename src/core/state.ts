@@ -510,6 +510,62 @@ export class MetadataState {
     this.record({ kind: "free", namespace: ns.name, rank: rank.rank, page });
   }
 
+  /**
+   * restore replays stored state into an empty MetadataState, without
+   * journaling it: all "rank" changes first, then the page changes
+   * (reserve, use, drain), then "complete". Every restored key gets a read
+   * lease of readLeaseTtlMs, because read leases are not stored: for one TTL
+   * after a restart no key is evicted and no deleted key's page is freed.
+   * Incomplete keys get a fresh incomplete TTL.
+   */
+  restore(change: Change): void {
+    const now = this.clock();
+    switch (change.kind) {
+      case "rank": {
+        let ns = this.namespaces.get(change.namespace);
+        if (ns === undefined) this.namespaces.set(change.namespace, (ns = new Namespace(change.namespace, change.worldSize)));
+        ns.ranks.set(change.rank, new Rank(change.rank, change.numPages));
+        return;
+      }
+      case "reserve": {
+        const { ns, rank } = this.rankOf(change.namespace, change.rank);
+        const reservation = rank.restoreReservation(change.key, change.page, change.expiresAtMs);
+        this.timers.push({ atMs: change.expiresAtMs, kind: "reservation", ns, rank, reservation });
+        return;
+      }
+      case "use": {
+        const { ns, rank } = this.rankOf(change.namespace, change.rank);
+        rank.restoreUsed(change.key, change.page);
+        let record = ns.keys.get(change.key);
+        if (record === undefined) {
+          record = { key: change.key, confirmedRanks: 0, complete: false, leaseUntilMs: now + this.options.readLeaseTtlMs };
+          ns.keys.set(change.key, record);
+          this.timers.push({ atMs: now + this.options.incompleteTtlMs, kind: "incomplete", ns, record });
+        }
+        record.confirmedRanks++;
+        return;
+      }
+      case "drain": {
+        const { ns, rank } = this.rankOf(change.namespace, change.rank);
+        const untilMs = Math.max(change.untilMs, now + this.options.readLeaseTtlMs);
+        rank.restoreDraining(change.key, change.page, untilMs);
+        this.timers.push({ atMs: untilMs, kind: "drain", ns, rank, page: change.page });
+        return;
+      }
+      case "complete": {
+        const ns = this.namespaces.get(change.namespace);
+        const record = ns?.keys.get(change.key);
+        if (record === undefined || record.complete) return;
+        record.complete = true;
+        ns!.lru.add(record);
+        return;
+      }
+      case "free":
+      case "forget":
+        return;
+    }
+  }
+
   /** rankOf finds an initialized rank or throws RANK_NOT_INITIALIZED. */
   private rankOf(name: string, rankNo: number): { ns: Namespace; rank: Rank } {
     const ns = this.namespaces.get(name);

@@ -2,6 +2,7 @@ import type * as http from "node:http";
 import type * as http2 from "node:http2";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { MetadataError, Reason } from "../core/errors.js";
 import { commit, type Ledger, metadataService } from "../service/metadata-service.js";
 import { SERVER_ID_HEADER } from "../service/server-id-header.js";
 import { serviceInterceptor } from "../service/service-interceptor.js";
@@ -25,7 +26,7 @@ export interface RunningServer {
   readonly port: number;
   /** close drains calls in flight (new calls get UNAVAILABLE) and stops; idempotent. */
   close(): Promise<void>;
-  /** failed resolves with the error that made the server stop by itself (a store failure). */
+  /** failed resolves with the store's failure; the server then refuses every call with it, and its owner should close it and exit. */
   readonly failed: Promise<Error>;
 }
 
@@ -34,9 +35,11 @@ export interface RunningServer {
  * HTTP/1.1 and HTTP/2 on one port.
  */
 export async function startServer(ledger: Ledger, config: ServerConfig, logger: Logger): Promise<RunningServer> {
-  const lifecycle = { accepting: true };
-  let fail!: (error: Error) => void;
-  const failed = new Promise<Error>((resolve) => (fail = resolve));
+  const lifecycle: { refusal: MetadataError | undefined } = { refusal: undefined };
+  const failed = ledger.store.failed.then((error) => {
+    lifecycle.refusal ??= error instanceof MetadataError ? error : new MetadataError(Reason.STORE_UNAVAILABLE, error.message);
+    return error;
+  });
   const adapter = connectNodeAdapter({
     routes: (router) => router.service(MetadataService, metadataService(ledger)),
     interceptors: [serviceInterceptor(lifecycle, ledger.store.serverId)],
@@ -52,14 +55,14 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
 
   const expiry = setInterval(() => {
     ledger.state.expire();
-    commit(ledger).catch((error: Error) => fail(error));
+    commit(ledger).catch(() => undefined); // a failure resolves ledger.store.failed
   }, config.expireIntervalMs ?? 1_000);
   expiry.unref();
 
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
-      lifecycle.accepting = false;
+      lifecycle.refusal ??= new MetadataError(Reason.SHUTTING_DOWN, "the server is shutting down; retry against the restarted server");
       clearInterval(expiry);
       await listener.close(config.shutdownTimeoutMs);
       logger.info({ url }, "stopped");

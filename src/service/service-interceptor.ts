@@ -1,12 +1,13 @@
 import type { Interceptor } from "@connectrpc/connect";
 import { DEFAULT_NAMESPACE } from "../core/options.js";
-import { MetadataError, Reason } from "../core/errors.js";
+import type { MetadataError } from "../core/errors.js";
 import { toConnectError } from "./error-table.js";
 import { SERVER_ID_HEADER } from "./server-id-header.js";
 
 /** Lifecycle tells whether the server still accepts calls. */
 export interface Lifecycle {
-  readonly accepting: boolean;
+  /** refusal is the error every new call gets once the server stops accepting (shutting down, store failed); undefined while it accepts. */
+  readonly refusal: MetadataError | undefined;
 }
 
 /**
@@ -19,9 +20,7 @@ export interface Lifecycle {
 export function serviceInterceptor(lifecycle: Lifecycle, serverId: string): Interceptor {
   return (next) => async (req) => {
     try {
-      if (!lifecycle.accepting) {
-        throw new MetadataError(Reason.SHUTTING_DOWN, "the server is shutting down; retry against the restarted server");
-      }
+      if (lifecycle.refusal !== undefined) throw lifecycle.refusal;
       return await next(req);
     } catch (error) {
       const connectError = toConnectError(error, namespaceOf(req.message));

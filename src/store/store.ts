@@ -15,6 +15,8 @@ export interface Store {
    * when the store failed; the store is then unusable.
    */
   commit(changes: readonly Change[]): Promise<void>;
+  /** failed resolves with the error of the first failed commit; the store refuses every commit after it. */
+  readonly failed: Promise<Error>;
   /** close waits for pending commits and releases the store. */
   close(): Promise<void>;
 }

@@ -601,15 +601,16 @@ export type NamespaceStats = Message<"hf3fs.metadata.v1.NamespaceStats"> & {
   completeKeys: bigint;
 
   /**
-   * evictions is the number of complete keys evicted to make room, since
-   * the namespace was created.
+   * evictions is the number of complete keys evicted to make room since the
+   * server process started (counters are not stored).
    *
    * @generated from field: uint64 evictions = 6;
    */
   evictions: bigint;
 
   /**
-   * expired_reservations is the number of reservations that ended by TTL.
+   * expired_reservations is the number of reservations that ended by TTL
+   * since the server process started.
    *
    * @generated from field: uint64 expired_reservations = 7;
    */
@@ -617,7 +618,8 @@ export type NamespaceStats = Message<"hf3fs.metadata.v1.NamespaceStats"> & {
 
   /**
    * reclaimed_incomplete_keys is the number of keys reclaimed after staying
-   * incomplete longer than the incomplete TTL.
+   * incomplete longer than the incomplete TTL, since the server process
+   * started.
    *
    * @generated from field: uint64 reclaimed_incomplete_keys = 8;
    */

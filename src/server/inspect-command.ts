@@ -1,0 +1,34 @@
+import { parseArgs } from "node:util";
+import { systemClock } from "../core/clock.js";
+import { MetadataState } from "../core/state.js";
+import { LmdbStore } from "../store/lmdb-store.js";
+import { renderStats } from "./render-stats.js";
+
+const USAGE = "usage: hf3fs-metadata inspect --data-dir DIR\n\nPrints the namespaces, ranks, page usage and key counts of a data dir, read-only.";
+
+/** inspectCommand prints what a data dir holds, without a server. */
+export async function inspectCommand(args: string[]): Promise<number> {
+  let dataDir: string;
+  try {
+    const { values } = parseArgs({ args, options: { "data-dir": { type: "string" }, help: { type: "boolean", short: "h" } } });
+    if (values.help) {
+      console.log(USAGE);
+      return 0;
+    }
+    dataDir = values["data-dir"] ?? process.env.HF3FS_METADATA_DATA_DIR ?? "./data";
+  } catch (e) {
+    console.error(`hf3fs-metadata inspect: ${(e as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  try {
+    const store = await LmdbStore.open(dataDir, { readOnly: true });
+    const state = new MetadataState(systemClock, {}, false);
+    store.load((change) => state.restore(change));
+    await store.close();
+    process.stdout.write(`store ${store.path}  server id ${store.serverId}\n${renderStats(state.stats(undefined))}`);
+    return 0;
+  } catch (error) {
+    console.error(`hf3fs-metadata inspect: ${(error as Error).message}`);
+    return 1;
+  }
+}

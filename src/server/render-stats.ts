@@ -1,0 +1,28 @@
+import type { NamespaceStatsView } from "../core/state.js";
+
+const BAR_WIDTH = 30;
+
+/**
+ * renderStats draws a table per namespace: one row per rank with a usage bar
+ * ('#' used, '+' reserved, '.' free), then the key counters.
+ */
+export function renderStats(namespaces: readonly NamespaceStatsView[]): string {
+  if (namespaces.length === 0) return "no namespaces\n";
+  const out: string[] = [];
+  for (const ns of namespaces) {
+    out.push(`namespace ${ns.namespace}  world_size ${ns.worldSize || "unknown"}  keys ${ns.keys}  complete ${ns.completeKeys}  evictions ${ns.evictions}  expired reservations ${ns.expiredReservations}  reclaimed incomplete ${ns.reclaimedIncompleteKeys}`);
+    out.push(`  ${"rank".padStart(5)}  ${"pages".padStart(11)}  ${"free".padStart(11)}  ${"reserved".padStart(11)}  ${"used".padStart(11)}  usage`);
+    for (const r of ns.ranks) {
+      out.push(
+        `  ${String(r.rank).padStart(5)}  ${String(r.numPages).padStart(11)}  ${String(r.freePages).padStart(11)}  ${String(r.reservedPages).padStart(11)}  ${String(r.usedPages).padStart(11)}  [${bar(r.usedPages, r.reservedPages, r.numPages)}]`,
+      );
+    }
+  }
+  return `${out.join("\n")}\n`;
+}
+
+function bar(used: number, reserved: number, total: number): string {
+  const u = Math.round((used / total) * BAR_WIDTH);
+  const r = Math.min(BAR_WIDTH - u, Math.round((reserved / total) * BAR_WIDTH));
+  return "#".repeat(u) + "+".repeat(r) + ".".repeat(BAR_WIDTH - u - r);
+}

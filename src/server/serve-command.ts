@@ -1,0 +1,64 @@
+import { systemClock } from "../core/clock.js";
+import { MetadataState } from "../core/state.js";
+import { LmdbStore } from "../store/lmdb-store.js";
+import { MemoryStore } from "../store/memory-store.js";
+import type { Store } from "../store/store.js";
+import { createLogger, type Logger } from "./logger.js";
+import { parseServerOptions, type ServerOptions, usage } from "./options.js";
+import { startServer } from "./server.js";
+
+/** serveCommand runs `hf3fs-metadata serve` until SIGTERM/SIGINT (exit 0) or a store failure (exit 1). */
+export async function serveCommand(args: string[]): Promise<number> {
+  if (args.includes("--help") || args.includes("-h")) {
+    console.log(usage());
+    return 0;
+  }
+  let options: ServerOptions;
+  try {
+    options = parseServerOptions(args, process.env);
+  } catch (e) {
+    console.error(`hf3fs-metadata serve: ${(e as Error).message}\n\n${usage()}`);
+    return 2;
+  }
+  const logger = createLogger(options.logLevel);
+  let store: Store;
+  const state = new MetadataState(systemClock, options, !options.inMemory);
+  try {
+    store = options.inMemory ? new MemoryStore() : await openAndLoad(options.dataDir, state, logger);
+  } catch (error) {
+    logger.fatal({ err: error }, "cannot start");
+    console.error(`hf3fs-metadata serve: ${(error as Error).message}`);
+    return 1;
+  }
+  const server = await startServer({ state, store }, options, logger);
+
+  const code = await new Promise<number>((resolve) => {
+    const stop = (signal: string) => {
+      logger.info({ signal }, "shutting down");
+      resolve(0);
+    };
+    process.once("SIGTERM", () => stop("SIGTERM"));
+    process.once("SIGINT", () => stop("SIGINT"));
+    void server.failed.then((error) => {
+      logger.fatal({ err: error }, "store failed; exiting so a supervisor restarts from the last durable state");
+      resolve(1);
+    });
+  });
+  await server.close();
+  await store.close().catch((error: Error) => logger.error({ err: error }, "closing the store failed"));
+  return code;
+}
+
+/** openAndLoad opens the store of dataDir and replays it into state, logging progress every second. */
+async function openAndLoad(dataDir: string, state: MetadataState, logger: Logger): Promise<LmdbStore> {
+  const started = Date.now();
+  const store = await LmdbStore.open(dataDir);
+  logger.info({ path: store.path, serverId: store.serverId }, "loading the store");
+  const records = store.load(
+    (change) => state.restore(change),
+    ({ records, elapsedMs }) => logger.info({ records, recordsPerSecond: Math.round(records / (elapsedMs / 1_000)) }, "loading"),
+  );
+  const elapsedMs = Date.now() - started;
+  logger.info({ records, elapsedMs, recordsPerSecond: Math.round(records / Math.max(elapsedMs, 1) * 1_000) }, "loaded");
+  return store;
+}

@@ -1,0 +1,197 @@
+import { spawnSync } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { existsSync, mkdirSync, statSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { type Database, open, type RootDatabase } from "lmdb";
+import type { Change } from "../core/change.js";
+import { MetadataError, Reason } from "../core/errors.js";
+import { DataDirLock } from "./data-dir-lock.js";
+import {
+  type CompleteKey,
+  DB_NAMES,
+  FORMAT_VERSION,
+  type PageKey,
+  type PageValue,
+  pageChange,
+  type RankKey,
+  type RankValue,
+  writeOf,
+} from "./schema.js";
+import type { Store } from "./store.js";
+
+const VERIFIER = new URL("./verify-lmdb.mjs", import.meta.url).pathname;
+
+/** StoreOpenError says why a data dir cannot be used; the server refuses to start with it. */
+export class StoreOpenError extends Error {
+  override name = "StoreOpenError";
+}
+
+/** LoadProgress is reported about once a second while a store loads. */
+export interface LoadProgress {
+  records: number;
+  elapsedMs: number;
+}
+
+/**
+ * LmdbStore keeps the state in an LMDB environment (lmdb-js) under a data
+ * dir. Writes of one commit are issued in one event turn, so lmdb-js puts
+ * them in one transaction, together with those of every other call of that
+ * turn (group commit); transactions commit in issue order. With
+ * overlappingSync off, a transaction's promise resolves once it is synced
+ * to disk, so a resolved commit is durable.
+ */
+export class LmdbStore implements Store {
+  private tail: Promise<void> = Promise.resolve();
+  private failure: MetadataError | undefined;
+  private onFailure!: (error: Error) => void;
+  readonly failed = new Promise<Error>((resolve) => (this.onFailure = resolve));
+
+  private constructor(
+    readonly path: string,
+    readonly serverId: string,
+    private readonly env: RootDatabase,
+    readonly dbs: Record<(typeof DB_NAMES)[number], Database>,
+    private readonly lock: DataDirLock | undefined,
+  ) {}
+
+  /**
+   * open opens (or creates) the store of dataDir. Unless readOnly, it takes
+   * the data dir's lock. Throws StoreOpenError naming the path when the
+   * store is locked, unreadable, corrupt, truncated or of another format
+   * version; it never starts empty over existing data.
+   */
+  static async open(dataDir: string, { readOnly = false } = {}): Promise<LmdbStore> {
+    const path = resolve(dataDir);
+    if (!readOnly) mkdirSync(path, { recursive: true });
+    else if (!existsSync(path)) throw new StoreOpenError(`data dir ${path} does not exist`);
+    const lock = readOnly ? undefined : await DataDirLock.acquire(path).catch((e: Error) => {
+      throw new StoreOpenError(e.message);
+    });
+    try {
+      const existed = checkDataFile(path);
+      if (existed) verifyReadable(path);
+      if (readOnly && !existed) throw new StoreOpenError(`data dir ${path} holds no store (no data.mdb)`);
+      const env = open({ path, readOnly, overlappingSync: false, noSync: false, maxDbs: 8 });
+      const dbs = Object.fromEntries(DB_NAMES.map((name) => [name, env.openDB(name, {})])) as LmdbStore["dbs"];
+      const serverId = await initMeta(path, dbs, readOnly);
+      return new LmdbStore(path, serverId, env, dbs, lock);
+    } catch (error) {
+      await lock?.release();
+      if (error instanceof StoreOpenError) throw error;
+      throw new StoreOpenError(`cannot open the store in ${path}: ${(error as Error).message}`);
+    }
+  }
+
+  /**
+   * load hands every stored record to `restore`, ranks first, then pages,
+   * then completeness, reporting progress about once a second.
+   */
+  load(restore: (change: Change) => void, progress: (p: LoadProgress) => void = () => {}): number {
+    const started = Date.now();
+    let records = 0;
+    let nextReport = started + 1_000;
+    const tick = () => {
+      if ((++records & 0xffff) === 0 && Date.now() >= nextReport) {
+        nextReport = Date.now() + 1_000;
+        progress({ records, elapsedMs: Date.now() - started });
+      }
+    };
+    for (const { key, value } of this.dbs.ranks.getRange({})) {
+      const [namespace, rank] = key as RankKey;
+      const [numPages, worldSize] = value as RankValue;
+      restore({ kind: "rank", namespace, rank, numPages, worldSize });
+      tick();
+    }
+    for (const { key, value } of this.dbs.pages.getRange({})) {
+      restore(pageChange(key as PageKey, value as PageValue));
+      tick();
+    }
+    for (const { key } of this.dbs.complete.getRange({})) {
+      const [namespace, completeKey] = key as CompleteKey;
+      restore({ kind: "complete", namespace, key: completeKey });
+      tick();
+    }
+    return records;
+  }
+
+  commit(changes: readonly Change[]): Promise<void> {
+    if (this.failure !== undefined) return Promise.reject(this.failure);
+    if (changes.length === 0) return this.tail;
+    let last: Promise<unknown> = Promise.resolve();
+    try {
+      for (const change of changes) {
+        const write = writeOf(change);
+        const db = this.dbs[write.db];
+        last = write.value === undefined ? db.remove(write.key) : db.put(write.key, write.value);
+      }
+    } catch (error) {
+      return this.fail(error as Error);
+    }
+    this.tail = last.then(
+      () => undefined,
+      (error: Error) => this.fail(error),
+    );
+    return this.tail;
+  }
+
+  private fail(error: Error): Promise<never> {
+    this.failure ??= new MetadataError(Reason.STORE_UNAVAILABLE, `the store in ${this.path} failed: ${error.message}`);
+    this.onFailure(this.failure);
+    return Promise.reject(this.failure);
+  }
+
+  /** transactions is the number of write transactions the environment has committed, ever. */
+  transactions(): number {
+    return (this.env.getStats() as { lastTxnId: number }).lastTxnId;
+  }
+
+  async close(): Promise<void> {
+    await this.tail.catch(() => undefined);
+    await this.env.close();
+    await this.lock?.release();
+  }
+}
+
+/** checkDataFile tells whether the store's file exists, and refuses an empty one (truncated). */
+function checkDataFile(path: string): boolean {
+  const file = join(path, "data.mdb");
+  if (!existsSync(file)) return false;
+  const { size } = statSync(file);
+  if (size === 0) throw new StoreOpenError(`store file ${file} is empty (truncated?); refusing to start over it`);
+  return true;
+}
+
+/** verifyReadable walks the whole store in a child process, so a corrupt file kills the child, not the server. */
+function verifyReadable(path: string): void {
+  const child = spawnSync(process.execPath, [VERIFIER, path, ...DB_NAMES], { encoding: "utf8" });
+  if (child.signal !== null) {
+    throw new StoreOpenError(`store in ${path} is corrupt or truncated: reading it crashed the reader (${child.signal})`);
+  }
+  if (child.status !== 0) {
+    throw new StoreOpenError(`store in ${path} is unreadable: ${child.stderr.trim() || `verifier exited with ${child.status}`}`);
+  }
+}
+
+/** initMeta checks the format version of an existing store, or writes it and a new server id into a new one. */
+async function initMeta(path: string, dbs: LmdbStore["dbs"], readOnly: boolean): Promise<string> {
+  const { meta } = dbs;
+  const version = meta.get("formatVersion") as number | undefined;
+  const serverId = meta.get("serverId") as string | undefined;
+  if (version === undefined) {
+    const holdsData = dbs.ranks.getKeysCount() + dbs.pages.getKeysCount() + dbs.complete.getKeysCount() > 0;
+    if (readOnly || holdsData) throw new StoreOpenError(`data dir ${path} holds no hf3fs-metadata store (no format version)`);
+    const id = randomUUID();
+    // One event turn, so one transaction: a store has both or neither.
+    await Promise.all([meta.put("serverId", id), meta.put("formatVersion", FORMAT_VERSION)]);
+    return id;
+  }
+  if (version !== FORMAT_VERSION) {
+    throw new StoreOpenError(
+      `store in ${path} has format version ${String(version)}, this server reads version ${FORMAT_VERSION}: ${
+        Number(version) > FORMAT_VERSION ? "upgrade hf3fs-metadata" : "it is not a store of this server"
+      }`,
+    );
+  }
+  if (typeof serverId !== "string") throw new StoreOpenError(`store in ${path} has no server id`);
+  return serverId;
+}

@@ -1,0 +1,139 @@
+import { createHash } from "node:crypto";
+import { readFileSync, truncateSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { open } from "lmdb";
+import { describe, expect, it } from "vitest";
+import { MetadataState } from "../../src/core/state.js";
+import { LmdbStore, StoreOpenError } from "../../src/store/lmdb-store.js";
+import { FakeClock } from "../support/fake-clock.js";
+import { assertInvariants } from "../support/invariants.js";
+import { tempDir } from "../support/temp-dir.js";
+
+const TTL = { reservationTtlMs: 1_000, readLeaseTtlMs: 500, incompleteTtlMs: 60_000 };
+
+/** reopen loads dir into a fresh state, as a restarted server does. */
+async function reopen(dir: string, time: FakeClock) {
+  const store = await LmdbStore.open(dir);
+  const state = new MetadataState(time.clock, TTL);
+  store.load((c) => state.restore(c));
+  return { store, state };
+}
+
+async function run(state: MetadataState, store: LmdbStore, op: (s: MetadataState) => unknown) {
+  const result = op(state);
+  await store.commit(state.takeChanges());
+  return result;
+}
+
+function digest(dir: string): string {
+  return createHash("sha256").update(readFileSync(join(dir, "data.mdb"))).digest("hex");
+}
+
+describe("LmdbStore", () => {
+  it("keeps ranks, reservations, confirmations, completeness and draining pages across a restart", async () => {
+    const dir = tempDir();
+    const time = new FakeClock();
+    const first = await reopen(dir, time);
+    const { state, store } = first;
+    await run(state, store, (s) => s.initializeRank("ns", 0, 8, 2));
+    await run(state, store, (s) => s.initializeRank("ns", 1, 8, 2));
+    const a0 = (await run(state, store, (s) => s.batchAllocate("ns", 0, ["a", "b", "c"]))) as { pages: number[] };
+    const a1 = (await run(state, store, (s) => s.batchAllocate("ns", 1, ["a"]))) as { pages: number[] };
+    await run(state, store, (s) => s.confirmWrite("ns", 0, ["a", "b"], a0.pages.slice(0, 2)));
+    await run(state, store, (s) => s.confirmWrite("ns", 1, ["a"], a1.pages));
+    await run(state, store, (s) => s.getLocations("ns", 0, ["b"], true));
+    await run(state, store, (s) => s.deleteKeys("ns", ["b"]));
+    const serverId = store.serverId;
+    await store.close();
+
+    const second = await reopen(dir, time);
+    expect(second.store.serverId).toBe(serverId);
+    assertInvariants(second.state);
+    expect(second.state.stats("ns")).toEqual(state.stats("ns").map((v) => ({ ...v, expiredReservations: 0 })));
+    expect(second.state.batchExists("ns", ["a", "b"])).toEqual([true, false]);
+    expect(second.state.getLocations("ns", 0, ["a"])).toEqual([a0.pages[0]]);
+    // c's reservation survived: a retry gets the same page.
+    expect(second.state.batchAllocate("ns", 0, ["c"]).pages).toEqual([a0.pages[2]]);
+    // b's page drains for one read lease after the restart, then is free.
+    expect(second.state.stats("ns")[0]!.ranks[0]!.usedPages).toBe(2);
+    time.advance(500);
+    expect(second.state.stats("ns")[0]!.ranks[0]!.usedPages).toBe(1);
+    await second.store.close();
+  });
+
+  it("gives a new data dir a new server id", async () => {
+    const a = await LmdbStore.open(tempDir());
+    const b = await LmdbStore.open(tempDir());
+    expect(a.serverId).not.toBe(b.serverId);
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it("refuses a second opener of the same data dir", async () => {
+    const dir = tempDir();
+    const store = await LmdbStore.open(dir);
+    await expect(LmdbStore.open(dir)).rejects.toThrow(/is locked: another hf3fs-metadata server/);
+    await store.close();
+    await (await LmdbStore.open(dir)).close();
+  });
+
+  it("shares one transaction among the commits of one event turn", async () => {
+    const store = await LmdbStore.open(tempDir());
+    const state = new MetadataState(new FakeClock().clock, TTL);
+    state.initializeRank("", 0, 1_000, 1);
+    await store.commit(state.takeChanges());
+    const before = store.transactions();
+    const commits: Promise<void>[] = [];
+    for (let i = 0; i < 16; i++) {
+      state.batchAllocate("", 0, [`k${i}`]);
+      commits.push(store.commit(state.takeChanges()));
+    }
+    await Promise.all(commits);
+    expect(store.transactions() - before).toBe(1);
+    await store.close();
+  });
+
+  describe("refuses to start, naming the path and leaving the files untouched, when", () => {
+    async function filledDir() {
+      const dir = tempDir();
+      const time = new FakeClock();
+      const { state, store } = await reopen(dir, time);
+      await run(state, store, (s) => s.initializeRank("", 0, 100_000, 1));
+      for (let i = 0; i < 20; i++) {
+        const keys = Array.from({ length: 1_000 }, (_, j) => `key-${i}-${j}`);
+        const { pages } = (await run(state, store, (s) => s.batchAllocate("", 0, keys))) as { pages: number[] };
+        await run(state, store, (s) => s.confirmWrite("", 0, keys, pages));
+      }
+      await store.close();
+      return dir;
+    }
+
+    it.each([
+      ["the file is truncated", (f: string) => truncateSync(f, 100_000), /corrupt or truncated|unreadable/],
+      ["the file is empty", (f: string) => truncateSync(f, 0), /is empty/],
+      ["the meta pages are garbage", (f: string) => {
+        const bytes = readFileSync(f);
+        bytes.fill(0x5a, 0, 8192);
+        writeFileSync(f, bytes);
+      }, /corrupt or truncated|unreadable/],
+    ])("%s", async (_, damage, message) => {
+      const dir = await filledDir();
+      damage(join(dir, "data.mdb"));
+      const before = digest(dir);
+      const error = await LmdbStore.open(dir).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StoreOpenError);
+      expect((error as Error).message).toMatch(message);
+      expect((error as Error).message).toContain(dir);
+      expect(digest(dir)).toBe(before);
+    });
+
+    it("the format version is newer", async () => {
+      const dir = await filledDir();
+      const env = open({ path: dir });
+      await env.openDB("meta", {}).put("formatVersion", 2);
+      await env.close();
+      const before = digest(dir);
+      await expect(LmdbStore.open(dir)).rejects.toThrow(/format version 2, this server reads version 1: upgrade/);
+      expect(digest(dir)).toBe(before);
+    });
+  });
+});
