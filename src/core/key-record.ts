@@ -14,4 +14,6 @@ export interface KeyRecord {
   complete: boolean;
   /** leaseUntilMs is the end of the key's read lease; 0 for none. */
   leaseUntilMs: number;
+  /** reclaimAtMs is when the key is reclaimed if still incomplete (first confirmation + incomplete TTL). */
+  reclaimAtMs: number;
 }

@@ -7,7 +7,9 @@ import type { Rank } from "./rank.js";
  *
  * Invariants: `keys` holds exactly the keys USED on at least one rank (a
  * record's confirmedRanks equals the number of ranks whose `used` map has
- * it); `lru` holds exactly the complete records, least recently used first.
+ * it); `lru` holds exactly the complete records, least recently used first;
+ * `incomplete` holds exactly the other records, by reclaimAtMs (the TTL is
+ * one server option, so insertion order is deadline order).
  */
 export class Namespace {
   /** ranks are the initialized ranks, by number. */
@@ -16,6 +18,8 @@ export class Namespace {
   readonly keys = new Map<string, KeyRecord>();
   /** lru orders the complete keys, least recently used first. */
   readonly lru = new Set<KeyRecord>();
+  /** incomplete orders the incomplete keys by reclaimAtMs, earliest first. */
+  readonly incomplete = new Set<KeyRecord>();
   /** evictions counts complete keys evicted to make room. */
   evictions = 0;
   /** expiredReservations counts reservations ended by their TTL. */

@@ -63,6 +63,11 @@ export class PagePool {
     this.heldPages++;
   }
 
+  /** setOwner hands a held page to another string of the same key (to share one copy of each key). */
+  setOwner(page: number, key: string): void {
+    this.owner[page] = key;
+  }
+
   /** release makes a held page free. */
   release(page: number): void {
     this.owner[page] = undefined;

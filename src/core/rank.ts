@@ -29,7 +29,11 @@ export type PageState = "free" | "reserved" | "used";
  */
 export class Rank {
   readonly pool: PagePool;
-  /** reserved maps a key to its reservation on this rank. */
+  /**
+   * reserved maps a key to its reservation on this rank, in expiry order:
+   * the TTL is one server option, so appending (and re-appending on renewal)
+   * keeps the earliest expiry first, and expiring is a scan of the front.
+   */
   readonly reserved = new Map<string, Reservation>();
   /** used maps a confirmed key to its page on this rank. */
   readonly used = new Map<string, number>();
@@ -70,6 +74,31 @@ export class Rank {
     return this.addReservation(key, page, expiresAtMs);
   }
 
+  /** renew moves a reservation's expiry to expiresAtMs, at the back of the expiry order. */
+  renew(reservation: Reservation, expiresAtMs: number): void {
+    reservation.expiresAtMs = expiresAtMs;
+    this.reserved.delete(reservation.key);
+    this.reserved.set(reservation.key, reservation);
+  }
+
+  /** expireReservations frees, and remembers as lapsed, every reservation expired by nowMs; returns them. */
+  expireReservations(nowMs: number): Reservation[] | undefined {
+    let expired: Reservation[] | undefined;
+    for (const reservation of this.reserved.values()) {
+      if (reservation.expiresAtMs > nowMs) break;
+      this.releaseReservation(reservation, true);
+      (expired ??= []).push(reservation);
+    }
+    return expired;
+  }
+
+  /** sortReservations restores the expiry order after reservations were restored in page order. */
+  sortReservations(): void {
+    const sorted = [...this.reserved.values()].sort((a, b) => a.expiresAtMs - b.expiresAtMs);
+    this.reserved.clear();
+    for (const reservation of sorted) this.reserved.set(reservation.key, reservation);
+  }
+
   /** restoreReservation reserves the free page `page` for key (recovery). */
   restoreReservation(key: string, page: number, expiresAtMs: number): Reservation {
     this.pool.claim(page, key);
@@ -95,10 +124,15 @@ export class Rank {
     return this.lapsed.get(page) === key && this.pool.ownerOf(page) === undefined;
   }
 
-  /** confirm makes page USED by key. The caller checked isConfirmable and that it is not USED yet. */
+  /**
+   * confirm makes page USED by key. The caller checked isConfirmable and that
+   * it is not USED yet. `key` should be the namespace's copy of the key
+   * string, so that every rank shares one copy.
+   */
   confirm(key: string, page: number): void {
     if (this.reserved.get(key)?.page === page) {
       this.reserved.delete(key);
+      this.pool.setOwner(page, key);
     } else {
       this.lapsed.delete(page);
       this.pool.claim(page, key);

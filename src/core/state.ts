@@ -11,11 +11,13 @@ import { checkCount, checkKeys, checkPages, checkSameLength, checkUint32, namesp
 
 export { AllocationStatus, Role };
 
-/** StateTimer is a deadline of the state: a reservation's TTL, a drain's lease, an incomplete key's TTL. */
-type StateTimer =
-  | { atMs: number; kind: "reservation"; ns: Namespace; rank: Rank; reservation: Reservation }
-  | { atMs: number; kind: "drain"; ns: Namespace; rank: Rank; page: number }
-  | { atMs: number; kind: "incomplete"; ns: Namespace; record: KeyRecord };
+/** DrainTimer frees a deleted key's page when its read lease ends (leases vary, so these need a heap). */
+interface DrainTimer {
+  atMs: number;
+  ns: Namespace;
+  rank: Rank;
+  page: number;
+}
 
 /** InitializeRankResult describes a rank after InitializeRank. */
 export interface InitializeRankResult {
@@ -65,14 +67,15 @@ export interface NamespaceStatsView {
  *
  * It is synchronous and does no I/O: each operation validates its whole
  * input, then applies all of it, so it is atomic. Time comes from the
- * injected clock; due deadlines are processed at the start of every
- * operation (and by `expire`). Every durable effect is appended to a journal
+ * injected clock; due deadlines (expired reservations, reclaimed incomplete
+ * keys, ended drains) are processed at the start of every operation (and by
+ * `expire`). Every durable effect is appended to a journal
  * that the caller takes with `takeChanges` and persists before replying.
  */
 export class MetadataState {
   readonly options: StateOptions;
   private readonly namespaces = new Map<string, Namespace>();
-  private readonly timers = new TimerQueue<StateTimer>();
+  private readonly drains = new TimerQueue<DrainTimer>();
   private changes: Change[] = [];
 
   /**
@@ -194,7 +197,7 @@ export class MetadataState {
       let reservation = rank.reserved.get(key);
       if (reservation !== undefined) {
         if (reservation.expiresAtMs !== expiresAtMs) {
-          reservation.expiresAtMs = expiresAtMs;
+          rank.renew(reservation, expiresAtMs);
           this.recordReserve(name, rank, reservation);
         }
         pages[i] = reservation.page;
@@ -210,7 +213,6 @@ export class MetadataState {
         statuses[i] = AllocationStatus.NO_SPACE;
         continue;
       }
-      this.timers.push({ atMs: expiresAtMs, kind: "reservation", ns, rank, reservation });
       this.recordReserve(name, rank, reservation);
       pages[i] = reservation.page;
       statuses[i] = AllocationStatus.NEW;
@@ -246,10 +248,11 @@ export class MetadataState {
       const key = keys[i]!;
       const page = pages[i]!;
       if (rank.used.get(key) === page) continue;
-      rank.confirm(key, page);
+      const record = this.recordOf(ns, key);
+      rank.confirm(record.key, page);
       this.record({ kind: "use", namespace: name, rank: rankNo, page, key });
       result.confirmed++;
-      if (this.countConfirmation(ns, key)) result.completed.push(i);
+      if (this.countConfirmation(ns, record)) result.completed.push(i);
     }
     for (const page of pagesToRelease) {
       if (rank.pageState(page) !== "reserved") continue;
@@ -296,25 +299,30 @@ export class MetadataState {
     }
   }
 
-  /** countConfirmation adds a rank to a key's confirmations; true when this made the key complete. */
-  private countConfirmation(ns: Namespace, key: string): boolean {
+  /** recordOf finds a key's record, or registers the key as incomplete (reclaimed after the incomplete TTL). */
+  private recordOf(ns: Namespace, key: string, leaseUntilMs = 0): KeyRecord {
     let record = ns.keys.get(key);
     if (record === undefined) {
-      record = { key, confirmedRanks: 0, complete: false, leaseUntilMs: 0 };
+      record = { key, confirmedRanks: 0, complete: false, leaseUntilMs, reclaimAtMs: this.clock() + this.options.incompleteTtlMs };
       ns.keys.set(key, record);
+      ns.incomplete.add(record);
     }
+    return record;
+  }
+
+  /** countConfirmation adds a rank to a key's confirmations; true when this made the key complete. */
+  private countConfirmation(ns: Namespace, record: KeyRecord): boolean {
     record.confirmedRanks++;
-    if (record.complete) return false;
-    if (record.confirmedRanks < ns.requiredRanks) {
-      if (record.confirmedRanks === 1) {
-        this.timers.push({ atMs: this.clock() + this.options.incompleteTtlMs, kind: "incomplete", ns, record });
-      }
-      return false;
-    }
-    record.complete = true;
-    ns.lru.add(record);
-    this.record({ kind: "complete", namespace: ns.name, key });
+    if (record.complete || record.confirmedRanks < ns.requiredRanks) return false;
+    this.markComplete(ns, record);
+    this.record({ kind: "complete", namespace: ns.name, key: record.key });
     return true;
+  }
+
+  private markComplete(ns: Namespace, record: KeyRecord): void {
+    record.complete = true;
+    ns.incomplete.delete(record);
+    ns.lru.add(record);
   }
 
   /**
@@ -428,47 +436,40 @@ export class MetadataState {
     return views.sort((a, b) => (a.namespace < b.namespace ? -1 : 1));
   }
 
-  /** expire processes every deadline that is due: expired reservations, ended drains, stale incomplete keys. */
+  /** expire processes every deadline that is due: expired reservations, stale incomplete keys, ended drains. */
   expire(): void {
     const now = this.clock();
-    for (let timer = this.timers.popDue(now); timer !== undefined; timer = this.timers.popDue(now)) {
-      switch (timer.kind) {
-        case "reservation":
-          this.expireReservation(timer, now);
-          break;
-        case "drain":
-          if (timer.rank.endDrain(timer.page, timer.atMs)) this.recordFree(timer.ns, timer.rank, timer.page);
-          break;
-        case "incomplete":
-          this.reclaimIncomplete(timer, now);
-          break;
+    for (const ns of this.namespaces.values()) {
+      for (const rank of ns.ranks.values()) {
+        const expired = rank.expireReservations(now);
+        if (expired === undefined) continue;
+        ns.expiredReservations += expired.length;
+        for (const reservation of expired) this.recordFree(ns, rank, reservation.page);
       }
+      this.reclaimIncomplete(ns, now);
+    }
+    for (let drain = this.drains.popDue(now); drain !== undefined; drain = this.drains.popDue(now)) {
+      if (drain.rank.endDrain(drain.page, drain.atMs)) this.recordFree(drain.ns, drain.rank, drain.page);
     }
   }
 
-  private expireReservation(timer: Extract<StateTimer, { kind: "reservation" }>, now: number): void {
-    const { ns, rank, reservation } = timer;
-    if (rank.reserved.get(reservation.key) !== reservation) return;
-    if (reservation.expiresAtMs > now) {
-      timer.atMs = reservation.expiresAtMs;
-      this.timers.push(timer);
-      return;
+  /**
+   * reclaimIncomplete drops the keys of ns that stayed incomplete past their
+   * deadline. A read-leased one waits for its lease: it goes to the back
+   * with the lease's end as its deadline (later than it needs, never early).
+   */
+  private reclaimIncomplete(ns: Namespace, now: number): void {
+    for (const record of ns.incomplete) {
+      if (record.reclaimAtMs > now) return;
+      if (record.leaseUntilMs > now) {
+        record.reclaimAtMs = record.leaseUntilMs;
+        ns.incomplete.delete(record);
+        ns.incomplete.add(record);
+        continue;
+      }
+      this.dropKey(ns, record);
+      ns.reclaimedIncompleteKeys++;
     }
-    rank.releaseReservation(reservation, true);
-    ns.expiredReservations++;
-    this.recordFree(ns, rank, reservation.page);
-  }
-
-  private reclaimIncomplete(timer: Extract<StateTimer, { kind: "incomplete" }>, now: number): void {
-    const { ns, record } = timer;
-    if (ns.keys.get(record.key) !== record || record.complete) return;
-    if (record.leaseUntilMs > now) {
-      timer.atMs = record.leaseUntilMs;
-      this.timers.push(timer);
-      return;
-    }
-    this.dropKey(ns, record);
-    ns.reclaimedIncompleteKeys++;
   }
 
   /**
@@ -493,6 +494,7 @@ export class MetadataState {
     const untilMs = record.leaseUntilMs;
     ns.keys.delete(record.key);
     ns.lru.delete(record);
+    ns.incomplete.delete(record);
     if (record.complete) this.record({ kind: "forget", namespace: ns.name, key: record.key });
     for (const rank of ns.ranks.values()) {
       const page = rank.forgetKey(record.key, untilMs, now);
@@ -501,7 +503,7 @@ export class MetadataState {
         this.recordFree(ns, rank, page);
         continue;
       }
-      this.timers.push({ atMs: untilMs, kind: "drain", ns, rank, page });
+      this.drains.push({ atMs: untilMs, ns, rank, page });
       this.record({ kind: "drain", namespace: ns.name, rank: rank.rank, page, key: record.key, untilMs });
     }
   }
@@ -511,59 +513,52 @@ export class MetadataState {
   }
 
   /**
-   * restore replays stored state into an empty MetadataState, without
-   * journaling it: all "rank" changes first, then the page changes
-   * (reserve, use, drain), then "complete". Every restored key gets a read
-   * lease of readLeaseTtlMs, because read leases are not stored: for one TTL
-   * after a restart no key is evicted and no deleted key's page is freed.
-   * Incomplete keys get a fresh incomplete TTL.
+   * restore rebuilds an empty MetadataState from stored state, without
+   * journaling it. `stored` yields all "rank" changes first, then the page
+   * changes (reserve, use, drain) in any order, then "complete" ones. Read
+   * leases are not stored, so every restored key gets one of readLeaseTtlMs:
+   * for one TTL after a restart no key is evicted and no deleted key's page
+   * is freed. Incomplete keys get a fresh incomplete TTL.
    */
-  restore(change: Change): void {
-    const now = this.clock();
-    switch (change.kind) {
-      case "rank": {
-        let ns = this.namespaces.get(change.namespace);
-        if (ns === undefined) this.namespaces.set(change.namespace, (ns = new Namespace(change.namespace, change.worldSize)));
-        ns.ranks.set(change.rank, new Rank(change.rank, change.numPages));
-        return;
-      }
-      case "reserve": {
-        const { ns, rank } = this.rankOf(change.namespace, change.rank);
-        const reservation = rank.restoreReservation(change.key, change.page, change.expiresAtMs);
-        this.timers.push({ atMs: change.expiresAtMs, kind: "reservation", ns, rank, reservation });
-        return;
-      }
-      case "use": {
-        const { ns, rank } = this.rankOf(change.namespace, change.rank);
-        rank.restoreUsed(change.key, change.page);
-        let record = ns.keys.get(change.key);
-        if (record === undefined) {
-          record = { key: change.key, confirmedRanks: 0, complete: false, leaseUntilMs: now + this.options.readLeaseTtlMs };
-          ns.keys.set(change.key, record);
-          this.timers.push({ atMs: now + this.options.incompleteTtlMs, kind: "incomplete", ns, record });
+  restore(stored: Iterable<Change>): void {
+    const leaseUntilMs = this.clock() + this.options.readLeaseTtlMs;
+    for (const change of stored) {
+      switch (change.kind) {
+        case "rank": {
+          let ns = this.namespaces.get(change.namespace);
+          if (ns === undefined) this.namespaces.set(change.namespace, (ns = new Namespace(change.namespace, change.worldSize)));
+          ns.ranks.set(change.rank, new Rank(change.rank, change.numPages));
+          break;
         }
-        record.confirmedRanks++;
-        return;
+        case "reserve":
+          this.rankOf(change.namespace, change.rank).rank.restoreReservation(change.key, change.page, change.expiresAtMs);
+          break;
+        case "use": {
+          const { ns, rank } = this.rankOf(change.namespace, change.rank);
+          const record = this.recordOf(ns, change.key, leaseUntilMs);
+          rank.restoreUsed(record.key, change.page);
+          record.confirmedRanks++;
+          break;
+        }
+        case "drain": {
+          const { ns, rank } = this.rankOf(change.namespace, change.rank);
+          const untilMs = Math.max(change.untilMs, leaseUntilMs);
+          rank.restoreDraining(change.key, change.page, untilMs);
+          this.drains.push({ atMs: untilMs, ns, rank, page: change.page });
+          break;
+        }
+        case "complete": {
+          const ns = this.namespaces.get(change.namespace);
+          const record = ns?.keys.get(change.key);
+          if (record !== undefined && !record.complete) this.markComplete(ns!, record);
+          break;
+        }
+        case "free":
+        case "forget":
+          break;
       }
-      case "drain": {
-        const { ns, rank } = this.rankOf(change.namespace, change.rank);
-        const untilMs = Math.max(change.untilMs, now + this.options.readLeaseTtlMs);
-        rank.restoreDraining(change.key, change.page, untilMs);
-        this.timers.push({ atMs: untilMs, kind: "drain", ns, rank, page: change.page });
-        return;
-      }
-      case "complete": {
-        const ns = this.namespaces.get(change.namespace);
-        const record = ns?.keys.get(change.key);
-        if (record === undefined || record.complete) return;
-        record.complete = true;
-        ns!.lru.add(record);
-        return;
-      }
-      case "free":
-      case "forget":
-        return;
     }
+    for (const ns of this.namespaces.values()) for (const rank of ns.ranks.values()) rank.sortReservations();
   }
 
   /** rankOf finds an initialized rank or throws RANK_NOT_INITIALIZED. */

@@ -23,7 +23,7 @@ export async function inspectCommand(args: string[]): Promise<number> {
   try {
     const store = await LmdbStore.open(dataDir, { readOnly: true });
     const state = new MetadataState(systemClock, {}, false);
-    store.load((change) => state.restore(change));
+    state.restore(store.stored());
     await store.close();
     process.stdout.write(`store ${store.path}  server id ${store.serverId}\n${renderStats(state.stats(undefined))}`);
     return 0;

@@ -54,11 +54,12 @@ async function openAndLoad(dataDir: string, state: MetadataState, logger: Logger
   const started = Date.now();
   const store = await LmdbStore.open(dataDir);
   logger.info({ path: store.path, serverId: store.serverId }, "loading the store");
-  const records = store.load(
-    (change) => state.restore(change),
-    ({ records, elapsedMs }) => logger.info({ records, recordsPerSecond: Math.round(records / (elapsedMs / 1_000)) }, "loading"),
+  state.restore(
+    store.stored(({ records, elapsedMs, done }) => {
+      const recordsPerSecond = Math.round((records / Math.max(elapsedMs, 1)) * 1_000);
+      if (!done) logger.info({ records, recordsPerSecond }, "loading");
+      else logger.info({ records, recordsPerSecond, elapsedMs: Date.now() - started }, "loaded");
+    }),
   );
-  const elapsedMs = Date.now() - started;
-  logger.info({ records, elapsedMs, recordsPerSecond: Math.round(records / Math.max(elapsedMs, 1) * 1_000) }, "loaded");
   return store;
 }

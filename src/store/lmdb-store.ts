@@ -30,6 +30,8 @@ export class StoreOpenError extends Error {
 export interface LoadProgress {
   records: number;
   elapsedMs: number;
+  /** done is true on the last report. */
+  done: boolean;
 }
 
 /**
@@ -83,35 +85,34 @@ export class LmdbStore implements Store {
   }
 
   /**
-   * load hands every stored record to `restore`, ranks first, then pages,
-   * then completeness, reporting progress about once a second.
+   * stored yields every stored record as the change that restores it: ranks
+   * first, then pages, then completeness (the order MetadataState.restore
+   * wants). It reports progress about once a second, and once at the end.
    */
-  load(restore: (change: Change) => void, progress: (p: LoadProgress) => void = () => {}): number {
+  *stored(progress: (p: LoadProgress) => void = () => {}): Generator<Change> {
     const started = Date.now();
     let records = 0;
     let nextReport = started + 1_000;
-    const tick = () => {
-      if ((++records & 0xffff) === 0 && Date.now() >= nextReport) {
-        nextReport = Date.now() + 1_000;
-        progress({ records, elapsedMs: Date.now() - started });
-      }
-    };
-    for (const { key, value } of this.dbs.ranks.getRange({})) {
+    const ranks = this.dbs.ranks.getRange({});
+    for (const { key, value } of ranks) {
       const [namespace, rank] = key as RankKey;
       const [numPages, worldSize] = value as RankValue;
-      restore({ kind: "rank", namespace, rank, numPages, worldSize });
-      tick();
+      records++;
+      yield { kind: "rank", namespace, rank, numPages, worldSize };
     }
     for (const { key, value } of this.dbs.pages.getRange({})) {
-      restore(pageChange(key as PageKey, value as PageValue));
-      tick();
+      if ((++records & 0xffff) === 0 && Date.now() >= nextReport) {
+        nextReport = Date.now() + 1_000;
+        progress({ records, elapsedMs: Date.now() - started, done: false });
+      }
+      yield pageChange(key as PageKey, value as PageValue);
     }
     for (const { key } of this.dbs.complete.getRange({})) {
       const [namespace, completeKey] = key as CompleteKey;
-      restore({ kind: "complete", namespace, key: completeKey });
-      tick();
+      records++;
+      yield { kind: "complete", namespace, key: completeKey };
     }
-    return records;
+    progress({ records, elapsedMs: Date.now() - started, done: true });
   }
 
   commit(changes: readonly Change[]): Promise<void> {

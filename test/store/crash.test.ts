@@ -64,7 +64,7 @@ describe("a durable server killed with SIGKILL under load", () => {
 
     const store = await LmdbStore.open(dir);
     const state = new MetadataState(Date.now, {});
-    store.load((c) => state.restore(c));
+    state.restore(store.stored());
     assertInvariants(state);
     await store.close();
   });

@@ -15,7 +15,7 @@ const TTL = { reservationTtlMs: 1_000, readLeaseTtlMs: 500, incompleteTtlMs: 60_
 async function reopen(dir: string, time: FakeClock) {
   const store = await LmdbStore.open(dir);
   const state = new MetadataState(time.clock, TTL);
-  store.load((c) => state.restore(c));
+  state.restore(store.stored());
   return { store, state };
 }
 

@@ -32,7 +32,7 @@ describe("a store that fails while serving", () => {
 
     const reopened = await LmdbStore.open(dir);
     const state = new MetadataState(() => server.time.nowMs, {});
-    reopened.load((c) => state.restore(c));
+    state.restore(reopened.stored());
     expect(state.batchExists("", ["a", "b"])).toEqual([true, false]);
     expect(state.batchAllocate("", 0, ["b"]).pages).toEqual([pages[1]]);
     await reopened.close();

@@ -30,6 +30,11 @@ export function assertInvariants(state: MetadataState): void {
         if (rank.used.has(key)) throw new Error(`${where}: ${key} both reserved and used`);
         pagesSeen.add(reservation.page);
       }
+      let lastExpiry = -Infinity;
+      for (const reservation of rank.reserved.values()) {
+        if (reservation.expiresAtMs < lastExpiry) throw new Error(`${where}: reservations out of expiry order`);
+        lastExpiry = reservation.expiresAtMs;
+      }
       for (const [key, page] of rank.used) {
         if (rank.pool.ownerOf(page) !== key) throw new Error(`${where}: used page ${page} not owned by ${key}`);
         if (pagesSeen.has(page)) throw new Error(`${where}: page ${page} held twice`);
@@ -50,6 +55,8 @@ export function assertInvariants(state: MetadataState): void {
     for (const [key, record] of ns.keys) {
       if (record.confirmedRanks !== confirmations.get(key)) throw new Error(`namespace ${ns.name}: ${key} counts ${record.confirmedRanks} ranks, has ${confirmations.get(key)}`);
       if (record.complete !== ns.lru.has(record)) throw new Error(`namespace ${ns.name}: ${key} complete=${record.complete} but lru disagrees`);
+      if (record.complete === ns.incomplete.has(record)) throw new Error(`namespace ${ns.name}: ${key} complete=${record.complete} but the incomplete set disagrees`);
+      if (ns.keys.get(key)!.key !== key) throw new Error(`namespace ${ns.name}: record filed under another key`);
     }
     if (ns.lru.size !== [...ns.keys.values()].filter((r) => r.complete).length) throw new Error(`namespace ${ns.name}: lru holds unknown records`);
   }
