@@ -1,5 +1,5 @@
 import type { KeyRecord } from "./key-record.js";
-import type { Rank } from "./rank.js";
+import { Rank } from "./rank.js";
 
 /**
  * Namespace is an independent page space: its ranks, the registry of its
@@ -14,6 +14,8 @@ import type { Rank } from "./rank.js";
 export class Namespace {
   /** ranks are the initialized ranks, by number. */
   readonly ranks = new Map<number, Rank>();
+  /** slots are the same ranks by slot, the index of their page in every KeyRecord.pages. */
+  readonly slots: Rank[] = [];
   /** keys is the key registry. */
   readonly keys = new Map<string, KeyRecord>();
   /** lru orders the complete keys, least recently used first. */
@@ -40,6 +42,14 @@ export class Namespace {
   /** requiredRanks is how many ranks must confirm a key for it to be complete now. */
   get requiredRanks(): number {
     return this.worldSize > 0 ? this.worldSize : this.ranks.size;
+  }
+
+  /** addRank creates a rank in the next slot. */
+  addRank(rankNo: number, numPages: number): Rank {
+    const rank = new Rank(rankNo, numPages, this.slots.length);
+    this.ranks.set(rankNo, rank);
+    this.slots.push(rank);
+    return rank;
   }
 
   /** touch marks a complete key as most recently used. */

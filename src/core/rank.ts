@@ -12,14 +12,16 @@ export interface Reservation {
 export type PageState = "free" | "reserved" | "used";
 
 /**
- * Rank is the page file of one tensor-parallel rank of a namespace.
+ * Rank is the page file of one tensor-parallel rank of a namespace. The
+ * confirmed pages of keys are kept on the keys' records (KeyRecord.pages,
+ * at this rank's `slot`), so a rank knows holders, reservations and drains.
  *
  * Invariants (asserted by the property tests):
  * - every page is in exactly one state, derived from the pool and the maps:
  *   FREE      pool.ownerOf(p) is undefined;
  *   RESERVED  pool.ownerOf(p) = k and reserved.get(k).page = p;
- *   USED      pool.ownerOf(p) = k otherwise: either used.get(k) = p
- *             (confirmed), or draining.has(p) (k was deleted while
+ *   USED      pool.ownerOf(p) = k otherwise: either k's record has p at
+ *             this slot (confirmed), or draining.has(p) (k was deleted while
  *             read-leased; p is freed when the lease ends);
  * - so free + reserved + used = numPages, and no page has two keys;
  * - a key has at most one reservation and one confirmed page on a rank, and
@@ -35,8 +37,6 @@ export class Rank {
    * keeps the earliest expiry first, and expiring is a scan of the front.
    */
   readonly reserved = new Map<string, Reservation>();
-  /** used maps a confirmed key to its page on this rank. */
-  readonly used = new Map<string, number>();
   /** lapsed maps a FREE page to the key whose reservation of it expired. */
   readonly lapsed = new Map<number, string>();
   /** draining maps a page of a deleted, read-leased key to the end of the lease (ms since the epoch). */
@@ -45,6 +45,8 @@ export class Rank {
   constructor(
     readonly rank: number,
     readonly numPages: number,
+    /** slot is the rank's index in its namespace, and in every KeyRecord.pages. */
+    readonly slot: number,
   ) {
     this.pool = new PagePool(numPages);
   }
@@ -112,21 +114,22 @@ export class Rank {
   }
 
   /**
-   * isConfirmable tells whether (key, page) may be confirmed: it is already
-   * USED (a repeat), matches the key's reservation, or matches a lapsed
-   * reservation whose page is still FREE.
+   * isConfirmable tells whether (key, page) may be confirmed, given the page
+   * the key has confirmed on this rank (-1 for none): it is that page (a
+   * repeat), matches the key's reservation, or matches a lapsed reservation
+   * whose page is still FREE.
    */
-  isConfirmable(key: string, page: number): boolean {
-    const usedPage = this.used.get(key);
-    if (usedPage !== undefined) return usedPage === page;
+  isConfirmable(key: string, page: number, confirmedPage: number): boolean {
+    if (confirmedPage >= 0) return confirmedPage === page;
     const reservation = this.reserved.get(key);
     if (reservation !== undefined) return reservation.page === page;
     return this.lapsed.get(page) === key && this.pool.ownerOf(page) === undefined;
   }
 
   /**
-   * confirm makes page USED by key. The caller checked isConfirmable and that
-   * it is not USED yet. `key` should be the namespace's copy of the key
+   * confirm makes page USED by key: it ends the key's reservation of page or
+   * claims the lapsed page. The caller checked isConfirmable and records the
+   * page on the key's record. `key` should be the record's copy of the key
    * string, so that every rank shares one copy.
    */
   confirm(key: string, page: number): void {
@@ -137,13 +140,11 @@ export class Rank {
       this.lapsed.delete(page);
       this.pool.claim(page, key);
     }
-    this.used.set(key, page);
   }
 
-  /** restoreUsed makes the free page `page` USED by key (recovery). */
+  /** restoreUsed holds the free page `page` for a confirmed key (recovery). */
   restoreUsed(key: string, page: number): void {
     this.pool.claim(page, key);
-    this.used.set(key, page);
   }
 
   /** restoreDraining holds the free page `page` for a deleted key until untilMs (recovery). */
@@ -159,17 +160,10 @@ export class Rank {
     if (lapse) this.lapsed.set(reservation.page, reservation.key);
   }
 
-  /**
-   * forgetKey drops key's confirmed page and returns it (-1 if none): freed
-   * at once, or, when untilMs is in the future, draining until then.
-   */
-  forgetKey(key: string, untilMs: number, nowMs: number): number {
-    const page = this.used.get(key);
-    if (page === undefined) return -1;
-    this.used.delete(key);
+  /** dropConfirmed gives up a dropped key's page: freed at once, or draining until untilMs when that is later than nowMs. */
+  dropConfirmed(page: number, untilMs: number, nowMs: number): void {
     if (untilMs > nowMs) this.draining.set(page, untilMs);
     else this.pool.release(page);
-    return page;
   }
 
   /** endDrain frees a draining page whose lease ended by untilMs; false when it is not draining until then. */

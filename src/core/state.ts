@@ -2,10 +2,10 @@ import { AllocationStatus, Role } from "../../gen/hf3fs/metadata/v1/metadata_pb.
 import type { Change } from "./change.js";
 import type { Clock } from "./clock.js";
 import { invalidArgument, MetadataError, Reason } from "./errors.js";
-import type { KeyRecord } from "./key-record.js";
+import { confirmedPage, type KeyRecord } from "./key-record.js";
 import { Namespace } from "./namespace.js";
 import { defaultStateOptions, MAX_NUM_PAGES, type StateOptions } from "./options.js";
-import { Rank, type Reservation } from "./rank.js";
+import type { Rank, Reservation } from "./rank.js";
 import { TimerQueue } from "./timer-queue.js";
 import { checkCount, checkKeys, checkPages, checkSameLength, checkUint32, namespaceName } from "./validate.js";
 
@@ -151,7 +151,7 @@ export class MetadataState {
       ns = new Namespace(name, worldSize);
       this.namespaces.set(name, ns);
     }
-    ns.ranks.set(rankNo, new Rank(rankNo, numPages));
+    ns.addRank(rankNo, numPages);
     this.record({ kind: "rank", namespace: name, rank: rankNo, numPages, worldSize });
     return { created: true, numPages, freePages: numPages };
   }
@@ -187,9 +187,10 @@ export class MetadataState {
         }
         firstIndex.set(key, i);
       }
-      const usedPage = rank.used.get(key);
-      if (usedPage !== undefined) {
-        ns.touch(ns.keys.get(key)!);
+      const record = ns.keys.get(key);
+      const usedPage = confirmedPage(record, rank.slot);
+      if (usedPage >= 0) {
+        ns.touch(record!);
         pages[i] = usedPage;
         statuses[i] = AllocationStatus.EXISTING;
         continue;
@@ -241,23 +242,29 @@ export class MetadataState {
     const subject = { namespace: name, rank: rankNo };
     checkPages(pages, "pages", rank.numPages, subject);
     checkPages(pagesToRelease, "pages_to_release", rank.numPages, subject);
-    this.checkConfirmable(rank, keys, pages, pagesToRelease, subject);
+    this.checkConfirmable(ns, rank, keys, pages, pagesToRelease, subject);
 
     const result: ConfirmResult = { confirmed: 0, released: 0, completed: [] };
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i]!;
       const page = pages[i]!;
-      if (rank.used.get(key) === page) continue;
       const record = this.recordOf(ns, key);
+      if (record.pages[rank.slot] === page) continue;
+      if (rank.reserved.get(key)?.page === page) this.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
       rank.confirm(record.key, page);
-      this.record({ kind: "use", namespace: name, rank: rankNo, page, key });
+      record.pages[rank.slot] = page;
+      record.confirmedRanks++;
       result.confirmed++;
-      if (this.countConfirmation(ns, record)) result.completed.push(i);
+      if (!record.complete && record.confirmedRanks >= ns.requiredRanks) {
+        this.markComplete(ns, record);
+        result.completed.push(i);
+      }
+      this.recordKey(ns, record);
     }
     for (const page of pagesToRelease) {
       if (rank.pageState(page) !== "reserved") continue;
       rank.releaseReservation(rank.reserved.get(rank.pool.ownerOf(page)!)!, false);
-      this.recordFree(ns, rank, page);
+      this.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
       result.released++;
     }
     return result;
@@ -265,6 +272,7 @@ export class MetadataState {
 
   /** checkConfirmable throws unless every confirmation and release of a batch can be applied. */
   private checkConfirmable(
+    ns: Namespace,
     rank: Rank,
     keys: readonly string[],
     pages: readonly number[],
@@ -278,7 +286,7 @@ export class MetadataState {
       const page = pages[i]!;
       const samePair = pageOfKey.get(key) === page;
       const conflict = !samePair && (pageOfKey.has(key) || keyOfPage.has(page));
-      if (conflict || !rank.isConfirmable(key, page)) {
+      if (conflict || !rank.isConfirmable(key, page, confirmedPage(ns.keys.get(key), rank.slot))) {
         throw new MetadataError(
           Reason.RESERVATION_NOT_FOUND,
           `key "${key}" has no reservation of page ${page} on rank ${subject.rank} of namespace "${subject.namespace}" (never reserved, expired and reused, or reserved for another key)`,
@@ -303,20 +311,11 @@ export class MetadataState {
   private recordOf(ns: Namespace, key: string, leaseUntilMs = 0): KeyRecord {
     let record = ns.keys.get(key);
     if (record === undefined) {
-      record = { key, confirmedRanks: 0, complete: false, leaseUntilMs, reclaimAtMs: this.clock() + this.options.incompleteTtlMs };
+      record = { key, pages: [], confirmedRanks: 0, complete: false, leaseUntilMs, reclaimAtMs: this.clock() + this.options.incompleteTtlMs };
       ns.keys.set(key, record);
       ns.incomplete.add(record);
     }
     return record;
-  }
-
-  /** countConfirmation adds a rank to a key's confirmations; true when this made the key complete. */
-  private countConfirmation(ns: Namespace, record: KeyRecord): boolean {
-    record.confirmedRanks++;
-    if (record.complete || record.confirmedRanks < ns.requiredRanks) return false;
-    this.markComplete(ns, record);
-    this.record({ kind: "complete", namespace: ns.name, key: record.key });
-    return true;
   }
 
   private markComplete(ns: Namespace, record: KeyRecord): void {
@@ -340,7 +339,7 @@ export class MetadataState {
     if (rankNo !== undefined) {
       const rank = ns.ranks.get(rankNo);
       if (rank === undefined) return exists;
-      for (let i = 0; i < keys.length; i++) exists[i] = rank.used.has(keys[i]!);
+      for (let i = 0; i < keys.length; i++) exists[i] = confirmedPage(ns.keys.get(keys[i]!), rank.slot) >= 0;
       return exists;
     }
     for (let i = 0; i < keys.length; i++) exists[i] = ns.keys.get(keys[i]!)?.complete === true;
@@ -360,8 +359,8 @@ export class MetadataState {
     const pages = new Array<number>(keys.length);
     for (let i = 0; i < keys.length; i++) {
       const record = ns.keys.get(keys[i]!);
-      const page = record !== undefined && (record.complete || includeIncomplete) ? rank.used.get(record.key) : undefined;
-      if (page === undefined) {
+      const page = record !== undefined && (record.complete || includeIncomplete) ? confirmedPage(record, rank.slot) : -1;
+      if (page < 0) {
         pages[i] = -1;
         continue;
       }
@@ -399,7 +398,7 @@ export class MetadataState {
       for (const rank of ns.ranks.values()) {
         for (const reservation of rank.reserved.values()) {
           rank.releaseReservation(reservation, false);
-          this.recordFree(ns, rank, reservation.page);
+          this.record({ kind: "unreserve", namespace: ns.name, rank: rank.rank, page: reservation.page });
         }
         rank.lapsed.clear();
       }
@@ -444,12 +443,12 @@ export class MetadataState {
         const expired = rank.expireReservations(now);
         if (expired === undefined) continue;
         ns.expiredReservations += expired.length;
-        for (const reservation of expired) this.recordFree(ns, rank, reservation.page);
+        for (const { page } of expired) this.record({ kind: "unreserve", namespace: ns.name, rank: rank.rank, page });
       }
       this.reclaimIncomplete(ns, now);
     }
     for (let drain = this.drains.popDue(now); drain !== undefined; drain = this.drains.popDue(now)) {
-      if (drain.rank.endDrain(drain.page, drain.atMs)) this.recordFree(drain.ns, drain.rank, drain.page);
+      if (drain.rank.endDrain(drain.page, drain.atMs)) this.record({ kind: "undrain", namespace: drain.ns.name, rank: drain.rank.rank, page: drain.page });
     }
   }
 
@@ -480,7 +479,7 @@ export class MetadataState {
   private evictFor(ns: Namespace, rank: Rank, batch: Set<string>): boolean {
     const now = this.clock();
     for (const record of ns.lru) {
-      if (record.leaseUntilMs > now || batch.has(record.key) || !rank.used.has(record.key)) continue;
+      if (record.leaseUntilMs > now || batch.has(record.key) || confirmedPage(record, rank.slot) < 0) continue;
       this.dropKey(ns, record);
       ns.evictions++;
       if (rank.pool.freePages > 0) return true;
@@ -495,30 +494,34 @@ export class MetadataState {
     ns.keys.delete(record.key);
     ns.lru.delete(record);
     ns.incomplete.delete(record);
-    if (record.complete) this.record({ kind: "forget", namespace: ns.name, key: record.key });
-    for (const rank of ns.ranks.values()) {
-      const page = rank.forgetKey(record.key, untilMs, now);
-      if (page < 0) continue;
-      if (untilMs <= now) {
-        this.recordFree(ns, rank, page);
-        continue;
-      }
+    this.record({ kind: "forget", namespace: ns.name, key: record.key });
+    record.pages.forEach((page, slot) => {
+      if (page < 0) return;
+      const rank = ns.slots[slot]!;
+      rank.dropConfirmed(page, untilMs, now);
+      if (untilMs <= now) return;
       this.drains.push({ atMs: untilMs, ns, rank, page });
       this.record({ kind: "drain", namespace: ns.name, rank: rank.rank, page, key: record.key, untilMs });
-    }
+    });
   }
 
-  private recordFree(ns: Namespace, rank: Rank, page: number): void {
-    this.record({ kind: "free", namespace: ns.name, rank: rank.rank, page });
+  /** recordKey journals a key's confirmed pages (by rank number) and completeness. */
+  private recordKey(ns: Namespace, record: KeyRecord): void {
+    if (!this.journal) return;
+    const pages: number[] = [];
+    record.pages.forEach((page, slot) => {
+      if (page >= 0) pages.push(ns.slots[slot]!.rank, page);
+    });
+    this.changes.push({ kind: "key", namespace: ns.name, key: record.key, complete: record.complete, pages });
   }
 
   /**
    * restore rebuilds an empty MetadataState from stored state, without
-   * journaling it. `stored` yields all "rank" changes first, then the page
-   * changes (reserve, use, drain) in any order, then "complete" ones. Read
-   * leases are not stored, so every restored key gets one of readLeaseTtlMs:
-   * for one TTL after a restart no key is evicted and no deleted key's page
-   * is freed. Incomplete keys get a fresh incomplete TTL.
+   * journaling it. `stored` yields all "rank" changes first, then "key",
+   * "reserve" and "drain" changes in any order. Read leases are not stored,
+   * so every restored key gets one of readLeaseTtlMs: for one TTL after a
+   * restart no key is evicted and no deleted key's page is freed. Incomplete
+   * keys get a fresh incomplete TTL.
    */
   restore(stored: Iterable<Change>): void {
     const leaseUntilMs = this.clock() + this.options.readLeaseTtlMs;
@@ -527,19 +530,25 @@ export class MetadataState {
         case "rank": {
           let ns = this.namespaces.get(change.namespace);
           if (ns === undefined) this.namespaces.set(change.namespace, (ns = new Namespace(change.namespace, change.worldSize)));
-          ns.ranks.set(change.rank, new Rank(change.rank, change.numPages));
+          ns.addRank(change.rank, change.numPages);
+          break;
+        }
+        case "key": {
+          const ns = this.namespaces.get(change.namespace);
+          if (ns === undefined) throw new Error(`stored key "${change.key}" of unknown namespace "${change.namespace}"`);
+          const record = this.recordOf(ns, change.key, leaseUntilMs);
+          for (let i = 0; i < change.pages.length; i += 2) {
+            const rank = this.rankOf(change.namespace, change.pages[i]!).rank;
+            rank.restoreUsed(record.key, change.pages[i + 1]!);
+            record.pages[rank.slot] = change.pages[i + 1]!;
+            record.confirmedRanks++;
+          }
+          if (change.complete) this.markComplete(ns, record);
           break;
         }
         case "reserve":
           this.rankOf(change.namespace, change.rank).rank.restoreReservation(change.key, change.page, change.expiresAtMs);
           break;
-        case "use": {
-          const { ns, rank } = this.rankOf(change.namespace, change.rank);
-          const record = this.recordOf(ns, change.key, leaseUntilMs);
-          rank.restoreUsed(record.key, change.page);
-          record.confirmedRanks++;
-          break;
-        }
         case "drain": {
           const { ns, rank } = this.rankOf(change.namespace, change.rank);
           const untilMs = Math.max(change.untilMs, leaseUntilMs);
@@ -547,13 +556,8 @@ export class MetadataState {
           this.drains.push({ atMs: untilMs, ns, rank, page: change.page });
           break;
         }
-        case "complete": {
-          const ns = this.namespaces.get(change.namespace);
-          const record = ns?.keys.get(change.key);
-          if (record !== undefined && !record.complete) this.markComplete(ns!, record);
-          break;
-        }
-        case "free":
+        case "unreserve":
+        case "undrain":
         case "forget":
           break;
       }

@@ -7,14 +7,17 @@ import type { Change } from "../core/change.js";
 import { MetadataError, Reason } from "../core/errors.js";
 import { DataDirLock } from "./data-dir-lock.js";
 import {
-  type CompleteKey,
   DB_NAMES,
+  drainChange,
   FORMAT_VERSION,
+  type KeyKey,
+  type KeyValue,
+  keyChange,
   type PageKey,
   type PageValue,
-  pageChange,
   type RankKey,
   type RankValue,
+  reservationChange,
   writeOf,
 } from "./schema.js";
 import type { Store } from "./store.js";
@@ -89,30 +92,33 @@ export class LmdbStore implements Store {
    * first, then pages, then completeness (the order MetadataState.restore
    * wants). It reports progress about once a second, and once at the end.
    */
-  *stored(progress: (p: LoadProgress) => void = () => {}): Generator<Change> {
+*stored(progress: (p: LoadProgress) => void = () => {}): Generator<Change> {
     const started = Date.now();
     let records = 0;
     let nextReport = started + 1_000;
-    const ranks = this.dbs.ranks.getRange({});
-    for (const { key, value } of ranks) {
+    const report = (done: boolean) => progress({ records, elapsedMs: Date.now() - started, done });
+    for (const { key, value } of this.dbs.ranks.getRange({})) {
       const [namespace, rank] = key as RankKey;
       const [numPages, worldSize] = value as RankValue;
       records++;
       yield { kind: "rank", namespace, rank, numPages, worldSize };
     }
-    for (const { key, value } of this.dbs.pages.getRange({})) {
-      if ((++records & 0xffff) === 0 && Date.now() >= nextReport) {
+    for (const { key, value } of this.dbs.keys.getRange({})) {
+      if ((++records & 0x3fff) === 0 && Date.now() >= nextReport) {
         nextReport = Date.now() + 1_000;
-        progress({ records, elapsedMs: Date.now() - started, done: false });
+        report(false);
       }
-      yield pageChange(key as PageKey, value as PageValue);
+      yield keyChange(key as KeyKey, value as KeyValue);
     }
-    for (const { key } of this.dbs.complete.getRange({})) {
-      const [namespace, completeKey] = key as CompleteKey;
+    for (const { key, value } of this.dbs.reservations.getRange({})) {
       records++;
-      yield { kind: "complete", namespace, key: completeKey };
+      yield reservationChange(key as PageKey, value as PageValue);
     }
-    progress({ records, elapsedMs: Date.now() - started, done: true });
+    for (const { key, value } of this.dbs.drains.getRange({})) {
+      records++;
+      yield drainChange(key as PageKey, value as PageValue);
+    }
+    report(true);
   }
 
   commit(changes: readonly Change[]): Promise<void> {
@@ -179,7 +185,7 @@ async function initMeta(path: string, dbs: LmdbStore["dbs"], readOnly: boolean):
   const version = meta.get("formatVersion") as number | undefined;
   const serverId = meta.get("serverId") as string | undefined;
   if (version === undefined) {
-    const holdsData = dbs.ranks.getKeysCount() + dbs.pages.getKeysCount() + dbs.complete.getKeysCount() > 0;
+    const holdsData = dbs.ranks.getKeysCount() + dbs.keys.getKeysCount() + dbs.reservations.getKeysCount() > 0;
     if (readOnly || holdsData) throw new StoreOpenError(`data dir ${path} holds no hf3fs-metadata store (no format version)`);
     const id = randomUUID();
     // One event turn, so one transaction: a store has both or neither.

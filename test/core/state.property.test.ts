@@ -47,7 +47,7 @@ describe("the core under random operations", () => {
             const rank = state.namespaceViews.get("kv")!.ranks.get(lease.rank)!;
             const owner = rank.pool.ownerOf(lease.page);
             if (owner !== lease.key) throw new Error(`leased page ${lease.page} of ${lease.key} now held by ${owner}`);
-            if (!lease.deleted && rank.used.get(lease.key) !== lease.page) throw new Error(`leased key ${lease.key} lost its page ${lease.page}`);
+            if (!lease.deleted && state.namespaceViews.get("kv")!.keys.get(lease.key)?.pages[rank.slot] !== lease.page) throw new Error(`leased key ${lease.key} lost its page ${lease.page}`);
           }
         }
       }),

@@ -27,7 +27,6 @@ export function assertInvariants(state: MetadataState): void {
       for (const [key, reservation] of rank.reserved) {
         if (reservation.key !== key) throw new Error(`${where}: reservation of ${reservation.key} filed under ${key}`);
         if (rank.pool.ownerOf(reservation.page) !== key) throw new Error(`${where}: reserved page ${reservation.page} not owned by ${key}`);
-        if (rank.used.has(key)) throw new Error(`${where}: ${key} both reserved and used`);
         pagesSeen.add(reservation.page);
       }
       let lastExpiry = -Infinity;
@@ -35,8 +34,11 @@ export function assertInvariants(state: MetadataState): void {
         if (reservation.expiresAtMs < lastExpiry) throw new Error(`${where}: reservations out of expiry order`);
         lastExpiry = reservation.expiresAtMs;
       }
-      for (const [key, page] of rank.used) {
+      for (const [key, record] of ns.keys) {
+        const page = record.pages[rank.slot] ?? -1;
+        if (page < 0) continue;
         if (rank.pool.ownerOf(page) !== key) throw new Error(`${where}: used page ${page} not owned by ${key}`);
+        if (rank.reserved.has(key)) throw new Error(`${where}: ${key} both reserved and used`);
         if (pagesSeen.has(page)) throw new Error(`${where}: page ${page} held twice`);
         pagesSeen.add(page);
         confirmations.set(key, (confirmations.get(key) ?? 0) + 1);
