@@ -173,20 +173,10 @@ export class MetadataState {
     const pages = new Array<number>(keys.length);
     const statuses = new Array<AllocationStatus>(keys.length);
     // The keys of this batch, built on the first eviction: none of them may be evicted for another.
+    // (A key repeated in the batch finds the reservation its first position made: same page, RESERVED.)
     let batch: Set<string> | undefined;
-    // A key repeated in the batch gets the answer of its first position.
-    const firstIndex = keys.length > 1 ? new Map<string, number>() : undefined;
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i]!;
-      if (firstIndex !== undefined) {
-        const first = firstIndex.get(key);
-        if (first !== undefined) {
-          pages[i] = pages[first]!;
-          statuses[i] = statuses[first]!;
-          continue;
-        }
-        firstIndex.set(key, i);
-      }
       const record = ns.keys.get(key);
       const usedPage = confirmedPage(record, rank.slot);
       if (usedPage >= 0) {
@@ -250,7 +240,7 @@ export class MetadataState {
       const page = pages[i]!;
       const record = this.recordOf(ns, key);
       if (record.pages[rank.slot] === page) continue;
-      if (rank.reserved.get(key)?.page === page) this.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
+      if (this.journal && rank.reserved.get(key)?.page === page) this.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
       rank.confirm(record.key, page);
       record.pages[rank.slot] = page;
       record.confirmedRanks++;
@@ -270,7 +260,12 @@ export class MetadataState {
     return result;
   }
 
-  /** checkConfirmable throws unless every confirmation and release of a batch can be applied. */
+  /**
+   * checkConfirmable throws unless every confirmation and release of a batch
+   * can be applied. Two positions cannot claim one page (a page has one
+   * holder), and a key can match two pages only through two lapsed
+   * reservations, so only those are tracked.
+   */
   private checkConfirmable(
     ns: Namespace,
     rank: Rank,
@@ -279,29 +274,33 @@ export class MetadataState {
     pagesToRelease: readonly number[],
     subject: { namespace: string; rank: number },
   ): void {
-    const pageOfKey = new Map<string, number>();
-    const keyOfPage = new Map<number, string>();
+    let lapsedPageOfKey: Map<string, number> | undefined;
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i]!;
       const page = pages[i]!;
-      const samePair = pageOfKey.get(key) === page;
-      const conflict = !samePair && (pageOfKey.has(key) || keyOfPage.has(page));
-      if (conflict || !rank.isConfirmable(key, page, confirmedPage(ns.keys.get(key), rank.slot))) {
+      const usedPage = confirmedPage(ns.keys.get(key), rank.slot);
+      let ok = rank.isConfirmable(key, page, usedPage);
+      if (ok && usedPage < 0 && !rank.reserved.has(key)) {
+        lapsedPageOfKey ??= new Map();
+        ok = (lapsedPageOfKey.get(key) ?? page) === page;
+        lapsedPageOfKey.set(key, page);
+      }
+      if (!ok) {
         throw new MetadataError(
           Reason.RESERVATION_NOT_FOUND,
           `key "${key}" has no reservation of page ${page} on rank ${subject.rank} of namespace "${subject.namespace}" (never reserved, expired and reused, or reserved for another key)`,
           { ...subject, key, page },
         );
       }
-      pageOfKey.set(key, page);
-      keyOfPage.set(page, key);
     }
+    if (pagesToRelease.length === 0) return;
+    const confirming = new Set(pages);
     for (const page of pagesToRelease) {
-      if (rank.pageState(page) === "used" || keyOfPage.has(page)) {
+      if (rank.pageState(page) === "used" || confirming.has(page)) {
         throw new MetadataError(
           Reason.PAGE_IN_USE,
           `page ${page} of rank ${subject.rank} holds a confirmed key and cannot be released`,
-          { ...subject, page, key: rank.pool.ownerOf(page) ?? keyOfPage.get(page), field: "pages_to_release" },
+          { ...subject, page, key: rank.pool.ownerOf(page), field: "pages_to_release" },
         );
       }
     }
@@ -311,7 +310,7 @@ export class MetadataState {
   private recordOf(ns: Namespace, key: string, leaseUntilMs = 0): KeyRecord {
     let record = ns.keys.get(key);
     if (record === undefined) {
-      record = { key, pages: [], confirmedRanks: 0, complete: false, leaseUntilMs, reclaimAtMs: this.clock() + this.options.incompleteTtlMs };
+      record = { key, pages: new Array<number>(ns.slots.length).fill(-1), confirmedRanks: 0, complete: false, leaseUntilMs, reclaimAtMs: this.clock() + this.options.incompleteTtlMs };
       ns.keys.set(key, record);
       ns.incomplete.add(record);
     }
@@ -581,6 +580,7 @@ export class MetadataState {
   }
 
   private recordReserve(namespace: string, rank: Rank, reservation: Reservation): void {
+    if (!this.journal) return;
     this.record({
       kind: "reserve",
       namespace,

@@ -58,7 +58,7 @@ describe("batchAllocate", () => {
     const { state } = setup();
     state.initializeRank("", 0, 4, 1);
     const first = state.batchAllocate("", 0, ["a", "b", "a"]);
-    expect(first.statuses).toEqual([AllocationStatus.NEW, AllocationStatus.NEW, AllocationStatus.NEW]);
+    expect(first.statuses).toEqual([AllocationStatus.NEW, AllocationStatus.NEW, AllocationStatus.RESERVED]);
     expect(first.pages[0]).toBe(first.pages[2]);
     expect(first.pages[0]).not.toBe(first.pages[1]);
     const retry = state.batchAllocate("", 0, ["a"]);
@@ -183,6 +183,19 @@ describe("confirmWrite", () => {
     expect(fresh).not.toEqual(lapsed);
     state.confirmWrite("", 0, ["a"], fresh);
     expect(reasonOf(() => state.confirmWrite("", 0, ["a"], lapsed))).toBe(Reason.RESERVATION_NOT_FOUND);
+    assertInvariants(state);
+  });
+
+  it("refuses one key confirmed at two lapsed pages in one batch, changing nothing", () => {
+    const { time, state } = setup();
+    state.initializeRank("", 0, 4, 1);
+    const [p0] = state.batchAllocate("", 0, ["a", "x"]).pages;
+    time.advance(1_000);
+    const [p1] = state.batchAllocate("", 0, ["a"]).pages;
+    time.advance(1_000);
+    expect(p1).not.toBe(p0);
+    expect(reasonOf(() => state.confirmWrite("", 0, ["a", "a"], [p0!, p1!]))).toBe(Reason.RESERVATION_NOT_FOUND);
+    expect(state.confirmWrite("", 0, ["a", "a"], [p1!, p1!]).confirmed).toBe(1);
     assertInvariants(state);
   });
 
