@@ -564,6 +564,11 @@ export class MetadataState {
     for (const ns of this.namespaces.values()) for (const rank of ns.ranks.values()) rank.sortReservations();
   }
 
+  /** checkRank throws RANK_NOT_INITIALIZED unless the rank is initialized (for APIs that name a rank on every call). */
+  checkRank(namespace: string, rankNo: number): void {
+    this.rankOf(namespaceName(namespace, this.options), rankNo);
+  }
+
   /** rankOf finds an initialized rank or throws RANK_NOT_INITIALIZED. */
   private rankOf(name: string, rankNo: number): { ns: Namespace; rank: Rank } {
     const ns = this.namespaces.get(name);

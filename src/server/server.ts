@@ -5,6 +5,9 @@ import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataError, Reason } from "../core/errors.js";
 import { commit, type Ledger, metadataService } from "../service/metadata-service.js";
 import { SERVER_ID_HEADER } from "../service/server-id-header.js";
+import { jsonRouter } from "../service/json/json-router.js";
+import { sglangRoutes } from "../service/json/sglang-routes.js";
+import { vllmRoutes } from "../service/json/vllm-routes.js";
 import { serviceInterceptor } from "../service/service-interceptor.js";
 import { DualProtocolListener } from "./dual-protocol-listener.js";
 import type { Logger } from "./logger.js";
@@ -44,6 +47,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     routes: (router) => router.service(MetadataService, metadataService(ledger)),
     interceptors: [serviceInterceptor(lifecycle, ledger.store.serverId)],
     readMaxBytes: config.maxBodyBytes,
+    fallback: jsonRouter(ledger, lifecycle, [...vllmRoutes, ...sglangRoutes], config.maxBodyBytes),
   });
   const serverId = ledger.store.serverId;
   const listener = new DualProtocolListener((req, res) => {

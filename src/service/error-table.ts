@@ -20,6 +20,22 @@ export const codeOfReason: Record<Reason, Code> = {
   [Reason.INTERNAL]: Code.Internal,
 };
 
+/**
+ * httpStatusOf is the HTTP status of a domain error on the JSON routes:
+ * from its code, except RANK_NOT_INITIALIZED, which is 404 as the SGLang
+ * server answers it.
+ */
+export function httpStatusOf(reason: Reason): number {
+  if (reason === Reason.RANK_NOT_INITIALIZED) return 404;
+  return httpStatusOfCode[codeOfReason[reason]] ?? 500;
+}
+
+const httpStatusOfCode: Partial<Record<Code, number>> = {
+  [Code.InvalidArgument]: 400,
+  [Code.FailedPrecondition]: 409,
+  [Code.Unavailable]: 503,
+};
+
 /** reasonOfStackCode gives a reason to the errors that the RPC stack raises by itself. */
 const reasonOfStackCode: Partial<Record<Code, Reason>> = {
   [Code.InvalidArgument]: Reason.INVALID_ARGUMENT,

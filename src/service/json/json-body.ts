@@ -1,0 +1,70 @@
+import { invalidArgument } from "../../core/errors.js";
+
+/** JsonObject is a parsed request body. */
+export type JsonObject = Record<string, unknown>;
+
+/**
+ * These read the fields of a JSON body and throw INVALID_ARGUMENT naming
+ * the field when it is missing or of the wrong type, so that a malformed
+ * body never reaches the core.
+ */
+
+/** int reads an integer field; `fallback` when absent (required when undefined). */
+export function int(body: JsonObject, field: string, fallback?: number): number {
+  const value = body[field] ?? fallback;
+  if (typeof value !== "number" || !Number.isInteger(value)) throw invalidArgument(field, `"${field}" must be an integer`);
+  return value;
+}
+
+/** str reads a string field; `fallback` when absent. */
+export function str(body: JsonObject, field: string, fallback: string): string {
+  const value = body[field] ?? fallback;
+  if (typeof value !== "string") throw invalidArgument(field, `"${field}" must be a string`);
+  return value;
+}
+
+/** strings reads an array of strings. */
+export function strings(body: JsonObject, field: string): string[] {
+  const value = body[field];
+  if (!Array.isArray(value) || !value.every((v) => typeof v === "string")) {
+    throw invalidArgument(field, `"${field}" must be an array of strings`);
+  }
+  return value as string[];
+}
+
+/** ints reads an array of integers; `[]` when absent and optional. */
+export function ints(body: JsonObject, field: string, optional = false): number[] {
+  const value = body[field] ?? (optional ? [] : undefined);
+  if (!Array.isArray(value) || !value.every((v) => typeof v === "number" && Number.isInteger(v))) {
+    throw invalidArgument(field, `"${field}" must be an array of integers`);
+  }
+  return value as number[];
+}
+
+/** pairs reads an array of [first, second] pairs into two columns, checking each element with `isFirst` and `isSecond`. */
+export function pairs<A, B>(
+  body: JsonObject,
+  field: string,
+  isFirst: (v: unknown) => v is A,
+  isSecond: (v: unknown) => v is B,
+  shape: string,
+): [A[], B[]] {
+  const value = body[field];
+  if (!Array.isArray(value)) throw invalidArgument(field, `"${field}" must be an array of ${shape}`);
+  const firsts = new Array<A>(value.length);
+  const seconds = new Array<B>(value.length);
+  for (let i = 0; i < value.length; i++) {
+    const pair = value[i] as unknown;
+    if (!Array.isArray(pair) || pair.length !== 2 || !isFirst(pair[0]) || !isSecond(pair[1])) {
+      throw invalidArgument(field, `"${field}"[${i}] must be ${shape}`);
+    }
+    firsts[i] = pair[0];
+    seconds[i] = pair[1];
+  }
+  return [firsts, seconds];
+}
+
+export const isString = (v: unknown): v is string => typeof v === "string";
+export const isInt = (v: unknown): v is number => typeof v === "number" && Number.isInteger(v);
+/** isPrefix accepts a prefix key: a string, or null for none. */
+export const isPrefix = (v: unknown): v is string | null => v === null || typeof v === "string";

@@ -1,0 +1,19 @@
+import type { Ledger } from "../metadata-service.js";
+import type { JsonObject } from "./json-body.js";
+
+/** JsonReply is what a route answers: a status and a JSON body (none for 204). */
+export interface JsonReply {
+  status: number;
+  body?: unknown;
+}
+
+/** JsonRoute is one POST route of a JSON dialect. */
+export interface JsonRoute {
+  /** pattern matches the path; its groups are the path parameters. */
+  pattern: RegExp;
+  /** handle runs the route on a parsed body; it throws MetadataError on bad input. */
+  handle(ledger: Ledger, body: JsonObject, params: string[]): JsonReply;
+}
+
+/** NO_CONTENT is the reply of routes that answer nothing. */
+export const NO_CONTENT: JsonReply = { status: 204 };

@@ -1,0 +1,65 @@
+import { AllocationStatus } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { DEFAULT_NAMESPACE } from "../../core/options.js";
+import { int, ints, isInt, isPrefix, isString, pairs, str, strings } from "./json-body.js";
+import { type JsonRoute, NO_CONTENT } from "./json-route.js";
+
+/**
+ * sglangRoutes are the routes of SGLang's HF3FS metadata server: a per-rank
+ * view, the rank in the path (404 when it is not initialized), an optional
+ * "namespace" in every body.
+ */
+export const sglangRoutes: JsonRoute[] = [
+  {
+    pattern: /^\/(\d+)\/initialize$/,
+    handle({ state }, body, [rank]) {
+      state.initializeRank(str(body, "namespace", DEFAULT_NAMESPACE), Number(rank), int(body, "num_pages"), 0);
+      return NO_CONTENT;
+    },
+  },
+  {
+    pattern: /^\/(\d+)\/exists$/,
+    handle({ state }, body, [rank]) {
+      state.checkRank(str(body, "namespace", DEFAULT_NAMESPACE), Number(rank));
+      return { status: 200, body: { exists: state.batchExists(str(body, "namespace", DEFAULT_NAMESPACE), strings(body, "keys"), Number(rank)) } };
+    },
+  },
+  {
+    pattern: /^\/(\d+)\/reserve_and_allocate_page_indices$/,
+    handle({ state }, body, [rank]) {
+      const [keys, prefixes] = pairs(body, "keys", isString, isPrefix, "[key, prefix_key]");
+      const { pages, statuses } = state.batchAllocate(str(body, "namespace", DEFAULT_NAMESPACE), Number(rank), keys, prefixes.map((p) => p ?? ""));
+      return { status: 200, body: { indices: pages.map((page, i) => [statuses[i] === AllocationStatus.EXISTING, page]) } };
+    },
+  },
+  {
+    pattern: /^\/(\d+)\/confirm_write$/,
+    handle({ state }, body, [rank]) {
+      const [keys, pages] = pairs(body, "written_keys_to_confirm", isString, isInt, "[key, page]");
+      state.confirmWrite(str(body, "namespace", DEFAULT_NAMESPACE), Number(rank), keys, pages, ints(body, "pages_to_release", true));
+      return NO_CONTENT;
+    },
+  },
+  {
+    pattern: /^\/(\d+)\/delete_keys$/,
+    handle({ state }, body, [rank]) {
+      state.checkRank(str(body, "namespace", DEFAULT_NAMESPACE), Number(rank));
+      state.deleteKeys(str(body, "namespace", DEFAULT_NAMESPACE), strings(body, "keys"));
+      return NO_CONTENT;
+    },
+  },
+  {
+    pattern: /^\/(\d+)\/clear$/,
+    handle({ state }, body, [rank]) {
+      state.checkRank(str(body, "namespace", DEFAULT_NAMESPACE), Number(rank));
+      state.clear(str(body, "namespace", DEFAULT_NAMESPACE));
+      return NO_CONTENT;
+    },
+  },
+  {
+    pattern: /^\/(\d+)\/get_page_indices$/,
+    handle({ state }, body, [rank]) {
+      const pages = state.getLocations(str(body, "namespace", DEFAULT_NAMESPACE), Number(rank), strings(body, "keys"), true);
+      return { status: 200, body: { indices: pages.map((p) => (p < 0 ? null : p)) } };
+    },
+  },
+];

@@ -1,0 +1,187 @@
+import { connect } from "node:http2";
+import { describe, expect, it } from "vitest";
+import { createMetadataClient } from "../../src/client/index.js";
+import { LmdbStore } from "../../src/store/lmdb-store.js";
+import { FailingStore } from "../support/failing-store.js";
+import { tempDir } from "../support/temp-dir.js";
+import { startTestServer } from "../support/test-server.js";
+
+/** post sends a JSON body over HTTP/1.1 (fetch) and returns the status and the parsed body. */
+async function post(url: string, path: string, body?: unknown, raw?: string) {
+  const res = await fetch(`${url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: raw ?? (body === undefined ? undefined : JSON.stringify(body)),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text === "" ? undefined : (JSON.parse(text) as Record<string, unknown>), serverId: res.headers.get("hf3fs-server-id") };
+}
+
+describe("the vLLM JSON routes", () => {
+  it("run a full worker cycle", async () => {
+    const { url, store } = await startTestServer();
+    const init = await post(url, "/rank/0/initialize", { num_pages: 4, role: "worker" });
+    expect(init).toMatchObject({ status: 200, body: { message: expect.stringContaining("rank 0") }, serverId: store.serverId });
+    await post(url, "/rank/1/initialize", { num_pages: 4 });
+    expect((await post(url, "/rank/0/initialize", { role: "scheduler" })).status).toBe(200);
+
+    const alloc0 = await post(url, "/keys/batch_allocate", { rank: 0, keys: [["a", null], ["b", "a"], ["c", ""]] });
+    expect(alloc0).toMatchObject({ status: 200, body: { rank: 0, results: [["a", 0], ["b", 1], ["c", 2]] } });
+    const alloc1 = await post(url, "/keys/batch_allocate", { rank: 1, keys: [["a", null], ["b", "a"]] });
+    expect(alloc1.body).toEqual({ rank: 1, results: [["a", 0], ["b", 1]] });
+
+    expect((await post(url, "/keys/confirm_write", { rank: 0, confirmations: [["a", 0], ["b", 1]], pages_to_release: [2] })).status).toBe(204);
+    expect((await post(url, "/keys/confirm_write", { rank: 1, confirmations: [["a", 0]] })).status).toBe(204);
+    // Complete means confirmed on every initialized rank: a on both, b only on rank 0.
+    expect((await post(url, "/keys/batch_exists", { keys: ["a", "b", "c"] })).body).toEqual({ exists: [true, false, false] });
+    expect((await post(url, "/keys/get_locations", { rank: 1, keys: ["a", "b"] })).body).toEqual({ locations: [0, null] });
+
+    expect((await post(url, "/clear")).status).toBe(204);
+    expect((await post(url, "/keys/batch_exists", { keys: ["a"] })).body).toEqual({ exists: [false] });
+  });
+
+  it("answers -1 for a key that cannot get a page instead of reusing one in use", async () => {
+    const { url } = await startTestServer();
+    await post(url, "/rank/0/initialize", { num_pages: 1 });
+    await post(url, "/keys/batch_allocate", { rank: 0, keys: [["a", null]] });
+    expect((await post(url, "/keys/batch_allocate", { rank: 0, keys: [["b", null]] })).body).toEqual({ rank: 0, results: [["b", -1]] });
+  });
+});
+
+describe("the SGLang JSON routes", () => {
+  it("run a full worker cycle, per rank and per namespace", async () => {
+    const { url } = await startTestServer();
+    expect((await post(url, "/0/initialize", { num_pages: 4 })).status).toBe(204);
+    expect((await post(url, "/0/initialize", { num_pages: 4 })).status).toBe(204);
+    expect((await post(url, "/0/initialize", { num_pages: 4, namespace: "other" })).status).toBe(204);
+
+    const reserved = await post(url, "/0/reserve_and_allocate_page_indices", { keys: [["a", null], ["b", "a"]] });
+    expect(reserved).toMatchObject({ status: 200, body: { indices: [[false, 0], [false, 1]] } });
+    expect((await post(url, "/0/confirm_write", { written_keys_to_confirm: [["a", 0]], pages_to_release: [1] })).status).toBe(204);
+    expect((await post(url, "/0/exists", { keys: ["a", "b"] })).body).toEqual({ exists: [true, false] });
+    expect((await post(url, "/0/exists", { keys: ["a"], namespace: "other" })).body).toEqual({ exists: [false] });
+    expect((await post(url, "/0/reserve_and_allocate_page_indices", { keys: [["a", null]] })).body).toEqual({ indices: [[true, 0]] });
+    expect((await post(url, "/0/get_page_indices", { keys: ["a", "b"] })).body).toEqual({ indices: [0, null] });
+
+    expect((await post(url, "/0/delete_keys", { keys: ["a"] })).status).toBe(204);
+    expect((await post(url, "/0/get_page_indices", { keys: ["a"] })).body).toEqual({ indices: [null] });
+    await post(url, "/0/reserve_and_allocate_page_indices", { keys: [["c", null]] });
+    expect((await post(url, "/0/clear", {})).status).toBe(204);
+    expect((await post(url, "/0/reserve_and_allocate_page_indices", { keys: [["d", null], ["e", null], ["f", null], ["g", null], ["h", null]] })).body).toEqual({
+      indices: [[false, expect.any(Number)], [false, expect.any(Number)], [false, expect.any(Number)], [false, expect.any(Number)], [false, -1]],
+    });
+  });
+});
+
+describe("errors of the JSON routes", () => {
+  it("map to HTTP statuses with a JSON detail, reason and code", async () => {
+    const { url } = await startTestServer({ maxKeysPerCall: 4 });
+    const cases: [string, unknown, number, string][] = [
+      ["/keys/batch_allocate", { rank: 0, keys: [["a", null]] }, 404, "REASON_RANK_NOT_INITIALIZED"],
+      ["/7/exists", { keys: ["a"] }, 404, "REASON_RANK_NOT_INITIALIZED"],
+      ["/7/delete_keys", { keys: ["a"] }, 404, "REASON_RANK_NOT_INITIALIZED"],
+      ["/rank/0/initialize", { num_pages: 0 }, 400, "REASON_INVALID_ARGUMENT"],
+      ["/rank/0/initialize", { num_pages: -3 }, 400, "REASON_INVALID_ARGUMENT"],
+      ["/rank/0/initialize", { num_pages: 8, role: "boss" }, 400, "REASON_INVALID_ARGUMENT"],
+      ["/rank/0/initialize", {}, 400, "REASON_INVALID_ARGUMENT"],
+      ["/rank/99999999999/initialize", { num_pages: 8 }, 400, "REASON_INVALID_ARGUMENT"],
+    ];
+    for (const [path, body, status, reason] of cases) {
+      const reply = await post(url, path, body);
+      expect({ path, status: reply.status, reason: reply.body?.reason }).toEqual({ path, status, reason });
+      expect(reply.body?.detail).toEqual(expect.any(String));
+    }
+    await post(url, "/0/initialize", { num_pages: 8 });
+    const mismatch = await post(url, "/0/initialize", { num_pages: 9 });
+    expect(mismatch).toMatchObject({ status: 409, body: { reason: "REASON_RANK_CONFIG_MISMATCH", code: "failed_precondition" } });
+
+    const bad: [string, unknown, string | undefined][] = [
+      ["/keys/batch_allocate", { rank: "0", keys: [] }, undefined],
+      ["/keys/batch_allocate", { rank: 0, keys: [["a"]] }, undefined],
+      ["/keys/batch_allocate", { rank: 0, keys: ["a"] }, undefined],
+      ["/keys/batch_allocate", { rank: 0 }, undefined],
+      ["/keys/batch_exists", { keys: [1, 2] }, undefined],
+      ["/0/confirm_write", { written_keys_to_confirm: [["a", "zero"]] }, undefined],
+      ["/0/confirm_write", { written_keys_to_confirm: [], pages_to_release: [1.5] }, undefined],
+      ["/0/exists", undefined, "{not json"],
+      ["/0/exists", undefined, "[1,2]"],
+      ["/0/reserve_and_allocate_page_indices", { keys: [["a", null], ["b", null], ["c", null], ["d", null], ["e", null]] }, undefined],
+    ];
+    for (const [path, body, raw] of bad) {
+      const reply = await post(url, path, body, raw);
+      expect({ path, body, raw, status: reply.status }).toEqual({ path, body, raw, status: 400 });
+    }
+    expect((await post(url, "/no/such/route", {})).status).toBe(404);
+    expect((await fetch(`${url}/keys/batch_exists`)).status).toBe(405);
+  });
+
+  it("apply nothing of a batch that fails, and refuse releasing a used page", async () => {
+    const { url } = await startTestServer();
+    await post(url, "/0/initialize", { num_pages: 8 });
+    await post(url, "/0/reserve_and_allocate_page_indices", { keys: [["a", null], ["b", null]] });
+    const partial = await post(url, "/0/confirm_write", { written_keys_to_confirm: [["a", 0], ["b", 5]] });
+    expect(partial).toMatchObject({ status: 409, body: { reason: "REASON_RESERVATION_NOT_FOUND" } });
+    expect((await post(url, "/0/exists", { keys: ["a", "b"] })).body).toEqual({ exists: [false, false] });
+    await post(url, "/0/confirm_write", { written_keys_to_confirm: [["a", 0]] });
+    expect((await post(url, "/0/confirm_write", { written_keys_to_confirm: [], pages_to_release: [0] }))).toMatchObject({ status: 409, body: { reason: "REASON_PAGE_IN_USE" } });
+    const outOfRange = await post(url, "/0/confirm_write", { written_keys_to_confirm: [["b", 8]] });
+    expect(outOfRange).toMatchObject({ status: 400, body: { reason: "REASON_PAGE_OUT_OF_RANGE" } });
+  });
+
+  it("answer 413 for a body over the limit", async () => {
+    const { url } = await startTestServer();
+    const huge = JSON.stringify({ keys: Array.from({ length: 40_000 }, (_, i) => `${i}`.padStart(30, "0")) });
+    expect(huge.length).toBeGreaterThan(1 << 20);
+    const reply = await post(url, "/0/exists", undefined, huge);
+    expect(reply).toMatchObject({ status: 413, body: { reason: "REASON_LIMIT_EXCEEDED" } });
+  });
+
+  it("answer 503 when the store failed", async () => {
+    const store = new FailingStore(await LmdbStore.open(tempDir()));
+    const { url } = await startTestServer({}, store);
+    await post(url, "/0/initialize", { num_pages: 8 });
+    store.breakNow();
+    expect(await post(url, "/0/reserve_and_allocate_page_indices", { keys: [["a", null]] })).toMatchObject({
+      status: 503,
+      body: { reason: "REASON_STORE_UNAVAILABLE", code: "unavailable" },
+    });
+    expect((await post(url, "/0/exists", { keys: ["a"] })).status).toBe(503);
+    await store.close();
+  });
+});
+
+describe("the JSON routes and the gRPC API", () => {
+  it("see one state: allocate via JSON, confirm via gRPC, look up via JSON", async () => {
+    const { url } = await startTestServer();
+    const client = createMetadataClient({ baseUrl: url, retry: { deadlineMs: 0 } });
+    await post(url, "/rank/0/initialize", { num_pages: 16 });
+    const { body } = await post(url, "/keys/batch_allocate", { rank: 0, keys: [["k1", null], ["k2", "k1"]] });
+    const results = body!.results as [string, number][];
+    await client.confirmWrite({ rank: 0, keys: results.map(([k]) => k), pages: results.map(([, p]) => p) });
+    expect((await post(url, "/keys/get_locations", { rank: 0, keys: ["k1", "k2", "k3"] })).body).toEqual({ locations: [results[0]![1], results[1]![1], null] });
+    expect((await post(url, "/0/get_page_indices", { keys: ["k2"] })).body).toEqual({ indices: [results[1]![1]] });
+  });
+});
+
+describe("the JSON routes over HTTP/2", () => {
+  it("answer like over HTTP/1.1", async () => {
+    const { url } = await startTestServer();
+    await post(url, "/0/initialize", { num_pages: 8 });
+    const session = connect(url);
+    try {
+      const reply = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const stream = session.request({ ":method": "POST", ":path": "/0/exists", "content-type": "application/json" });
+        let body = "";
+        let status = 0;
+        stream.on("response", (headers) => (status = Number(headers[":status"])));
+        stream.on("data", (d: Buffer) => (body += d));
+        stream.on("end", () => resolve({ status, body }));
+        stream.on("error", reject);
+        stream.end(JSON.stringify({ keys: ["a"] }));
+      });
+      expect(reply).toEqual({ status: 200, body: JSON.stringify({ exists: [false] }) });
+    } finally {
+      session.close();
+    }
+  });
+});
