@@ -35,7 +35,7 @@ export class DualProtocolListener {
       this.sessions.add(session);
       session.once("close", () => this.sessions.delete(session));
     });
-    this.tcp = net.createServer((socket) => this.route(socket));
+    this.tcp = net.createServer({ noDelay: true }, (socket) => this.route(socket));
   }
 
   /** listen binds host:port (0 for any free port) and returns the bound port. */

@@ -10,6 +10,7 @@ import { sglangRoutes } from "../service/json/sglang-routes.js";
 import { vllmRoutes } from "../service/json/vllm-routes.js";
 import { serviceInterceptor } from "../service/service-interceptor.js";
 import { DualProtocolListener } from "./dual-protocol-listener.js";
+import { GrpcUnaryFastPath } from "./grpc-unary-fast-path.js";
 import type { Logger } from "./logger.js";
 
 /** ServerConfig is what a running server needs beyond its ledger. */
@@ -43,8 +44,10 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     lifecycle.refusal ??= error instanceof MetadataError ? error : new MetadataError(Reason.STORE_UNAVAILABLE, error.message);
     return error;
   });
+  const service = metadataService(ledger);
+  const fastPath = new GrpcUnaryFastPath(service, lifecycle, ledger.store.serverId, config.maxBodyBytes);
   const adapter = connectNodeAdapter({
-    routes: (router) => router.service(MetadataService, metadataService(ledger)),
+    routes: (router) => router.service(MetadataService, service),
     interceptors: [serviceInterceptor(lifecycle, ledger.store.serverId)],
     readMaxBytes: config.maxBodyBytes,
     fallback: jsonRouter(ledger, lifecycle, [...vllmRoutes, ...sglangRoutes], config.maxBodyBytes),
@@ -52,6 +55,8 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
   const serverId = ledger.store.serverId;
   const listener = new DualProtocolListener((req, res) => {
     res.setHeader(SERVER_ID_HEADER, serverId);
+    const fast = req.httpVersionMajor === 2 ? fastPath.route(req as http2.Http2ServerRequest) : undefined;
+    if (fast !== undefined) return fastPath.serve(fast, req as http2.Http2ServerRequest, res as http2.Http2ServerResponse);
     adapter(req as http.IncomingMessage & http2.Http2ServerRequest, res as http.ServerResponse & http2.Http2ServerResponse);
   });
   const port = await listener.listen(config.host, config.port);

@@ -83,6 +83,19 @@ describe.each(protocols)("MetadataService over $protocol (HTTP/$httpVersion)", (
   });
 });
 
+describe("gRPC with compression", () => {
+  it("is served (by connect-node, not the fast path) with the same answers", async () => {
+    const { createGrpcTransport } = await import("@connectrpc/connect-node");
+    const { compressionGzip, createClient } = await import("@connectrpc/connect");
+    const server = await startTestServer();
+    const transport = createGrpcTransport({ baseUrl: server.url, sendCompression: compressionGzip, compressMinBytes: 1 });
+    const client = createClient(MetadataService, transport);
+    await client.initializeRank({ rank: 0, numPages: 4 });
+    expect((await client.batchAllocate({ rank: 0, keys: ["a".repeat(100)] })).pages).toEqual([0]);
+    await expectError(client.batchAllocate({ rank: 1, keys: ["a"] }), Code.FailedPrecondition, Reason.RANK_NOT_INITIALIZED);
+  });
+});
+
 describe("a server shutting down", () => {
   it("answers new calls UNAVAILABLE with SHUTTING_DOWN", async () => {
     const server = await startTestServer();

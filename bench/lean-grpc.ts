@@ -1,0 +1,50 @@
+import { connect, type ClientHttp2Session, constants } from "node:http2";
+
+/**
+ * LeanGrpc makes unary gRPC calls over one HTTP/2 connection with nothing
+ * but node:http2: the benchmark's load generator must cost less CPU than the
+ * server it measures, and a full client stack costs several times more per
+ * call. Not a client for production: no deadlines, retries or compression.
+ */
+export class LeanGrpc {
+  private readonly session: ClientHttp2Session;
+
+  constructor(url: string) {
+    this.session = connect(url, { settings: { initialWindowSize: 16 << 20 } });
+    this.session.once("connect", () => this.session.setLocalWindowSize(64 << 20));
+  }
+
+  /** call posts one message to path ("/pkg.Service/Method") and resolves with the response message bytes. */
+  call(path: string, message: Uint8Array): Promise<Buffer> {
+    return new Promise((resolve, reject) => {
+      const stream = this.session.request({
+        [constants.HTTP2_HEADER_METHOD]: "POST",
+        [constants.HTTP2_HEADER_PATH]: path,
+        "content-type": "application/grpc",
+        te: "trailers",
+      });
+      const chunks: Buffer[] = [];
+      let status: string | undefined;
+      stream.on("data", (chunk: Buffer) => chunks.push(chunk));
+      stream.on("trailers", (trailers) => (status = trailers["grpc-status"] as string));
+      stream.on("response", (headers) => {
+        if (headers["grpc-status"] !== undefined) status = headers["grpc-status"] as string;
+      });
+      stream.on("error", reject);
+      stream.on("end", () => {
+        if (status !== "0") return reject(new Error(`grpc-status ${status} on ${path}`));
+        const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+        resolve(body.subarray(5, 5 + body.readUInt32BE(1)));
+      });
+      const frame = Buffer.allocUnsafe(5 + message.length);
+      frame[0] = 0;
+      frame.writeUInt32BE(message.length, 1);
+      frame.set(message, 5);
+      stream.end(frame);
+    });
+  }
+
+  close(): void {
+    this.session.close();
+  }
+}

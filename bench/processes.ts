@@ -1,0 +1,72 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { createInterface } from "node:readline";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+const CLOCK_TICKS_PER_SECOND = 100;
+
+/** ServerProcess is a server started for a benchmark. */
+export interface ServerProcess {
+  url: string;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+/** startProcess runs a node entry point (through tsx) that logs a "listening" JSON line with its url. */
+export async function startProcess(entry: string, args: string[]): Promise<ServerProcess> {
+  const child = spawn(process.execPath, ["--import", "tsx", `${ROOT}${entry}`, ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] });
+  const url = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).on("line", (line) => {
+      try {
+        const event = JSON.parse(line) as { msg?: string; url?: string };
+        if (event.msg === "listening") resolve(event.url!);
+      } catch {
+        // not a log line
+      }
+    });
+    child.once("exit", (code) => reject(new Error(`${entry} exited with ${code} before listening`)));
+  });
+  return { url, pid: child.pid!, stop: () => stopChild(child) };
+}
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  child.kill("SIGTERM");
+  const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** cpuMs reads a process's user + system CPU time from /proc, in milliseconds. */
+export function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  // fields[11] and [12] are utime and stime (fields 14 and 15 of proc(5)).
+  return ((Number(fields[11]) + Number(fields[12])) * 1_000) / CLOCK_TICKS_PER_SECOND;
+}
+
+/** rssMb reads a process's resident set size from /proc, in MiB. */
+export function rssMb(pid: number): number {
+  const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return Number(match?.[1] ?? 0) / 1024;
+}
+
+/** runLoad runs the load process and samples the server's CPU over its measured window. */
+export async function runLoad<R>(config: object, serverPid: number): Promise<{ result: R; serverCpuMs: number; serverRssMb: number }> {
+  const child = spawn(process.execPath, ["--import", "tsx", `${ROOT}bench/load.ts`, JSON.stringify(config)], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] });
+  let cpuStart = 0;
+  let serverCpuMs = 0;
+  let serverRssMb = 0;
+  let result: R | undefined;
+  createInterface({ input: child.stdout! }).on("line", (line) => {
+    if (line === "start") cpuStart = cpuMs(serverPid);
+    else if (line === "end") {
+      serverCpuMs = cpuMs(serverPid) - cpuStart;
+      serverRssMb = rssMb(serverPid);
+    } else result = JSON.parse(line) as R;
+  });
+  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+  if (code !== 0 || result === undefined) throw new Error(`load process exited with ${code}`);
+  return { result, serverCpuMs, serverRssMb };
+}

@@ -1,0 +1,231 @@
+// npm run bench [-- --quick] [-- --only cycle,floor,...]: the benchmark
+// harness. Servers and load run in separate processes; every row reports the
+// server's CPU beside the client's, so a saturated client is visible.
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, tmpdir } from "node:os";
+import { join } from "node:path";
+import { coreRate } from "./core-bench.js";
+import type { TransportName } from "./cycle-clients.js";
+import type { LoadConfig, LoadResult } from "./load.js";
+import { runLoad, type ServerProcess, startProcess } from "./processes.js";
+import { fillStore, measureRecovery } from "./recovery.js";
+
+const args = process.argv.slice(2);
+const quick = args.includes("--quick");
+const only = args.find((a) => a.startsWith("--only="))?.slice(7).split(",");
+const enabled = (name: string) => only === undefined || only.includes(name);
+const WARMUP_MS = quick ? 300 : 1_000;
+const DURATION_MS = quick ? 700 : 3_000;
+const RANKS = 8;
+const NUM_PAGES = 100_000;
+
+/** Row is one measured configuration. */
+interface Row {
+  workload: string;
+  transport: string;
+  batch: number;
+  concurrency: number;
+  cyclesPerSec: number;
+  keysPerSec: number;
+  callsPerSec: number;
+  allocateP50Ms: number;
+  allocateP99Ms: number;
+  callP99Ms: number;
+  callMaxMs: number;
+  serverCpuPct: number;
+  clientCpuPct: number;
+  serverCpuPerCallUs: number;
+  serverCpuPerKeyUs: number;
+  serverRssMb: number;
+  saturated: string;
+  errors: number;
+  noSpace: number;
+}
+
+const rows: Row[] = [];
+let keyOffset = 0;
+
+const SERVER = "src/server/main.ts";
+const serverArgs = (extra: string[]) => ["serve", "--host", "127.0.0.1", "--port", "0", "--read-lease-ttl", "50ms", ...extra];
+
+async function cycle(server: ServerProcess, workload: string, transport: TransportName, batch: number, concurrency: number, numPages = NUM_PAGES): Promise<Row> {
+  const config: LoadConfig = {
+    url: server.url,
+    transport,
+    batch,
+    concurrency,
+    connections: transport === "lean-grpc" ? Math.min(concurrency, 2) : 1,
+    ranks: RANKS,
+    numPages,
+    warmupMs: WARMUP_MS,
+    durationMs: DURATION_MS,
+    keyOffset: (keyOffset += 1e9),
+  };
+  const { result, serverCpuMs, serverRssMb } = await runLoad<LoadResult>(config, server.pid);
+  const seconds = result.elapsedMs / 1_000;
+  const calls = result.cycles * 4;
+  const all = Object.values(result.rpc);
+  const serverCpuPct = (serverCpuMs / result.elapsedMs) * 100;
+  const clientCpuPct = (result.clientCpuMs / result.elapsedMs) * 100;
+  const row: Row = {
+    workload,
+    transport,
+    batch,
+    concurrency,
+    cyclesPerSec: result.cycles / seconds,
+    keysPerSec: result.keys / seconds,
+    callsPerSec: calls / seconds,
+    allocateP50Ms: result.rpc.allocate.p50,
+    allocateP99Ms: result.rpc.allocate.p99,
+    callP99Ms: Math.max(...all.map((r) => r.p99)),
+    callMaxMs: Math.max(...all.map((r) => r.max)),
+    serverCpuPct,
+    clientCpuPct,
+    serverCpuPerCallUs: calls > 0 ? (serverCpuMs * 1_000) / calls : 0,
+    serverCpuPerKeyUs: result.keys > 0 ? (serverCpuMs * 1_000) / result.keys : 0,
+    serverRssMb,
+    saturated: serverCpuPct > 90 ? "server" : clientCpuPct > 90 ? "client" : "neither",
+    errors: result.errors,
+    noSpace: result.noSpace,
+  };
+  rows.push(row);
+  printRow(row);
+  return row;
+}
+
+async function withServer<T>(entry: string, extra: string[], body: (s: ServerProcess) => Promise<T>): Promise<T> {
+  const server = await startProcess(entry, entry === SERVER ? serverArgs(extra) : extra);
+  try {
+    return await body(server);
+  } finally {
+    await server.stop();
+  }
+}
+
+const fmt = (n: number, digits = 0) => n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+
+function printHeader(): void {
+  console.log(
+    ["workload", "transport", "B", "C", "cycles/s", "keys/s", "calls/s", "alloc p50", "alloc p99", "call p99", "max ms", "srv CPU%", "cli CPU%", "µs/call", "µs/key", "RSS MB", "saturated"]
+      .map((h, i) => (i < 2 ? h.padEnd(i === 0 ? 10 : 14) : h.padStart(10)))
+      .join(""),
+  );
+}
+
+function printRow(r: Row): void {
+  console.log(
+    [
+      r.workload.padEnd(10),
+      r.transport.padEnd(14),
+      ...[
+        fmt(r.batch),
+        fmt(r.concurrency),
+        fmt(r.cyclesPerSec),
+        fmt(r.keysPerSec),
+        fmt(r.callsPerSec),
+        fmt(r.allocateP50Ms, 2),
+        fmt(r.allocateP99Ms, 2),
+        fmt(r.callP99Ms, 2),
+        fmt(r.callMaxMs, 1),
+        fmt(r.serverCpuPct),
+        fmt(r.clientCpuPct),
+        fmt(r.serverCpuPerCallUs, 1),
+        fmt(r.serverCpuPerKeyUs, 2),
+        fmt(r.serverRssMb),
+        r.saturated + (r.errors ? ` ${r.errors} errors` : "") + (r.noSpace ? ` ${r.noSpace} no-space` : ""),
+      ].map((c) => c.padStart(10)),
+    ].join(""),
+  );
+}
+
+const report: Record<string, unknown> = {
+  date: new Date().toISOString(),
+  node: process.version,
+  cpus: cpus().length,
+  cpuModel: cpus()[0]?.model,
+  quick,
+};
+const started = Date.now();
+printHeader();
+
+if (enabled("cycle")) {
+  await withServer(SERVER, ["--in-memory"], async (server) => {
+    const grid = quick ? [[1, 16], [64, 16], [512, 16]] : [1, 64, 512].flatMap((b) => [1, 16, 64].map((c) => [b, c]));
+    for (const [b, c] of grid) await cycle(server, "cycle", "lean-grpc", b!, c!);
+  });
+}
+
+if (enabled("full")) {
+  // Ranks 90% full of complete keys before the measured window: every new key evicts one.
+  await withServer(SERVER, ["--in-memory"], async (server) => {
+    const pages = 20_000;
+    const fillConfig: LoadConfig = {
+      url: server.url, transport: "lean-grpc", batch: 512, concurrency: RANKS, connections: 2, ranks: RANKS, numPages: pages,
+      warmupMs: 0, durationMs: quick ? 500 : 1_500, keyOffset: (keyOffset += 1e9),
+    };
+    await runLoad<LoadResult>(fillConfig, server.pid);
+    await cycle(server, "full", "lean-grpc", 64, 16, pages);
+  });
+}
+
+if (enabled("transports")) {
+  const transports: TransportName[] = quick ? ["connect-grpc", "vllm-json"] : ["connect-grpc", "grpc-js", "connect-binary", "connect-json", "vllm-json"];
+  await withServer(SERVER, ["--in-memory"], async (server) => {
+    for (const t of transports) await cycle(server, "transports", t, 64, 16);
+  });
+}
+
+if (enabled("floor")) {
+  const ratios: Record<string, number> = {};
+  for (const [b, c] of quick ? [[64, 16]] : [[1, 16], [64, 16], [512, 16]]) {
+    const service = rows.find((r) => r.workload === "cycle" && r.batch === b && r.concurrency === c) ??
+      (await withServer(SERVER, ["--in-memory"], (s) => cycle(s, "cycle", "lean-grpc", b!, c!)));
+    const floor = await withServer("bench/floor-server.ts", [], (s) => cycle(s, "floor", "lean-grpc", b!, c!));
+    // Capacity ratio: server CPU per cycle of the floor over that of the service (1 = the service adds nothing).
+    ratios[`B=${b},C=${c}`] = floor.serverCpuPerCallUs / service.serverCpuPerCallUs;
+  }
+  report.serviceOverFloor = ratios;
+  console.log(`service/floor (floor server CPU per call ÷ service server CPU per call): ${JSON.stringify(ratios)}`);
+}
+
+if (enabled("core")) {
+  const sizes = quick ? [10_000, 1_000_000] : [10_000, 1_000_000, 10_000_000];
+  const core = [];
+  for (const numPages of sizes) {
+    for (const fill of [0, 0.5, 0.99]) {
+      const r = coreRate(numPages, fill, quick ? 200 : 1_000);
+      core.push(r);
+      console.log(`core      num_pages ${fmt(numPages).padStart(12)}  fill ${fmt(fill * 100).padStart(3)}%  ${fmt(r.pageOpsPerSec).padStart(12)} page ops/s`);
+    }
+  }
+  const rates = core.map((r) => r.pageOpsPerSec);
+  report.core = { grid: core, maxOverMin: Math.max(...rates) / Math.min(...rates) };
+  console.log(`core      max/min across the grid: ${fmt(Math.max(...rates) / Math.min(...rates), 2)}`);
+}
+
+if (enabled("durable")) {
+  const dataDir = join(tmpdir(), "hf3fs-metadata-bench-durable");
+  rmSync(dataDir, { recursive: true, force: true });
+  const memory = await withServer(SERVER, ["--in-memory"], (s) => cycle(s, "memory", "lean-grpc", 64, 16));
+  const durable = await withServer(SERVER, ["--data-dir", dataDir], (s) => cycle(s, "durable", "lean-grpc", 64, 16));
+  rmSync(dataDir, { recursive: true, force: true });
+  const keys = quick ? 100_000 : 1_000_000;
+  const recoveryDir = join(tmpdir(), "hf3fs-metadata-bench-recovery");
+  await fillStore(recoveryDir, keys, RANKS);
+  const recovery = await measureRecovery(recoveryDir);
+  rmSync(recoveryDir, { recursive: true, force: true });
+  report.durable = {
+    durableOverMemory: durable.keysPerSec / memory.keysPerSec,
+    recovery: { keys, ranks: RANKS, ms: recovery.ms, records: recovery.records, heapMb: recovery.heapMb, bytesPerKeyPerRank: (recovery.heapMb * 2 ** 20) / (keys * RANKS) },
+  };
+  console.log(`durable   durable/in-memory keys/s at B=64 C=16: ${fmt(durable.keysPerSec / memory.keysPerSec, 2)}`);
+  console.log(`durable   recovery of ${fmt(keys)} keys on ${RANKS} ranks: ${fmt(recovery.ms)} ms; heap ${fmt(recovery.heapMb)} MB = ${fmt((recovery.heapMb * 2 ** 20) / (keys * RANKS))} bytes per key per rank`);
+}
+
+report.rows = rows;
+report.elapsedSec = (Date.now() - started) / 1_000;
+const dir = new URL("./results/", import.meta.url).pathname;
+mkdirSync(dir, { recursive: true });
+const file = join(dir, `bench-${quick ? "quick-" : ""}${new Date().toISOString().replaceAll(":", "-")}.json`);
+writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+console.log(`\n${rows.length} rows in ${fmt(report.elapsedSec as number)} s; written to ${file}`);
