@@ -85,8 +85,8 @@ describe.each(protocols)("MetadataService over $protocol (HTTP/$httpVersion)", (
 
 describe("gRPC with compression", () => {
   it("is served (by connect-node, not the fast path) with the same answers", async () => {
-    const { createGrpcTransport } = await import("@connectrpc/connect-node");
-    const { compressionGzip, createClient } = await import("@connectrpc/connect");
+    const { compressionGzip, createGrpcTransport } = await import("@connectrpc/connect-node");
+    const { createClient } = await import("@connectrpc/connect");
     const server = await startTestServer();
     const transport = createGrpcTransport({ baseUrl: server.url, sendCompression: compressionGzip, compressMinBytes: 1 });
     const client = createClient(MetadataService, transport);
