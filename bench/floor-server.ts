@@ -9,6 +9,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { AllocationStatus, MetadataService } from "../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { DualProtocolListener } from "../src/server/dual-protocol-listener.js";
 import { GrpcUnaryFastPath } from "../src/server/grpc-unary-fast-path.js";
+import { Lifecycle } from "../src/service/lifecycle.js";
 
 const canned: ServiceImpl<typeof MetadataService> = {
   initializeRank: async (req) => ({ created: true, numPages: req.numPages, freePages: req.numPages, serverId: "floor" }),
@@ -20,7 +21,7 @@ const canned: ServiceImpl<typeof MetadataService> = {
   clear: async () => ({}),
   getStats: async () => ({}),
 };
-const fastPath = new GrpcUnaryFastPath(canned, { refusal: undefined }, "floor", 64 << 20);
+const fastPath = new GrpcUnaryFastPath(canned, { lifecycle: new Lifecycle(), serverId: "floor", observe: () => undefined }, 64 << 20);
 const adapter = connectNodeAdapter({ routes: (router) => router.service(MetadataService, canned) });
 const listener = new DualProtocolListener((req, res) => {
   res.setHeader("hf3fs-server-id", "floor");

@@ -1,4 +1,5 @@
 import { connect, type ClientHttp2Session, constants } from "node:http2";
+import { connect as tcpConnect } from "node:net";
 
 /**
  * LeanGrpc makes unary gRPC calls over one HTTP/2 connection with nothing
@@ -10,7 +11,10 @@ export class LeanGrpc {
   private readonly session: ClientHttp2Session;
 
   constructor(url: string) {
-    this.session = connect(url, { settings: { initialWindowSize: 16 << 20 } });
+    const { hostname, port } = new URL(url);
+    // No Nagle: a request of several segments must not wait for a delayed ACK.
+    const createConnection = () => tcpConnect({ host: hostname, port: Number(port), noDelay: true });
+    this.session = connect(url, { settings: { initialWindowSize: 16 << 20 }, createConnection });
     this.session.once("connect", () => this.session.setLocalWindowSize(64 << 20));
   }
 

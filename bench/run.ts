@@ -4,7 +4,7 @@
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
-import { coreRate } from "./core-bench.js";
+import { coreRates } from "./core-bench.js";
 import type { TransportName } from "./cycle-clients.js";
 import type { LoadConfig, LoadResult } from "./load.js";
 import { runLoad, type ServerProcess, startProcess } from "./processes.js";
@@ -14,8 +14,8 @@ const args = process.argv.slice(2);
 const quick = args.includes("--quick");
 const only = args.find((a) => a.startsWith("--only="))?.slice(7).split(",");
 const enabled = (name: string) => only === undefined || only.includes(name);
-const WARMUP_MS = quick ? 300 : 1_000;
-const DURATION_MS = quick ? 700 : 3_000;
+const WARMUP_MS = quick ? 300 : 700;
+const DURATION_MS = quick ? 700 : 2_000;
 const RANKS = 8;
 const NUM_PAGES = 100_000;
 
@@ -192,10 +192,9 @@ if (enabled("core")) {
   const sizes = quick ? [10_000, 1_000_000] : [10_000, 1_000_000, 10_000_000];
   const core = [];
   for (const numPages of sizes) {
-    for (const fill of [0, 0.5, 0.99]) {
-      const r = coreRate(numPages, fill, quick ? 200 : 1_000);
+    for (const r of coreRates(numPages, [0, 0.5, 0.99], quick ? 200 : 700)) {
       core.push(r);
-      console.log(`core      num_pages ${fmt(numPages).padStart(12)}  fill ${fmt(fill * 100).padStart(3)}%  ${fmt(r.pageOpsPerSec).padStart(12)} page ops/s`);
+      console.log(`core      num_pages ${fmt(numPages).padStart(12)}  fill ${fmt(r.fill * 100).padStart(3)}%  ${fmt(r.pageOpsPerSec).padStart(12)} page ops/s`);
     }
   }
   const rates = core.map((r) => r.pageOpsPerSec);

@@ -3,7 +3,7 @@ import { create, type DescMethodUnary, type DescMessage, fromBinary, toBinary } 
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { callAtEdge, edgeError, type Lifecycle } from "../service/service-interceptor.js";
+import { callAtEdge, type Edge, edgeError } from "../service/service-interceptor.js";
 
 type UnaryHandler = (request: unknown) => Promise<unknown>;
 
@@ -30,8 +30,7 @@ export class GrpcUnaryFastPath {
 
   constructor(
     impl: ServiceImpl<typeof MetadataService>,
-    private readonly lifecycle: Lifecycle,
-    private readonly serverId: string,
+    private readonly edge: Edge,
     private readonly maxBodyBytes: number,
   ) {
     for (const method of MetadataService.methods) {
@@ -64,7 +63,7 @@ export class GrpcUnaryFastPath {
       this.answer(route, () => {
         if (size > this.maxBodyBytes + 5) throw new ConnectError(`message larger than ${this.maxBodyBytes} bytes`, Code.ResourceExhausted);
         message = fromBinary(route.method.input, unwrapEnvelope(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
-        return callAtEdge(this.lifecycle, this.serverId, message, () => route.handler(message));
+        return callAtEdge(this.edge, route.method.name, message, () => route.handler(message));
       }, res, () => message);
     });
   }
@@ -85,7 +84,7 @@ export class GrpcUnaryFastPath {
     pending.then(
       (result) => respond(new Headers({ "grpc-status": "0" }), envelope(toBinary(route.method.output, create(route.method.output, result as never)))),
       (error: unknown) => {
-        const connectError = error instanceof ConnectError && error.details.length > 0 ? error : edgeError(error, this.serverId, message());
+        const connectError = error instanceof ConnectError && error.details.length > 0 ? error : edgeError(error, this.edge.serverId, message());
         const trailer = setTrailerStatus(new Headers(), connectError);
         connectError.metadata.forEach((value, key) => trailer.set(key, value));
         respond(trailer);

@@ -1,17 +1,24 @@
 import type * as http from "node:http";
 import type * as http2 from "node:http2";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
-import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { file_grpc_health_v1_health, Health } from "../../gen/grpc/health/v1/health_pb.js";
+import { file_grpc_reflection_v1_reflection, ServerReflection as ReflectionV1 } from "../../gen/grpc/reflection/v1/reflection_pb.js";
+import { file_grpc_reflection_v1alpha_reflection, ServerReflection as ReflectionV1alpha } from "../../gen/grpc/reflection/v1alpha/reflection_pb.js";
+import { file_hf3fs_metadata_v1_metadata, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataError, Reason } from "../core/errors.js";
-import { commit, type Ledger, metadataService } from "../service/metadata-service.js";
-import { SERVER_ID_HEADER } from "../service/server-id-header.js";
+import { healthService } from "../service/health-service.js";
 import { jsonRouter } from "../service/json/json-router.js";
 import { sglangRoutes } from "../service/json/sglang-routes.js";
 import { vllmRoutes } from "../service/json/vllm-routes.js";
-import { serviceInterceptor } from "../service/service-interceptor.js";
+import { Lifecycle } from "../service/lifecycle.js";
+import { commit, type Ledger, metadataService } from "../service/metadata-service.js";
+import { reflectionService } from "../service/reflection-service.js";
+import { SERVER_ID_HEADER } from "../service/server-id-header.js";
+import { type Edge, serviceInterceptor } from "../service/service-interceptor.js";
 import { DualProtocolListener } from "./dual-protocol-listener.js";
 import { GrpcUnaryFastPath } from "./grpc-unary-fast-path.js";
 import type { Logger } from "./logger.js";
+import { Metrics } from "./metrics.js";
 
 /** ServerConfig is what a running server needs beyond its ledger. */
 export interface ServerConfig {
@@ -34,25 +41,46 @@ export interface RunningServer {
   readonly failed: Promise<Error>;
 }
 
+/** SERVICES are the services this server answers, as reflection and health name them. */
+const SERVICES = [MetadataService.typeName, Health.typeName, ReflectionV1.typeName, ReflectionV1alpha.typeName];
+
 /**
- * startServer serves MetadataService over gRPC, gRPC-Web and Connect, on
- * HTTP/1.1 and HTTP/2 on one port.
+ * startServer serves, on one port, over HTTP/1.1 and HTTP/2: MetadataService
+ * over gRPC, gRPC-Web and Connect; grpc.health.v1.Health; gRPC server
+ * reflection (v1 and v1alpha); the vLLM and SGLang JSON routes; and
+ * Prometheus metrics on GET /metrics.
  */
 export async function startServer(ledger: Ledger, config: ServerConfig, logger: Logger): Promise<RunningServer> {
-  const lifecycle: { refusal: MetadataError | undefined } = { refusal: undefined };
+  const lifecycle = new Lifecycle();
+  const metrics = new Metrics(ledger.state);
+  const serverId = ledger.store.serverId;
+  const edge: Edge = { lifecycle, serverId, observe: (method, code, seconds) => metrics.observeCall(method, code, seconds) };
+  const instrumented: Ledger = { state: ledger.state, store: metrics.instrument(ledger.store) };
   const failed = ledger.store.failed.then((error) => {
-    lifecycle.refusal ??= error instanceof MetadataError ? error : new MetadataError(Reason.STORE_UNAVAILABLE, error.message);
+    lifecycle.refuse(error instanceof MetadataError ? error : new MetadataError(Reason.STORE_UNAVAILABLE, error.message));
     return error;
   });
-  const service = metadataService(ledger);
-  const fastPath = new GrpcUnaryFastPath(service, lifecycle, ledger.store.serverId, config.maxBodyBytes);
+
+  const service = metadataService(instrumented);
+  const fastPath = new GrpcUnaryFastPath(service, edge, config.maxBodyBytes);
+  const reflection = reflectionService(
+    [file_hf3fs_metadata_v1_metadata, file_grpc_health_v1_health, file_grpc_reflection_v1_reflection, file_grpc_reflection_v1alpha_reflection],
+    SERVICES,
+  );
+  const json = jsonRouter(instrumented, edge, [...vllmRoutes, ...sglangRoutes], config.maxBodyBytes);
   const adapter = connectNodeAdapter({
-    routes: (router) => router.service(MetadataService, service),
-    interceptors: [serviceInterceptor(lifecycle, ledger.store.serverId)],
+    routes: (router) => {
+      router.service(MetadataService, service, { interceptors: [serviceInterceptor(edge)] });
+      router.service(Health, healthService(lifecycle, [MetadataService.typeName]));
+      router.service(ReflectionV1, reflection);
+      router.service(ReflectionV1alpha, reflection as never);
+    },
     readMaxBytes: config.maxBodyBytes,
-    fallback: jsonRouter(ledger, lifecycle, [...vllmRoutes, ...sglangRoutes], config.maxBodyBytes),
+    fallback: (req, res) => {
+      if (req.method === "GET" && req.url?.split("?")[0] === "/metrics") return void serveMetrics(metrics, res);
+      void json(req, res);
+    },
   });
-  const serverId = ledger.store.serverId;
   const listener = new DualProtocolListener((req, res) => {
     res.setHeader(SERVER_ID_HEADER, serverId);
     const fast = req.httpVersionMajor === 2 ? fastPath.route(req as http2.Http2ServerRequest) : undefined;
@@ -64,18 +92,24 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
 
   const expiry = setInterval(() => {
     ledger.state.expire();
-    commit(ledger).catch(() => undefined); // a failure resolves ledger.store.failed
+    commit(instrumented).catch(() => undefined); // a failure resolves ledger.store.failed
   }, config.expireIntervalMs ?? 1_000);
   expiry.unref();
 
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
-      lifecycle.refusal ??= new MetadataError(Reason.SHUTTING_DOWN, "the server is shutting down; retry against the restarted server");
+      lifecycle.refuse(new MetadataError(Reason.SHUTTING_DOWN, "the server is shutting down; retry against the restarted server"));
       clearInterval(expiry);
       await listener.close(config.shutdownTimeoutMs);
       logger.info({ url }, "stopped");
     })());
   logger.info({ url, serverId }, "listening");
   return { url, port, close, failed };
+}
+
+async function serveMetrics(metrics: Metrics, res: Parameters<NonNullable<Parameters<typeof connectNodeAdapter>[0]["fallback"]>>[1]): Promise<void> {
+  const body = await metrics.registry.metrics();
+  res.writeHead(200, { "content-type": metrics.registry.contentType });
+  res.end(body);
 }

@@ -1,28 +1,38 @@
-import type { ConnectError, Interceptor } from "@connectrpc/connect";
-import type { MetadataError } from "../core/errors.js";
+import type { Code, ConnectError, Interceptor } from "@connectrpc/connect";
+import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { DEFAULT_NAMESPACE } from "../core/options.js";
 import { toConnectError } from "./error-table.js";
+import type { Lifecycle } from "./lifecycle.js";
 import { SERVER_ID_HEADER } from "./server-id-header.js";
 
-/** Lifecycle tells whether the server still accepts calls. */
-export interface Lifecycle {
-  /** refusal is the error every new call gets once the server stops accepting (shutting down, store failed); undefined while it accepts. */
-  readonly refusal: MetadataError | undefined;
+/** CallObserver hears of every call: its method, its code ("ok" or a gRPC code name) and its duration. */
+export type CallObserver = (method: string, code: string, seconds: number) => void;
+
+/** Edge is what every RPC path shares at the boundary between the core and the wire. */
+export interface Edge {
+  readonly lifecycle: Lifecycle;
+  readonly serverId: string;
+  readonly observe: CallObserver;
 }
 
 /**
  * callAtEdge is the one edge between the core and the wire, used by every
- * RPC path: it refuses calls once the server stops accepting, and turns
- * every error into a ConnectError with an ErrorInfo detail (error-table.ts)
- * and the server id in its metadata (gRPC clients read an error's metadata
- * from the trailers).
+ * RPC path: it refuses calls once the server stops accepting, turns every
+ * error into a ConnectError with an ErrorInfo detail (error-table.ts) and
+ * the server id in its metadata (gRPC clients read an error's metadata from
+ * the trailers), and reports the call to the observer.
  */
-export async function callAtEdge<T>(lifecycle: Lifecycle, serverId: string, message: unknown, call: () => Promise<T>): Promise<T> {
+export async function callAtEdge<T>(edge: Edge, method: string, message: unknown, call: () => Promise<T>): Promise<T> {
+  const started = performance.now();
   try {
-    if (lifecycle.refusal !== undefined) throw lifecycle.refusal;
-    return await call();
+    if (edge.lifecycle.refusal !== undefined) throw edge.lifecycle.refusal;
+    const result = await call();
+    edge.observe(method, "ok", (performance.now() - started) / 1_000);
+    return result;
   } catch (error) {
-    throw edgeError(error, serverId, message);
+    const connectError = edgeError(error, edge.serverId, message);
+    edge.observe(method, codeName(connectError.code), (performance.now() - started) / 1_000);
+    throw connectError;
   }
 }
 
@@ -33,9 +43,14 @@ export function edgeError(error: unknown, serverId: string, message: unknown): C
   return connectError;
 }
 
+/** codeName is the label of a code in metrics and JSON errors, e.g. "failed_precondition". */
+export function codeName(code: Code): string {
+  return codeToString(code);
+}
+
 /** serviceInterceptor puts callAtEdge around every call that connect-node serves. */
-export function serviceInterceptor(lifecycle: Lifecycle, serverId: string): Interceptor {
-  return (next) => (req) => callAtEdge(lifecycle, serverId, req.message, () => next(req));
+export function serviceInterceptor(edge: Edge): Interceptor {
+  return (next) => (req) => callAtEdge(edge, req.method.name, req.message, () => next(req));
 }
 
 /** namespaceOf reads the namespace of a request message, for error details. */

@@ -9,6 +9,8 @@ export interface JsonReply {
 
 /** JsonRoute is one POST route of a JSON dialect. */
 export interface JsonRoute {
+  /** name names the route in metrics, e.g. "vllm.batch_allocate". */
+  name: string;
   /** pattern matches the path; its groups are the path parameters. */
   pattern: RegExp;
   /** handle runs the route on a parsed body; it throws MetadataError on bad input. */

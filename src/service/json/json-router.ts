@@ -1,11 +1,10 @@
 import type { connectNodeAdapter } from "@connectrpc/connect-node";
 import { Code } from "@connectrpc/connect";
-import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { Reason, ReasonSchema } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { invalidArgument, MetadataError } from "../../core/errors.js";
 import { codeOfReason, httpStatusOf } from "../error-table.js";
 import { commit, type Ledger } from "../metadata-service.js";
-import type { Lifecycle } from "../service-interceptor.js";
+import { codeName, type Edge } from "../service-interceptor.js";
 import type { JsonObject } from "./json-body.js";
 import type { JsonReply, JsonRoute } from "./json-route.js";
 
@@ -30,7 +29,7 @@ export interface ErrorBody {
  * matching route, commits, and answers; every error becomes an ErrorBody
  * with the HTTP status of error-table.ts.
  */
-export function jsonRouter(ledger: Ledger, lifecycle: Lifecycle, routes: readonly JsonRoute[], maxBodyBytes: number) {
+export function jsonRouter(ledger: Ledger, edge: Edge, routes: readonly JsonRoute[], maxBodyBytes: number) {
   return async (req: Request, res: Response): Promise<void> => {
     const path = (req.url ?? "/").split("?")[0]!;
     let params: string[] | undefined;
@@ -41,8 +40,9 @@ export function jsonRouter(ledger: Ledger, lifecycle: Lifecycle, routes: readonl
       return send(res, { status: 405, body: errorBody(`${path} takes POST, not ${req.method}`, Reason.UNSPECIFIED, Code.Unimplemented) });
     }
     let reply: JsonReply;
+    const started = performance.now();
     try {
-      if (lifecycle.refusal !== undefined) throw lifecycle.refusal;
+      if (edge.lifecycle.refusal !== undefined) throw edge.lifecycle.refusal;
       const body = await readJson(req, maxBodyBytes);
       if (body === undefined) {
         req.resume();
@@ -53,6 +53,7 @@ export function jsonRouter(ledger: Ledger, lifecycle: Lifecycle, routes: readonl
     } catch (error) {
       reply = errorReply(error);
     }
+    edge.observe(route.name, reply.status < 300 ? "ok" : (reply.body as ErrorBody).code, (performance.now() - started) / 1_000);
     send(res, reply);
   };
 }
@@ -86,7 +87,7 @@ function errorReply(error: unknown): JsonReply {
 }
 
 function errorBody(detail: string, reason: Reason, code: Code): ErrorBody {
-  return { detail, reason: ReasonSchema.values.find((v) => v.number === reason)!.name, code: codeToString(code) };
+  return { detail, reason: ReasonSchema.values.find((v) => v.number === reason)!.name, code: codeName(code) };
 }
 
 function send(res: Response, reply: JsonReply, close = false): void {

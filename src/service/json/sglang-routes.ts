@@ -10,6 +10,7 @@ import { type JsonRoute, NO_CONTENT } from "./json-route.js";
  */
 export const sglangRoutes: JsonRoute[] = [
   {
+    name: "sglang.initialize",
     pattern: /^\/(\d+)\/initialize$/,
     handle({ state }, body, [rank]) {
       state.initializeRank(str(body, "namespace", DEFAULT_NAMESPACE), Number(rank), int(body, "num_pages"), 0);
@@ -17,6 +18,7 @@ export const sglangRoutes: JsonRoute[] = [
     },
   },
   {
+    name: "sglang.exists",
     pattern: /^\/(\d+)\/exists$/,
     handle({ state }, body, [rank]) {
       state.checkRank(str(body, "namespace", DEFAULT_NAMESPACE), Number(rank));
@@ -24,6 +26,7 @@ export const sglangRoutes: JsonRoute[] = [
     },
   },
   {
+    name: "sglang.reserve_and_allocate_page_indices",
     pattern: /^\/(\d+)\/reserve_and_allocate_page_indices$/,
     handle({ state }, body, [rank]) {
       const [keys, prefixes] = pairs(body, "keys", isString, isPrefix, "[key, prefix_key]");
@@ -32,6 +35,7 @@ export const sglangRoutes: JsonRoute[] = [
     },
   },
   {
+    name: "sglang.confirm_write",
     pattern: /^\/(\d+)\/confirm_write$/,
     handle({ state }, body, [rank]) {
       const [keys, pages] = pairs(body, "written_keys_to_confirm", isString, isInt, "[key, page]");
@@ -40,6 +44,7 @@ export const sglangRoutes: JsonRoute[] = [
     },
   },
   {
+    name: "sglang.delete_keys",
     pattern: /^\/(\d+)\/delete_keys$/,
     handle({ state }, body, [rank]) {
       state.checkRank(str(body, "namespace", DEFAULT_NAMESPACE), Number(rank));
@@ -48,6 +53,7 @@ export const sglangRoutes: JsonRoute[] = [
     },
   },
   {
+    name: "sglang.clear",
     pattern: /^\/(\d+)\/clear$/,
     handle({ state }, body, [rank]) {
       state.checkRank(str(body, "namespace", DEFAULT_NAMESPACE), Number(rank));
@@ -56,6 +62,7 @@ export const sglangRoutes: JsonRoute[] = [
     },
   },
   {
+    name: "sglang.get_page_indices",
     pattern: /^\/(\d+)\/get_page_indices$/,
     handle({ state }, body, [rank]) {
       const pages = state.getLocations(str(body, "namespace", DEFAULT_NAMESPACE), Number(rank), strings(body, "keys"), true);

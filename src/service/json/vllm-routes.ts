@@ -11,6 +11,7 @@ import { type JsonRoute, NO_CONTENT } from "./json-route.js";
  */
 export const vllmRoutes: JsonRoute[] = [
   {
+    name: "vllm.initialize",
     pattern: /^\/rank\/(\d+)\/initialize$/,
     handle({ state }, body, [rank]) {
       const role = str(body, "role", "worker");
@@ -23,6 +24,7 @@ export const vllmRoutes: JsonRoute[] = [
     },
   },
   {
+    name: "vllm.batch_allocate",
     pattern: /^\/keys\/batch_allocate$/,
     handle({ state }, body) {
       const rank = int(body, "rank");
@@ -32,6 +34,7 @@ export const vllmRoutes: JsonRoute[] = [
     },
   },
   {
+    name: "vllm.confirm_write",
     pattern: /^\/keys\/confirm_write$/,
     handle({ state }, body) {
       const [keys, pages] = pairs(body, "confirmations", isString, isInt, "[key, page]");
@@ -40,12 +43,14 @@ export const vllmRoutes: JsonRoute[] = [
     },
   },
   {
+    name: "vllm.batch_exists",
     pattern: /^\/keys\/batch_exists$/,
     handle({ state }, body) {
       return { status: 200, body: { exists: state.batchExists(str(body, "namespace", DEFAULT_NAMESPACE), strings(body, "keys")) } };
     },
   },
   {
+    name: "vllm.get_locations",
     pattern: /^\/keys\/get_locations$/,
     handle({ state }, body) {
       const pages = state.getLocations(str(body, "namespace", DEFAULT_NAMESPACE), int(body, "rank"), strings(body, "keys"));
@@ -53,6 +58,7 @@ export const vllmRoutes: JsonRoute[] = [
     },
   },
   {
+    name: "vllm.clear",
     pattern: /^\/clear$/,
     handle({ state }) {
       state.clear(undefined);

@@ -1,0 +1,100 @@
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { Change } from "../core/change.js";
+import type { MetadataState } from "../core/state.js";
+import type { Store } from "../store/store.js";
+
+/**
+ * Metrics are the server's Prometheus metrics, in a registry of its own.
+ * Per call, only a counter and a histogram of pre-bound children are
+ * updated; page and key gauges are computed from the state at scrape time.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly calls = new Counter({ name: "hf3fs_metadata_calls_total", help: "Calls by method and status code.", labelNames: ["method", "code"], registers: [this.registry] });
+  private readonly latency = new Histogram({
+    name: "hf3fs_metadata_call_duration_seconds",
+    help: "Call latency by method, from decoded request to reply (commit included).",
+    labelNames: ["method"],
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    registers: [this.registry],
+  });
+  private readonly commitSeconds = new Histogram({
+    name: "hf3fs_metadata_store_commit_duration_seconds",
+    help: "Time from a commit call to its changes being durable.",
+    buckets: [0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5],
+    registers: [this.registry],
+  });
+  private readonly commitChanges = new Histogram({
+    name: "hf3fs_metadata_store_commit_changes",
+    help: "Changes per commit call (one call's changes; calls of one event turn share a transaction).",
+    buckets: [1, 2, 4, 8, 16, 64, 256, 1024, 4096, 16384, 65536],
+    registers: [this.registry],
+  });
+  private readonly callChildren = new Map<string, { inc(): void }>();
+  private readonly latencyChildren = new Map<string, { observe(v: number): void }>();
+
+  constructor(state: MetadataState) {
+    const namespaces = () => state.stats(undefined);
+    new Gauge({
+      name: "hf3fs_metadata_pages",
+      help: "Pages by namespace, rank and state (free, reserved, used).",
+      labelNames: ["namespace", "rank", "state"],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const ns of namespaces()) {
+          for (const r of ns.ranks) {
+            const labels = { namespace: ns.namespace, rank: String(r.rank) };
+            this.set({ ...labels, state: "free" }, r.freePages);
+            this.set({ ...labels, state: "reserved" }, r.reservedPages);
+            this.set({ ...labels, state: "used" }, r.usedPages);
+          }
+        }
+      },
+    });
+    const perNamespace = (name: string, help: string, value: (ns: ReturnType<typeof namespaces>[number]) => number, kind: "gauge" | "counter") => {
+      const collect = function (this: Gauge | Counter) {
+        this.reset();
+        for (const ns of namespaces()) (this as Gauge).inc?.({ namespace: ns.namespace }, value(ns));
+      };
+      const options = { name, help, labelNames: ["namespace"], registers: [this.registry], collect };
+      return kind === "gauge" ? new Gauge(options) : new Counter(options);
+    };
+    perNamespace("hf3fs_metadata_keys", "Keys confirmed on at least one rank.", (ns) => ns.keys, "gauge");
+    perNamespace("hf3fs_metadata_complete_keys", "Keys confirmed on every rank.", (ns) => ns.completeKeys, "gauge");
+    perNamespace("hf3fs_metadata_evictions_total", "Complete keys evicted to make room, since the process started.", (ns) => ns.evictions, "counter");
+    perNamespace("hf3fs_metadata_expired_reservations_total", "Reservations ended by their TTL, since the process started.", (ns) => ns.expiredReservations, "counter");
+    perNamespace("hf3fs_metadata_reclaimed_incomplete_keys_total", "Keys reclaimed after the incomplete TTL, since the process started.", (ns) => ns.reclaimedIncompleteKeys, "counter");
+  }
+
+  /** observeCall counts one call of method that ended with code ("ok" or a gRPC code name), and its latency. */
+  observeCall(method: string, code: string, seconds: number): void {
+    const key = `${method}\u0000${code}`;
+    let counter = this.callChildren.get(key);
+    if (counter === undefined) this.callChildren.set(key, (counter = this.calls.labels({ method, code })));
+    counter.inc();
+    let histogram = this.latencyChildren.get(method);
+    if (histogram === undefined) this.latencyChildren.set(method, (histogram = this.latency.labels({ method })));
+    histogram.observe(seconds);
+  }
+
+  /** instrument wraps a store so that every commit's latency and size are recorded. */
+  instrument(store: Store): Store {
+    const { commitSeconds, commitChanges } = this;
+    return {
+      get serverId() {
+        return store.serverId;
+      },
+      failed: store.failed,
+      close: () => store.close(),
+      commit(changes: readonly Change[]) {
+        if (changes.length === 0) return store.commit(changes);
+        const started = performance.now();
+        commitChanges.observe(changes.length);
+        const done = store.commit(changes);
+        void done.then(() => commitSeconds.observe((performance.now() - started) / 1_000), () => undefined);
+        return done;
+      },
+    };
+  }
+}
