@@ -133,7 +133,8 @@ function isRankNotInitialized(e: unknown): boolean {
   return e.findDetails(ErrorInfoSchema).some((d) => d.reason === Reason.RANK_NOT_INITIALIZED);
 }
 
-function transportFor(options: MetadataClientOptions): Transport {
+/** transportFor builds the transport of the options' protocol and HTTP version. */
+export function transportFor(options: MetadataClientOptions): Transport {
   const httpVersion = options.httpVersion ?? "2";
   switch (options.protocol ?? "grpc") {
     case "grpc":

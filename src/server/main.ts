@@ -1,11 +1,14 @@
 import { inspectCommand } from "./inspect-command.js";
 import { serveCommand } from "./serve-command.js";
+import { healthCommand, statsCommand } from "./operator-commands.js";
 
 const COMMANDS = `usage: hf3fs-metadata <command> [options]
 
 commands:
   serve     run the metadata server (serve --help lists its options)
-  inspect   print what a data dir holds (inspect --data-dir DIR)`;
+  inspect   print what a data dir holds (inspect --data-dir DIR)
+  stats     print a running server's page usage per namespace and rank (stats [--server URL] [--namespace NS])
+  health    exit 0 only when a running server is SERVING (health [--server URL])`;
 
 /** main runs one CLI command and returns the process exit code. */
 export async function main(argv: string[]): Promise<number> {
@@ -15,6 +18,10 @@ export async function main(argv: string[]): Promise<number> {
       return serveCommand(args);
     case "inspect":
       return inspectCommand(args);
+    case "stats":
+      return statsCommand(args);
+    case "health":
+      return healthCommand(args);
     case "--help":
     case "-h":
       console.log(COMMANDS);

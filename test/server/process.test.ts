@@ -42,3 +42,29 @@ describe("hf3fs-metadata serve", () => {
     expect(stderr).toContain("usage: hf3fs-metadata serve");
   });
 });
+
+describe("hf3fs-metadata stats and health", () => {
+  it("print a running server's usage per namespace and rank, and exit 0 when it serves", async () => {
+    const server = await startChildServer();
+    const client = createMetadataClient({ baseUrl: server.url, retry: { deadlineMs: 0 } });
+    await client.initializeRank({ namespace: "ops", rank: 1, numPages: 10, worldSize: 2 });
+    const { pages } = await client.batchAllocate({ namespace: "ops", rank: 1, keys: ["a", "b", "c"] });
+    await client.confirmWrite({ namespace: "ops", rank: 1, keys: ["a", "b"], pages: pages.slice(0, 2) });
+
+    const stats = await runCli(["stats", "--server", server.url]);
+    expect(stats.code).toBe(0);
+    expect(stats.stdout).toMatch(/namespace ops\s+world_size 2\s+keys 2\s+complete 0/);
+    expect(stats.stdout).toMatch(/\s1\s+10\s+7\s+1\s+2\s+\[######\+{3}\.{21}\]/);
+    expect((await runCli(["stats", "--server", server.url, "--namespace", "none"])).stdout).toBe("no namespaces\n");
+
+    const health = await runCli(["health", "--server", server.url]);
+    expect(health).toMatchObject({ code: 0, stdout: "SERVING\n" });
+  });
+
+  it("health exits 1 for a server that is not there, naming it", async () => {
+    const health = await runCli(["health", "--server", "http://127.0.0.1:9"]);
+    expect(health.code).toBe(1);
+    expect(health.stdout).toBe("UNREACHABLE\n");
+    expect(health.stderr).toContain("http://127.0.0.1:9");
+  });
+});

@@ -1,0 +1,76 @@
+import { parseArgs } from "node:util";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
+import { createHealthClient, createMetadataClient } from "../client/index.js";
+import { renderStats } from "./render-stats.js";
+
+const DEFAULT_SERVER = "http://127.0.0.1:18000";
+
+/** parse reads --server (or HF3FS_METADATA_SERVER) and the other flags of an operator command; undefined after --help. */
+function parse(args: string[], usage: string, extra: Record<string, { type: "string" }> = {}) {
+  const { values } = parseArgs({ args, options: { server: { type: "string" }, help: { type: "boolean", short: "h" }, ...extra } });
+  if (values.help) {
+    console.log(usage);
+    return undefined;
+  }
+  return { server: (values.server as string | undefined) ?? process.env.HF3FS_METADATA_SERVER ?? DEFAULT_SERVER, values };
+}
+
+const STATS_USAGE = `usage: hf3fs-metadata stats [--server URL] [--namespace NS]
+
+Prints, per namespace and rank, the page usage (bar: # used, + reserved, . free), keys and evictions.
+--server defaults to ${DEFAULT_SERVER} (env HF3FS_METADATA_SERVER); without --namespace, every namespace.`;
+
+/** statsCommand prints the stats of a running server. */
+export async function statsCommand(args: string[]): Promise<number> {
+  const parsed = tryParse(() => parse(args, STATS_USAGE, { namespace: { type: "string" } }), STATS_USAGE);
+  if (typeof parsed === "number") return parsed;
+  const namespace = (parsed.values as { namespace?: string }).namespace;
+  try {
+    const client = createMetadataClient({ baseUrl: parsed.server, retry: { deadlineMs: 3_000 } });
+    const { namespaces } = await client.getStats({ namespace: namespace ?? "", allNamespaces: namespace === undefined });
+    const views = namespaces.map((ns) => ({
+      ...ns,
+      keys: Number(ns.keys),
+      completeKeys: Number(ns.completeKeys),
+      evictions: Number(ns.evictions),
+      expiredReservations: Number(ns.expiredReservations),
+      reclaimedIncompleteKeys: Number(ns.reclaimedIncompleteKeys),
+    }));
+    process.stdout.write(renderStats(views));
+    return 0;
+  } catch (error) {
+    console.error(`hf3fs-metadata stats: ${ConnectError.from(error).rawMessage}`);
+    return 1;
+  }
+}
+
+const HEALTH_USAGE = `usage: hf3fs-metadata health [--server URL]
+
+Asks grpc.health.v1.Health; prints the status; exits 0 only when SERVING.
+--server defaults to ${DEFAULT_SERVER} (env HF3FS_METADATA_SERVER).`;
+
+/** healthCommand exits 0 only when the server answers SERVING. */
+export async function healthCommand(args: string[]): Promise<number> {
+  const parsed = tryParse(() => parse(args, HEALTH_USAGE), HEALTH_USAGE);
+  if (typeof parsed === "number") return parsed;
+  try {
+    const { status } = await createHealthClient({ baseUrl: parsed.server }).check({}, { timeoutMs: 3_000 });
+    console.log(ServingStatus[status]);
+    return status === ServingStatus.SERVING ? 0 : 1;
+  } catch (error) {
+    const e = ConnectError.from(error);
+    console.log(e.code === Code.Unavailable ? "UNREACHABLE" : "ERROR");
+    console.error(`hf3fs-metadata health: ${parsed.server}: ${e.rawMessage}`);
+    return 1;
+  }
+}
+
+function tryParse<T>(parse: () => T | undefined, usage: string): T | number {
+  try {
+    return parse() ?? 0;
+  } catch (e) {
+    console.error(`${(e as Error).message}\n\n${usage}`);
+    return 2;
+  }
+}
