@@ -1,0 +1,37 @@
+import { execFileSync, spawnSync } from "node:child_process";
+import { describe, expect, it } from "vitest";
+import { startTestServer } from "../support/test-server.js";
+
+const ROOT = new URL("../..", import.meta.url).pathname;
+const PYTHON = "/usr/bin/python3";
+const INSTALL = "apt-get install -y python3-grpcio python3-protobuf protobuf-compiler";
+
+/** missing says what the Python example needs and this machine lacks, or "" when it has everything. */
+function missing(): string {
+  const python = spawnSync(PYTHON, ["-c", "import grpc, google.protobuf"], { encoding: "utf8" });
+  const protoc = spawnSync("protoc", ["--version"], { encoding: "utf8" });
+  return [python.status === 0 ? "" : "python3-grpcio and python3-protobuf for /usr/bin/python3", protoc.status === 0 ? "" : "protoc"].filter(Boolean).join(", ");
+}
+
+const lacking = missing();
+if (lacking !== "" && process.env.CI === "true") throw new Error(`CI must run the Python example but lacks ${lacking}: ${INSTALL}`);
+if (lacking !== "") console.warn(`skipping the Python worker test: it needs ${lacking} (${INSTALL})`);
+
+describe.skipIf(lacking !== "")("the Python worker example (grpcio)", () => {
+  it("runs the full cycle and reads FAILED_PRECONDITION with its ErrorInfo", async () => {
+    execFileSync("bash", [`${ROOT}examples/python/generate.sh`]);
+    const server = await startTestServer();
+    const target = server.url.replace("http://", "");
+    const run = spawnSync(PYTHON, [`${ROOT}examples/python/worker.py`, "--server", target], { encoding: "utf8", timeout: 30_000 });
+    expect(run.stderr).toBe("");
+    expect(run.status).toBe(0);
+    const lines = run.stdout.trim().split("\n");
+    expect(lines[0]).toBe(`initialized rank 0: created=True free_pages=1024 server_id=${server.store.serverId}`);
+    expect(lines[1]).toBe("allocated 4 keys: pages [0, 1, 2, 3]");
+    expect(lines[2]).toBe("confirmed 4 keys, 4 complete");
+    expect(lines[3]).toBe("exists [True, True, True, True, False]");
+    expect(lines[4]).toBe("locations [0, 1, 2, 3]");
+    expect(lines[5]).toMatch(/^error FAILED_PRECONDITION REASON_RESERVATION_NOT_FOUND key=[0-9a-f]{64}-never-reserved page=4 rank=0$/);
+    expect(server.state.batchExists("python-worker", ["x"])).toEqual([false]);
+  });
+});
