@@ -30,8 +30,13 @@ export class DualProtocolListener {
   constructor(handler: RequestHandler) {
     this.h1 = http.createServer({ keepAliveTimeout: 60_000 }, handler);
     this.h1.on("request", (req: http.IncomingMessage, res: http.ServerResponse) => this.trackH1(req.socket, res));
-    this.h2 = http2.createServer({ settings: { maxConcurrentStreams: 1_000 } }, handler);
+    // Flow-control windows of 1 MiB per stream and 16 MiB per connection: with
+    // the 64 KiB defaults, concurrent batch requests of tens of KiB wait on
+    // WINDOW_UPDATE round trips.
+    this.h2 = http2.createServer({ settings: { maxConcurrentStreams: 1_000, initialWindowSize: 1 << 20 } }, handler);
     this.h2.on("session", (session) => {
+      session.once("connect", () => session.setLocalWindowSize(16 << 20));
+      if (!session.connecting) session.setLocalWindowSize(16 << 20);
       this.sessions.add(session);
       session.once("close", () => this.sessions.delete(session));
     });

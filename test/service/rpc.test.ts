@@ -1,4 +1,4 @@
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { create, type DescMessage, fromBinary, type MessageInitShape, type MessageShape, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import * as grpc from "@grpc/grpc-js";
 import { describe, expect, it } from "vitest";
@@ -15,6 +15,9 @@ import {
   Reason,
 } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { createMetadataClient } from "../../src/client/index.js";
+import { LmdbStore } from "../../src/store/lmdb-store.js";
+import { FailingStore } from "../support/failing-store.js";
+import { tempDir } from "../support/temp-dir.js";
 import { startTestServer } from "../support/test-server.js";
 
 const protocols = [
@@ -164,6 +167,58 @@ describe("an independent gRPC implementation (@grpc/grpc-js)", () => {
       expect(error!.metadata.get("hf3fs-server-id")).toEqual([server.store.serverId]);
     } finally {
       client.close();
+    }
+  });
+});
+
+describe("every error through @grpc/grpc-js", () => {
+  it("carries its numeric code and a decodable ErrorInfo", async () => {
+    const store = new FailingStore(await LmdbStore.open(tempDir()));
+    const server = await startTestServer({ maxKeysPerCall: 4, maxKeyBytes: 8 }, store);
+    const target = server.url.replace("http://", "");
+    const client = new grpc.Client(target, grpc.credentials.createInsecure());
+    const call = <S extends DescMessage>(method: string, schema: S, init: MessageInitShape<S>) =>
+      new Promise<grpc.ServiceError | undefined>((resolve) => {
+        client.makeUnaryRequest(
+          `/${MetadataService.typeName}/${method}`,
+          (m: MessageShape<S>) => Buffer.from(toBinary(schema, m)),
+          (b: Buffer) => b,
+          create(schema, init),
+          (err) => resolve(err ?? undefined),
+        );
+      });
+    try {
+      expect(await call("InitializeRank", InitializeRankRequestSchema, { rank: 0, numPages: 4, worldSize: 1 })).toBeUndefined();
+      const reserved = await new Promise<number[]>((resolve, reject) =>
+        client.makeUnaryRequest(
+          `/${MetadataService.typeName}/BatchAllocate`,
+          (m: MessageShape<typeof BatchAllocateRequestSchema>) => Buffer.from(toBinary(BatchAllocateRequestSchema, m)),
+          (b: Buffer) => fromBinary(BatchAllocateResponseSchema, b).pages,
+          create(BatchAllocateRequestSchema, { rank: 0, keys: ["a", "b"] }),
+          (err, pages) => (err ? reject(err) : resolve(pages!)),
+        ),
+      );
+      expect(await call("ConfirmWrite", ConfirmWriteRequestSchema, { rank: 0, keys: ["a"], pages: [reserved[0]!] })).toBeUndefined();
+      const cases: [string, grpc.status, Reason, Promise<grpc.ServiceError | undefined>][] = [
+        ["num_pages 0", grpc.status.INVALID_ARGUMENT, Reason.INVALID_ARGUMENT, call("InitializeRank", InitializeRankRequestSchema, { rank: 2, numPages: 0 })],
+        ["too many keys", grpc.status.INVALID_ARGUMENT, Reason.LIMIT_EXCEEDED, call("BatchAllocate", BatchAllocateRequestSchema, { rank: 0, keys: ["1", "2", "3", "4", "5"] })],
+        ["page out of range", grpc.status.INVALID_ARGUMENT, Reason.PAGE_OUT_OF_RANGE, call("ConfirmWrite", ConfirmWriteRequestSchema, { rank: 0, keys: ["b"], pages: [9] })],
+        ["rank not initialized", grpc.status.FAILED_PRECONDITION, Reason.RANK_NOT_INITIALIZED, call("BatchAllocate", BatchAllocateRequestSchema, { rank: 5, keys: ["a"] })],
+        ["config mismatch", grpc.status.FAILED_PRECONDITION, Reason.RANK_CONFIG_MISMATCH, call("InitializeRank", InitializeRankRequestSchema, { rank: 0, numPages: 5, worldSize: 1 })],
+        ["no reservation", grpc.status.FAILED_PRECONDITION, Reason.RESERVATION_NOT_FOUND, call("ConfirmWrite", ConfirmWriteRequestSchema, { rank: 0, keys: ["c"], pages: [3] })],
+        ["page in use", grpc.status.FAILED_PRECONDITION, Reason.PAGE_IN_USE, call("ConfirmWrite", ConfirmWriteRequestSchema, { rank: 0, pagesToRelease: [reserved[0]!] })],
+      ];
+      for (const [what, code, reason, pending] of cases) {
+        const error = await pending;
+        expect({ what, code: error?.code, reason: error && errorInfoOf(error).reason }).toEqual({ what, code, reason });
+      }
+      store.breakNow();
+      const unavailable = await call("BatchAllocate", BatchAllocateRequestSchema, { rank: 0, keys: ["z"] });
+      expect(unavailable?.code).toBe(grpc.status.UNAVAILABLE);
+      expect(errorInfoOf(unavailable!).reason).toBe(Reason.STORE_UNAVAILABLE);
+    } finally {
+      client.close();
+      await store.close();
     }
   });
 });
