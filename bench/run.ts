@@ -1,4 +1,4 @@
-// npm run bench [-- --quick] [-- --only cycle,floor,...]: the benchmark
+// npm run bench [-- --quick] [-- --only=cycle,floor,...]: the benchmark
 // harness. Servers and load run in separate processes; every row reports the
 // server's CPU beside the client's, so a saturated client is visible.
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
@@ -14,8 +14,8 @@ const args = process.argv.slice(2);
 const quick = args.includes("--quick");
 const only = args.find((a) => a.startsWith("--only="))?.slice(7).split(",");
 const enabled = (name: string) => only === undefined || only.includes(name);
-const WARMUP_MS = quick ? 300 : 700;
-const DURATION_MS = quick ? 700 : 2_000;
+const WARMUP_MS = quick ? 200 : 700;
+const DURATION_MS = quick ? 400 : 2_000;
 const RANKS = 8;
 const NUM_PAGES = 100_000;
 
@@ -150,7 +150,7 @@ printHeader();
 
 if (enabled("cycle")) {
   await withServer(SERVER, ["--in-memory"], async (server) => {
-    const grid = quick ? [[1, 16], [64, 16], [512, 16]] : [1, 64, 512].flatMap((b) => [1, 16, 64].map((c) => [b, c]));
+    const grid = quick ? [[1, 16], [64, 16]] : [1, 64, 512].flatMap((b) => [1, 16, 64].map((c) => [b, c]));
     for (const [b, c] of grid) await cycle(server, "cycle", "lean-grpc", b!, c!);
   });
 }
@@ -169,7 +169,7 @@ if (enabled("full")) {
 }
 
 if (enabled("transports")) {
-  const transports: TransportName[] = quick ? ["connect-grpc", "vllm-json"] : ["connect-grpc", "grpc-js", "connect-binary", "connect-json", "vllm-json"];
+  const transports: TransportName[] = quick ? ["vllm-json"] : ["connect-grpc", "grpc-js", "connect-binary", "connect-json", "vllm-json"];
   await withServer(SERVER, ["--in-memory"], async (server) => {
     for (const t of transports) await cycle(server, "transports", t, 64, 16);
   });
@@ -189,10 +189,10 @@ if (enabled("floor")) {
 }
 
 if (enabled("core")) {
-  const sizes = quick ? [10_000, 1_000_000] : [10_000, 1_000_000, 10_000_000];
+  const sizes = quick ? [10_000, 100_000] : [10_000, 1_000_000, 10_000_000];
   const core = [];
   for (const numPages of sizes) {
-    for (const r of coreRates(numPages, [0, 0.5, 0.99], quick ? 200 : 700)) {
+    for (const r of coreRates(numPages, [0, 0.5, 0.99], quick ? 100 : 700)) {
       core.push(r);
       console.log(`core      num_pages ${fmt(numPages).padStart(12)}  fill ${fmt(r.fill * 100).padStart(3)}%  ${fmt(r.pageOpsPerSec).padStart(12)} page ops/s`);
     }
@@ -208,7 +208,7 @@ if (enabled("durable")) {
   const memory = await withServer(SERVER, ["--in-memory"], (s) => cycle(s, "memory", "lean-grpc", 64, 16));
   const durable = await withServer(SERVER, ["--data-dir", dataDir], (s) => cycle(s, "durable", "lean-grpc", 64, 16));
   rmSync(dataDir, { recursive: true, force: true });
-  const keys = quick ? 100_000 : 1_000_000;
+  const keys = quick ? 20_000 : 1_000_000;
   const recoveryDir = join(tmpdir(), "hf3fs-metadata-bench-recovery");
   await fillStore(recoveryDir, keys, RANKS);
   const recovery = await measureRecovery(recoveryDir);
