@@ -238,16 +238,20 @@ export class MetadataState {
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i]!;
       const page = pages[i]!;
-      const record = this.recordOf(ns, key);
-      if (record.pages[rank.slot] === page) continue;
+      const found = ns.keys.get(key);
+      if (found?.pages[rank.slot] === page) continue;
+      const record = found ?? this.newRecord(ns, key, 0);
       if (this.journal && rank.reserved.get(key)?.page === page) this.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
       rank.confirm(record.key, page);
       record.pages[rank.slot] = page;
       record.confirmedRanks++;
       result.confirmed++;
       if (!record.complete && record.confirmedRanks >= ns.requiredRanks) {
+        if (found !== undefined) ns.incomplete.delete(record);
         this.markComplete(ns, record);
         result.completed.push(i);
+      } else if (found === undefined) {
+        ns.incomplete.add(record);
       }
       this.recordKey(ns, record);
     }
@@ -306,20 +310,28 @@ export class MetadataState {
     }
   }
 
-  /** recordOf finds a key's record, or registers the key as incomplete (reclaimed after the incomplete TTL). */
-  private recordOf(ns: Namespace, key: string, leaseUntilMs = 0): KeyRecord {
-    let record = ns.keys.get(key);
-    if (record === undefined) {
-      record = { key, pages: new Array<number>(ns.slots.length).fill(-1), confirmedRanks: 0, complete: false, leaseUntilMs, reclaimAtMs: this.clock() + this.options.incompleteTtlMs };
-      ns.keys.set(key, record);
-      ns.incomplete.add(record);
-    }
+  /**
+   * newRecord registers a key with no confirmed page yet; the caller files
+   * it as complete (markComplete) or in the incomplete set, which it leaves
+   * when it completes. Keys that complete at their first confirmation
+   * (world_size 1) never touch the incomplete set.
+   */
+  private newRecord(ns: Namespace, key: string, leaseUntilMs: number): KeyRecord {
+    const record: KeyRecord = {
+      key,
+      pages: new Array<number>(ns.slots.length).fill(-1),
+      confirmedRanks: 0,
+      complete: false,
+      leaseUntilMs,
+      reclaimAtMs: this.clock() + this.options.incompleteTtlMs,
+    };
+    ns.keys.set(key, record);
     return record;
   }
 
+  /** markComplete files a record, not in the incomplete set, as complete and most recently used. */
   private markComplete(ns: Namespace, record: KeyRecord): void {
     record.complete = true;
-    ns.incomplete.delete(record);
     ns.lru.add(record);
   }
 
@@ -535,7 +547,7 @@ export class MetadataState {
         case "key": {
           const ns = this.namespaces.get(change.namespace);
           if (ns === undefined) throw new Error(`stored key "${change.key}" of unknown namespace "${change.namespace}"`);
-          const record = this.recordOf(ns, change.key, leaseUntilMs);
+          const record = this.newRecord(ns, change.key, leaseUntilMs);
           for (let i = 0; i < change.pages.length; i += 2) {
             const rank = this.rankOf(change.namespace, change.pages[i]!).rank;
             rank.restoreUsed(record.key, change.pages[i + 1]!);
@@ -543,6 +555,7 @@ export class MetadataState {
             record.confirmedRanks++;
           }
           if (change.complete) this.markComplete(ns, record);
+          else ns.incomplete.add(record);
           break;
         }
         case "reserve":
