@@ -155,7 +155,7 @@ export type BatchAllocateRequest = Message<"hf3fs.metadata.v1.BatchAllocateReque
   /**
    * keys are the keys to place, 1 .. 1,024 bytes each, at most 65,536 per
    * call (both server options). A key repeated in one call gets the same page
-   * at each position.
+   * at each position (RESERVED after the first when the first reserved it).
    *
    * @generated from field: repeated string keys = 3;
    */
@@ -803,7 +803,8 @@ export enum AllocationStatus {
 
   /**
    * ALLOCATION_STATUS_RESERVED: the key already had an active reservation on
-   * this rank (a retry); the same page is returned and its TTL restarts.
+   * this rank (a retry, or an earlier position of the same call); the same
+   * page is returned and its TTL restarts.
    *
    * @generated from enum value: ALLOCATION_STATUS_RESERVED = 2;
    */
