@@ -1,3 +1,5 @@
+import type { Linked } from "./record-list.js";
+
 /**
  * KeyRecord is what a namespace knows of a key confirmed on at least one of
  * its ranks.
@@ -6,8 +8,11 @@
  * of "k" at page 7 on rank 1, pages = [-1, 7] (or [, 7]), confirmedRanks =
  * 1, complete = false; after page 3 on rank 0, pages = [3, 7],
  * confirmedRanks = 2, complete = true.
+ *
+ * The Linked fields place the record in its namespace's `lru` (complete) or
+ * `incomplete` list.
  */
-export interface KeyRecord {
+export interface KeyRecord extends Linked {
   readonly key: string;
   /** pages[slot] is the key's confirmed page on the rank in that slot; -1 or missing for none. */
   readonly pages: number[];

@@ -1,5 +1,6 @@
 import type { KeyRecord } from "./key-record.js";
 import { Rank } from "./rank.js";
+import { RecordList } from "./record-list.js";
 
 /**
  * Namespace is an independent page space: its ranks, the registry of its
@@ -19,9 +20,9 @@ export class Namespace {
   /** keys is the key registry. */
   readonly keys = new Map<string, KeyRecord>();
   /** lru orders the complete keys, least recently used first. */
-  readonly lru = new Set<KeyRecord>();
+  readonly lru = new RecordList<KeyRecord>();
   /** incomplete orders the incomplete keys by reclaimAtMs, earliest first. */
-  readonly incomplete = new Set<KeyRecord>();
+  readonly incomplete = new RecordList<KeyRecord>();
   /** evictions counts complete keys evicted to make room. */
   evictions = 0;
   /** expiredReservations counts reservations ended by their TTL. */
@@ -55,7 +56,6 @@ export class Namespace {
   /** touch marks a complete key as most recently used. */
   touch(record: KeyRecord): void {
     if (!record.complete) return;
-    this.lru.delete(record);
-    this.lru.add(record);
+    this.lru.moveToBack(record);
   }
 }

@@ -312,9 +312,9 @@ export class MetadataState {
 
   /**
    * newRecord registers a key with no confirmed page yet; the caller files
-   * it as complete (markComplete) or in the incomplete set, which it leaves
+   * it as complete (markComplete) or in the incomplete list, which it leaves
    * when it completes. Keys that complete at their first confirmation
-   * (world_size 1) never touch the incomplete set.
+   * (world_size 1) never touch the incomplete list.
    */
   private newRecord(ns: Namespace, key: string, leaseUntilMs: number): KeyRecord {
     const record: KeyRecord = {
@@ -324,12 +324,15 @@ export class MetadataState {
       complete: false,
       leaseUntilMs,
       reclaimAtMs: this.clock() + this.options.incompleteTtlMs,
+      prev: undefined,
+      next: undefined,
+      list: undefined,
     };
     ns.keys.set(key, record);
     return record;
   }
 
-  /** markComplete files a record, not in the incomplete set, as complete and most recently used. */
+  /** markComplete files a record, not in the incomplete list, as complete and most recently used. */
   private markComplete(ns: Namespace, record: KeyRecord): void {
     record.complete = true;
     ns.lru.add(record);
@@ -473,8 +476,7 @@ export class MetadataState {
       if (record.reclaimAtMs > now) return;
       if (record.leaseUntilMs > now) {
         record.reclaimAtMs = record.leaseUntilMs;
-        ns.incomplete.delete(record);
-        ns.incomplete.add(record);
+        ns.incomplete.moveToBack(record);
         continue;
       }
       this.dropKey(ns, record);
