@@ -127,19 +127,20 @@ export class Rank {
   }
 
   /**
-   * confirm makes page USED by key: it ends the key's reservation of page or
-   * claims the lapsed page. The caller checked isConfirmable and records the
-   * page on the key's record. `key` should be the record's copy of the key
-   * string, so that every rank shares one copy.
+   * confirm makes page USED by key: it ends the key's reservation of page
+   * (and returns true) or claims the lapsed page (false). The caller checked
+   * isConfirmable and records the page on the key's record. `key` should be
+   * the record's copy of the key string, so that every rank shares one copy.
    */
-  confirm(key: string, page: number): void {
+  confirm(key: string, page: number): boolean {
     if (this.reserved.get(key)?.page === page) {
       this.reserved.delete(key);
       this.pool.setOwner(page, key);
-    } else {
-      this.lapsed.delete(page);
-      this.pool.claim(page, key);
+      return true;
     }
+    this.lapsed.delete(page);
+    this.pool.claim(page, key);
+    return false;
   }
 
   /** restoreUsed holds the free page `page` for a confirmed key (recovery). */

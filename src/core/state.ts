@@ -232,17 +232,17 @@ export class MetadataState {
     const subject = { namespace: name, rank: rankNo };
     checkPages(pages, "pages", rank.numPages, subject);
     checkPages(pagesToRelease, "pages_to_release", rank.numPages, subject);
-    this.checkConfirmable(ns, rank, keys, pages, pagesToRelease, subject);
+    const records = this.checkConfirmable(ns, rank, keys, pages, pagesToRelease, subject);
 
     const result: ConfirmResult = { confirmed: 0, released: 0, completed: [] };
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i]!;
       const page = pages[i]!;
-      const found = ns.keys.get(key);
+      // A key repeated in the batch may have got its record at an earlier position.
+      const found = records[i] ?? ns.keys.get(key);
       if (found?.pages[rank.slot] === page) continue;
       const record = found ?? this.newRecord(ns, key, 0);
-      if (this.journal && rank.reserved.get(key)?.page === page) this.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
-      rank.confirm(record.key, page);
+      if (rank.confirm(record.key, page) && this.journal) this.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
       record.pages[rank.slot] = page;
       record.confirmedRanks++;
       result.confirmed++;
@@ -266,9 +266,10 @@ export class MetadataState {
 
   /**
    * checkConfirmable throws unless every confirmation and release of a batch
-   * can be applied. Two positions cannot claim one page (a page has one
-   * holder), and a key can match two pages only through two lapsed
-   * reservations, so only those are tracked.
+   * can be applied, and returns each position's key record as it was (so the
+   * apply loop does not look them up again). Two positions cannot claim one
+   * page (a page has one holder), and a key can match two pages only through
+   * two lapsed reservations, so only those are tracked.
    */
   private checkConfirmable(
     ns: Namespace,
@@ -277,12 +278,14 @@ export class MetadataState {
     pages: readonly number[],
     pagesToRelease: readonly number[],
     subject: { namespace: string; rank: number },
-  ): void {
+  ): (KeyRecord | undefined)[] {
     let lapsedPageOfKey: Map<string, number> | undefined;
+    const records = new Array<KeyRecord | undefined>(keys.length);
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i]!;
       const page = pages[i]!;
-      const usedPage = confirmedPage(ns.keys.get(key), rank.slot);
+      const record = (records[i] = ns.keys.get(key));
+      const usedPage = confirmedPage(record, rank.slot);
       let ok = rank.isConfirmable(key, page, usedPage);
       if (ok && usedPage < 0 && !rank.reserved.has(key)) {
         lapsedPageOfKey ??= new Map();
@@ -297,7 +300,7 @@ export class MetadataState {
         );
       }
     }
-    if (pagesToRelease.length === 0) return;
+    if (pagesToRelease.length === 0) return records;
     const confirming = new Set(pages);
     for (const page of pagesToRelease) {
       if (rank.pageState(page) === "used" || confirming.has(page)) {
@@ -308,6 +311,7 @@ export class MetadataState {
         );
       }
     }
+    return records;
   }
 
   /**
