@@ -58,40 +58,34 @@ export class GrpcUnaryFastPath {
       size += chunk.length;
       if (size <= this.maxBodyBytes + 5) chunks.push(chunk);
     });
-    req.on("end", () => {
-      let message: unknown;
-      this.answer(route, () => {
-        if (size > this.maxBodyBytes + 5) throw new ConnectError(`message larger than ${this.maxBodyBytes} bytes`, Code.ResourceExhausted);
-        message = fromBinary(route.method.input, unwrapEnvelope(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
-        return callAtEdge(this.edge, route.method.name, message, () => route.handler(message));
-      }, res, () => message);
-    });
+    req.on("end", () => void this.respond(route, res, chunks, size));
   }
 
-  private answer(route: Route, call: () => Promise<unknown>, res: http2.Http2ServerResponse, message: () => unknown): void {
-    const respond = (trailer: Headers, body?: Uint8Array) => {
-      res.writeHead(200, { "content-type": "application/grpc+proto" });
-      res.addTrailers(Object.fromEntries(trailer));
-      if (body === undefined) res.end();
-      else res.end(body);
-    };
-    let pending: Promise<unknown>;
+  /** respond decodes the request, calls the handler at the edge and answers, with the error in the trailers when it fails. */
+  private async respond(route: Route, res: http2.Http2ServerResponse, chunks: Buffer[], size: number): Promise<void> {
+    let message: unknown;
+    let body: Buffer | undefined;
+    let trailers: http2.OutgoingHttpHeaders = OK_TRAILERS;
     try {
-      pending = call();
+      if (size > this.maxBodyBytes + 5) throw new ConnectError(`message larger than ${this.maxBodyBytes} bytes`, Code.ResourceExhausted);
+      message = fromBinary(route.method.input, unwrapEnvelope(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
+      const result = await callAtEdge(this.edge, route.method.name, message, () => route.handler(message));
+      body = envelope(toBinary(route.method.output, create(route.method.output, result as never)));
     } catch (error) {
-      pending = Promise.reject(error);
+      const connectError = error instanceof ConnectError && error.details.length > 0 ? error : edgeError(error, this.edge.serverId, message);
+      const headers = setTrailerStatus(new Headers(), connectError);
+      connectError.metadata.forEach((value, key) => headers.set(key, value));
+      trailers = Object.fromEntries(headers);
     }
-    pending.then(
-      (result) => respond(new Headers({ "grpc-status": "0" }), envelope(toBinary(route.method.output, create(route.method.output, result as never)))),
-      (error: unknown) => {
-        const connectError = error instanceof ConnectError && error.details.length > 0 ? error : edgeError(error, this.edge.serverId, message());
-        const trailer = setTrailerStatus(new Headers(), connectError);
-        connectError.metadata.forEach((value, key) => trailer.set(key, value));
-        respond(trailer);
-      },
-    );
+    res.writeHead(200, RESPONSE_HEADERS);
+    res.addTrailers(trailers);
+    if (body === undefined) res.end();
+    else res.end(body);
   }
 }
+
+const RESPONSE_HEADERS = { "content-type": "application/grpc+proto" };
+const OK_TRAILERS = { "grpc-status": "0" };
 
 /** unwrapEnvelope reads the one uncompressed message of a gRPC request body. */
 function unwrapEnvelope(body: Buffer): Buffer {
