@@ -94,6 +94,12 @@ export class Rank {
     return expired;
   }
 
+  /** firstExpiryMs is the earliest reservation expiry, Infinity for none. */
+  firstExpiryMs(): number {
+    for (const reservation of this.reserved.values()) return reservation.expiresAtMs;
+    return Infinity;
+  }
+
   /** sortReservations restores the expiry order after reservations were restored in page order. */
   sortReservations(): void {
     const sorted = [...this.reserved.values()].sort((a, b) => a.expiresAtMs - b.expiresAtMs);

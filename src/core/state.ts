@@ -76,6 +76,13 @@ export class MetadataState {
   readonly options: StateOptions;
   private readonly namespaces = new Map<string, Namespace>();
   private readonly drains = new TimerQueue<DrainTimer>();
+  /**
+   * nextDueMs is no later than the earliest deadline of the state (a
+   * reservation's expiry, an incomplete key's reclaim, a drain's end), so
+   * expire() returns at once before it. Adding a deadline lowers it; a full
+   * expiry pass sets it exactly.
+   */
+  private nextDueMs = Infinity;
   private changes: Change[] = [];
 
   /**
@@ -204,6 +211,7 @@ export class MetadataState {
         statuses[i] = AllocationStatus.NO_SPACE;
         continue;
       }
+      this.due(expiresAtMs);
       this.recordReserve(name, rank, reservation);
       pages[i] = reservation.page;
       statuses[i] = AllocationStatus.NEW;
@@ -252,6 +260,7 @@ export class MetadataState {
         result.completed.push(i);
       } else if (found === undefined) {
         ns.incomplete.add(record);
+        this.due(record.reclaimAtMs);
       }
       this.recordKey(ns, record);
     }
@@ -456,6 +465,7 @@ export class MetadataState {
   /** expire processes every deadline that is due: expired reservations, stale incomplete keys, ended drains. */
   expire(): void {
     const now = this.clock();
+    if (now < this.nextDueMs) return;
     for (const ns of this.namespaces.values()) {
       for (const rank of ns.ranks.values()) {
         const expired = rank.expireReservations(now);
@@ -468,6 +478,25 @@ export class MetadataState {
     for (let drain = this.drains.popDue(now); drain !== undefined; drain = this.drains.popDue(now)) {
       if (drain.rank.endDrain(drain.page, drain.atMs)) this.record({ kind: "undrain", namespace: drain.ns.name, rank: drain.rank.rank, page: drain.page });
     }
+    this.nextDueMs = this.earliestDeadline();
+  }
+
+  /** due notes a new deadline. */
+  private due(atMs: number): void {
+    if (atMs < this.nextDueMs) this.nextDueMs = atMs;
+  }
+
+  /** earliestDeadline is the first deadline of the state, Infinity for none. */
+  private earliestDeadline(): number {
+    let earliest = this.drains.peek()?.atMs ?? Infinity;
+    for (const ns of this.namespaces.values()) {
+      for (const rank of ns.ranks.values()) earliest = Math.min(earliest, rank.firstExpiryMs());
+      for (const record of ns.incomplete) {
+        earliest = Math.min(earliest, record.reclaimAtMs);
+        break;
+      }
+    }
+    return earliest;
   }
 
   /**
@@ -518,6 +547,7 @@ export class MetadataState {
       rank.dropConfirmed(page, untilMs, now);
       if (untilMs <= now) return;
       this.drains.push({ atMs: untilMs, ns, rank, page });
+      this.due(untilMs);
       this.record({ kind: "drain", namespace: ns.name, rank: rank.rank, page, key: record.key, untilMs });
     });
   }
@@ -581,6 +611,7 @@ export class MetadataState {
       }
     }
     for (const ns of this.namespaces.values()) for (const rank of ns.ranks.values()) rank.sortReservations();
+    this.nextDueMs = this.earliestDeadline();
   }
 
   /** checkRank throws RANK_NOT_INITIALIZED unless the rank is initialized (for APIs that name a rank on every call). */

@@ -28,6 +28,11 @@ export class TimerQueue<T extends Timer> {
     heap[i] = timer;
   }
 
+  /** peek returns the earliest timer without removing it. */
+  peek(): T | undefined {
+    return this.heap[0];
+  }
+
   /** popDue removes and returns the earliest timer if it is due at nowMs, else undefined. */
   popDue(nowMs: number): T | undefined {
     const heap = this.heap;

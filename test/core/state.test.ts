@@ -259,6 +259,21 @@ describe("incomplete keys", () => {
   });
 });
 
+describe("deadlines", () => {
+  it("are met whatever their order: an incomplete TTL shorter than the reservation TTL", () => {
+    const { time, state } = setup({ reservationTtlMs: 10_000, incompleteTtlMs: 2_000 });
+    state.initializeRank("", 0, 2, 2);
+    state.initializeRank("", 1, 2, 2);
+    const { pages } = state.batchAllocate("", 0, ["a", "b"]);
+    state.confirmWrite("", 0, ["a"], [pages[0]!]);
+    time.advance(2_000);
+    expect(state.batchExists("", ["a"], 0)).toEqual([false]);
+    expect(state.stats("")[0]).toMatchObject({ reclaimedIncompleteKeys: 1, expiredReservations: 0 });
+    time.advance(8_000);
+    expect(state.stats("")[0]).toMatchObject({ expiredReservations: 1, ranks: [{ freePages: 2 }, { freePages: 2 }] });
+  });
+});
+
 describe("a rank of 10,000,000 pages", () => {
   it("costs nothing until used and serves pages in O(1)", () => {
     const { state } = setup();
