@@ -11,6 +11,8 @@ import { checkCount, checkKeys, checkPages, checkSameLength, checkUint32, namesp
 
 export { AllocationStatus, Role };
 
+const NO_CHANGES: readonly Change[] = Object.freeze([]);
+
 /** DrainTimer frees a deleted key's page when its read lease ends (leases vary, so these need a heap). */
 interface DrainTimer {
   atMs: number;
@@ -103,10 +105,11 @@ export class MetadataState {
     return this.namespaces;
   }
 
-  /** takeChanges returns the changes recorded since the last call, in order. */
-  takeChanges(): Change[] {
+  /** takeChanges returns the changes recorded since the last call, in order; the caller owns the array. */
+  takeChanges(): readonly Change[] {
+    if (this.changes.length === 0) return NO_CHANGES;
     const changes = this.changes;
-    if (changes.length > 0) this.changes = [];
+    this.changes = [];
     return changes;
   }
 
