@@ -136,6 +136,24 @@ describe("errors of the JSON routes", () => {
     expect(reply).toMatchObject({ status: 413, body: { reason: "REASON_LIMIT_EXCEEDED" } });
   });
 
+  it("answer 413 for a chunked body that grows over the limit, on a connection that stays usable", async () => {
+    const { url } = await startTestServer();
+    const { request } = await import("node:http");
+    const reply = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request(`${url}/0/exists`, { method: "POST", headers: { "content-type": "application/json" } }, (res) => {
+        let body = "";
+        res.on("data", (d: Buffer) => (body += d));
+        res.on("end", () => resolve({ status: res.statusCode!, body }));
+      });
+      req.on("error", reject);
+      req.write('{"keys": [');
+      for (let i = 0; i < 40; i++) req.write(`${JSON.stringify("x".repeat(40_000))},`);
+      req.end('"y"]}');
+    });
+    expect(reply.status).toBe(413);
+    expect(JSON.parse(reply.body)).toMatchObject({ reason: "REASON_LIMIT_EXCEEDED" });
+  });
+
   it("answer 503 when the store failed", async () => {
     const store = new FailingStore(await LmdbStore.open(tempDir()));
     const { url } = await startTestServer({}, store);

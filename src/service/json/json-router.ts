@@ -45,7 +45,7 @@ export function jsonRouter(ledger: Ledger, edge: Edge, routes: readonly JsonRout
       if (edge.lifecycle.refusal !== undefined) throw edge.lifecycle.refusal;
       const body = await readJson(req, maxBodyBytes);
       if (body === undefined) {
-        req.resume();
+        req.resume(); // drain what the client still sends
         return send(res, { status: 413, body: errorBody(`request body larger than ${maxBodyBytes} bytes`, Reason.LIMIT_EXCEEDED, Code.ResourceExhausted) }, true);
       }
       reply = route.handle(ledger, body, params!);
@@ -58,25 +58,33 @@ export function jsonRouter(ledger: Ledger, edge: Edge, routes: readonly JsonRout
   };
 }
 
-/** readJson reads a body as a JSON object; undefined when it is larger than maxBytes. An empty body is {}. */
+/**
+ * readJson reads a body as a JSON object; undefined when it is larger than
+ * maxBytes (the rest is drained, not kept, so the 413 answer still reaches
+ * the client). An empty body is {}.
+ */
 async function readJson(req: Request, maxBytes: number): Promise<JsonObject | undefined> {
   if (Number(req.headers["content-length"] ?? 0) > maxBytes) return undefined;
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > maxBytes) return undefined;
-    chunks.push(chunk);
-  }
-  if (size === 0) return {};
-  let body: unknown;
+  const body = await new Promise<Buffer | undefined>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= maxBytes) chunks.push(chunk);
+    });
+    req.on("end", () => resolve(size > maxBytes ? undefined : Buffer.concat(chunks)));
+    req.on("error", reject);
+  });
+  if (body === undefined) return undefined;
+  if (body.length === 0) return {};
+  let parsed: unknown;
   try {
-    body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+    parsed = JSON.parse(body.toString("utf8"));
   } catch (e) {
     throw invalidArgument("body", `request body is not JSON: ${(e as Error).message}`);
   }
-  if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalidArgument("body", "request body must be a JSON object");
-  return body as JsonObject;
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw invalidArgument("body", "request body must be a JSON object");
+  return parsed as JsonObject;
 }
 
 function errorReply(error: unknown): JsonReply {
