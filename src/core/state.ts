@@ -206,7 +206,7 @@ export class MetadataState {
         continue;
       }
       reservation = rank.reserveFree(key, expiresAtMs);
-      if (reservation === undefined && this.evictFor(ns, rank, (batch ??= new Set(keys)))) {
+      if (reservation === undefined && this.evictFor(ns, rank, (batch ??= new Set(keys)), now)) {
         reservation = rank.reserveFree(key, expiresAtMs);
       }
       if (reservation === undefined) {
@@ -245,6 +245,7 @@ export class MetadataState {
     checkPages(pagesToRelease, "pages_to_release", rank.numPages, subject);
     const records = this.checkConfirmable(ns, rank, keys, pages, pagesToRelease, subject);
 
+    const now = this.clock();
     const result: ConfirmResult = { confirmed: 0, released: 0, completed: [] };
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i]!;
@@ -252,7 +253,7 @@ export class MetadataState {
       // A key repeated in the batch may have got its record at an earlier position.
       const found = records[i] ?? ns.keys.get(key);
       if (found?.pages[rank.slot] === page) continue;
-      const record = found ?? this.newRecord(ns, key, 0);
+      const record = found ?? this.newRecord(ns, key, 0, now);
       if (rank.confirm(record.key, page) && this.journal) this.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
       record.pages[rank.slot] = page;
       record.confirmedRanks++;
@@ -332,14 +333,14 @@ export class MetadataState {
    * when it completes. Keys that complete at their first confirmation
    * (world_size 1) never touch the incomplete list.
    */
-  private newRecord(ns: Namespace, key: string, leaseUntilMs: number): KeyRecord {
+  private newRecord(ns: Namespace, key: string, leaseUntilMs: number, nowMs: number): KeyRecord {
     const record: KeyRecord = {
       key,
       pages: new Array<number>(ns.slots.length).fill(-1),
       confirmedRanks: 0,
       complete: false,
       leaseUntilMs,
-      reclaimAtMs: this.clock() + this.options.incompleteTtlMs,
+      reclaimAtMs: nowMs + this.options.incompleteTtlMs,
       prev: undefined,
       next: undefined,
       list: undefined,
@@ -525,11 +526,10 @@ export class MetadataState {
    * `rank`, have no read lease and are not in the current batch, until `rank` has a free page. False when
    * nothing evictable is left.
    */
-  private evictFor(ns: Namespace, rank: Rank, batch: Set<string>): boolean {
-    const now = this.clock();
+  private evictFor(ns: Namespace, rank: Rank, batch: Set<string>, now: number): boolean {
     for (const record of ns.lru) {
       if (record.leaseUntilMs > now || batch.has(record.key) || confirmedPage(record, rank.slot) < 0) continue;
-      this.dropKey(ns, record);
+      this.dropKey(ns, record, now);
       ns.evictions++;
       if (rank.pool.freePages > 0) return true;
     }
@@ -537,8 +537,7 @@ export class MetadataState {
   }
 
   /** dropKey removes a key from the registry and frees its pages, or drains them while it is read-leased. */
-  private dropKey(ns: Namespace, record: KeyRecord): void {
-    const now = this.clock();
+  private dropKey(ns: Namespace, record: KeyRecord, now = this.clock()): void {
     const untilMs = record.leaseUntilMs;
     ns.keys.delete(record.key);
     ns.lru.delete(record);
@@ -574,7 +573,8 @@ export class MetadataState {
    * keys get a fresh incomplete TTL.
    */
   restore(stored: Iterable<Change>): void {
-    const leaseUntilMs = this.clock() + this.options.readLeaseTtlMs;
+    const now = this.clock();
+    const leaseUntilMs = now + this.options.readLeaseTtlMs;
     for (const change of stored) {
       switch (change.kind) {
         case "rank": {
@@ -586,7 +586,7 @@ export class MetadataState {
         case "key": {
           const ns = this.namespaces.get(change.namespace);
           if (ns === undefined) throw new Error(`stored key "${change.key}" of unknown namespace "${change.namespace}"`);
-          const record = this.newRecord(ns, change.key, leaseUntilMs);
+          const record = this.newRecord(ns, change.key, leaseUntilMs, now);
           for (let i = 0; i < change.pages.length; i += 2) {
             const rank = this.rankOf(change.namespace, change.pages[i]!).rank;
             rank.restoreUsed(record.key, change.pages[i + 1]!);
