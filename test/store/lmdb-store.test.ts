@@ -92,6 +92,21 @@ describe("LmdbStore", () => {
     await store.close();
   });
 
+  it("applies commits in the order they were made, also within one transaction", async () => {
+    const dir = tempDir();
+    const store = await LmdbStore.open(dir);
+    const rank = { kind: "rank", namespace: "kv", rank: 0, numPages: 4, worldSize: 1 } as const;
+    const reserve = (key: string) => ({ kind: "reserve", namespace: "kv", rank: 0, page: 1, key, expiresAtMs: 9e12 }) as const;
+    const unreserve = { kind: "unreserve", namespace: "kv", rank: 0, page: 1 } as const;
+    await store.commit([rank]);
+    // One event turn: reserve page 1 for a, free it, reserve it for b, in three commits.
+    await Promise.all([store.commit([reserve("a")]), store.commit([unreserve]), store.commit([reserve("b")])]);
+    await store.close();
+    const reopened = await LmdbStore.open(dir);
+    expect([...reopened.stored()].filter((c) => c.kind === "reserve")).toEqual([reserve("b")]);
+    await reopened.close();
+  });
+
   describe("refuses to start, naming the path and leaving the files untouched, when", () => {
     async function filledDir() {
       const dir = tempDir();
