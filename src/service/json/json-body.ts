@@ -23,6 +23,11 @@ export function str(body: JsonObject, field: string, fallback: string): string {
   return value;
 }
 
+/** namespaceOf reads the optional "namespace" of a body; "" when absent, which the core reads as its default namespace. */
+export function namespaceOf(body: JsonObject): string {
+  return str(body, "namespace", "");
+}
+
 /** strings reads an array of strings. */
 export function strings(body: JsonObject, field: string): string[] {
   const value = body[field];

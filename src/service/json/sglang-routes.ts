@@ -1,6 +1,5 @@
 import { AllocationStatus } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { DEFAULT_NAMESPACE } from "../../core/options.js";
-import { int, ints, isInt, isPrefix, isString, pairs, str, strings } from "./json-body.js";
+import { int, ints, isInt, isPrefix, isString, namespaceOf, pairs, strings } from "./json-body.js";
 import { type JsonRoute, NO_CONTENT } from "./json-route.js";
 
 /**
@@ -13,7 +12,7 @@ export const sglangRoutes: JsonRoute[] = [
     name: "sglang.initialize",
     pattern: /^\/(\d+)\/initialize$/,
     handle({ state }, body, [rank]) {
-      state.initializeRank(str(body, "namespace", DEFAULT_NAMESPACE), Number(rank), int(body, "num_pages"), 0);
+      state.initializeRank(namespaceOf(body), Number(rank), int(body, "num_pages"), 0);
       return NO_CONTENT;
     },
   },
@@ -21,8 +20,8 @@ export const sglangRoutes: JsonRoute[] = [
     name: "sglang.exists",
     pattern: /^\/(\d+)\/exists$/,
     handle({ state }, body, [rank]) {
-      state.checkRank(str(body, "namespace", DEFAULT_NAMESPACE), Number(rank));
-      return { status: 200, body: { exists: state.batchExists(str(body, "namespace", DEFAULT_NAMESPACE), strings(body, "keys"), Number(rank)) } };
+      state.checkRank(namespaceOf(body), Number(rank));
+      return { status: 200, body: { exists: state.batchExists(namespaceOf(body), strings(body, "keys"), Number(rank)) } };
     },
   },
   {
@@ -30,7 +29,7 @@ export const sglangRoutes: JsonRoute[] = [
     pattern: /^\/(\d+)\/reserve_and_allocate_page_indices$/,
     handle({ state }, body, [rank]) {
       const [keys, prefixes] = pairs(body, "keys", isString, isPrefix, "[key, prefix_key]");
-      const { pages, statuses } = state.batchAllocate(str(body, "namespace", DEFAULT_NAMESPACE), Number(rank), keys, prefixes.map((p) => p ?? ""));
+      const { pages, statuses } = state.batchAllocate(namespaceOf(body), Number(rank), keys, prefixes.map((p) => p ?? ""));
       return { status: 200, body: { indices: pages.map((page, i) => [statuses[i] === AllocationStatus.EXISTING, page]) } };
     },
   },
@@ -39,7 +38,7 @@ export const sglangRoutes: JsonRoute[] = [
     pattern: /^\/(\d+)\/confirm_write$/,
     handle({ state }, body, [rank]) {
       const [keys, pages] = pairs(body, "written_keys_to_confirm", isString, isInt, "[key, page]");
-      state.confirmWrite(str(body, "namespace", DEFAULT_NAMESPACE), Number(rank), keys, pages, ints(body, "pages_to_release", true));
+      state.confirmWrite(namespaceOf(body), Number(rank), keys, pages, ints(body, "pages_to_release", true));
       return NO_CONTENT;
     },
   },
@@ -47,8 +46,8 @@ export const sglangRoutes: JsonRoute[] = [
     name: "sglang.delete_keys",
     pattern: /^\/(\d+)\/delete_keys$/,
     handle({ state }, body, [rank]) {
-      state.checkRank(str(body, "namespace", DEFAULT_NAMESPACE), Number(rank));
-      state.deleteKeys(str(body, "namespace", DEFAULT_NAMESPACE), strings(body, "keys"));
+      state.checkRank(namespaceOf(body), Number(rank));
+      state.deleteKeys(namespaceOf(body), strings(body, "keys"));
       return NO_CONTENT;
     },
   },
@@ -56,8 +55,8 @@ export const sglangRoutes: JsonRoute[] = [
     name: "sglang.clear",
     pattern: /^\/(\d+)\/clear$/,
     handle({ state }, body, [rank]) {
-      state.checkRank(str(body, "namespace", DEFAULT_NAMESPACE), Number(rank));
-      state.clear(str(body, "namespace", DEFAULT_NAMESPACE));
+      state.checkRank(namespaceOf(body), Number(rank));
+      state.clear(namespaceOf(body));
       return NO_CONTENT;
     },
   },
@@ -65,7 +64,7 @@ export const sglangRoutes: JsonRoute[] = [
     name: "sglang.get_page_indices",
     pattern: /^\/(\d+)\/get_page_indices$/,
     handle({ state }, body, [rank]) {
-      const pages = state.getLocations(str(body, "namespace", DEFAULT_NAMESPACE), Number(rank), strings(body, "keys"), true);
+      const pages = state.getLocations(namespaceOf(body), Number(rank), strings(body, "keys"), true);
       return { status: 200, body: { indices: pages.map((p) => (p < 0 ? null : p)) } };
     },
   },
