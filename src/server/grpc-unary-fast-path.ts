@@ -3,7 +3,7 @@ import { create, type DescMethodUnary, type DescMessage, fromBinary, toBinary } 
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { callAtEdge, type Edge, edgeError } from "../service/service-interceptor.js";
+import { callAtEdge, type Edge } from "../service/service-interceptor.js";
 
 type UnaryHandler = (request: unknown) => Promise<unknown>;
 
@@ -61,18 +61,24 @@ export class GrpcUnaryFastPath {
     req.on("end", () => void this.respond(route, res, chunks, size));
   }
 
-  /** respond decodes the request, calls the handler at the edge and answers, with the error in the trailers when it fails. */
+  /**
+   * respond decodes the request, calls the handler and encodes the answer,
+   * all at the edge, so that a malformed request fails (and is counted) like
+   * any other call; the error goes in the trailers.
+   */
   private async respond(route: Route, res: http2.Http2ServerResponse, chunks: Buffer[], size: number): Promise<void> {
     let message: unknown;
     let body: Buffer | undefined;
     let trailers: http2.OutgoingHttpHeaders = OK_TRAILERS;
     try {
-      if (size > this.maxBodyBytes + 5) throw new ConnectError(`message larger than ${this.maxBodyBytes} bytes`, Code.ResourceExhausted);
-      message = fromBinary(route.method.input, unwrapEnvelope(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
-      const result = await callAtEdge(this.edge, route.method.name, message, () => route.handler(message));
-      body = envelope(toBinary(route.method.output, create(route.method.output, result as never)));
+      body = await callAtEdge(this.edge, route.method.name, () => message, async () => {
+        if (size > this.maxBodyBytes + 5) throw new ConnectError(`message larger than ${this.maxBodyBytes} bytes`, Code.ResourceExhausted);
+        message = decode(route, unwrapEnvelope(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
+        const result = await route.handler(message);
+        return envelope(toBinary(route.method.output, create(route.method.output, result as never)));
+      });
     } catch (error) {
-      const connectError = error instanceof ConnectError && error.details.length > 0 ? error : edgeError(error, this.edge.serverId, message);
+      const connectError = error as ConnectError; // callAtEdge throws nothing else
       const headers = setTrailerStatus(new Headers(), connectError);
       connectError.metadata.forEach((value, key) => headers.set(key, value));
       trailers = Object.fromEntries(headers);
@@ -86,6 +92,15 @@ export class GrpcUnaryFastPath {
 
 const RESPONSE_HEADERS = { "content-type": "application/grpc+proto" };
 const OK_TRAILERS = { "grpc-status": "0" };
+
+/** decode parses a request message; a malformed one is the client's error, INVALID_ARGUMENT. */
+function decode(route: Route, bytes: Uint8Array): unknown {
+  try {
+    return fromBinary(route.method.input, bytes);
+  } catch (e) {
+    throw new ConnectError(`cannot decode ${route.method.input.typeName}: ${(e as Error).message}`, Code.InvalidArgument);
+  }
+}
 
 /** unwrapEnvelope reads the one uncompressed message of a gRPC request body. */
 function unwrapEnvelope(body: Buffer): Buffer {

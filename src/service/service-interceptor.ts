@@ -1,4 +1,4 @@
-import type { Code, ConnectError, Interceptor } from "@connectrpc/connect";
+import type { Code, Interceptor } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { DEFAULT_NAMESPACE } from "../core/options.js";
 import { toConnectError } from "./error-table.js";
@@ -20,9 +20,10 @@ export interface Edge {
  * RPC path: it refuses calls once the server stops accepting, turns every
  * error into a ConnectError with an ErrorInfo detail (error-table.ts) and
  * the server id in its metadata (gRPC clients read an error's metadata from
- * the trailers), and reports the call to the observer.
+ * the trailers), and reports the call to the observer. `request` gives the
+ * decoded request, if any, for the namespace of error details.
  */
-export async function callAtEdge<T>(edge: Edge, method: string, message: unknown, call: () => Promise<T>): Promise<T> {
+export async function callAtEdge<T>(edge: Edge, method: string, request: () => unknown, call: () => Promise<T>): Promise<T> {
   const started = performance.now();
   try {
     if (edge.lifecycle.refusal !== undefined) throw edge.lifecycle.refusal;
@@ -30,17 +31,11 @@ export async function callAtEdge<T>(edge: Edge, method: string, message: unknown
     edge.observe(method, "ok", (performance.now() - started) / 1_000);
     return result;
   } catch (error) {
-    const connectError = edgeError(error, edge.serverId, message);
+    const connectError = toConnectError(error, namespaceOf(request()));
+    connectError.metadata.set(SERVER_ID_HEADER, edge.serverId);
     edge.observe(method, codeName(connectError.code), (performance.now() - started) / 1_000);
     throw connectError;
   }
-}
-
-/** edgeError maps anything a call threw to the ConnectError sent to the client. */
-export function edgeError(error: unknown, serverId: string, message: unknown): ConnectError {
-  const connectError = toConnectError(error, namespaceOf(message));
-  connectError.metadata.set(SERVER_ID_HEADER, serverId);
-  return connectError;
 }
 
 /** codeName is the label of a code in metrics and JSON errors, e.g. "failed_precondition". */
@@ -50,7 +45,7 @@ export function codeName(code: Code): string {
 
 /** serviceInterceptor puts callAtEdge around every call that connect-node serves. */
 export function serviceInterceptor(edge: Edge): Interceptor {
-  return (next) => (req) => callAtEdge(edge, req.method.name, req.message, () => next(req));
+  return (next) => (req) => callAtEdge(edge, req.method.name, () => req.message, () => next(req));
 }
 
 /** namespaceOf reads the namespace of a request message, for error details. */

@@ -86,6 +86,28 @@ describe.each(protocols)("MetadataService over $protocol (HTTP/$httpVersion)", (
   });
 });
 
+describe("a malformed gRPC request", () => {
+  it("is INVALID_ARGUMENT with an ErrorInfo, not INTERNAL", async () => {
+    const { connect } = await import("node:http2");
+    const server = await startTestServer();
+    const session = connect(server.url);
+    try {
+      const trailers = await new Promise<Record<string, unknown>>((resolve, reject) => {
+        const stream = session.request({ ":method": "POST", ":path": `/${MetadataService.typeName}/BatchAllocate`, "content-type": "application/grpc", te: "trailers" });
+        stream.on("trailers", resolve);
+        stream.on("data", () => undefined);
+        stream.on("error", reject);
+        // One message of 3 bytes: field 3 (keys) of length 200, truncated.
+        stream.end(Buffer.from([0, 0, 0, 0, 3, 0x1a, 0xc8, 0x01]));
+      });
+      expect(trailers["grpc-status"]).toBe(String(Code.InvalidArgument));
+      expect(trailers["grpc-status-details-bin"]).toBeDefined();
+    } finally {
+      session.close();
+    }
+  });
+});
+
 describe("gRPC with compression", () => {
   it("is served (by connect-node, not the fast path) with the same answers", async () => {
     const { compressionGzip, createGrpcTransport } = await import("@connectrpc/connect-node");
