@@ -2,13 +2,12 @@
 // (the gRPC fast path and connect-node on the one-port listener), whose
 // methods return canned answers of the right size: the floor that the
 // service's own work sits on.
-import type * as http from "node:http";
-import type * as http2 from "node:http2";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { AllocationStatus, MetadataService } from "../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { DualProtocolListener } from "../src/server/dual-protocol-listener.js";
 import { GrpcUnaryFastPath } from "../src/server/grpc-unary-fast-path.js";
+import { requestHandler } from "../src/server/server.js";
 import { Lifecycle } from "../src/service/lifecycle.js";
 
 const canned: ServiceImpl<typeof MetadataService> = {
@@ -23,12 +22,7 @@ const canned: ServiceImpl<typeof MetadataService> = {
 };
 const fastPath = new GrpcUnaryFastPath(canned, { lifecycle: new Lifecycle(), serverId: "floor", observe: () => undefined }, 64 << 20);
 const adapter = connectNodeAdapter({ routes: (router) => router.service(MetadataService, canned) });
-const listener = new DualProtocolListener((req, res) => {
-  res.setHeader("hf3fs-server-id", "floor");
-  const fast = req.httpVersionMajor === 2 ? fastPath.route(req as http2.Http2ServerRequest) : undefined;
-  if (fast !== undefined) return fastPath.serve(fast, req as http2.Http2ServerRequest, res as http2.Http2ServerResponse);
-  adapter(req as http.IncomingMessage & http2.Http2ServerRequest, res as http.ServerResponse & http2.Http2ServerResponse);
-});
+const listener = new DualProtocolListener(requestHandler("floor", fastPath, adapter));
 const port = await listener.listen("127.0.0.1", 0);
 console.log(JSON.stringify({ msg: "listening", url: `http://127.0.0.1:${port}` }));
 process.once("SIGTERM", () => void listener.close(1_000).then(() => process.exit(0)));

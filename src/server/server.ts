@@ -15,7 +15,7 @@ import { commit, type Ledger, metadataService } from "../service/metadata-servic
 import { reflectionService } from "../service/reflection-service.js";
 import { SERVER_ID_HEADER } from "../service/server-id-header.js";
 import { type Edge, serviceInterceptor } from "../service/service-interceptor.js";
-import { DualProtocolListener } from "./dual-protocol-listener.js";
+import { DualProtocolListener, type RequestHandler } from "./dual-protocol-listener.js";
 import { GrpcUnaryFastPath } from "./grpc-unary-fast-path.js";
 import type { Logger } from "./logger.js";
 import { Metrics } from "./metrics.js";
@@ -81,12 +81,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
       void json(req, res);
     },
   });
-  const listener = new DualProtocolListener((req, res) => {
-    res.setHeader(SERVER_ID_HEADER, serverId);
-    const fast = req.httpVersionMajor === 2 ? fastPath.route(req as http2.Http2ServerRequest) : undefined;
-    if (fast !== undefined) return fastPath.serve(fast, req as http2.Http2ServerRequest, res as http2.Http2ServerResponse);
-    adapter(req as http.IncomingMessage & http2.Http2ServerRequest, res as http.ServerResponse & http2.Http2ServerResponse);
-  });
+  const listener = new DualProtocolListener(requestHandler(serverId, fastPath, adapter));
   const port = await listener.listen(config.host, config.port);
   const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
 
@@ -106,6 +101,20 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     })());
   logger.info({ url, serverId }, "listening");
   return { url, port, close, failed };
+}
+
+/**
+ * requestHandler stamps every response with the server id, then hands plain
+ * gRPC calls of MetadataService to the fast path and everything else to
+ * connect-node (which falls back to the JSON routes and /metrics).
+ */
+export function requestHandler(serverId: string, fastPath: GrpcUnaryFastPath, adapter: ReturnType<typeof connectNodeAdapter>): RequestHandler {
+  return (req, res) => {
+    res.setHeader(SERVER_ID_HEADER, serverId);
+    const fast = req.httpVersionMajor === 2 ? fastPath.route(req as http2.Http2ServerRequest) : undefined;
+    if (fast !== undefined) return fastPath.serve(fast, req as http2.Http2ServerRequest, res as http2.Http2ServerResponse);
+    adapter(req as http.IncomingMessage & http2.Http2ServerRequest, res as http.ServerResponse & http2.Http2ServerResponse);
+  };
 }
 
 async function serveMetrics(metrics: Metrics, res: Parameters<NonNullable<Parameters<typeof connectNodeAdapter>[0]["fallback"]>>[1]): Promise<void> {
