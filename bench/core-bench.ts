@@ -1,5 +1,5 @@
 import { MetadataState } from "../src/core/state.js";
-import { benchKey } from "./recovery.js";
+import { benchKey } from "./keys.js";
 
 /** CoreResult is the page-operation rate of the core alone at one size and fill. */
 export interface CoreResult {

@@ -1,7 +1,7 @@
 // load.ts CONFIG_JSON: the load process of the benchmark. It runs the cycle
 // workload against a server and prints, on stdout, "start" when the measured
 // window opens, "end" when it closes, then one JSON line of results.
-import { benchKey } from "./recovery.js";
+import { benchKey } from "./keys.js";
 import { type CycleClient, cycleClient, type TransportName } from "./cycle-clients.js";
 import { type LatencySummary, summarize } from "./latency.js";
 

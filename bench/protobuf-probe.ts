@@ -3,7 +3,7 @@
 // characters, and to encode its answer. Run: node --import tsx bench/protobuf-probe.ts
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { BatchAllocateRequestSchema, BatchAllocateResponseSchema } from "../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { benchKey } from "./recovery.js";
+import { benchKey } from "./keys.js";
 
 const keys = Array.from({ length: 512 }, (_, i) => benchKey(i, 7));
 const request = toBinary(BatchAllocateRequestSchema, create(BatchAllocateRequestSchema, { namespace: "kv", rank: 0, keys, prefixKeys: keys }));

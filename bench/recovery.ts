@@ -2,11 +2,7 @@ import { rmSync } from "node:fs";
 import type { Change } from "../src/core/change.js";
 import { MetadataState } from "../src/core/state.js";
 import { LmdbStore } from "../src/store/lmdb-store.js";
-
-/** benchKey is the i-th key of a benchmark: 64 hex characters, like a KV-cache block hash. */
-export function benchKey(i: number, salt = 0): string {
-  return `${salt.toString(16).padStart(8, "0")}${i.toString(16).padStart(56, "0")}`;
-}
+import { benchKey } from "./keys.js";
 
 /**
  * fillStore writes `keys` complete keys, confirmed on `ranks` ranks, into a

@@ -115,7 +115,8 @@ export class MetadataState {
 
   /**
    * initializeRank creates a rank, or checks that it exists with the same
-   * parameters. A scheduler keeps no state.
+   * parameters. A scheduler keeps no state; any other role (unspecified
+   * included) is a worker.
    */
   initializeRank(
     namespace: string,

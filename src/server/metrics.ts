@@ -52,12 +52,18 @@ export class Metrics {
         }
       },
     });
+    // Gauges and counters alike are set from the state when scraped: reset, then add each namespace's value.
     const perNamespace = (name: string, help: string, value: (ns: ReturnType<typeof namespaces>[number]) => number, kind: "gauge" | "counter") => {
-      const collect = function (this: Gauge | Counter) {
-        this.reset();
-        for (const ns of namespaces()) (this as Gauge).inc?.({ namespace: ns.namespace }, value(ns));
+      const options = {
+        name,
+        help,
+        labelNames: ["namespace"],
+        registers: [this.registry],
+        collect(this: { reset(): void; inc(labels: { namespace: string }, value: number): void }) {
+          this.reset();
+          for (const ns of namespaces()) this.inc({ namespace: ns.namespace }, value(ns));
+        },
       };
-      const options = { name, help, labelNames: ["namespace"], registers: [this.registry], collect };
       return kind === "gauge" ? new Gauge(options) : new Counter(options);
     };
     perNamespace("hf3fs_metadata_keys", "Keys confirmed on at least one rank.", (ns) => ns.keys, "gauge");

@@ -2,9 +2,11 @@ import { parseArgs } from "node:util";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { createHealthClient, createMetadataClient } from "../client/index.js";
+import { defaultServerOptions } from "./options.js";
 import { renderStats } from "./render-stats.js";
 
-const DEFAULT_SERVER = "http://127.0.0.1:18000";
+/** DEFAULT_SERVER is where `serve` listens by default. */
+const DEFAULT_SERVER = `http://${defaultServerOptions.host}:${defaultServerOptions.port}`;
 
 /** parse reads --server (or HF3FS_METADATA_SERVER) and the other flags of an operator command; undefined after --help. */
 function parse(args: string[], usage: string, extra: Record<string, { type: "string" }> = {}) {

@@ -1,6 +1,6 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { MetadataService, NamespaceStatsSchema, Role } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { MetadataService, NamespaceStatsSchema } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { MetadataState, NamespaceStatsView } from "../core/state.js";
 import type { Store } from "../store/store.js";
 
@@ -28,7 +28,7 @@ export function metadataService(ledger: Ledger): ServiceImpl<typeof MetadataServ
   const { state, store } = ledger;
   return {
     async initializeRank(req) {
-      const result = state.initializeRank(req.namespace, req.rank, req.numPages, req.worldSize, req.role || Role.WORKER);
+      const result = state.initializeRank(req.namespace, req.rank, req.numPages, req.worldSize, req.role);
       await commit(ledger);
       return { ...result, serverId: store.serverId };
     },
