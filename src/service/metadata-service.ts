@@ -21,8 +21,8 @@ export function commit(ledger: Ledger): Promise<void> {
 
 /**
  * metadataService implements MetadataService on a ledger. Each handler
- * calls the core, commits, and answers; errors are mapped to status codes by
- * the service interceptor, not here.
+ * calls the core, commits, and answers; errors are mapped to status codes at
+ * the edge (callAtEdge), whichever path serves the call, not here.
  */
 export function metadataService(ledger: Ledger): ServiceImpl<typeof MetadataService> {
   const { state, store } = ledger;

@@ -57,7 +57,7 @@ export function assertInvariants(state: MetadataState): void {
     for (const [key, record] of ns.keys) {
       if (record.confirmedRanks !== confirmations.get(key)) throw new Error(`namespace ${ns.name}: ${key} counts ${record.confirmedRanks} ranks, has ${confirmations.get(key)}`);
       if (record.complete !== ns.lru.has(record)) throw new Error(`namespace ${ns.name}: ${key} complete=${record.complete} but lru disagrees`);
-      if (record.complete === ns.incomplete.has(record)) throw new Error(`namespace ${ns.name}: ${key} complete=${record.complete} but the incomplete set disagrees`);
+      if (record.complete === ns.incomplete.has(record)) throw new Error(`namespace ${ns.name}: ${key} complete=${record.complete} but the incomplete list disagrees`);
       if (ns.keys.get(key)!.key !== key) throw new Error(`namespace ${ns.name}: record filed under another key`);
     }
     if (ns.lru.size !== [...ns.keys.values()].filter((r) => r.complete).length) throw new Error(`namespace ${ns.name}: lru holds unknown records`);
