@@ -3,7 +3,7 @@ import { create, type DescMethodUnary, type DescMessage, fromBinary, toBinary } 
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { callAtEdge, type Edge } from "../service/service-interceptor.js";
+import { callAtEdge, type Edge } from "../service/edge.js";
 
 type UnaryHandler = (request: unknown) => Promise<unknown>;
 

@@ -14,7 +14,7 @@ import { Lifecycle } from "../service/lifecycle.js";
 import { commit, type Ledger, metadataService } from "../service/metadata-service.js";
 import { reflectionService } from "../service/reflection-service.js";
 import { SERVER_ID_HEADER } from "../service/server-id-header.js";
-import { type Edge, serviceInterceptor } from "../service/service-interceptor.js";
+import { type Edge, serviceInterceptor } from "../service/edge.js";
 import { DualProtocolListener, type RequestHandler } from "./dual-protocol-listener.js";
 import { GrpcUnaryFastPath } from "./grpc-unary-fast-path.js";
 import type { Logger } from "./logger.js";

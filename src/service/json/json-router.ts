@@ -4,7 +4,7 @@ import { Reason, ReasonSchema } from "../../../gen/hf3fs/metadata/v1/metadata_pb
 import { invalidArgument, MetadataError } from "../../core/errors.js";
 import { codeOfReason, httpStatusOf } from "../error-table.js";
 import { commit, type Ledger } from "../metadata-service.js";
-import { codeName, type Edge } from "../service-interceptor.js";
+import { codeName, type Edge } from "../edge.js";
 import type { JsonObject } from "./json-body.js";
 import type { JsonReply, JsonRoute } from "./json-route.js";
 
