@@ -12,9 +12,9 @@ export interface ServerProcess {
   stop(): Promise<void>;
 }
 
-/** startProcess runs a node entry point (through tsx) that logs a "listening" JSON line with its url. */
-export async function startProcess(entry: string, args: string[]): Promise<ServerProcess> {
-  const child = spawn(process.execPath, ["--import", "tsx", `${ROOT}${entry}`, ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] });
+/** startProcess runs a node entry point (through tsx, with nodeArgs) that logs a "listening" JSON line with its url. */
+export async function startProcess(entry: string, args: string[], nodeArgs: string[] = []): Promise<ServerProcess> {
+  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", `${ROOT}${entry}`, ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] });
   const url = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout! }).on("line", (line) => {
       try {

@@ -1,0 +1,85 @@
+// profile.ts [--batch=B] [--concurrency=C] [--seconds=S]: runs the cycle
+// workload (lean gRPC client) against an in-memory server started with
+// --cpu-prof, then prints where the server's CPU went: self time per
+// function, heaviest first. This is how the README's "where time goes"
+// figures are found. Run: node --import tsx bench/profile.ts --batch=512
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { LoadConfig, LoadResult } from "./load.js";
+import { runLoad, startProcess } from "./processes.js";
+
+const flag = (name: string, fallback: number) => Number(process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback);
+const batch = flag("batch", 512);
+const concurrency = flag("concurrency", 16);
+const seconds = flag("seconds", 5);
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+}
+interface Profile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/** AREAS name where a function belongs, first match wins. */
+const AREAS: [string, RegExp][] = [
+  ["gc", /^\(garbage collector\)/],
+  ["core", / src\/core\//],
+  ["service", / src\/(service|server|store)\//],
+  ["protobuf", /@bufbuild|node:internal\/encoding|decodeUTF8|encodeInto/],
+  ["http2", /node:internal\/http2|node:internal\/streams|node:events|:0$/],
+  ["startup", /node:internal\/modules|tsx|esbuild|node:internal\/bootstrap/],
+];
+
+const dir = mkdtempSync(join(tmpdir(), "hf3fs-profile-"));
+const serve = ["serve", "--in-memory", "--host", "127.0.0.1", "--port", "0", "--read-lease-ttl", "50ms"];
+const extraNodeArgs = (process.env.PROFILE_NODE_ARGS ?? "").split(" ").filter(Boolean);
+const server = await startProcess("src/server/main.ts", serve, ["--cpu-prof", `--cpu-prof-dir=${dir}`, ...extraNodeArgs]);
+const config: LoadConfig = {
+  url: server.url,
+  transport: "lean-grpc",
+  batch,
+  concurrency,
+  connections: Math.min(concurrency, 2),
+  ranks: 8,
+  numPages: 100_000,
+  warmupMs: 500,
+  durationMs: seconds * 1_000,
+  keyOffset: 0,
+};
+const { result, serverCpuMs } = await runLoad<LoadResult>(config, server.pid);
+await server.stop();
+
+const calls = result.cycles * 4;
+console.log(`B=${batch} C=${concurrency}: ${result.cycles} cycles, server ${((serverCpuMs * 1_000) / calls).toFixed(1)} µs/call, ${((serverCpuMs * 1_000) / Math.max(1, result.keys)).toFixed(2)} µs/key`);
+// The loader thread of tsx writes a profile too; the busiest one is the server.
+const files = readdirSync(dir).filter((f) => f.endsWith(".cpuprofile"));
+for (const file of files.sort((a, b) => statSync(join(dir, b)).size - statSync(join(dir, a)).size).slice(0, 1)) {
+  const profile = JSON.parse(readFileSync(join(dir, file), "utf8")) as Profile;
+  const self = new Map<string, number>();
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  let total = 0;
+  profile.samples.forEach((id, i) => {
+    const frame = byId.get(id)!.callFrame;
+    const name = `${frame.functionName || "(anonymous)"} ${frame.url.replace(/^.*\/(node_modules|src|gen)\//, "$1/")}:${frame.lineNumber + 1}`;
+    const dt = profile.timeDeltas[i] ?? 0;
+    self.set(name, (self.get(name) ?? 0) + dt);
+    total += dt;
+  });
+  const idle = [...self].filter(([n]) => n.startsWith("(idle)")).reduce((s, [, t]) => s + t, 0);
+  console.log(`${file}: ${(total / 1e3).toFixed(0)} ms sampled, ${((total - idle) / 1e3).toFixed(0)} ms busy`);
+  const areas = new Map<string, number>();
+  for (const [name, t] of self) {
+    if (name.startsWith("(idle)")) continue;
+    const area = AREAS.find(([, pattern]) => pattern.test(name))?.[0] ?? "other";
+    areas.set(area, (areas.get(area) ?? 0) + t);
+  }
+  console.log([...areas].sort((a, b) => b[1] - a[1]).map(([a, t]) => `${a} ${((t / (total - idle)) * 100).toFixed(0)}%`).join(", "));
+  for (const [name, t] of [...self].filter(([n]) => !n.startsWith("(idle)")).sort((a, b) => b[1] - a[1]).slice(0, 40)) {
+    console.log(`${((t / (total - idle)) * 100).toFixed(1).padStart(5)}%  ${name}`);
+  }
+}
+rmSync(dir, { recursive: true, force: true });
