@@ -2,16 +2,12 @@ import { create, type DescMessage, fromBinary, toBinary } from "@bufbuild/protob
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import {
   type BatchAllocateRequest,
-  BatchAllocateRequestSchema,
   type BatchAllocateResponse,
   type BatchExistsRequest,
-  BatchExistsRequestSchema,
   type BatchExistsResponse,
   type ConfirmWriteRequest,
-  ConfirmWriteRequestSchema,
   type ConfirmWriteResponse,
   type GetLocationsRequest,
-  GetLocationsRequestSchema,
   type GetLocationsResponse,
 } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 
@@ -50,7 +46,7 @@ export const BATCH_CODECS: Readonly<Record<string, MessageCodec>> = {
 };
 
 function decodeBatchAllocate(bytes: Buffer): BatchAllocateRequest {
-  const message = create(BatchAllocateRequestSchema);
+  const message: BatchAllocateRequest = { $typeName: "hf3fs.metadata.v1.BatchAllocateRequest", namespace: "", rank: 0, keys: [], prefixKeys: [] };
   const reader = new BinaryReader(bytes);
   while (reader.pos < reader.len) {
     const [field, wireType] = reader.tag();
@@ -64,7 +60,7 @@ function decodeBatchAllocate(bytes: Buffer): BatchAllocateRequest {
 }
 
 function decodeConfirmWrite(bytes: Buffer): ConfirmWriteRequest {
-  const message = create(ConfirmWriteRequestSchema);
+  const message: ConfirmWriteRequest = { $typeName: "hf3fs.metadata.v1.ConfirmWriteRequest", namespace: "", rank: 0, keys: [], pages: [], pagesToRelease: [] };
   const reader = new BinaryReader(bytes);
   while (reader.pos < reader.len) {
     const [field, wireType] = reader.tag();
@@ -79,7 +75,7 @@ function decodeConfirmWrite(bytes: Buffer): ConfirmWriteRequest {
 }
 
 function decodeBatchExists(bytes: Buffer): BatchExistsRequest {
-  const message = create(BatchExistsRequestSchema);
+  const message: BatchExistsRequest = { $typeName: "hf3fs.metadata.v1.BatchExistsRequest", namespace: "", keys: [] };
   const reader = new BinaryReader(bytes);
   while (reader.pos < reader.len) {
     const [field, wireType] = reader.tag();
@@ -92,7 +88,7 @@ function decodeBatchExists(bytes: Buffer): BatchExistsRequest {
 }
 
 function decodeGetLocations(bytes: Buffer): GetLocationsRequest {
-  const message = create(GetLocationsRequestSchema);
+  const message: GetLocationsRequest = { $typeName: "hf3fs.metadata.v1.GetLocationsRequest", namespace: "", rank: 0, keys: [], includeIncomplete: false };
   const reader = new BinaryReader(bytes);
   while (reader.pos < reader.len) {
     const [field, wireType] = reader.tag();
@@ -116,20 +112,22 @@ function encodeConfirmWrite(message: Partial<ConfirmWriteResponse>): Uint8Array 
   const writer = new BinaryWriter();
   if (message.confirmed) writer.tag(1, WireType.Varint).uint32(message.confirmed);
   if (message.released) writer.tag(2, WireType.Varint).uint32(message.released);
-  if (message.completed !== undefined && message.completed.length > 0) {
-    writer.tag(3, WireType.LengthDelimited).fork();
-    for (const position of message.completed) writer.uint32(position);
-    writer.join();
+  const completed = message.completed;
+  if (completed !== undefined && completed.length > 0) {
+    let length = 0;
+    for (const position of completed) length += varintLength(position);
+    writer.tag(3, WireType.LengthDelimited).uint32(length);
+    for (const position of completed) writer.uint32(position);
   }
   return writer.finish();
 }
 
 function encodeBatchExists(message: Partial<BatchExistsResponse>): Uint8Array {
   const writer = new BinaryWriter();
-  if (message.exists !== undefined && message.exists.length > 0) {
-    writer.tag(1, WireType.LengthDelimited).fork();
-    for (const exists of message.exists) writer.bool(exists);
-    writer.join();
+  const exists = message.exists;
+  if (exists !== undefined && exists.length > 0) {
+    writer.tag(1, WireType.LengthDelimited).uint32(exists.length); // a bool is one byte
+    for (const value of exists) writer.bool(value);
   }
   return writer.finish();
 }
@@ -140,11 +138,18 @@ function encodeGetLocations(message: Partial<GetLocationsResponse>): Uint8Array 
   return writer.finish();
 }
 
+/** writePackedInt32s writes a packed run, its length counted first (BinaryWriter's fork and join copy). */
 function writePackedInt32s(writer: BinaryWriter, field: number, values: readonly number[] | undefined): void {
   if (values === undefined || values.length === 0) return;
-  writer.tag(field, WireType.LengthDelimited).fork();
+  let length = 0;
+  for (const value of values) length += value < 0 ? 10 : varintLength(value);
+  writer.tag(field, WireType.LengthDelimited).uint32(length);
   for (const value of values) writer.int32(value);
-  writer.join();
+}
+
+/** varintLength is the size of a uint32 as a varint; a negative int32 takes 10 bytes (sign-extended to 64 bits). */
+function varintLength(value: number): number {
+  return value < 0x80 ? 1 : value < 0x4000 ? 2 : value < 0x20_0000 ? 3 : value < 0x1000_0000 ? 4 : 5;
 }
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
