@@ -1,14 +1,18 @@
 // npm run bench [-- --quick] [-- --only=cycle,floor,...]: the benchmark
 // harness. Servers and load run in separate processes; every row reports the
 // server's CPU beside the client's, so a saturated client is visible.
+import { create, toBinary } from "@bufbuild/protobuf";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
+import { BatchExistsRequestSchema, GetLocationsRequestSchema } from "../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { coreRates } from "./core-bench.js";
-import type { TransportName } from "./cycle-clients.js";
+import { cycleClient, type TransportName } from "./cycle-clients.js";
 import type { LoadConfig, LoadResult } from "./load.js";
 import { runLoad, type ServerProcess, startProcess } from "./processes.js";
 import { fillStore, measureRecovery } from "./recovery.js";
+import { h2loadInstalled, type NativeLoadResult, nativeLoad } from "./native-load.js";
+import { benchKey } from "./keys.js";
 
 const args = process.argv.slice(2);
 const quick = args.includes("--quick");
@@ -186,6 +190,46 @@ if (enabled("floor")) {
   }
   report.serviceOverFloor = ratios;
   console.log(`service/floor (floor server CPU per call ÷ service server CPU per call): ${JSON.stringify(ratios)}`);
+}
+
+if (enabled("native")) await nativeWorkload();
+
+/**
+ * nativeWorkload drives B=1 read-only calls with h2load against the server
+ * and against the floor server, one key confirmed beforehand.
+ */
+async function nativeWorkload(): Promise<void> {
+  if (!h2loadInstalled()) {
+    // CI installs it (.ci/run); elsewhere say how, and fail where it must run.
+    const message = "native    h2load not found: apt-get install nghttp2-client to run this workload";
+    if (process.env.CI === "true") throw new Error(message);
+    console.log(message);
+    return;
+  }
+  const namespace = "native";
+  const keys = [benchKey(1, 0xfeed)];
+  const calls: [string, Uint8Array][] = [
+    ["BatchExists", toBinary(BatchExistsRequestSchema, create(BatchExistsRequestSchema, { namespace, keys }))],
+    ["GetLocations", toBinary(GetLocationsRequestSchema, create(GetLocationsRequestSchema, { namespace, rank: 0, keys }))],
+  ];
+  const results: Record<string, NativeLoadResult> = {};
+  for (const entry of [SERVER, "bench/floor-server.ts"]) {
+    await withServer(entry, entry === SERVER ? ["--in-memory"] : [], async (server) => {
+      const client = cycleClient("lean-grpc", server.url);
+      await client.init(namespace, 0, 1_000);
+      await client.confirm(namespace, 0, keys, await client.allocate(namespace, 0, keys, [""]));
+      client.close();
+      for (const [method, message] of calls) {
+        const name = `${entry === SERVER ? "service" : "floor"} ${method}`;
+        const r = await nativeLoad(server.url, server.pid, method, message, { connections: 1, streams: 64, durationSec: quick ? 1 : 3 });
+        results[name] = r;
+        console.log(
+          `native    ${name.padEnd(22)} B=1, 64 in flight: ${fmt(r.callsPerSec).padStart(7)} calls/s, server ${fmt(r.serverCpuPct)}% CPU, ${fmt(r.serverCpuPerCallUs, 1)} µs/call; h2load ${fmt(r.clientCpuPct)}% CPU`,
+        );
+      }
+    });
+  }
+  report.native = results;
 }
 
 if (enabled("core")) {
