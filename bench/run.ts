@@ -44,6 +44,8 @@ interface Row {
   saturated: string;
   errors: number;
   noSpace: number;
+  /** rpc holds p50/p90/p99/max latency (ms) and the count of each RPC of the cycle; in the JSON, not the table. */
+  rpc: LoadResult["rpc"];
 }
 
 const rows: Row[] = [];
@@ -91,6 +93,7 @@ async function cycle(server: ServerProcess, workload: string, transport: Transpo
     saturated: serverCpuPct > 90 ? "server" : clientCpuPct > 90 ? "client" : "neither",
     errors: result.errors,
     noSpace: result.noSpace,
+    rpc: result.rpc,
   };
   rows.push(row);
   printRow(row);
