@@ -29,9 +29,9 @@ export function reflectiveCodec(input: DescMessage, output: DescMessage): Messag
 /**
  * BATCH_CODECS are codecs written out by hand, the way protoc plugins
  * generate them, for the four RPCs of the write-and-read cycle, by method
- * name. protobuf-es decodes through reflection, which costs about 180 ns per
- * 64-character key on the bench machine (`bench/protobuf-probe.ts`), as
- * much as the core's work on the key. These read the same wire format with
+ * name. protobuf-es decodes through reflection, which costs 170-250 ns per
+ * 64-character key on the bench machine, about twice these
+ * (`bench/protobuf-probe.ts`). These read the same wire format with
  * protobuf-es's own BinaryReader and BinaryWriter, accept everything a
  * conforming encoder may send (fields in any order, repeated scalars packed
  * or not, unknown fields, a scalar's last value winning), reject malformed
@@ -47,58 +47,50 @@ export const BATCH_CODECS: Readonly<Record<string, MessageCodec>> = {
 
 function decodeBatchAllocate(bytes: Buffer): BatchAllocateRequest {
   const message: BatchAllocateRequest = { $typeName: "hf3fs.metadata.v1.BatchAllocateRequest", namespace: "", rank: 0, keys: [], prefixKeys: [] };
-  const reader = new BinaryReader(bytes);
-  while (reader.pos < reader.len) {
-    const [field, wireType] = reader.tag();
-    if (field === 1) message.namespace = readString(reader, bytes, wireType);
-    else if (field === 2) message.rank = readVarint(reader, wireType);
-    else if (field === 3) message.keys.push(readString(reader, bytes, wireType));
-    else if (field === 4) message.prefixKeys.push(readString(reader, bytes, wireType));
-    else reader.skip(wireType, field);
-  }
-  return message;
+  return readFields(bytes, message, (field, reader) => {
+    if (field === 1) message.namespace = reader.stringField();
+    else if (field === 2) message.rank = reader.uint32Field();
+    else if (field === 3) message.keys.push(reader.stringField());
+    else if (field === 4) message.prefixKeys.push(reader.stringField());
+    else return false;
+    return true;
+  });
 }
 
 function decodeConfirmWrite(bytes: Buffer): ConfirmWriteRequest {
   const message: ConfirmWriteRequest = { $typeName: "hf3fs.metadata.v1.ConfirmWriteRequest", namespace: "", rank: 0, keys: [], pages: [], pagesToRelease: [] };
-  const reader = new BinaryReader(bytes);
-  while (reader.pos < reader.len) {
-    const [field, wireType] = reader.tag();
-    if (field === 1) message.namespace = readString(reader, bytes, wireType);
-    else if (field === 2) message.rank = readVarint(reader, wireType);
-    else if (field === 3) message.keys.push(readString(reader, bytes, wireType));
-    else if (field === 4) readInt32s(reader, wireType, message.pages);
-    else if (field === 5) readInt32s(reader, wireType, message.pagesToRelease);
-    else reader.skip(wireType, field);
-  }
-  return message;
+  return readFields(bytes, message, (field, reader) => {
+    if (field === 1) message.namespace = reader.stringField();
+    else if (field === 2) message.rank = reader.uint32Field();
+    else if (field === 3) message.keys.push(reader.stringField());
+    else if (field === 4) reader.int32Fields(message.pages);
+    else if (field === 5) reader.int32Fields(message.pagesToRelease);
+    else return false;
+    return true;
+  });
 }
 
 function decodeBatchExists(bytes: Buffer): BatchExistsRequest {
   const message: BatchExistsRequest = { $typeName: "hf3fs.metadata.v1.BatchExistsRequest", namespace: "", keys: [] };
-  const reader = new BinaryReader(bytes);
-  while (reader.pos < reader.len) {
-    const [field, wireType] = reader.tag();
-    if (field === 1) message.namespace = readString(reader, bytes, wireType);
-    else if (field === 2) message.keys.push(readString(reader, bytes, wireType));
-    else if (field === 3) message.rank = readVarint(reader, wireType);
-    else reader.skip(wireType, field);
-  }
-  return message;
+  return readFields(bytes, message, (field, reader) => {
+    if (field === 1) message.namespace = reader.stringField();
+    else if (field === 2) message.keys.push(reader.stringField());
+    else if (field === 3) message.rank = reader.uint32Field();
+    else return false;
+    return true;
+  });
 }
 
 function decodeGetLocations(bytes: Buffer): GetLocationsRequest {
   const message: GetLocationsRequest = { $typeName: "hf3fs.metadata.v1.GetLocationsRequest", namespace: "", rank: 0, keys: [], includeIncomplete: false };
-  const reader = new BinaryReader(bytes);
-  while (reader.pos < reader.len) {
-    const [field, wireType] = reader.tag();
-    if (field === 1) message.namespace = readString(reader, bytes, wireType);
-    else if (field === 2) message.rank = readVarint(reader, wireType);
-    else if (field === 3) message.keys.push(readString(reader, bytes, wireType));
-    else if (field === 4) message.includeIncomplete = readBool(reader, wireType);
-    else reader.skip(wireType, field);
-  }
-  return message;
+  return readFields(bytes, message, (field, reader) => {
+    if (field === 1) message.namespace = reader.stringField();
+    else if (field === 2) message.rank = reader.uint32Field();
+    else if (field === 3) message.keys.push(reader.stringField());
+    else if (field === 4) message.includeIncomplete = reader.boolField();
+    else return false;
+    return true;
+  });
 }
 
 function encodeBatchAllocate(message: Partial<BatchAllocateResponse>): Uint8Array {
@@ -147,54 +139,78 @@ function writePackedInt32s(writer: BinaryWriter, field: number, values: readonly
   for (const value of values) writer.int32(value);
 }
 
-/** varintLength is the size of a uint32 as a varint; a negative int32 takes 10 bytes (sign-extended to 64 bits). */
+/** varintLength is the size of a uint32 as a varint. (A negative int32 is sign-extended to 64 bits: 10 bytes.) */
 function varintLength(value: number): number {
   return value < 0x80 ? 1 : value < 0x4000 ? 2 : value < 0x20_0000 ? 3 : value < 0x1000_0000 ? 4 : 5;
 }
 
+/**
+ * readFields reads every field of a message from bytes: readField reads the
+ * ones it knows (with the FieldReader's methods, which check the wire type)
+ * and returns false for the others, which are skipped.
+ */
+function readFields<M>(bytes: Buffer, message: M, readField: (field: number, reader: FieldReader) => boolean): M {
+  const reader = new FieldReader(bytes);
+  while (reader.pos < reader.len) {
+    const [field, wireType] = reader.tag();
+    reader.wireType = wireType;
+    if (!readField(field, reader)) reader.skip(wireType, field);
+  }
+  return message;
+}
+
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 
-/**
- * readString reads a length-delimited UTF-8 string straight from the
- * request's Buffer. Node's decoder puts U+FFFD in place of invalid UTF-8;
- * only then is the strict decoder asked, to reject it as protobuf-es does.
- */
-function readString(reader: BinaryReader, bytes: Buffer, wireType: WireType): string {
-  expectWireType(wireType, WireType.LengthDelimited);
-  const length = reader.uint32();
-  const start = reader.pos;
-  const end = start + length;
-  if (end > reader.len) throw new RangeError("premature EOF");
-  reader.pos = end;
-  const text = bytes.toString("utf8", start, end);
-  if (text.includes("\uFFFD")) strictUtf8.decode(bytes.subarray(start, end));
-  return text;
-}
+/** FieldReader is protobuf-es's BinaryReader over a request Buffer, with a reader per field type that checks the field's wire type. */
+class FieldReader extends BinaryReader {
+  /** wireType is the wire type of the field about to be read. */
+  wireType = WireType.Varint;
 
-/** readVarint reads a uint32. */
-function readVarint(reader: BinaryReader, wireType: WireType): number {
-  expectWireType(wireType, WireType.Varint);
-  return reader.uint32();
-}
-
-function readBool(reader: BinaryReader, wireType: WireType): boolean {
-  expectWireType(wireType, WireType.Varint);
-  return reader.bool();
-}
-
-/** readInt32s appends one value or a packed run of them. */
-function readInt32s(reader: BinaryReader, wireType: WireType, into: number[]): void {
-  if (wireType === WireType.Varint) {
-    into.push(reader.int32());
-    return;
+  constructor(private readonly buffer: Buffer) {
+    super(buffer);
   }
-  expectWireType(wireType, WireType.LengthDelimited);
-  const end = reader.uint32() + reader.pos;
-  if (end > reader.len) throw new RangeError("premature EOF");
-  while (reader.pos < end) into.push(reader.int32());
-  if (reader.pos !== end) throw new RangeError("packed field overruns its length");
-}
 
-function expectWireType(actual: WireType, expected: WireType): void {
-  if (actual !== expected) throw new Error(`wire type ${actual} where the field has ${expected}`);
+  /**
+   * stringField reads a UTF-8 string straight from the Buffer. Node's
+   * decoder puts U+FFFD in place of invalid UTF-8; only then is the strict
+   * decoder asked, to reject it as protobuf-es does.
+   */
+  stringField(): string {
+    this.expect(WireType.LengthDelimited);
+    const length = this.uint32();
+    const start = this.pos;
+    const end = start + length;
+    if (end > this.len) throw new RangeError("premature EOF");
+    this.pos = end;
+    const text = this.buffer.toString("utf8", start, end);
+    if (text.includes("\uFFFD")) strictUtf8.decode(this.buffer.subarray(start, end));
+    return text;
+  }
+
+  uint32Field(): number {
+    this.expect(WireType.Varint);
+    return this.uint32();
+  }
+
+  boolField(): boolean {
+    this.expect(WireType.Varint);
+    return this.bool();
+  }
+
+  /** int32Fields appends one value, or a packed run of them. */
+  int32Fields(into: number[]): void {
+    if (this.wireType === WireType.Varint) {
+      into.push(this.int32());
+      return;
+    }
+    this.expect(WireType.LengthDelimited);
+    const end = this.uint32() + this.pos;
+    if (end > this.len) throw new RangeError("premature EOF");
+    while (this.pos < end) into.push(this.int32());
+    if (this.pos !== end) throw new RangeError("packed field overruns its length");
+  }
+
+  private expect(wireType: WireType): void {
+    if (this.wireType !== wireType) throw new Error(`wire type ${this.wireType} where the field has ${wireType}`);
+  }
 }
