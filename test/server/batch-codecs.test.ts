@@ -72,6 +72,16 @@ function decodesLike(method: keyof typeof REQUESTS, bytes: Uint8Array): void {
 }
 
 describe("the hand-written codecs of the cycle's messages", () => {
+  it("cover every field of their messages (a new field in the contract must be added to src/server/batch-codecs.ts)", () => {
+    const fieldsOf = (schema: DescMessage) => schema.fields.map((f) => `${f.number} ${f.name}`);
+    expect(Object.fromEntries(METHODS.map((m) => [m, [fieldsOf(REQUESTS[m].schema), fieldsOf(RESPONSES[m].schema)]]))).toEqual({
+      BatchAllocate: [["1 namespace", "2 rank", "3 keys", "4 prefix_keys"], ["1 pages", "2 statuses"]],
+      ConfirmWrite: [["1 namespace", "2 rank", "3 keys", "4 pages", "5 pages_to_release"], ["1 confirmed", "2 released", "3 completed"]],
+      BatchExists: [["1 namespace", "2 keys", "3 rank"], ["1 exists"]],
+      GetLocations: [["1 namespace", "2 rank", "3 keys", "4 include_incomplete"], ["1 pages"]],
+    });
+  });
+
   it.each(METHODS)("decode %s requests as protobuf-es does", (method) => {
     const { schema, init } = REQUESTS[method];
     fc.assert(
