@@ -19,6 +19,7 @@ import { DualProtocolListener, type RequestHandler } from "./dual-protocol-liste
 import { GrpcUnaryFastPath } from "./grpc-unary-fast-path.js";
 import type { Logger } from "./logger.js";
 import { Metrics } from "./metrics.js";
+import { keepLeadingByteOrderMark } from "./utf8-text.js";
 
 /** ServerConfig is what a running server needs beyond its ledger. */
 export interface ServerConfig {
@@ -51,6 +52,7 @@ const SERVICES = [MetadataService.typeName, Health.typeName, ReflectionV1.typeNa
  * Prometheus metrics on GET /metrics.
  */
 export async function startServer(ledger: Ledger, config: ServerConfig, logger: Logger): Promise<RunningServer> {
+  keepLeadingByteOrderMark();
   const lifecycle = new Lifecycle();
   const metrics = new Metrics(ledger.state);
   const serverId = ledger.store.serverId;

@@ -14,6 +14,10 @@ import {
   GetLocationsResponseSchema,
 } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { BATCH_CODECS } from "../../src/server/batch-codecs.js";
+import { keepLeadingByteOrderMark } from "../../src/server/utf8-text.js";
+
+// As the server does: protobuf-es then keeps a leading U+FEFF, as the batch codecs do.
+keepLeadingByteOrderMark();
 
 // Strings from every plane, lone surrogates included (they encode as U+FFFD).
 const text = fc.string({ unit: "binary", maxLength: 80 });
@@ -118,6 +122,12 @@ describe("the hand-written codecs of the cycle's messages", () => {
     const bytes = writer.finish();
     decodesLike("ConfirmWrite", bytes);
     expect(BATCH_CODECS.ConfirmWrite!.decode(Buffer.from(bytes))).toMatchObject({ namespace: "ns", rank: 3, keys: ["b", "a"], pages: [-5, 6, -(2 ** 31)], pagesToRelease: [9] });
+  });
+
+  it("keep a leading U+FEFF, as protobuf-es does once the server configured it", () => {
+    const bytes = toBinary(BatchExistsRequestSchema, create(BatchExistsRequestSchema, { namespace: "\uFEFF", keys: ["\uFEFFk", "\uFEFF\uFEFF"] }));
+    expect(BATCH_CODECS.BatchExists!.decode(Buffer.from(bytes))).toMatchObject({ namespace: "\uFEFF", keys: ["\uFEFFk", "\uFEFF\uFEFF"] });
+    decodesLike("BatchExists", bytes);
   });
 
   it("refuse invalid UTF-8 in a key, accept U+FFFD that is really there", () => {

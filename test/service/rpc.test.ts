@@ -86,6 +86,22 @@ describe.each(protocols)("MetadataService over $protocol (HTTP/$httpVersion)", (
   });
 });
 
+describe("a key that starts with U+FEFF", () => {
+  it("is the same key over gRPC (the fast path's codecs) and Connect (connect-node, protobuf-es)", async () => {
+    const server = await startTestServer();
+    const overGrpc = createMetadataClient({ baseUrl: server.url, protocol: "grpc", retry: { deadlineMs: 0 } });
+    const overConnect = createMetadataClient({ baseUrl: server.url, protocol: "connect", httpVersion: "1.1", retry: { deadlineMs: 0 } });
+    await overGrpc.initializeRank({ rank: 0, numPages: 4, worldSize: 1 });
+    for (const [client, key] of [[overGrpc, "\uFEFFa"], [overConnect, "\uFEFFb"]] as const) {
+      const { pages } = await client.batchAllocate({ rank: 0, keys: [key] });
+      await client.confirmWrite({ rank: 0, keys: [key], pages });
+    }
+    for (const client of [overGrpc, overConnect]) {
+      expect((await client.batchExists({ keys: ["\uFEFFa", "\uFEFFb", "a", "b"] })).exists).toEqual([true, true, false, false]);
+    }
+  });
+});
+
 describe("a malformed gRPC request", () => {
   it("is INVALID_ARGUMENT with an ErrorInfo, not INTERNAL", async () => {
     const { connect } = await import("node:http2");
