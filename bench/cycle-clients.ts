@@ -13,6 +13,7 @@ import {
   MetadataService,
 } from "../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { LeanGrpc } from "./lean-grpc.js";
+import { batchAllocateFrame, batchExistsFrame, confirmWriteFrame, getLocationsFrame } from "./request-frames.js";
 
 /** CycleClient is what a virtual worker of the cycle workload needs, over any transport. */
 export interface CycleClient {
@@ -62,12 +63,10 @@ function leanClient(url: string): CycleClient {
     init: async (namespace, rank, numPages) =>
       void (await lean.call(path("InitializeRank"), toBinary(InitializeRankRequestSchema, create(InitializeRankRequestSchema, { namespace, rank, numPages, worldSize: 1 })))),
     allocate: async (namespace, rank, keys, prefixKeys) =>
-      fromBinary(BatchAllocateResponseSchema, await lean.call(path("BatchAllocate"), toBinary(BatchAllocateRequestSchema, create(BatchAllocateRequestSchema, { namespace, rank, keys, prefixKeys })))).pages,
-    confirm: async (namespace, rank, keys, pages) =>
-      void (await lean.call(path("ConfirmWrite"), toBinary(ConfirmWriteRequestSchema, create(ConfirmWriteRequestSchema, { namespace, rank, keys, pages })))),
-    exists: async (namespace, keys) => void (await lean.call(path("BatchExists"), toBinary(BatchExistsRequestSchema, create(BatchExistsRequestSchema, { namespace, keys })))),
-    locate: async (namespace, rank, keys) =>
-      void fromBinary(GetLocationsResponseSchema, await lean.call(path("GetLocations"), toBinary(GetLocationsRequestSchema, create(GetLocationsRequestSchema, { namespace, rank, keys })))),
+      fromBinary(BatchAllocateResponseSchema, await lean.callFramed(path("BatchAllocate"), batchAllocateFrame(namespace, rank, keys, prefixKeys))).pages,
+    confirm: async (namespace, rank, keys, pages) => void (await lean.callFramed(path("ConfirmWrite"), confirmWriteFrame(namespace, rank, keys, pages))),
+    exists: async (namespace, keys) => void (await lean.callFramed(path("BatchExists"), batchExistsFrame(namespace, keys))),
+    locate: async (namespace, rank, keys) => void fromBinary(GetLocationsResponseSchema, await lean.callFramed(path("GetLocations"), getLocationsFrame(namespace, rank, keys))),
     close: () => lean.close(),
   };
 }

@@ -20,6 +20,15 @@ export class LeanGrpc {
 
   /** call posts one message to path ("/pkg.Service/Method") and resolves with the response message bytes. */
   call(path: string, message: Uint8Array): Promise<Buffer> {
+    const frame = Buffer.allocUnsafe(5 + message.length);
+    frame[0] = 0;
+    frame.writeUInt32BE(message.length, 1);
+    frame.set(message, 5);
+    return this.callFramed(path, frame);
+  }
+
+  /** callFramed posts a request already in its gRPC frame (header included) and resolves with the response message bytes. */
+  callFramed(path: string, frame: Buffer): Promise<Buffer> {
     return new Promise((resolve, reject) => {
       const stream = this.session.request({
         [constants.HTTP2_HEADER_METHOD]: "POST",
@@ -40,10 +49,6 @@ export class LeanGrpc {
         const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
         resolve(body.subarray(5, 5 + body.readUInt32BE(1)));
       });
-      const frame = Buffer.allocUnsafe(5 + message.length);
-      frame[0] = 0;
-      frame.writeUInt32BE(message.length, 1);
-      frame.set(message, 5);
       stream.end(frame);
     });
   }
