@@ -20,11 +20,7 @@ export class LeanGrpc {
 
   /** call posts one message to path ("/pkg.Service/Method") and resolves with the response message bytes. */
   call(path: string, message: Uint8Array): Promise<Buffer> {
-    const frame = Buffer.allocUnsafe(5 + message.length);
-    frame[0] = 0;
-    frame.writeUInt32BE(message.length, 1);
-    frame.set(message, 5);
-    return this.callFramed(path, frame);
+    return this.callFramed(path, grpcFrame(message));
   }
 
   /** callFramed posts a request already in its gRPC frame (header included) and resolves with the response message bytes. */
@@ -56,4 +52,13 @@ export class LeanGrpc {
   close(): void {
     this.session.close();
   }
+}
+
+/** grpcFrame puts one uncompressed message in its gRPC frame: a zero flag byte, the length (big-endian uint32), the message. */
+export function grpcFrame(message: Uint8Array): Buffer {
+  const frame = Buffer.allocUnsafe(5 + message.length);
+  frame[0] = 0;
+  frame.writeUInt32BE(message.length, 1);
+  frame.set(message, 5);
+  return frame;
 }

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { MetadataService } from "../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { LeanGrpc } from "./lean-grpc.js";
+import { grpcFrame, LeanGrpc } from "./lean-grpc.js";
 import { cpuMs } from "./processes.js";
 
 /** NativeLoadResult is one h2load run against a server process. */
@@ -43,13 +43,11 @@ export async function nativeLoad(
   options: { connections: number; streams: number; durationSec: number },
 ): Promise<NativeLoadResult> {
   const path = `/${MetadataService.typeName}/${method}`;
+  const frame = grpcFrame(message);
   const lean = new LeanGrpc(url);
-  await lean.call(path, message).finally(() => lean.close());
+  await lean.callFramed(path, frame).finally(() => lean.close());
   const dir = mkdtempSync(join(tmpdir(), "hf3fs-native-load-"));
   const body = join(dir, "request.bin");
-  const frame = Buffer.alloc(5 + message.length);
-  frame.writeUInt32BE(message.length, 1);
-  frame.set(message, 5);
   writeFileSync(body, frame);
   const before = await callsByCode(url, method);
   const args = ["--warm-up-time=1", "-D", String(options.durationSec), "-c", String(options.connections), "-m", String(options.streams), "-t", "1"];

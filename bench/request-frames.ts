@@ -3,8 +3,9 @@
 // the load process's CPU at B=512 (a TextEncoder call and a copy per key),
 // which made the client, not the server, the side that saturated.
 // test/bench/request-frames.test.ts checks them against protobuf-es.
+import { varintLength } from "../src/server/batch-codecs.js";
 
-/** Field is one field of a request: a string, a uint32, or a packed int32 run; empty ones are not written. */
+/** Field is one field of a request: a string, repeated strings, a uint32, or a packed int32 run. A singular default ("" or 0) and an empty run are left out, as proto3 does. */
 type Field = { n: number; string: string } | { n: number; strings: readonly string[] } | { n: number; uint32: number } | { n: number; int32s: readonly number[] };
 
 export function batchAllocateFrame(namespace: string, rank: number, keys: readonly string[], prefixKeys: readonly string[]): Buffer {
@@ -29,8 +30,8 @@ function frame(fields: Field[]): Buffer {
   for (const field of fields) {
     if ("string" in field) size += field.string === "" ? 0 : stringSize(field.string);
     else if ("strings" in field) for (const s of field.strings) size += stringSize(s);
-    else if ("uint32" in field) size += field.uint32 === 0 ? 0 : 1 + varintSize(field.uint32);
-    else if (field.int32s.length > 0) size += 1 + varintSize(packedSize(field.int32s)) + packedSize(field.int32s);
+    else if ("uint32" in field) size += field.uint32 === 0 ? 0 : 1 + varintLength(field.uint32);
+    else if (field.int32s.length > 0) size += 1 + varintLength(packedSize(field.int32s)) + packedSize(field.int32s);
   }
   const buf = Buffer.allocUnsafe(5 + size);
   buf[0] = 0;
@@ -61,17 +62,13 @@ function frame(fields: Field[]): Buffer {
 /** stringSize is the size of one length-delimited string field with a one-byte tag (every field number here is below 16). */
 function stringSize(s: string): number {
   const length = Buffer.byteLength(s);
-  return 1 + varintSize(length) + length;
+  return 1 + varintLength(length) + length;
 }
 
 function packedSize(values: readonly number[]): number {
   let size = 0;
-  for (const v of values) size += v < 0 ? 10 : varintSize(v);
+  for (const v of values) size += v < 0 ? 10 : varintLength(v);
   return size;
-}
-
-function varintSize(v: number): number {
-  return v < 0x80 ? 1 : v < 0x4000 ? 2 : v < 0x20_0000 ? 3 : v < 0x1000_0000 ? 4 : 5;
 }
 
 function writeVarint(buf: Buffer, pos: number, v: number): number {

@@ -140,7 +140,7 @@ function writePackedInt32s(writer: BinaryWriter, field: number, values: readonly
 }
 
 /** varintLength is the size of a uint32 as a varint. (A negative int32 is sign-extended to 64 bits: 10 bytes.) */
-function varintLength(value: number): number {
+export function varintLength(value: number): number {
   return value < 0x80 ? 1 : value < 0x4000 ? 2 : value < 0x20_0000 ? 3 : value < 0x1000_0000 ? 4 : 5;
 }
 
