@@ -1,8 +1,9 @@
 // profile.ts [--batch=B] [--concurrency=C] [--seconds=S]: runs the cycle
 // workload (lean gRPC client) against an in-memory server started with
 // --cpu-prof, then prints where the server's CPU went: self time per
-// function, heaviest first. This is how the README's "where time goes"
-// figures are found. Run: node --import tsx bench/profile.ts --batch=512
+// function, heaviest first, and by area. This is how the README's "where
+// the time goes" figures are found. PROFILE_NODE_ARGS adds node flags to
+// the server (to try V8 options). Run: node --import tsx bench/profile.ts --batch=512
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -16,7 +17,7 @@ const seconds = flag("seconds", 5);
 
 interface ProfileNode {
   id: number;
-  callFrame: { functionName: string; url: string; lineNumber: number };
+  callFrame: { functionName: string; url: string };
 }
 interface Profile {
   nodes: ProfileNode[];
@@ -24,13 +25,14 @@ interface Profile {
   timeDeltas: number[];
 }
 
-/** AREAS name where a function belongs, first match wins. */
+/** AREAS name where a function belongs, first match wins. Native functions (no script, ":0") are mostly node:http2's socket and buffer work. */
 const AREAS: [string, RegExp][] = [
   ["gc", /^\(garbage collector\)/],
+  ["v8 (program)", /^\(program\)/],
   ["core", / src\/core\//],
   ["service", / src\/(service|server|store)\//],
   ["protobuf", /@bufbuild|node:internal\/encoding|decodeUTF8|encodeInto/],
-  ["http2", /node:internal\/http2|node:internal\/streams|node:events|:0$/],
+  ["http2 and native", /node:internal\/http2|node:internal\/streams|node:events| :0$/],
   ["startup", /node:internal\/modules|tsx|esbuild|node:internal\/bootstrap/],
 ];
 
@@ -55,16 +57,19 @@ await server.stop();
 
 const calls = result.cycles * 4;
 console.log(`B=${batch} C=${concurrency}: ${result.cycles} cycles, server ${((serverCpuMs * 1_000) / calls).toFixed(1)} µs/call, ${((serverCpuMs * 1_000) / Math.max(1, result.keys)).toFixed(2)} µs/key`);
-// The loader thread of tsx writes a profile too; the busiest one is the server.
-const files = readdirSync(dir).filter((f) => f.endsWith(".cpuprofile"));
-for (const file of files.sort((a, b) => statSync(join(dir, b)).size - statSync(join(dir, a)).size).slice(0, 1)) {
+// tsx's loader thread writes a profile too; the largest one is the server's main thread.
+const [file] = readdirSync(dir)
+  .filter((f) => f.endsWith(".cpuprofile"))
+  .sort((a, b) => statSync(join(dir, b)).size - statSync(join(dir, a)).size);
+if (file !== undefined) {
   const profile = JSON.parse(readFileSync(join(dir, file), "utf8")) as Profile;
   const self = new Map<string, number>();
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   let total = 0;
   profile.samples.forEach((id, i) => {
     const frame = byId.get(id)!.callFrame;
-    const name = `${frame.functionName || "(anonymous)"} ${frame.url.replace(/^.*\/(node_modules|src|gen)\//, "$1/")}:${frame.lineNumber + 1}`;
+    // No line numbers: tsx's output puts a module on one line.
+    const name = `${frame.functionName || "(anonymous)"} ${frame.url.replace(/^.*\/(node_modules|src|gen)\//, "$1/") || ":0"}`;
     const dt = profile.timeDeltas[i] ?? 0;
     self.set(name, (self.get(name) ?? 0) + dt);
     total += dt;
