@@ -1,10 +1,11 @@
 import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { existsSync, mkdirSync, statSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { existsSync, statSync } from "node:fs";
+import { resolve } from "node:path";
 import { type Database, open, type RootDatabase } from "lmdb";
 import type { Change } from "../core/change.js";
 import { MetadataError, Reason } from "../core/errors.js";
+import { dataFile, prepareDataDir } from "./data-dir.js";
 import { DataDirLock } from "./data-dir-lock.js";
 import {
   DB_NAMES,
@@ -67,8 +68,11 @@ export class LmdbStore implements Store {
    */
   static async open(dataDir: string, { readOnly = false } = {}): Promise<LmdbStore> {
     const path = resolve(dataDir);
-    if (!readOnly) mkdirSync(path, { recursive: true });
-    else if (!existsSync(path)) throw new StoreOpenError(`data dir ${path} does not exist`);
+    try {
+      prepareDataDir(path, readOnly);
+    } catch (error) {
+      throw new StoreOpenError((error as Error).message);
+    }
     const lock = readOnly ? undefined : await DataDirLock.acquire(path).catch((e: Error) => {
       throw new StoreOpenError(e.message);
     });
@@ -76,7 +80,8 @@ export class LmdbStore implements Store {
       const existed = checkDataFile(path);
       if (existed) verifyReadable(path);
       if (readOnly && !existed) throw new StoreOpenError(`data dir ${path} holds no store (no data.mdb)`);
-      const env = open({ path, readOnly, overlappingSync: false, noSync: false, maxDbs: 8 });
+      // noSubdir false: lmdb-js would take a path with a dot (hf3fs.data) for a file.
+      const env = open({ path, noSubdir: false, readOnly, overlappingSync: false, noSync: false, maxDbs: 8 });
       const dbs = Object.fromEntries(DB_NAMES.map((name) => [name, env.openDB(name, {})])) as LmdbStore["dbs"];
       const serverId = await initMeta(path, dbs, readOnly);
       return new LmdbStore(path, serverId, env, dbs, lock);
@@ -161,7 +166,7 @@ export class LmdbStore implements Store {
 
 /** checkDataFile tells whether the store's file exists, and refuses an empty one (truncated). */
 function checkDataFile(path: string): boolean {
-  const file = join(path, "data.mdb");
+  const file = dataFile(path);
   if (!existsSync(file)) return false;
   const { size } = statSync(file);
   if (size === 0) throw new StoreOpenError(`store file ${file} is empty (truncated?); refusing to start over it`);

@@ -7,7 +7,7 @@ import { open } from "lmdb";
 
 const [dir, ...names] = process.argv.slice(2);
 try {
-  const env = open({ path: dir, readOnly: true });
+  const env = open({ path: dir, noSubdir: false, readOnly: true });
   let entries = 0;
   const present = new Set();
   for (const key of env.getKeys({})) {
