@@ -1,17 +1,25 @@
 import { execFile, execFileSync, spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { startTestServer } from "../support/test-server.js";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 const PYTHON = "/usr/bin/python3";
-const INSTALL = "apt-get install -y python3-grpcio python3-protobuf protobuf-compiler";
+const INSTALL = "apt-get install -y python3-grpcio python3-protobuf protobuf-compiler libprotobuf-dev";
 
 /** missing says what the Python example needs and this machine lacks, or "" when it has everything. */
 function missing(): string {
   const python = spawnSync(PYTHON, ["-c", "import grpc, google.protobuf"], { encoding: "utf8" });
   const protoc = spawnSync("protoc", ["--version"], { encoding: "utf8" });
-  return [python.status === 0 ? "" : "python3-grpcio and python3-protobuf for /usr/bin/python3", protoc.status === 0 ? "" : "protoc"].filter(Boolean).join(", ");
+  const wellKnown = existsSync("/usr/include/google/protobuf/any.proto");
+  return [
+    python.status === 0 ? "" : "python3-grpcio and python3-protobuf for /usr/bin/python3",
+    protoc.status === 0 ? "" : "protoc",
+    wellKnown ? "" : "the well-known protos (libprotobuf-dev)",
+  ]
+    .filter(Boolean)
+    .join(", ");
 }
 
 const lacking = missing();
