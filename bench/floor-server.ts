@@ -1,14 +1,17 @@
 // floor-server.ts: MetadataService on the same RPC stack as the real server
-// (the gRPC fast path and connect-node on the one-port listener), whose
-// methods return canned answers of the right size: the floor that the
-// service's own work sits on.
+// (the edge, the gRPC fast path and the connect framing on the one-port
+// listener), whose methods return canned answers of the right size: the
+// floor that the service's own work sits on.
 import type { ServiceImpl } from "@connectrpc/connect";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { AllocationStatus, MetadataService } from "../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { DualProtocolListener } from "../src/server/dual-protocol-listener.js";
-import { GrpcUnaryFastPath } from "../src/server/grpc-unary-fast-path.js";
-import { requestHandler } from "../src/server/server.js";
+import { MetadataState } from "../src/core/state.js";
+import { connectFraming } from "../src/server/transport/connect-framing.js";
+import { DualProtocolListener } from "../src/server/transport/dual-protocol-listener.js";
+import { GrpcUnaryFastPath } from "../src/server/transport/grpc-unary-fast-path.js";
+import { requestHandler } from "../src/server/transport/request-handler.js";
+import { Edge } from "../src/service/edge.js";
 import { Lifecycle } from "../src/service/lifecycle.js";
+import { MemoryStore } from "../src/store/memory-store.js";
 
 const canned: ServiceImpl<typeof MetadataService> = {
   initializeRank: async (req) => ({ created: true, numPages: req.numPages, freePages: req.numPages, serverId: "floor" }),
@@ -20,9 +23,10 @@ const canned: ServiceImpl<typeof MetadataService> = {
   clear: async () => ({}),
   getStats: async () => ({}),
 };
-const fastPath = new GrpcUnaryFastPath(canned, { lifecycle: new Lifecycle(), serverId: "floor", observe: () => undefined }, 64 << 20);
-const adapter = connectNodeAdapter({ routes: (router) => router.service(MetadataService, canned) });
-const listener = new DualProtocolListener(requestHandler("floor", fastPath, adapter));
+const ledger = { state: new MetadataState(() => Date.now(), {}, false), store: new MemoryStore() };
+const edge = new Edge({ ledger, lifecycle: new Lifecycle(), serverId: "floor", observe: () => undefined, maxBodyBytes: 64 << 20 });
+const connect = connectFraming(edge, canned, () => undefined, 64 << 20, (_req, res) => res.writeHead(404).end());
+const listener = new DualProtocolListener(requestHandler("floor", new GrpcUnaryFastPath(canned, edge), connect));
 const port = await listener.listen("127.0.0.1", 0);
 console.log(JSON.stringify({ msg: "listening", url: `http://127.0.0.1:${port}` }));
 process.once("SIGTERM", () => void listener.close(1_000).then(() => process.exit(0)));

@@ -8,7 +8,7 @@ import {
   Reason,
   Role,
 } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { SERVER_ID_HEADER } from "../service/server-id-header.js";
+import { SERVER_ID_HEADER } from "../protocol/headers.js";
 import { backoffMs, defaultRetryPolicy, type RetryPolicy } from "./backoff.js";
 
 

@@ -1,4 +1,5 @@
 import type { KeyRecord } from "./key-record.js";
+import { type EventCounts, type NamespaceCounts, zeroEventCounts } from "./namespace-counters.js";
 import { Rank } from "./rank.js";
 import { RecordList } from "./record-list.js";
 
@@ -23,15 +24,12 @@ export class Namespace {
   readonly lru = new RecordList<KeyRecord>();
   /** incomplete orders the incomplete keys by reclaimAtMs, earliest first. */
   readonly incomplete = new RecordList<KeyRecord>();
-  /** evictions counts complete keys evicted to make room. */
-  evictions = 0;
-  /** expiredReservations counts reservations ended by their TTL. */
-  expiredReservations = 0;
-  /** reclaimedIncompleteKeys counts keys dropped after staying incomplete too long. */
-  reclaimedIncompleteKeys = 0;
-  /** completeKeys counts the complete records (= lru.size). */
-  get completeKeys(): number {
-    return this.lru.size;
+  /** events counts what happened to the namespace since the process started (evictions, expirations, reclaims). */
+  readonly events: EventCounts = zeroEventCounts();
+
+  /** counts gives every counter of NAMESPACE_COUNTERS: the sizes of the registry, then the events. */
+  counts(): NamespaceCounts {
+    return { keys: this.keys.size, completeKeys: this.lru.size, ...this.events };
   }
 
   constructor(

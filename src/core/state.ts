@@ -4,6 +4,7 @@ import type { Clock } from "./clock.js";
 import { invalidArgument, MetadataError, Reason } from "./errors.js";
 import { confirmedPage, type KeyRecord } from "./key-record.js";
 import { Namespace } from "./namespace.js";
+import type { NamespaceCounts } from "./namespace-counters.js";
 import { defaultStateOptions, MAX_NUM_PAGES, type StateOptions } from "./options.js";
 import type { Rank, Reservation } from "./rank.js";
 import { TimerQueue } from "./timer-queue.js";
@@ -51,16 +52,11 @@ export interface RankStatsView {
   usedPages: number;
 }
 
-/** NamespaceStatsView counts the pages and keys of a namespace. */
-export interface NamespaceStatsView {
+/** NamespaceStatsView counts the pages of a namespace's ranks, and its NAMESPACE_COUNTERS. */
+export interface NamespaceStatsView extends NamespaceCounts {
   namespace: string;
   worldSize: number;
   ranks: RankStatsView[];
-  keys: number;
-  completeKeys: number;
-  evictions: number;
-  expiredReservations: number;
-  reclaimedIncompleteKeys: number;
 }
 
 /**
@@ -457,11 +453,7 @@ export class MetadataState {
         namespace: ns.name,
         worldSize: ns.worldSize,
         ranks,
-        keys: ns.keys.size,
-        completeKeys: ns.completeKeys,
-        evictions: ns.evictions,
-        expiredReservations: ns.expiredReservations,
-        reclaimedIncompleteKeys: ns.reclaimedIncompleteKeys,
+        ...ns.counts(),
       });
     }
     return views.sort((a, b) => (a.namespace < b.namespace ? -1 : 1));
@@ -475,7 +467,7 @@ export class MetadataState {
       for (const rank of ns.ranks.values()) {
         const expired = rank.expireReservations(now);
         if (expired === undefined) continue;
-        ns.expiredReservations += expired.length;
+        ns.events.expiredReservations += expired.length;
         for (const { page } of expired) this.record({ kind: "unreserve", namespace: ns.name, rank: rank.rank, page });
       }
       this.reclaimIncomplete(ns, now);
@@ -518,7 +510,7 @@ export class MetadataState {
         continue;
       }
       this.dropKey(ns, record);
-      ns.reclaimedIncompleteKeys++;
+      ns.events.reclaimedIncompleteKeys++;
     }
   }
 
@@ -531,7 +523,7 @@ export class MetadataState {
     for (const record of ns.lru) {
       if (record.leaseUntilMs > now || batch.has(record.key) || confirmedPage(record, rank.slot) < 0) continue;
       this.dropKey(ns, record, now);
-      ns.evictions++;
+      ns.events.evictions++;
       if (rank.pool.freePages > 0) return true;
     }
     return false;

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Change } from "../core/change.js";
+import { NAMESPACE_COUNTERS } from "../core/namespace-counters.js";
 import type { MetadataState } from "../core/state.js";
 import type { Store } from "../store/store.js";
 
@@ -53,24 +54,20 @@ export class Metrics {
       },
     });
     // Gauges and counters alike are set from the state when scraped: reset, then add each namespace's value.
-    const perNamespace = (name: string, help: string, value: (ns: ReturnType<typeof namespaces>[number]) => number, kind: "gauge" | "counter") => {
+    for (const { field, kind, help } of NAMESPACE_COUNTERS) {
       const options = {
-        name,
+        name: metricName(field, kind),
         help,
         labelNames: ["namespace"],
         registers: [this.registry],
         collect(this: { reset(): void; inc(labels: { namespace: string }, value: number): void }) {
           this.reset();
-          for (const ns of namespaces()) this.inc({ namespace: ns.namespace }, value(ns));
+          for (const ns of namespaces()) this.inc({ namespace: ns.namespace }, ns[field]);
         },
       };
-      return kind === "gauge" ? new Gauge(options) : new Counter(options);
-    };
-    perNamespace("hf3fs_metadata_keys", "Keys confirmed on at least one rank.", (ns) => ns.keys, "gauge");
-    perNamespace("hf3fs_metadata_complete_keys", "Keys confirmed on every rank.", (ns) => ns.completeKeys, "gauge");
-    perNamespace("hf3fs_metadata_evictions_total", "Complete keys evicted to make room, since the process started.", (ns) => ns.evictions, "counter");
-    perNamespace("hf3fs_metadata_expired_reservations_total", "Reservations ended by their TTL, since the process started.", (ns) => ns.expiredReservations, "counter");
-    perNamespace("hf3fs_metadata_reclaimed_incomplete_keys_total", "Keys reclaimed after the incomplete TTL, since the process started.", (ns) => ns.reclaimedIncompleteKeys, "counter");
+      if (kind === "gauge") new Gauge(options);
+      else new Counter(options);
+    }
   }
 
   /** observeCall counts one call of method that ended with code ("ok" or a gRPC code name), and its latency. */
@@ -103,4 +100,9 @@ export class Metrics {
       },
     };
   }
+}
+
+/** metricName is a namespace counter's metric: "completeKeys" (gauge) is hf3fs_metadata_complete_keys, "evictions" (counter) hf3fs_metadata_evictions_total. */
+function metricName(field: string, kind: "gauge" | "counter"): string {
+  return `hf3fs_metadata_${field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}${kind === "counter" ? "_total" : ""}`;
 }

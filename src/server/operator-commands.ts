@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { createHealthClient, createMetadataClient } from "../client/index.js";
+import { NAMESPACE_COUNTERS, type NamespaceCounts } from "../core/namespace-counters.js";
 import { defaultServerOptions } from "./options.js";
 import { renderStats } from "./render-stats.js";
 
@@ -31,14 +32,7 @@ export async function statsCommand(args: string[]): Promise<number> {
   try {
     const client = createMetadataClient({ baseUrl: parsed.server, retry: { deadlineMs: 3_000 } });
     const { namespaces } = await client.getStats({ namespace: namespace ?? "", allNamespaces: namespace === undefined });
-    const views = namespaces.map((ns) => ({
-      ...ns,
-      keys: Number(ns.keys),
-      completeKeys: Number(ns.completeKeys),
-      evictions: Number(ns.evictions),
-      expiredReservations: Number(ns.expiredReservations),
-      reclaimedIncompleteKeys: Number(ns.reclaimedIncompleteKeys),
-    }));
+    const views = namespaces.map((ns) => ({ ...ns, ...(Object.fromEntries(NAMESPACE_COUNTERS.map(({ field }) => [field, Number(ns[field])])) as NamespaceCounts) }));
     process.stdout.write(renderStats(views));
     return 0;
   } catch (error) {

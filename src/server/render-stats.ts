@@ -1,3 +1,4 @@
+import { NAMESPACE_COUNTERS } from "../core/namespace-counters.js";
 import type { NamespaceStatsView } from "../core/state.js";
 
 const BAR_WIDTH = 30;
@@ -10,7 +11,8 @@ export function renderStats(namespaces: readonly NamespaceStatsView[]): string {
   if (namespaces.length === 0) return "no namespaces\n";
   const out: string[] = [];
   for (const ns of namespaces) {
-    out.push(`namespace ${ns.namespace}  world_size ${ns.worldSize || "unknown"}  keys ${ns.keys}  complete ${ns.completeKeys}  evictions ${ns.evictions}  expired reservations ${ns.expiredReservations}  reclaimed incomplete ${ns.reclaimedIncompleteKeys}`);
+    const counts = NAMESPACE_COUNTERS.map(({ field, label }) => `  ${label} ${ns[field]}`).join("");
+    out.push(`namespace ${ns.namespace}  world_size ${ns.worldSize || "unknown"}${counts}`);
     out.push(`  ${"rank".padStart(5)}  ${"pages".padStart(11)}  ${"free".padStart(11)}  ${"reserved".padStart(11)}  ${"used".padStart(11)}  usage`);
     for (const r of ns.ranks) {
       out.push(

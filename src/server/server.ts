@@ -1,25 +1,26 @@
 import type * as http from "node:http";
 import type * as http2 from "node:http2";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { file_grpc_health_v1_health, Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { file_grpc_reflection_v1_reflection, ServerReflection as ReflectionV1 } from "../../gen/grpc/reflection/v1/reflection_pb.js";
 import { file_grpc_reflection_v1alpha_reflection, ServerReflection as ReflectionV1alpha } from "../../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import { file_hf3fs_metadata_v1_metadata, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataError, Reason } from "../core/errors.js";
+import { Edge } from "../service/edge.js";
 import { healthService } from "../service/health-service.js";
-import { jsonRouter } from "../service/json/json-router.js";
 import { sglangRoutes } from "../service/json/sglang-routes.js";
 import { vllmRoutes } from "../service/json/vllm-routes.js";
+import { commit, type Ledger } from "../service/ledger.js";
 import { Lifecycle } from "../service/lifecycle.js";
-import { commit, type Ledger, metadataService } from "../service/metadata-service.js";
+import { metadataService } from "../service/metadata-service.js";
 import { reflectionService } from "../service/reflection-service.js";
-import { SERVER_ID_HEADER } from "../service/server-id-header.js";
-import { type Edge, serviceInterceptor } from "../service/edge.js";
-import { DualProtocolListener, type RequestHandler } from "./dual-protocol-listener.js";
-import { GrpcUnaryFastPath } from "./grpc-unary-fast-path.js";
 import type { Logger } from "./logger.js";
 import { Metrics } from "./metrics.js";
-import { keepLeadingByteOrderMark } from "./utf8-text.js";
+import { connectFraming } from "./transport/connect-framing.js";
+import { DualProtocolListener } from "./transport/dual-protocol-listener.js";
+import { GrpcUnaryFastPath } from "./transport/grpc-unary-fast-path.js";
+import { jsonRouter } from "./transport/json-router.js";
+import { requestHandler } from "./transport/request-handler.js";
+import { keepLeadingByteOrderMark } from "./transport/utf8-text.js";
 
 /** ServerConfig is what a running server needs beyond its ledger. */
 export interface ServerConfig {
@@ -36,6 +37,8 @@ export interface RunningServer {
   /** url is the base URL, e.g. http://127.0.0.1:18000. */
   readonly url: string;
   readonly port: number;
+  /** lifecycle says whether the server accepts calls. */
+  readonly lifecycle: Lifecycle;
   /** close drains calls in flight (new calls get UNAVAILABLE) and stops; idempotent. */
   close(): Promise<void>;
   /** failed resolves with the store's failure; the server then refuses every call with it, and its owner should close it and exit. */
@@ -49,41 +52,38 @@ const SERVICES = [MetadataService.typeName, Health.typeName, ReflectionV1.typeNa
  * startServer serves, on one port, over HTTP/1.1 and HTTP/2: MetadataService
  * over gRPC, gRPC-Web and Connect; grpc.health.v1.Health; gRPC server
  * reflection (v1 and v1alpha); the vLLM and SGLang JSON routes; and
- * Prometheus metrics on GET /metrics.
+ * Prometheus metrics on GET /metrics. Every MetadataService call and JSON
+ * route goes through one Edge.
  */
 export async function startServer(ledger: Ledger, config: ServerConfig, logger: Logger): Promise<RunningServer> {
   keepLeadingByteOrderMark();
   const lifecycle = new Lifecycle();
   const metrics = new Metrics(ledger.state);
   const serverId = ledger.store.serverId;
-  const edge: Edge = { lifecycle, serverId, observe: (method, code, seconds) => metrics.observeCall(method, code, seconds) };
   const instrumented: Ledger = { state: ledger.state, store: metrics.instrument(ledger.store) };
+  const observe = metrics.observeCall.bind(metrics);
+  const edge = new Edge({ ledger: instrumented, lifecycle, serverId, observe, maxBodyBytes: config.maxBodyBytes });
   const failed = ledger.store.failed.then((error) => {
     lifecycle.refuse(error instanceof MetadataError ? error : new MetadataError(Reason.STORE_UNAVAILABLE, error.message));
     return error;
   });
 
-  const service = metadataService(instrumented);
-  const fastPath = new GrpcUnaryFastPath(service, edge, config.maxBodyBytes);
+  const service = metadataService(ledger.state, serverId);
   const reflection = reflectionService(
     [file_hf3fs_metadata_v1_metadata, file_grpc_health_v1_health, file_grpc_reflection_v1_reflection, file_grpc_reflection_v1alpha_reflection],
     SERVICES,
   );
-  const json = jsonRouter(instrumented, edge, [...vllmRoutes, ...sglangRoutes], config.maxBodyBytes);
-  const adapter = connectNodeAdapter({
-    routes: (router) => {
-      router.service(MetadataService, service, { interceptors: [serviceInterceptor(edge)] });
-      router.service(Health, healthService(lifecycle, [MetadataService.typeName]));
-      router.service(ReflectionV1, reflection);
-      router.service(ReflectionV1alpha, reflection as never);
-    },
-    readMaxBytes: config.maxBodyBytes,
-    fallback: (req, res) => {
-      if (req.method === "GET" && req.url?.split("?")[0] === "/metrics") return void serveMetrics(metrics, res);
-      void json(req, res);
-    },
+  const json = jsonRouter(ledger.state, edge, [...vllmRoutes, ...sglangRoutes]);
+  const openServices = (router: Parameters<Parameters<typeof connectFraming>[2]>[0]) => {
+    router.service(Health, healthService(lifecycle, [MetadataService.typeName]));
+    router.service(ReflectionV1, reflection);
+    router.service(ReflectionV1alpha, reflection as never);
+  };
+  const connect = connectFraming(edge, service, openServices, config.maxBodyBytes, (req, res) => {
+    if (req.method === "GET" && req.url?.split("?")[0] === "/metrics") return void serveMetrics(metrics, res);
+    void json(req, res);
   });
-  const listener = new DualProtocolListener(requestHandler(serverId, fastPath, adapter));
+  const listener = new DualProtocolListener(requestHandler(serverId, new GrpcUnaryFastPath(service, edge), connect));
   const port = await listener.listen(config.host, config.port);
   const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
 
@@ -102,24 +102,10 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
       logger.info({ url }, "stopped");
     })());
   logger.info({ url, serverId }, "listening");
-  return { url, port, close, failed };
+  return { url, port, lifecycle, close, failed };
 }
 
-/**
- * requestHandler stamps every response with the server id, then hands plain
- * gRPC calls of MetadataService to the fast path and everything else to
- * connect-node (which falls back to the JSON routes and /metrics).
- */
-export function requestHandler(serverId: string, fastPath: GrpcUnaryFastPath, adapter: ReturnType<typeof connectNodeAdapter>): RequestHandler {
-  return (req, res) => {
-    res.setHeader(SERVER_ID_HEADER, serverId);
-    const fast = req.httpVersionMajor === 2 ? fastPath.route(req as http2.Http2ServerRequest) : undefined;
-    if (fast !== undefined) return fastPath.serve(fast, req as http2.Http2ServerRequest, res as http2.Http2ServerResponse);
-    adapter(req as http.IncomingMessage & http2.Http2ServerRequest, res as http.ServerResponse & http2.Http2ServerResponse);
-  };
-}
-
-async function serveMetrics(metrics: Metrics, res: Parameters<NonNullable<Parameters<typeof connectNodeAdapter>[0]["fallback"]>>[1]): Promise<void> {
+async function serveMetrics(metrics: Metrics, res: http.ServerResponse | http2.Http2ServerResponse): Promise<void> {
   const body = await metrics.registry.metrics();
   res.writeHead(200, { "content-type": metrics.registry.contentType });
   res.end(body);

@@ -1,40 +1,116 @@
-import type { Code, Interceptor } from "@connectrpc/connect";
+import type { Code, ConnectError } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { DEFAULT_NAMESPACE } from "../core/options.js";
+import { SERVER_ID_HEADER } from "../protocol/headers.js";
 import { toConnectError } from "./error-table.js";
+import { commit, type Ledger } from "./ledger.js";
 import type { Lifecycle } from "./lifecycle.js";
-import { SERVER_ID_HEADER } from "./server-id-header.js";
+import { type BodyStream, readBody } from "./read-body.js";
 
 /** CallObserver hears of every call: its method, its code ("ok" or a gRPC code name) and its duration. */
 export type CallObserver = (method: string, code: string, seconds: number) => void;
 
-/** Edge is what every RPC path shares at the boundary between the core and the wire. */
-export interface Edge {
+/** EdgeOptions are what the edge needs: the ledger it commits, whether calls are accepted, and the limits. */
+export interface EdgeOptions {
+  readonly ledger: Ledger;
   readonly lifecycle: Lifecycle;
   readonly serverId: string;
   readonly observe: CallObserver;
+  /** maxBodyBytes bounds a request message (or JSON body); gRPC's 5-byte envelope comes on top. */
+  readonly maxBodyBytes: number;
 }
 
+/** Undecoded is a request as bytes still to read (within the body limit) and decode; decode throws the client's error for malformed input. */
+export interface Undecoded<Req> {
+  readonly body: BodyStream;
+  decode(bytes: Buffer): Req;
+}
+
+/** ENVELOPE_BYTES is the gRPC and Connect framing around a message, allowed on top of the body limit. */
+const ENVELOPE_BYTES = 5;
+
 /**
- * callAtEdge is the one edge between the core and the wire, used by every
- * RPC path: it refuses calls once the server stops accepting, turns every
- * error into a ConnectError with an ErrorInfo detail (error-table.ts) and
- * the server id in its metadata (gRPC clients read an error's metadata from
- * the trailers), and reports the call to the observer. `request` gives the
- * decoded request, if any, for the namespace of error details.
+ * Edge is the one boundary between the wire and the core, whatever the
+ * framing (gRPC fast path, connect-node's gRPC, gRPC-Web and Connect, the
+ * JSON dialects). For every call, in this order: it refuses the call if
+ * the server does not accept calls, reads the body within the limit,
+ * decodes it, calls the core, commits the call's changes before any reply,
+ * and reports the call to the observer. Every failure leaves as a
+ * ConnectError with an ErrorInfo detail (error-table.ts) and the server id
+ * in its metadata; the framings only translate it.
  */
-export async function callAtEdge<T>(edge: Edge, method: string, request: () => unknown, call: () => Promise<T>): Promise<T> {
-  const started = performance.now();
-  try {
-    if (edge.lifecycle.refusal !== undefined) throw edge.lifecycle.refusal;
-    const result = await call();
-    edge.observe(method, "ok", (performance.now() - started) / 1_000);
+export class Edge {
+  readonly lifecycle: Lifecycle;
+  readonly serverId: string;
+  private readonly bodyLimit: number;
+
+  constructor(private readonly options: EdgeOptions) {
+    this.lifecycle = options.lifecycle;
+    this.serverId = options.serverId;
+    this.bodyLimit = options.maxBodyBytes + ENVELOPE_BYTES;
+  }
+
+  /** call runs a call whose request the framing hands over as bytes: the whole call, from refusal to commit. */
+  async call<Req, Res>(method: string, request: Undecoded<Req>, handle: (request: Req) => Res | Promise<Res>): Promise<Res> {
+    const started = performance.now();
+    let message: Req | undefined;
+    try {
+      this.admit();
+      message = request.decode(await readBody(request.body, this.bodyLimit));
+      return await this.settle(method, started, await handle(message));
+    } catch (error) {
+      throw this.fail(method, started, error, message);
+    }
+  }
+
+  /**
+   * callDecoded runs a call whose request a library decoded (connect-node,
+   * whose body came from readFor): from refusal to commit.
+   */
+  async callDecoded<Req, Res>(method: string, message: Req, handle: () => Promise<Res>): Promise<Res> {
+    const started = performance.now();
+    try {
+      this.admit();
+      return await this.settle(method, started, await handle());
+    } catch (error) {
+      throw this.fail(method, started, error, message);
+    }
+  }
+
+  /**
+   * readFor reads the body of a call that a library will decode
+   * (connect-node), after the same refusal check and within the same limit;
+   * a failure is reported and thrown as the call's answer.
+   */
+  async readFor(method: string, body: BodyStream): Promise<Buffer> {
+    const started = performance.now();
+    try {
+      this.admit();
+      return await readBody(body, this.bodyLimit);
+    } catch (error) {
+      throw this.fail(method, started, error, undefined);
+    }
+  }
+
+  /** admit throws the refusal every call gets while the server does not accept calls. */
+  private admit(): void {
+    const refusal = this.lifecycle.refusal;
+    if (refusal !== undefined) throw refusal;
+  }
+
+  /** settle commits the call's changes and reports its success; the reply waits for both. */
+  private async settle<Res>(method: string, started: number, result: Res): Promise<Res> {
+    await commit(this.options.ledger);
+    this.options.observe(method, "ok", (performance.now() - started) / 1_000);
     return result;
-  } catch (error) {
-    const connectError = toConnectError(error, namespaceOf(request()));
-    connectError.metadata.set(SERVER_ID_HEADER, edge.serverId);
-    edge.observe(method, codeName(connectError.code), (performance.now() - started) / 1_000);
-    throw connectError;
+  }
+
+  /** fail maps a failure to the ConnectError the client gets, stamped with the server id, and reports it. */
+  private fail(method: string, started: number, error: unknown, message: unknown): ConnectError {
+    const connectError = toConnectError(error, namespaceOf(message));
+    connectError.metadata.set(SERVER_ID_HEADER, this.serverId);
+    this.options.observe(method, codeName(connectError.code), (performance.now() - started) / 1_000);
+    return connectError;
   }
 }
 
@@ -43,12 +119,7 @@ export function codeName(code: Code): string {
   return codeToString(code);
 }
 
-/** serviceInterceptor puts callAtEdge around every call that connect-node serves. */
-export function serviceInterceptor(edge: Edge): Interceptor {
-  return (next) => (req) => callAtEdge(edge, req.method.name, () => req.message, () => next(req));
-}
-
-/** namespaceOf reads the namespace of a request message, for error details. */
+/** namespaceOf reads the namespace of a request (a message or a JSON body), for error details. */
 function namespaceOf(message: unknown): string {
   const namespace = (message as { namespace?: unknown } | undefined)?.namespace;
   return typeof namespace === "string" && namespace !== "" ? namespace : DEFAULT_NAMESPACE;

@@ -21,20 +21,27 @@ export const codeOfReason: Record<Reason, Code> = {
 };
 
 /**
- * httpStatusOf is the HTTP status of a domain error on the JSON routes:
- * from its code, except RANK_NOT_INITIALIZED, which is 404 as the SGLang
- * server answers it.
+ * httpStatusOf is the HTTP status of an error (as toConnectError made it)
+ * on the JSON routes: from its code, except RANK_NOT_INITIALIZED, which is
+ * 404 as the SGLang server answers it.
  */
-export function httpStatusOf(reason: Reason): number {
-  if (reason === Reason.RANK_NOT_INITIALIZED) return 404;
-  return httpStatusOfCode[codeOfReason[reason]] ?? 500;
+export function httpStatusOf(error: ConnectError): number {
+  if (reasonOf(error) === Reason.RANK_NOT_INITIALIZED) return 404;
+  return httpStatusOfCode[error.code] ?? 500;
 }
 
 const httpStatusOfCode: Partial<Record<Code, number>> = {
   [Code.InvalidArgument]: 400,
   [Code.FailedPrecondition]: 409,
+  [Code.ResourceExhausted]: 413,
+  [Code.Canceled]: 499,
   [Code.Unavailable]: 503,
 };
+
+/** reasonOf is the reason of an error's ErrorInfo detail, UNSPECIFIED when it has none. */
+export function reasonOf(error: ConnectError): Reason {
+  return error.findDetails(ErrorInfoSchema)[0]?.reason ?? Reason.UNSPECIFIED;
+}
 
 /** reasonOfStackCode gives a reason to the errors that the RPC stack raises by itself. */
 const reasonOfStackCode: Partial<Record<Code, Reason>> = {

@@ -13,8 +13,8 @@ import {
   GetLocationsRequestSchema,
   GetLocationsResponseSchema,
 } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { BATCH_CODECS } from "../../src/server/batch-codecs.js";
-import { keepLeadingByteOrderMark } from "../../src/server/utf8-text.js";
+import { BATCH_CODECS } from "../../src/server/transport/batch-codecs.js";
+import { keepLeadingByteOrderMark } from "../../src/server/transport/utf8-text.js";
 
 // As the server does: protobuf-es then keeps a leading U+FEFF, as the batch codecs do.
 keepLeadingByteOrderMark();
@@ -76,7 +76,7 @@ function decodesLike(method: keyof typeof REQUESTS, bytes: Uint8Array): void {
 }
 
 describe("the hand-written codecs of the cycle's messages", () => {
-  it("cover every field of their messages (a new field in the contract must be added to src/server/batch-codecs.ts)", () => {
+  it("cover every field of their messages (a new field in the contract must be added to src/server/transport/batch-codecs.ts)", () => {
     const fieldsOf = (schema: DescMessage) => schema.fields.map((f) => `${f.number} ${f.name}`);
     expect(Object.fromEntries(METHODS.map((m) => [m, [fieldsOf(REQUESTS[m].schema), fieldsOf(RESPONSES[m].schema)]]))).toEqual({
       BatchAllocate: [["1 namespace", "2 rank", "3 keys", "4 prefix_keys"], ["1 pages", "2 statuses"]],

@@ -9,7 +9,8 @@ import {
   type ConfirmWriteResponse,
   type GetLocationsRequest,
   type GetLocationsResponse,
-} from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+} from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { varintLength } from "./varint.js";
 
 /** MessageCodec turns a method's request bytes into a message and its answer into bytes. */
 export interface MessageCodec {
@@ -29,8 +30,7 @@ export function reflectiveCodec(input: DescMessage, output: DescMessage): Messag
 /**
  * BATCH_CODECS are codecs written out by hand, the way protoc plugins
  * generate them, for the four RPCs of the write-and-read cycle, by method
- * name. protobuf-es decodes through reflection, which costs 170-250 ns per
- * 64-character key on the bench machine, about twice these
+ * name: protobuf-es decodes through reflection, about twice as slow
  * (`bench/protobuf-probe.ts`). These read the same wire format with
  * protobuf-es's own BinaryReader and BinaryWriter, accept everything a
  * conforming encoder may send (fields in any order, repeated scalars packed
@@ -137,11 +137,6 @@ function writePackedInt32s(writer: BinaryWriter, field: number, values: readonly
   for (const value of values) length += value < 0 ? 10 : varintLength(value);
   writer.tag(field, WireType.LengthDelimited).uint32(length);
   for (const value of values) writer.int32(value);
-}
-
-/** varintLength is the size of a uint32 as a varint. (A negative int32 is sign-extended to 64 bits: 10 bytes.) */
-export function varintLength(value: number): number {
-  return value < 0x80 ? 1 : value < 0x4000 ? 2 : value < 0x20_0000 ? 3 : value < 0x1000_0000 ? 4 : 5;
 }
 
 /**

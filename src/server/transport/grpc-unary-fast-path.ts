@@ -1,9 +1,9 @@
 import type * as http2 from "node:http2";
-import type { DescMethodUnary, DescMessage } from "@bufbuild/protobuf";
+import type { DescMessage, DescMethodUnary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
-import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { callAtEdge, type Edge } from "../service/edge.js";
+import { MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import type { Edge } from "../../service/edge.js";
 import { BATCH_CODECS, type MessageCodec, reflectiveCodec } from "./batch-codecs.js";
 
 type UnaryHandler = (request: unknown) => Promise<unknown>;
@@ -17,16 +17,12 @@ interface Route {
 /**
  * GrpcUnaryFastPath serves the plain gRPC calls of MetadataService (HTTP/2,
  * content-type application/grpc or application/grpc+proto, no compression)
- * straight on node:http2's request/response, with the same handlers, edge
- * and error table as connect-node. The messages of the write-and-read cycle
- * go through the hand-written BATCH_CODECS, the others through protobuf-es.
- *
- * Why: on this 2-core machine connect-node's generic per-call pipeline
- * (async iterables, an AbortController and a DOMException per call) costs
- * about 0.9 ms of CPU per unary call, twenty times the service's own work
- * (see the README's Performance section). Everything else — gRPC with
- * compression, gRPC-Web, Connect, the JSON routes — still goes through
- * connect-node, and the protocol tests run against both paths.
+ * straight on node:http2's request/response, through the same edge and
+ * handlers as connect-node. The messages of the write-and-read cycle go
+ * through the hand-written BATCH_CODECS, the others through protobuf-es.
+ * Why: connect-node's generic per-call pipeline costs many times the
+ * service's own work per unary call (bench/README.md). Compressed gRPC,
+ * gRPC-Web and Connect go through connect-node.
  */
 export class GrpcUnaryFastPath {
   private readonly routes = new Map<string, Route>();
@@ -34,7 +30,6 @@ export class GrpcUnaryFastPath {
   constructor(
     impl: ServiceImpl<typeof MetadataService>,
     private readonly edge: Edge,
-    private readonly maxBodyBytes: number,
   ) {
     for (const method of MetadataService.methods) {
       if (method.methodKind !== "unary") continue;
@@ -54,38 +49,20 @@ export class GrpcUnaryFastPath {
     return this.routes.get(req.url);
   }
 
-  /** serve answers one call of route. */
-  serve(route: Route, req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): void {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on("data", (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= this.maxBodyBytes + 5) chunks.push(chunk);
-    });
-    req.on("end", () => void this.respond(route, res, chunks, size));
-  }
-
-  /**
-   * respond decodes the request, calls the handler and encodes the answer,
-   * all at the edge, so that a malformed request fails (and is counted) like
-   * any other call; the error goes in the trailers.
-   */
-  private async respond(route: Route, res: http2.Http2ServerResponse, chunks: Buffer[], size: number): Promise<void> {
-    let message: unknown;
+  /** serve answers one call of route: the edge reads, decodes and runs it; the answer or the error (in the trailers) is written here. */
+  async serve(route: Route, req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): Promise<void> {
     let body: Buffer | undefined;
     let trailers: http2.OutgoingHttpHeaders = OK_TRAILERS;
     try {
-      body = await callAtEdge(this.edge, route.method.name, () => message, async () => {
-        if (size > this.maxBodyBytes + 5) throw new ConnectError(`message larger than ${this.maxBodyBytes} bytes`, Code.ResourceExhausted);
-        message = decode(route, unwrapEnvelope(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
-        return envelope(route.codec.encode(await route.handler(message)));
-      });
+      const decode = (bytes: Buffer) => decodeMessage(route, unwrapEnvelope(bytes));
+      body = await this.edge.call(route.method.name, { body: req, decode }, async (message) => envelope(route.codec.encode(await route.handler(message))));
     } catch (error) {
-      const connectError = error as ConnectError; // callAtEdge throws nothing else
+      const connectError = error as ConnectError; // the edge throws nothing else
       const headers = setTrailerStatus(new Headers(), connectError);
       connectError.metadata.forEach((value, key) => headers.set(key, value));
       trailers = Object.fromEntries(headers);
     }
+    if (res.stream.destroyed) return;
     res.writeHead(200, RESPONSE_HEADERS);
     res.addTrailers(trailers);
     if (body === undefined) res.end();
@@ -96,15 +73,14 @@ export class GrpcUnaryFastPath {
 const RESPONSE_HEADERS = { "content-type": "application/grpc+proto" };
 const OK_TRAILERS = { "grpc-status": "0" };
 
-/** decode parses a request message; a malformed one is the client's error, INVALID_ARGUMENT. */
-function decode(route: Route, bytes: Buffer): unknown {
+/** decodeMessage parses a request message; a malformed one is the client's error, INVALID_ARGUMENT. */
+function decodeMessage(route: Route, bytes: Buffer): unknown {
   try {
     return route.codec.decode(bytes);
   } catch (e) {
     throw new ConnectError(`cannot decode ${route.method.input.typeName}: ${(e as Error).message}`, Code.InvalidArgument);
   }
 }
-
 /** unwrapEnvelope reads the one uncompressed message of a gRPC request body. */
 function unwrapEnvelope(body: Buffer): Buffer {
   if (body.length < 5) throw new ConnectError("missing gRPC message", Code.InvalidArgument);

@@ -1,17 +1,15 @@
-import type { connectNodeAdapter } from "@connectrpc/connect-node";
-import { Code } from "@connectrpc/connect";
-import { Reason, ReasonSchema } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { invalidArgument, MetadataError } from "../../core/errors.js";
-import { codeOfReason, httpStatusOf } from "../error-table.js";
-import { commit, type Ledger } from "../metadata-service.js";
-import { codeName, type Edge } from "../edge.js";
-import type { JsonObject } from "./json-body.js";
-import type { JsonReply, JsonRoute } from "./json-route.js";
+import type * as http from "node:http";
+import type * as http2 from "node:http2";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { ReasonSchema } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import type { MetadataState } from "../../core/state.js";
+import { codeName, type Edge } from "../../service/edge.js";
+import { httpStatusOf, reasonOf } from "../../service/error-table.js";
+import { parseJsonObject } from "../../service/json/json-body.js";
+import type { JsonReply, JsonRoute } from "../../service/json/json-route.js";
 
-/** NodeHandler is connect-node's handler of a request of either HTTP version. */
-type NodeHandler = NonNullable<NonNullable<Parameters<typeof connectNodeAdapter>[0]>["fallback"]>;
-type Request = Parameters<NodeHandler>[0];
-type Response = Parameters<NodeHandler>[1];
+type Request = http.IncomingMessage | http2.Http2ServerRequest;
+type Response = http.ServerResponse | http2.Http2ServerResponse;
 
 /** ErrorBody is the JSON body of every error of the JSON routes. */
 export interface ErrorBody {
@@ -24,82 +22,40 @@ export interface ErrorBody {
 }
 
 /**
- * jsonRouter serves JSON dialects (POST, body application/json) on the
- * ledger: it reads and parses the body (at most maxBodyBytes), runs the
- * matching route, commits, and answers; every error becomes an ErrorBody
- * with the HTTP status of error-table.ts.
+ * jsonRouter is the framing of the JSON dialects (POST, body
+ * application/json): it finds the route, runs it through the edge, and
+ * writes the reply, or the edge's error as an ErrorBody with its HTTP status.
  */
-export function jsonRouter(ledger: Ledger, edge: Edge, routes: readonly JsonRoute[], maxBodyBytes: number) {
+export function jsonRouter(state: MetadataState, edge: Edge, routes: readonly JsonRoute[]) {
   return async (req: Request, res: Response): Promise<void> => {
     const path = (req.url ?? "/").split("?")[0]!;
     let params: string[] | undefined;
     const route = routes.find((r) => (params = r.pattern.exec(path)?.slice(1)) !== undefined);
-    if (route === undefined) return send(res, { status: 404, body: errorBody(`no route ${req.method} ${path}`, Reason.UNSPECIFIED, Code.Unimplemented) });
+    if (route === undefined) return send(req, res, errorReply(new ConnectError(`no route ${req.method} ${path}`, Code.Unimplemented), 404));
     if (req.method !== "POST") {
       res.setHeader("allow", "POST");
-      return send(res, { status: 405, body: errorBody(`${path} takes POST, not ${req.method}`, Reason.UNSPECIFIED, Code.Unimplemented) });
+      return send(req, res, errorReply(new ConnectError(`${path} takes POST, not ${req.method}`, Code.Unimplemented), 405));
     }
     let reply: JsonReply;
-    const started = performance.now();
     try {
-      if (edge.lifecycle.refusal !== undefined) throw edge.lifecycle.refusal;
-      const body = await readJson(req, maxBodyBytes);
-      if (body === undefined) {
-        req.resume(); // drain what the client still sends
-        return send(res, { status: 413, body: errorBody(`request body larger than ${maxBodyBytes} bytes`, Reason.LIMIT_EXCEEDED, Code.ResourceExhausted) }, true);
-      }
-      reply = route.handle(ledger, body, params!);
-      await commit(ledger);
+      reply = await edge.call(route.name, { body: req, decode: parseJsonObject }, (body) => route.handle(state, body, params!));
     } catch (error) {
-      reply = errorReply(error);
+      reply = errorReply(error as ConnectError); // the edge throws nothing else
     }
-    edge.observe(route.name, reply.status < 300 ? "ok" : (reply.body as ErrorBody).code, (performance.now() - started) / 1_000);
-    send(res, reply);
+    send(req, res, reply);
   };
 }
 
-/**
- * readJson reads a body as a JSON object; undefined when it is larger than
- * maxBytes (the rest is drained, not kept, so the 413 answer still reaches
- * the client). An empty body is {}.
- */
-async function readJson(req: Request, maxBytes: number): Promise<JsonObject | undefined> {
-  if (Number(req.headers["content-length"] ?? 0) > maxBytes) return undefined;
-  const body = await new Promise<Buffer | undefined>((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on("data", (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= maxBytes) chunks.push(chunk);
-    });
-    req.on("end", () => resolve(size > maxBytes ? undefined : Buffer.concat(chunks)));
-    req.on("error", reject);
-  });
-  if (body === undefined) return undefined;
-  if (body.length === 0) return {};
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(body.toString("utf8"));
-  } catch (e) {
-    throw invalidArgument("body", `request body is not JSON: ${(e as Error).message}`);
-  }
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw invalidArgument("body", "request body must be a JSON object");
-  return parsed as JsonObject;
+/** errorReply is an error's JSON reply: its HTTP status from the error table unless given. */
+function errorReply(error: ConnectError, status = httpStatusOf(error)): JsonReply {
+  const reason = ReasonSchema.values.find((v) => v.number === reasonOf(error))!.name;
+  const body: ErrorBody = { detail: error.rawMessage, reason, code: codeName(error.code) };
+  return { status, body };
 }
 
-function errorReply(error: unknown): JsonReply {
-  if (error instanceof MetadataError) {
-    return { status: httpStatusOf(error.reason), body: errorBody(error.message, error.reason, codeOfReason[error.reason]) };
-  }
-  return { status: 500, body: errorBody("internal error", Reason.INTERNAL, Code.Internal) };
-}
-
-function errorBody(detail: string, reason: Reason, code: Code): ErrorBody {
-  return { detail, reason: ReasonSchema.values.find((v) => v.number === reason)!.name, code: codeName(code) };
-}
-
-function send(res: Response, reply: JsonReply, close = false): void {
-  if (close && "shouldKeepAlive" in res) (res as { shouldKeepAlive: boolean }).shouldKeepAlive = false;
+/** send writes a reply; an HTTP/1.1 connection whose request was not read to its end is closed after it. */
+function send(req: Request, res: Response, reply: JsonReply): void {
+  if (!req.complete && "shouldKeepAlive" in res) res.shouldKeepAlive = false;
   if (reply.body === undefined) {
     res.writeHead(reply.status);
     res.end();

@@ -3,6 +3,19 @@ import { invalidArgument } from "../../core/errors.js";
 /** JsonObject is a parsed request body. */
 export type JsonObject = Record<string, unknown>;
 
+/** parseJsonObject parses a request body as a JSON object; an empty body is {}. */
+export function parseJsonObject(bytes: Buffer): JsonObject {
+  if (bytes.length === 0) return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(bytes.toString("utf8"));
+  } catch (e) {
+    throw invalidArgument("body", `request body is not JSON: ${(e as Error).message}`);
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw invalidArgument("body", "request body must be a JSON object");
+  return parsed as JsonObject;
+}
+
 /**
  * These read the fields of a JSON body and throw INVALID_ARGUMENT naming
  * the field when it is missing or of the wrong type, so that a malformed
@@ -23,8 +36,8 @@ export function str(body: JsonObject, field: string, fallback: string): string {
   return value;
 }
 
-/** namespaceOf reads the optional "namespace" of a body; "" when absent, which the core reads as its default namespace. */
-export function namespaceOf(body: JsonObject): string {
+/** namespaceField reads the optional "namespace" of a body; "" when absent, which the core reads as its default namespace. */
+export function namespaceField(body: JsonObject): string {
   return str(body, "namespace", "");
 }
 

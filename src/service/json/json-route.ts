@@ -1,4 +1,4 @@
-import type { Ledger } from "../metadata-service.js";
+import type { MetadataState } from "../../core/state.js";
 import type { JsonObject } from "./json-body.js";
 
 /** JsonReply is what a route answers: a status and a JSON body (none for 204). */
@@ -13,8 +13,8 @@ export interface JsonRoute {
   name: string;
   /** pattern matches the path; its groups are the path parameters. */
   pattern: RegExp;
-  /** handle runs the route on a parsed body; it throws MetadataError on bad input. */
-  handle(ledger: Ledger, body: JsonObject, params: string[]): JsonReply;
+  /** handle runs the route on a parsed body; it throws MetadataError on bad input. The edge commits. */
+  handle(state: MetadataState, body: JsonObject, params: string[]): JsonReply;
 }
 
 /** NO_CONTENT is the reply of routes that answer nothing. */

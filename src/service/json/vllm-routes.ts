@@ -1,6 +1,6 @@
 import { Role } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { invalidArgument } from "../../core/errors.js";
-import { int, ints, isInt, isPrefix, isString, namespaceOf, pairs, str, strings } from "./json-body.js";
+import { int, ints, isInt, isPrefix, isString, namespaceField, pairs, str, strings } from "./json-body.js";
 import { type JsonRoute, NO_CONTENT } from "./json-route.js";
 
 /**
@@ -12,11 +12,11 @@ export const vllmRoutes: JsonRoute[] = [
   {
     name: "vllm.initialize",
     pattern: /^\/rank\/(\d+)\/initialize$/,
-    handle({ state }, body, [rank]) {
+    handle(state, body, [rank]) {
       const role = str(body, "role", "worker");
       if (role !== "worker" && role !== "scheduler") throw invalidArgument("role", `"role" must be "worker" or "scheduler", got "${role}"`);
       const numPages = role === "worker" ? int(body, "num_pages") : 0;
-      const result = state.initializeRank(namespaceOf(body), Number(rank), numPages, 0, role === "worker" ? Role.WORKER : Role.SCHEDULER);
+      const result = state.initializeRank(namespaceField(body), Number(rank), numPages, 0, role === "worker" ? Role.WORKER : Role.SCHEDULER);
       const message =
         role === "scheduler" ? `scheduler of rank ${rank} registered` : `rank ${rank} ${result.created ? "initialized" : "already initialized"} with ${numPages} pages`;
       return { status: 200, body: { message } };
@@ -25,41 +25,41 @@ export const vllmRoutes: JsonRoute[] = [
   {
     name: "vllm.batch_allocate",
     pattern: /^\/keys\/batch_allocate$/,
-    handle({ state }, body) {
+    handle(state, body) {
       const rank = int(body, "rank");
       const [keys, prefixes] = pairs(body, "keys", isString, isPrefix, "[key, prefix_key]");
-      const { pages } = state.batchAllocate(namespaceOf(body), rank, keys, prefixes.map((p) => p ?? ""));
+      const { pages } = state.batchAllocate(namespaceField(body), rank, keys, prefixes.map((p) => p ?? ""));
       return { status: 200, body: { rank, results: keys.map((key, i) => [key, pages[i]]) } };
     },
   },
   {
     name: "vllm.confirm_write",
     pattern: /^\/keys\/confirm_write$/,
-    handle({ state }, body) {
+    handle(state, body) {
       const [keys, pages] = pairs(body, "confirmations", isString, isInt, "[key, page]");
-      state.confirmWrite(namespaceOf(body), int(body, "rank"), keys, pages, ints(body, "pages_to_release", true));
+      state.confirmWrite(namespaceField(body), int(body, "rank"), keys, pages, ints(body, "pages_to_release", true));
       return NO_CONTENT;
     },
   },
   {
     name: "vllm.batch_exists",
     pattern: /^\/keys\/batch_exists$/,
-    handle({ state }, body) {
-      return { status: 200, body: { exists: state.batchExists(namespaceOf(body), strings(body, "keys")) } };
+    handle(state, body) {
+      return { status: 200, body: { exists: state.batchExists(namespaceField(body), strings(body, "keys")) } };
     },
   },
   {
     name: "vllm.get_locations",
     pattern: /^\/keys\/get_locations$/,
-    handle({ state }, body) {
-      const pages = state.getLocations(namespaceOf(body), int(body, "rank"), strings(body, "keys"));
+    handle(state, body) {
+      const pages = state.getLocations(namespaceField(body), int(body, "rank"), strings(body, "keys"));
       return { status: 200, body: { locations: pages.map((p) => (p < 0 ? null : p)) } };
     },
   },
   {
     name: "vllm.clear",
     pattern: /^\/clear$/,
-    handle({ state }) {
+    handle(state) {
       state.clear(undefined);
       return NO_CONTENT;
     },

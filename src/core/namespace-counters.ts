@@ -1,0 +1,32 @@
+/**
+ * NAMESPACE_COUNTERS are the counts kept per namespace, defined once: the
+ * field (of GetStats' NamespaceStats, in camelCase), whether it is a gauge
+ * (a size of the state) or a counter (events since the process started),
+ * its label in the stats table and its help text in /metrics. GetStats,
+ * `stats`, `inspect` and /metrics are all derived from this list.
+ */
+export const NAMESPACE_COUNTERS = [
+  { field: "keys", kind: "gauge", label: "keys", help: "Keys confirmed on at least one rank." },
+  { field: "completeKeys", kind: "gauge", label: "complete", help: "Keys confirmed on every rank." },
+  { field: "evictions", kind: "counter", label: "evictions", help: "Complete keys evicted to make room, since the process started." },
+  { field: "expiredReservations", kind: "counter", label: "expired reservations", help: "Reservations ended by their TTL, since the process started." },
+  {
+    field: "reclaimedIncompleteKeys",
+    kind: "counter",
+    label: "reclaimed incomplete",
+    help: "Keys reclaimed after the incomplete TTL, since the process started.",
+  },
+] as const;
+
+type Counter = (typeof NAMESPACE_COUNTERS)[number];
+
+/** NamespaceCounts holds a value for every entry of NAMESPACE_COUNTERS. */
+export type NamespaceCounts = Record<Counter["field"], number>;
+
+/** EventCounts are the counters proper (kind "counter"), which the core increments as events happen. */
+export type EventCounts = Record<Extract<Counter, { kind: "counter" }>["field"], number>;
+
+/** zeroEventCounts is a fresh set of event counters, all 0. */
+export function zeroEventCounts(): EventCounts {
+  return Object.fromEntries(NAMESPACE_COUNTERS.filter((c) => c.kind === "counter").map((c) => [c.field, 0])) as EventCounts;
+}

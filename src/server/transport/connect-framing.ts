@@ -1,0 +1,51 @@
+import type * as http from "node:http";
+import type * as http2 from "node:http2";
+import { Code, ConnectError, type ConnectRouter, createConnectRouter, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
+import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import { MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import type { Edge } from "../../service/edge.js";
+import type { RequestHandler } from "./dual-protocol-listener.js";
+
+/**
+ * connectFraming serves, through connect-node, MetadataService and the
+ * services that `openServices` registers (gRPC with compression, gRPC-Web
+ * and Connect, on HTTP/1.1 and HTTP/2), and hands every other request to
+ * `fallback`. A MetadataService call passes the edge twice: the edge reads
+ * its body (refusal, body limit) before connect-node decodes it, and runs
+ * the call (refusal, commit, observation, error mapping) as an interceptor.
+ * The other services (health, reflection) stay open to every caller.
+ */
+export function connectFraming(
+  edge: Edge,
+  metadata: ServiceImpl<typeof MetadataService>,
+  openServices: (router: ConnectRouter) => void,
+  maxMessageBytes: number,
+  fallback: RequestHandler,
+): RequestHandler {
+  const atEdge: Interceptor = (next) => (req) => edge.callDecoded(req.method.name, req.message, () => next(req));
+  // The edge bounds the body already; readMaxBytes also bounds a compressed message once decompressed.
+  const router = createConnectRouter({ acceptCompression: [compressionGzip, compressionBrotli], readMaxBytes: maxMessageBytes });
+  router.service(MetadataService, metadata, { interceptors: [atEdge] });
+  openServices(router);
+  const handlers = new Map(router.handlers.map((h) => [h.requestPath, h]));
+  return (req, res) => {
+    const path = req.url?.split("?", 2)[0] ?? "";
+    const handler = handlers.get(path);
+    if (handler === undefined) return fallback(req, res);
+    const universal = universalRequestFromNodeRequest(req as http.IncomingMessage, res as http.ServerResponse, undefined, undefined);
+    const guarded = handler.service.typeName === MetadataService.typeName;
+    handler(guarded ? { ...universal, body: edgeBody(edge, handler.method.name, req) } : universal)
+      .then((answer) => universalResponseToNodeResponse(answer, res as http.ServerResponse))
+      .catch((reason: unknown) => {
+        // The client went away mid-answer; anything else would be a bug of the stack: end the exchange either way.
+        if (ConnectError.from(reason).code === Code.Aborted) return;
+        if ("stream" in res) res.stream.destroy();
+        else res.destroy();
+      });
+  };
+}
+
+/** edgeBody is a request body read by the edge, as the byte stream connect-node reads. */
+async function* edgeBody(edge: Edge, method: string, req: http.IncomingMessage | http2.Http2ServerRequest): AsyncIterable<Uint8Array> {
+  yield await edge.readFor(method, req);
+}
