@@ -5,20 +5,16 @@ import { Code, ConnectError } from "@connectrpc/connect";
 export type BodyStream = Readable & { readonly headers: Record<string, string | string[] | undefined> };
 
 /**
- * readBody reads a whole request body of at most maxBytes. Past the limit
- * (by its content-length, or as it arrives) it fails at once with
- * RESOURCE_EXHAUSTED and discards the rest unread; a client that goes away
+ * readBody reads a whole request body of at most maxBytes. A body over the
+ * limit (by its content-length, or as it arrives) is consumed to its end
+ * without being kept, then fails with RESOURCE_EXHAUSTED: answering before
+ * the end would leave the HTTP/2 stream half open. A client that goes away
  * mid-body fails it with CANCELED.
  */
 export function readBody(body: BodyStream, maxBytes: number): Promise<Buffer> {
-  const tooLarge = () => new ConnectError(`request body larger than ${maxBytes} bytes`, Code.ResourceExhausted);
-  if (Number(body.headers["content-length"] ?? 0) > maxBytes) {
-    body.resume();
-    return Promise.reject(tooLarge());
-  }
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
-    let size = 0;
+    let size = Number(body.headers["content-length"] ?? 0) > maxBytes ? Number.POSITIVE_INFINITY : 0;
     const done = () => {
       body.off("data", onData);
       body.off("end", onEnd);
@@ -27,14 +23,13 @@ export function readBody(body: BodyStream, maxBytes: number): Promise<Buffer> {
     };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (size <= maxBytes) return void chunks.push(chunk);
-      done();
-      body.resume();
-      reject(tooLarge());
+      if (size <= maxBytes) chunks.push(chunk);
+      else chunks.length = 0;
     };
     const onEnd = () => {
       done();
-      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+      if (size > maxBytes) reject(new ConnectError(`request body larger than ${maxBytes} bytes`, Code.ResourceExhausted));
+      else resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
     };
     const onError = (error: Error) => {
       done();

@@ -35,7 +35,9 @@ export function connectFraming(
     const universal = universalRequestFromNodeRequest(req as http.IncomingMessage, res as http.ServerResponse, undefined, undefined);
     const guarded = handler.service.typeName === MetadataService.typeName;
     handler(guarded ? { ...universal, body: edgeBody(edge, handler.method.name, req) } : universal)
-      .then((answer) => universalResponseToNodeResponse(answer, res as http.ServerResponse))
+      .then((answer) => {
+            return universalResponseToNodeResponse(answer, res as http.ServerResponse);
+      })
       .catch((reason: unknown) => {
         // The client went away mid-answer; anything else would be a bug of the stack: end the exchange either way.
         if (ConnectError.from(reason).code === Code.Aborted) return;

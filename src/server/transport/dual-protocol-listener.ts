@@ -23,9 +23,13 @@ export class DualProtocolListener {
   private readonly tcp: net.Server;
   private readonly sockets = new Set<net.Socket>();
   private readonly sessions = new Set<http2.ServerHttp2Session>();
+  /** openStreams counts the streams of each HTTP/2 session that are not closed. */
+  private readonly openStreams = new Map<http2.ServerHttp2Session, number>();
   /** h1InFlight counts the requests in flight per HTTP/1.1 connection. */
   private readonly h1InFlight = new Map<net.Socket, number>();
   private closing = false;
+  /** handingOver is the socket being handed to the http2 server, while it makes that socket's session. */
+  private handingOver: net.Socket | undefined;
 
   constructor(handler: RequestHandler) {
     this.h1 = http.createServer({ keepAliveTimeout: 60_000 }, handler);
@@ -34,12 +38,7 @@ export class DualProtocolListener {
     // the 64 KiB defaults, concurrent batch requests of tens of KiB wait on
     // WINDOW_UPDATE round trips.
     this.h2 = http2.createServer({ settings: { maxConcurrentStreams: 1_000, initialWindowSize: 1 << 20 } }, handler);
-    this.h2.on("session", (session) => {
-      session.once("connect", () => session.setLocalWindowSize(16 << 20));
-      if (!session.connecting) session.setLocalWindowSize(16 << 20);
-      this.sessions.add(session);
-      session.once("close", () => this.sessions.delete(session));
-    });
+    this.h2.on("session", (session) => this.trackSession(session));
     this.tcp = net.createServer({ noDelay: true }, (socket) => this.route(socket));
   }
 
@@ -62,13 +61,50 @@ export class DualProtocolListener {
   async close(timeoutMs: number): Promise<void> {
     this.closing = true;
     const stopped = new Promise<void>((resolve) => this.tcp.close(() => resolve()));
-    for (const session of this.sessions) session.close();
+    for (const session of this.sessions) {
+      session.close();
+      this.endIfIdle(session);
+    }
     for (const [socket, inFlight] of this.h1InFlight) if (inFlight === 0) socket.end();
     const deadline = Date.now() + timeoutMs;
     while (this.sockets.size > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
     for (const session of this.sessions) session.destroy();
     for (const socket of this.sockets) socket.destroy();
     await stopped;
+  }
+
+  /**
+   * trackSession sizes a new HTTP/2 session's window and follows its open
+   * streams. Node does not always end a session's socket by itself once
+   * the session is closing and idle, nor after a session error, so this
+   * does: a closing session ends when its last stream does, and a closed
+   * session's socket is destroyed.
+   */
+  private trackSession(session: http2.ServerHttp2Session): void {
+    const socket = this.handingOver!; // session.socket is a proxy that refuses destroy()
+    session.once("connect", () => session.setLocalWindowSize(16 << 20));
+    if (!session.connecting) session.setLocalWindowSize(16 << 20);
+    this.sessions.add(session);
+    this.openStreams.set(session, 0);
+    session.on("stream", (stream) => {
+      this.openStreams.set(session, this.openStreams.get(session)! + 1);
+      stream.once("close", () => {
+        this.openStreams.set(session, this.openStreams.get(session)! - 1);
+        this.endIfIdle(session);
+      });
+    });
+    session.on("error", () => session.destroy());
+    session.once("close", () => {
+      this.sessions.delete(session);
+      this.openStreams.delete(session);
+      socket.destroy();
+    });
+  }
+
+  /** endIfIdle destroys a closing session that has no open stream, once its GOAWAY had a turn to go out. */
+  private endIfIdle(session: http2.ServerHttp2Session): void {
+    if (!session.closed || session.destroyed || this.openStreams.get(session) !== 0) return;
+    setImmediate(() => session.destroy());
   }
 
   /** trackH1 counts a request in flight on an HTTP/1.1 connection, which closes after its last answer once closing. */
@@ -99,7 +135,11 @@ export class DualProtocolListener {
         this.h1InFlight.set(socket, 0);
         socket.once("close", () => this.h1InFlight.delete(socket));
       }
-      (isH2 ? this.h2 : this.h1).emit("connection", socket);
+      if (!isH2) return void this.h1.emit("connection", socket);
+      // The http2 server makes the session (and emits "session") within this call.
+      this.handingOver = socket;
+      this.h2.emit("connection", socket);
+      this.handingOver = undefined;
     };
     socket.on("readable", sniff);
   }

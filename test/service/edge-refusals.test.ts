@@ -1,0 +1,122 @@
+import { randomBytes } from "node:crypto";
+import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
+import { codeToString } from "@connectrpc/connect/protocol-connect";
+import { compressionGzip, createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import { describe, expect, it } from "vitest";
+import { ErrorInfoSchema, MetadataService, Reason, ReasonSchema } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { MetadataError } from "../../src/core/errors.js";
+import { startTestServer, type TestServer } from "../support/test-server.js";
+
+/** Answer is what a framing answered, in the terms every framing shares. */
+interface Answer {
+  code: string;
+  reason: string;
+  /** status is the HTTP status of the JSON routes; gRPC framings always answer 200 and carry the code in the trailers. */
+  status?: number;
+}
+
+/** GetLocationsCall is the one call every framing sends: the locations of `keys` on `rank`. */
+type GetLocationsCall = (url: string, rank: number, keys: string[]) => Promise<Answer>;
+
+const reasonName = (reason: Reason) => ReasonSchema.values.find((v) => v.number === reason)!.name;
+
+function viaClient(transport: (url: string) => Transport): GetLocationsCall {
+  return async (url, rank, keys) => {
+    const error = await createClient(MetadataService, transport(url))
+      .getLocations({ rank, keys })
+      .then(() => undefined, (e: unknown) => ConnectError.from(e));
+    if (error === undefined) return { code: "ok", reason: "" };
+    expect(error.metadata.get("hf3fs-server-id")).toBeTruthy();
+    const reason = error.findDetails(ErrorInfoSchema)[0]?.reason ?? Reason.UNSPECIFIED;
+    return { code: codeToString(error.code), reason: reasonName(reason) };
+  };
+}
+
+function viaJson(path: (rank: number) => string, body: (rank: number, keys: string[]) => object): GetLocationsCall {
+  return async (url, rank, keys) => {
+    const res = await fetch(url + path(rank), { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body(rank, keys)) });
+    if (res.status < 300) return { code: "ok", reason: "", status: res.status };
+    const error = (await res.json()) as { code: string; reason: string };
+    return { code: error.code, reason: error.reason, status: res.status };
+  };
+}
+
+const FRAMINGS: [string, GetLocationsCall][] = [
+  ["gRPC (fast path)", viaClient((baseUrl) => createGrpcTransport({ baseUrl }))],
+  ["gRPC, compressed (connect-node)", viaClient((baseUrl) => createGrpcTransport({ baseUrl, sendCompression: compressionGzip, compressMinBytes: 0 }))],
+  ["Connect", viaClient((baseUrl) => createConnectTransport({ baseUrl, httpVersion: "1.1" }))],
+  ["gRPC-Web", viaClient((baseUrl) => createGrpcWebTransport({ baseUrl, httpVersion: "1.1" }))],
+  ["vLLM JSON", viaJson(() => "/keys/get_locations", (rank, keys) => ({ rank, keys }))],
+  ["SGLang JSON", viaJson((rank) => `/${rank}/get_page_indices`, (_rank, keys) => ({ keys }))],
+];
+
+/** A refusal: how to bring it about, the call that meets it, and what every framing must answer. */
+interface Refusal {
+  name: string;
+  arrange(server: TestServer): void;
+  rank: number;
+  keys: string[];
+  code: Code;
+  reason: Reason;
+  status: number;
+}
+
+const REFUSALS: Refusal[] = [
+  {
+    name: "the server is shutting down",
+    arrange: (s) => s.lifecycle.refuse(new MetadataError(Reason.SHUTTING_DOWN, "shutting down")),
+    rank: 0,
+    keys: ["k"],
+    code: Code.Unavailable,
+    reason: Reason.SHUTTING_DOWN,
+    status: 503,
+  },
+  {
+    name: "the store failed",
+    arrange: (s) => s.lifecycle.refuse(new MetadataError(Reason.STORE_UNAVAILABLE, "store failed")),
+    rank: 0,
+    keys: ["k"],
+    code: Code.Unavailable,
+    reason: Reason.STORE_UNAVAILABLE,
+    status: 503,
+  },
+  {
+    name: "the body is over the limit",
+    arrange: () => undefined,
+    rank: 0,
+    // 2 MB that gzip cannot shrink (the test server takes 1 MiB): the compressed framing meets the same limit.
+    keys: Array.from({ length: 2_000 }, () => randomBytes(500).toString("hex")),
+    code: Code.ResourceExhausted,
+    reason: Reason.LIMIT_EXCEEDED,
+    status: 413,
+  },
+  {
+    name: "the rank is not initialized",
+    arrange: () => undefined,
+    rank: 7,
+    keys: ["k"],
+    code: Code.FailedPrecondition,
+    reason: Reason.RANK_NOT_INITIALIZED,
+    status: 404,
+  },
+];
+
+describe("every framing answers each refusal of the edge alike", () => {
+  describe.each(REFUSALS)("when $name", (refusal) => {
+    it.each(FRAMINGS)("%s", async (_, call) => {
+      const server = await startTestServer();
+      server.state.initializeRank("", 0, 8, 1);
+      refusal.arrange(server);
+      const answer = await call(server.url, refusal.rank, refusal.keys);
+      expect(answer.code).toBe(codeToString(refusal.code));
+      expect(answer.reason).toBe(reasonName(refusal.reason));
+      if (answer.status !== undefined) expect(answer.status).toBe(refusal.status);
+    });
+  });
+
+  it("and every framing serves the call when nothing refuses it", async () => {
+    const server = await startTestServer();
+    server.state.initializeRank("", 0, 8, 1);
+    for (const [, call] of FRAMINGS) expect((await call(server.url, 0, ["k"])).code).toBe("ok");
+  });
+});
