@@ -61,12 +61,16 @@ function leanClient(url: string): CycleClient {
   const lean = new LeanGrpc(url);
   return {
     init: async (namespace, rank, numPages) =>
-      void (await lean.call(path("InitializeRank"), toBinary(InitializeRankRequestSchema, create(InitializeRankRequestSchema, { namespace, rank, numPages, worldSize: 1 })))),
+      void (await lean.call(
+        path("InitializeRank"),
+        toBinary(InitializeRankRequestSchema, create(InitializeRankRequestSchema, { namespace, rank, numPages, worldSize: 1 })),
+      )),
     allocate: async (namespace, rank, keys, prefixKeys) =>
       fromBinary(BatchAllocateResponseSchema, await lean.callFramed(path("BatchAllocate"), batchAllocateFrame(namespace, rank, keys, prefixKeys))).pages,
     confirm: async (namespace, rank, keys, pages) => void (await lean.callFramed(path("ConfirmWrite"), confirmWriteFrame(namespace, rank, keys, pages))),
     exists: async (namespace, keys) => void (await lean.callFramed(path("BatchExists"), batchExistsFrame(namespace, keys))),
-    locate: async (namespace, rank, keys) => void fromBinary(GetLocationsResponseSchema, await lean.callFramed(path("GetLocations"), getLocationsFrame(namespace, rank, keys))),
+    locate: async (namespace, rank, keys) =>
+      void fromBinary(GetLocationsResponseSchema, await lean.callFramed(path("GetLocations"), getLocationsFrame(namespace, rank, keys))),
     close: () => lean.close(),
   };
 }
@@ -75,17 +79,34 @@ function grpcJsClient(url: string): CycleClient {
   const client = new grpc.Client(url.replace("http://", ""), grpc.credentials.createInsecure());
   const unary = <T>(method: string, bytes: Uint8Array, decode: (b: Buffer) => T) =>
     new Promise<T>((resolve, reject) =>
-      client.makeUnaryRequest(path(method), (b: Uint8Array) => Buffer.from(b), decode, bytes, (err, value) => (err ? reject(err) : resolve(value!))),
+      client.makeUnaryRequest(
+        path(method),
+        (b: Uint8Array) => Buffer.from(b),
+        decode,
+        bytes,
+        (err, value) => (err ? reject(err) : resolve(value!)),
+      ),
     );
   const raw = (b: Buffer) => b;
   return {
     init: async (namespace, rank, numPages) =>
-      void (await unary("InitializeRank", toBinary(InitializeRankRequestSchema, create(InitializeRankRequestSchema, { namespace, rank, numPages, worldSize: 1 })), raw)),
+      void (await unary(
+        "InitializeRank",
+        toBinary(InitializeRankRequestSchema, create(InitializeRankRequestSchema, { namespace, rank, numPages, worldSize: 1 })),
+        raw,
+      )),
     allocate: async (namespace, rank, keys, prefixKeys) =>
-      (await unary("BatchAllocate", toBinary(BatchAllocateRequestSchema, create(BatchAllocateRequestSchema, { namespace, rank, keys, prefixKeys })), (b) => fromBinary(BatchAllocateResponseSchema, b))).pages,
-    confirm: async (namespace, rank, keys, pages) => void (await unary("ConfirmWrite", toBinary(ConfirmWriteRequestSchema, create(ConfirmWriteRequestSchema, { namespace, rank, keys, pages })), raw)),
-    exists: async (namespace, keys) => void (await unary("BatchExists", toBinary(BatchExistsRequestSchema, create(BatchExistsRequestSchema, { namespace, keys })), raw)),
-    locate: async (namespace, rank, keys) => void (await unary("GetLocations", toBinary(GetLocationsRequestSchema, create(GetLocationsRequestSchema, { namespace, rank, keys })), raw)),
+      (
+        await unary("BatchAllocate", toBinary(BatchAllocateRequestSchema, create(BatchAllocateRequestSchema, { namespace, rank, keys, prefixKeys })), (b) =>
+          fromBinary(BatchAllocateResponseSchema, b),
+        )
+      ).pages,
+    confirm: async (namespace, rank, keys, pages) =>
+      void (await unary("ConfirmWrite", toBinary(ConfirmWriteRequestSchema, create(ConfirmWriteRequestSchema, { namespace, rank, keys, pages })), raw)),
+    exists: async (namespace, keys) =>
+      void (await unary("BatchExists", toBinary(BatchExistsRequestSchema, create(BatchExistsRequestSchema, { namespace, keys })), raw)),
+    locate: async (namespace, rank, keys) =>
+      void (await unary("GetLocations", toBinary(GetLocationsRequestSchema, create(GetLocationsRequestSchema, { namespace, rank, keys })), raw)),
     close: () => client.close(),
   };
 }
@@ -99,8 +120,11 @@ function vllmClient(url: string): CycleClient {
   return {
     init: async (namespace, rank, numPages) => void (await post(`/rank/${rank}/initialize`, { num_pages: numPages, namespace })),
     allocate: async (namespace, rank, keys, prefixKeys) =>
-      ((await post("/keys/batch_allocate", { rank, namespace, keys: keys.map((k, i) => [k, prefixKeys[i]]) }))!.results as [string, number][]).map(([, p]) => p),
-    confirm: async (namespace, rank, keys, pages) => void (await post("/keys/confirm_write", { rank, namespace, confirmations: keys.map((k, i) => [k, pages[i]]) })),
+      ((await post("/keys/batch_allocate", { rank, namespace, keys: keys.map((k, i) => [k, prefixKeys[i]]) }))!.results as [string, number][]).map(
+        ([, p]) => p,
+      ),
+    confirm: async (namespace, rank, keys, pages) =>
+      void (await post("/keys/confirm_write", { rank, namespace, confirmations: keys.map((k, i) => [k, pages[i]]) })),
     exists: async (namespace, keys) => void (await post("/keys/batch_exists", { namespace, keys })),
     locate: async (namespace, rank, keys) => void (await post("/keys/get_locations", { rank, namespace, keys })),
     close: () => undefined,

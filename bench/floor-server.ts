@@ -3,7 +3,7 @@
 // listener), whose methods return canned answers of the right size: the
 // floor that the service's own work sits on.
 import type { ServiceImpl } from "@connectrpc/connect";
-import { AllocationStatus, MetadataService } from "../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { AllocationStatus, type MetadataService } from "../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataState } from "../src/core/state.js";
 import { connectFraming } from "../src/server/transport/connect-framing.js";
 import { DualProtocolListener } from "../src/server/transport/dual-protocol-listener.js";
@@ -25,7 +25,13 @@ const canned: ServiceImpl<typeof MetadataService> = {
 };
 const ledger = { state: new MetadataState(() => Date.now(), {}, false), store: new MemoryStore() };
 const edge = new Edge({ ledger, lifecycle: new Lifecycle(), serverId: "floor", observe: () => undefined, maxBodyBytes: 64 << 20 });
-const connect = connectFraming(edge, canned, () => undefined, 64 << 20, (_req, res) => res.writeHead(404).end());
+const connect = connectFraming(
+  edge,
+  canned,
+  () => undefined,
+  64 << 20,
+  (_req, res) => res.writeHead(404).end(),
+);
 const listener = new DualProtocolListener(requestHandler("floor", new GrpcUnaryFastPath(canned, edge), connect));
 const port = await listener.listen("127.0.0.1", 0);
 console.log(JSON.stringify({ msg: "listening", url: `http://127.0.0.1:${port}` }));

@@ -47,8 +47,16 @@ async function compare(): Promise<void> {
   for (const api of ["compat", "stream", "compat", "stream"] as Api[]) {
     const server = await startProcess("bench/http2-api-probe.ts", ["serve", api]);
     const config: LoadConfig = {
-      url: server.url, transport: "lean-grpc", batch: 1, concurrency: 16, connections: 2, ranks: 8, numPages: 1_000,
-      warmupMs: 500, durationMs: 3_000, keyOffset: 0,
+      url: server.url,
+      transport: "lean-grpc",
+      batch: 1,
+      concurrency: 16,
+      connections: 2,
+      ranks: 8,
+      numPages: 1_000,
+      warmupMs: 500,
+      durationMs: 3_000,
+      keyOffset: 0,
     };
     const { result, serverCpuMs } = await runLoad<LoadResult>(config, server.pid);
     await server.stop();

@@ -33,7 +33,9 @@ for (const concurrency of [1, 16]) {
   );
   const used = process.cpuUsage(cpu);
   const seconds = (performance.now() - started) / 1_000;
-  console.log(`concurrency ${concurrency}: ${Math.round(calls / seconds)} calls/s, ${Math.round((used.user + used.system) / calls)} µs CPU per call (client + server)`);
+  console.log(
+    `concurrency ${concurrency}: ${Math.round(calls / seconds)} calls/s, ${Math.round((used.user + used.system) / calls)} µs CPU per call (client + server)`,
+  );
 }
 client.close();
 server.close();

@@ -1,4 +1,4 @@
-import { connect, type ClientHttp2Session, constants } from "node:http2";
+import { type ClientHttp2Session, connect, constants } from "node:http2";
 import { connect as tcpConnect } from "node:net";
 
 /**

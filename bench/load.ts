@@ -1,8 +1,9 @@
 // load.ts CONFIG_JSON: the load process of the benchmark. It runs the cycle
 // workload against a server and prints, on stdout, "start" when the measured
 // window opens, "end" when it closes, then one JSON line of results.
-import { benchKey } from "./keys.js";
+
 import { type CycleClient, cycleClient, type TransportName } from "./cycle-clients.js";
+import { benchKey } from "./keys.js";
 import { type LatencySummary, summarize } from "./latency.js";
 
 export interface LoadConfig {
@@ -68,7 +69,14 @@ async function run(config: LoadConfig): Promise<LoadResult> {
         const pages = await timed("allocate", () => client.allocate(namespace, 0, keys, prefixKeys));
         const written = keys.filter((_, i) => pages[i]! >= 0);
         if (measuring) noSpace += keys.length - written.length;
-        await timed("confirm", () => client.confirm(namespace, 0, written, pages.filter((p) => p >= 0)));
+        await timed("confirm", () =>
+          client.confirm(
+            namespace,
+            0,
+            written,
+            pages.filter((p) => p >= 0),
+          ),
+        );
         await timed("exists", () => client.exists(namespace, keys));
         await timed("locate", () => client.locate(namespace, 0, keys));
         if (measuring) cycles++;

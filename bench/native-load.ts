@@ -51,7 +51,9 @@ export async function nativeLoad(
   writeFileSync(body, frame);
   const before = await callsByCode(url, method);
   const args = ["--warm-up-time=1", "-D", String(options.durationSec), "-c", String(options.connections), "-m", String(options.streams), "-t", "1"];
-  const child = spawn("h2load", [...args, "-d", body, "-H", "content-type: application/grpc", "-H", "te: trailers", `${url}${path}`], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn("h2load", [...args, "-d", body, "-H", "content-type: application/grpc", "-H", "te: trailers", `${url}${path}`], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   // The server's and h2load's CPU, read when h2load says its measured window starts and ends.
   const window = { started: 0, serverCpuMs: 0, clientCpuMs: 0, elapsedMs: 0 };
   let output = "";
@@ -73,7 +75,8 @@ export async function nativeLoad(
   const done = /requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded/.exec(output);
   if (code !== 0 || done === null) throw new Error(`h2load exited with ${code}:\n${output}`);
   // Lines that came late (buffered) would make a window of the wrong length.
-  if (Math.abs(window.elapsedMs - options.durationSec * 1_000) > 250) throw new Error(`h2load's measured window lasted ${window.elapsedMs} ms, not ${options.durationSec} s`);
+  if (Math.abs(window.elapsedMs - options.durationSec * 1_000) > 250)
+    throw new Error(`h2load's measured window lasted ${window.elapsedMs} ms, not ${options.durationSec} s`);
   const after = await callsByCode(url, method);
   if (after !== undefined && before !== undefined) {
     const failed = [...after].filter(([c, n]) => c !== "ok" && n !== (before.get(c) ?? 0));

@@ -54,7 +54,10 @@ export function rssMb(pid: number): number {
 
 /** runLoad runs the load process and samples the server's CPU over its measured window. */
 export async function runLoad<R>(config: object, serverPid: number): Promise<{ result: R; serverCpuMs: number; serverRssMb: number }> {
-  const child = spawn(process.execPath, ["--import", "tsx", `${ROOT}bench/load.ts`, JSON.stringify(config)], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawn(process.execPath, ["--import", "tsx", `${ROOT}bench/load.ts`, JSON.stringify(config)], {
+    cwd: ROOT,
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   let cpuStart = 0;
   let serverCpuMs = 0;
   let serverRssMb = 0;

@@ -56,7 +56,9 @@ const { result, serverCpuMs } = await runLoad<LoadResult>(config, server.pid);
 await server.stop();
 
 const calls = result.cycles * 4;
-console.log(`B=${batch} C=${concurrency}: ${result.cycles} cycles, server ${((serverCpuMs * 1_000) / calls).toFixed(1)} µs/call, ${((serverCpuMs * 1_000) / Math.max(1, result.keys)).toFixed(2)} µs/key`);
+console.log(
+  `B=${batch} C=${concurrency}: ${result.cycles} cycles, server ${((serverCpuMs * 1_000) / calls).toFixed(1)} µs/call, ${((serverCpuMs * 1_000) / Math.max(1, result.keys)).toFixed(2)} µs/key`,
+);
 // tsx's loader thread writes a profile too; the largest one is the server's main thread.
 const [file] = readdirSync(dir)
   .filter((f) => f.endsWith(".cpuprofile"))
@@ -82,8 +84,16 @@ if (file !== undefined) {
     const area = AREAS.find(([, pattern]) => pattern.test(name))?.[0] ?? "other";
     areas.set(area, (areas.get(area) ?? 0) + t);
   }
-  console.log([...areas].sort((a, b) => b[1] - a[1]).map(([a, t]) => `${a} ${((t / (total - idle)) * 100).toFixed(0)}%`).join(", "));
-  for (const [name, t] of [...self].filter(([n]) => !n.startsWith("(idle)")).sort((a, b) => b[1] - a[1]).slice(0, 40)) {
+  console.log(
+    [...areas]
+      .sort((a, b) => b[1] - a[1])
+      .map(([a, t]) => `${a} ${((t / (total - idle)) * 100).toFixed(0)}%`)
+      .join(", "),
+  );
+  for (const [name, t] of [...self]
+    .filter(([n]) => !n.startsWith("(idle)"))
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 40)) {
     console.log(`${((t / (total - idle)) * 100).toFixed(1).padStart(5)}%  ${name}`);
   }
 }

@@ -6,22 +6,43 @@
 import { varintLength } from "../src/server/transport/varint.js";
 
 /** Field is one field of a request: a string, repeated strings, a uint32, or a packed int32 run. A singular default ("" or 0) and an empty run are left out, as proto3 does. */
-type Field = { n: number; string: string } | { n: number; strings: readonly string[] } | { n: number; uint32: number } | { n: number; int32s: readonly number[] };
+type Field =
+  | { n: number; string: string }
+  | { n: number; strings: readonly string[] }
+  | { n: number; uint32: number }
+  | { n: number; int32s: readonly number[] };
 
 export function batchAllocateFrame(namespace: string, rank: number, keys: readonly string[], prefixKeys: readonly string[]): Buffer {
-  return frame([{ n: 1, string: namespace }, { n: 2, uint32: rank }, { n: 3, strings: keys }, { n: 4, strings: prefixKeys }]);
+  return frame([
+    { n: 1, string: namespace },
+    { n: 2, uint32: rank },
+    { n: 3, strings: keys },
+    { n: 4, strings: prefixKeys },
+  ]);
 }
 
 export function confirmWriteFrame(namespace: string, rank: number, keys: readonly string[], pages: readonly number[]): Buffer {
-  return frame([{ n: 1, string: namespace }, { n: 2, uint32: rank }, { n: 3, strings: keys }, { n: 4, int32s: pages }]);
+  return frame([
+    { n: 1, string: namespace },
+    { n: 2, uint32: rank },
+    { n: 3, strings: keys },
+    { n: 4, int32s: pages },
+  ]);
 }
 
 export function batchExistsFrame(namespace: string, keys: readonly string[]): Buffer {
-  return frame([{ n: 1, string: namespace }, { n: 2, strings: keys }]);
+  return frame([
+    { n: 1, string: namespace },
+    { n: 2, strings: keys },
+  ]);
 }
 
 export function getLocationsFrame(namespace: string, rank: number, keys: readonly string[]): Buffer {
-  return frame([{ n: 1, string: namespace }, { n: 2, uint32: rank }, { n: 3, strings: keys }]);
+  return frame([
+    { n: 1, string: namespace },
+    { n: 2, uint32: rank },
+    { n: 3, strings: keys },
+  ]);
 }
 
 /** frame writes the fields, in order, after the 5-byte gRPC message header. */

@@ -1,22 +1,26 @@
 // npm run bench [-- --quick] [-- --only=cycle,floor,...]: the benchmark
 // harness. Servers and load run in separate processes; every row reports the
 // server's CPU beside the client's, so a saturated client is visible.
-import { create, toBinary } from "@bufbuild/protobuf";
+
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { BatchExistsRequestSchema, GetLocationsRequestSchema } from "../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { coreRates } from "./core-bench.js";
 import { cycleClient, type TransportName } from "./cycle-clients.js";
+import { benchKey } from "./keys.js";
 import type { LoadConfig, LoadResult } from "./load.js";
+import { h2loadInstalled, type NativeLoadResult, nativeLoad } from "./native-load.js";
 import { runLoad, type ServerProcess, startProcess } from "./processes.js";
 import { fillStore, measureRecovery } from "./recovery.js";
-import { h2loadInstalled, type NativeLoadResult, nativeLoad } from "./native-load.js";
-import { benchKey } from "./keys.js";
 
 const args = process.argv.slice(2);
 const quick = args.includes("--quick");
-const only = args.find((a) => a.startsWith("--only="))?.slice(7).split(",");
+const only = args
+  .find((a) => a.startsWith("--only="))
+  ?.slice(7)
+  .split(",");
 const enabled = (name: string) => only === undefined || only.includes(name);
 const WARMUP_MS = quick ? 200 : 700;
 const DURATION_MS = quick ? 400 : 2_000;
@@ -50,11 +54,23 @@ interface Row {
 
 const rows: Row[] = [];
 let keyOffset = 0;
+/** nextKeyOffset gives each load run keys no other run used. */
+function nextKeyOffset(): number {
+  keyOffset += 1e9;
+  return keyOffset;
+}
 
 const SERVER = "src/server/main.ts";
 const serverArgs = (extra: string[]) => ["serve", "--host", "127.0.0.1", "--port", "0", "--read-lease-ttl", "50ms", ...extra];
 
-async function cycle(server: ServerProcess, workload: string, transport: TransportName, batch: number, concurrency: number, numPages = NUM_PAGES): Promise<Row> {
+async function cycle(
+  server: ServerProcess,
+  workload: string,
+  transport: TransportName,
+  batch: number,
+  concurrency: number,
+  numPages = NUM_PAGES,
+): Promise<Row> {
   const config: LoadConfig = {
     url: server.url,
     transport,
@@ -65,7 +81,7 @@ async function cycle(server: ServerProcess, workload: string, transport: Transpo
     numPages,
     warmupMs: WARMUP_MS,
     durationMs: DURATION_MS,
-    keyOffset: (keyOffset += 1e9),
+    keyOffset: nextKeyOffset(),
   };
   const { result, serverCpuMs, serverRssMb } = await runLoad<LoadResult>(config, server.pid);
   const seconds = result.elapsedMs / 1_000;
@@ -113,7 +129,25 @@ const fmt = (n: number, digits = 0) => n.toLocaleString("en-US", { maximumFracti
 
 function printHeader(): void {
   console.log(
-    ["workload", "transport", "B", "C", "cycles/s", "keys/s", "calls/s", "alloc p50", "alloc p99", "call p99", "max ms", "srv CPU%", "cli CPU%", "µs/call", "µs/key", "RSS MB", "saturated"]
+    [
+      "workload",
+      "transport",
+      "B",
+      "C",
+      "cycles/s",
+      "keys/s",
+      "calls/s",
+      "alloc p50",
+      "alloc p99",
+      "call p99",
+      "max ms",
+      "srv CPU%",
+      "cli CPU%",
+      "µs/call",
+      "µs/key",
+      "RSS MB",
+      "saturated",
+    ]
       .map((h, i) => (i < 2 ? h.padEnd(i === 0 ? 10 : 14) : h.padStart(10)))
       .join(""),
   );
@@ -157,7 +191,12 @@ printHeader();
 
 if (enabled("cycle")) {
   await withServer(SERVER, ["--in-memory"], async (server) => {
-    const grid = quick ? [[1, 16], [64, 16]] : [1, 64, 512].flatMap((b) => [1, 16, 64].map((c) => [b, c]));
+    const grid = quick
+      ? [
+          [1, 16],
+          [64, 16],
+        ]
+      : [1, 64, 512].flatMap((b) => [1, 16, 64].map((c) => [b, c]));
     for (const [b, c] of grid) await cycle(server, "cycle", "lean-grpc", b!, c!);
   });
 }
@@ -167,8 +206,16 @@ if (enabled("full")) {
   await withServer(SERVER, ["--in-memory"], async (server) => {
     const pages = 20_000;
     const fillConfig: LoadConfig = {
-      url: server.url, transport: "lean-grpc", batch: 512, concurrency: RANKS, connections: 2, ranks: RANKS, numPages: pages,
-      warmupMs: 0, durationMs: quick ? 500 : 1_500, keyOffset: (keyOffset += 1e9),
+      url: server.url,
+      transport: "lean-grpc",
+      batch: 512,
+      concurrency: RANKS,
+      connections: 2,
+      ranks: RANKS,
+      numPages: pages,
+      warmupMs: 0,
+      durationMs: quick ? 500 : 1_500,
+      keyOffset: nextKeyOffset(),
     };
     await runLoad<LoadResult>(fillConfig, server.pid);
     await cycle(server, "full", "lean-grpc", 64, 16, pages);
@@ -184,8 +231,15 @@ if (enabled("transports")) {
 
 if (enabled("floor")) {
   const ratios: Record<string, number> = {};
-  for (const [b, c] of quick ? [[64, 16]] : [[1, 16], [64, 16], [512, 16]]) {
-    const service = rows.find((r) => r.workload === "cycle" && r.batch === b && r.concurrency === c) ??
+  for (const [b, c] of quick
+    ? [[64, 16]]
+    : [
+        [1, 16],
+        [64, 16],
+        [512, 16],
+      ]) {
+    const service =
+      rows.find((r) => r.workload === "cycle" && r.batch === b && r.concurrency === c) ??
       (await withServer(SERVER, ["--in-memory"], (s) => cycle(s, "cycle", "lean-grpc", b!, c!)));
     const floor = await withServer("bench/floor-server.ts", [], (s) => cycle(s, "floor", "lean-grpc", b!, c!));
     // Capacity ratio: server CPU per cycle of the floor over that of the service (1 = the service adds nothing).
@@ -262,10 +316,19 @@ if (enabled("durable")) {
   rmSync(recoveryDir, { recursive: true, force: true });
   report.durable = {
     durableOverMemory: durable.keysPerSec / memory.keysPerSec,
-    recovery: { keys, ranks: RANKS, ms: recovery.ms, records: recovery.records, heapMb: recovery.heapMb, bytesPerKeyPerRank: (recovery.heapMb * 2 ** 20) / (keys * RANKS) },
+    recovery: {
+      keys,
+      ranks: RANKS,
+      ms: recovery.ms,
+      records: recovery.records,
+      heapMb: recovery.heapMb,
+      bytesPerKeyPerRank: (recovery.heapMb * 2 ** 20) / (keys * RANKS),
+    },
   };
   console.log(`durable   durable/in-memory keys/s at B=64 C=16: ${fmt(durable.keysPerSec / memory.keysPerSec, 2)}`);
-  console.log(`durable   recovery of ${fmt(keys)} keys on ${RANKS} ranks: ${fmt(recovery.ms)} ms; heap ${fmt(recovery.heapMb)} MB = ${fmt((recovery.heapMb * 2 ** 20) / (keys * RANKS))} bytes per key per rank`);
+  console.log(
+    `durable   recovery of ${fmt(keys)} keys on ${RANKS} ranks: ${fmt(recovery.ms)} ms; heap ${fmt(recovery.heapMb)} MB = ${fmt((recovery.heapMb * 2 ** 20) / (keys * RANKS))} bytes per key per rank`,
+  );
 }
 
 report.rows = rows;

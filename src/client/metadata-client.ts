@@ -1,16 +1,9 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { type CallOptions, type Client, Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
-import {
-  ErrorInfoSchema,
-  type InitializeRankRequestSchema,
-  MetadataService,
-  Reason,
-  Role,
-} from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { ErrorInfoSchema, type InitializeRankRequestSchema, MetadataService, Reason, Role } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
 import { backoffMs, defaultRetryPolicy, type RetryPolicy } from "./backoff.js";
-
 
 /** MetadataClientOptions configure createMetadataClient. */
 export interface MetadataClientOptions {

@@ -8,8 +8,8 @@ import { RecordList } from "./record-list.js";
  * keys and the recency order used for eviction.
  *
  * Invariants: `keys` holds exactly the keys USED on at least one rank (a
- * record's confirmedRanks equals the number of ranks whose `used` map has
- * it); `lru` holds exactly the complete records, least recently used first;
+ * record's confirmedRanks equals the number of its `pages` that are not -1,
+ * and each such page's pool owner on that rank is the key); `lru` holds exactly the complete records, least recently used first;
  * `incomplete` holds exactly the other records, by reclaimAtMs (the TTL is
  * one server option, so insertion order is deadline order).
  */

@@ -89,7 +89,8 @@ export class Rank {
     for (const reservation of this.reserved.values()) {
       if (reservation.expiresAtMs > nowMs) break;
       this.releaseReservation(reservation, true);
-      (expired ??= []).push(reservation);
+      expired ??= [];
+      expired.push(reservation);
     }
     return expired;
   }

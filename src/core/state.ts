@@ -114,13 +114,7 @@ export class MetadataState {
    * parameters. A scheduler keeps no state; any other role (unspecified
    * included) is a worker.
    */
-  initializeRank(
-    namespace: string,
-    rankNo: number,
-    numPages: number,
-    worldSize: number,
-    role: Role = Role.WORKER,
-  ): InitializeRankResult {
+  initializeRank(namespace: string, rankNo: number, numPages: number, worldSize: number, role: Role = Role.WORKER): InitializeRankResult {
     const name = namespaceName(namespace, this.options);
     checkUint32(rankNo, "rank");
     checkUint32(worldSize, "world_size");
@@ -137,20 +131,20 @@ export class MetadataState {
     }
     let ns = this.namespaces.get(name);
     if (ns !== undefined && ns.worldSize !== worldSize) {
-      throw new MetadataError(
-        Reason.RANK_CONFIG_MISMATCH,
-        `namespace "${name}" has world_size ${ns.worldSize}, not ${worldSize}`,
-        { namespace: name, rank: rankNo, field: "world_size" },
-      );
+      throw new MetadataError(Reason.RANK_CONFIG_MISMATCH, `namespace "${name}" has world_size ${ns.worldSize}, not ${worldSize}`, {
+        namespace: name,
+        rank: rankNo,
+        field: "world_size",
+      });
     }
     const existing = ns?.ranks.get(rankNo);
     if (existing !== undefined) {
       if (existing.numPages !== numPages) {
-        throw new MetadataError(
-          Reason.RANK_CONFIG_MISMATCH,
-          `rank ${rankNo} of namespace "${name}" has ${existing.numPages} pages, not ${numPages}`,
-          { namespace: name, rank: rankNo, field: "num_pages" },
-        );
+        throw new MetadataError(Reason.RANK_CONFIG_MISMATCH, `rank ${rankNo} of namespace "${name}" has ${existing.numPages} pages, not ${numPages}`, {
+          namespace: name,
+          rank: rankNo,
+          field: "num_pages",
+        });
       }
       return { created: false, numPages, freePages: existing.pool.freePages };
     }
@@ -203,8 +197,9 @@ export class MetadataState {
         continue;
       }
       reservation = rank.reserveFree(key, expiresAtMs);
-      if (reservation === undefined && this.evictFor(ns, rank, (batch ??= new Set(keys)), now)) {
-        reservation = rank.reserveFree(key, expiresAtMs);
+      if (reservation === undefined) {
+        batch ??= new Set(keys);
+        if (this.evictFor(ns, rank, batch, now)) reservation = rank.reserveFree(key, expiresAtMs);
       }
       if (reservation === undefined) {
         pages[i] = -1;
@@ -224,13 +219,7 @@ export class MetadataState {
    * pages of pagesToRelease. The whole batch is checked first; on any error
    * nothing changes.
    */
-  confirmWrite(
-    namespace: string,
-    rankNo: number,
-    keys: readonly string[],
-    pages: readonly number[],
-    pagesToRelease: readonly number[] = [],
-  ): ConfirmResult {
+  confirmWrite(namespace: string, rankNo: number, keys: readonly string[], pages: readonly number[], pagesToRelease: readonly number[] = []): ConfirmResult {
     const name = namespaceName(namespace, this.options);
     checkKeys(keys, "keys", this.options);
     checkSameLength(keys, "keys", pages, "pages");
@@ -294,7 +283,8 @@ export class MetadataState {
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i]!;
       const page = pages[i]!;
-      const record = (records[i] = ns.keys.get(key));
+      const record = ns.keys.get(key);
+      records[i] = record;
       const usedPage = confirmedPage(record, rank.slot);
       let ok = rank.isConfirmable(key, page, usedPage);
       if (ok && usedPage < 0 && !rank.reserved.has(key)) {
@@ -314,11 +304,12 @@ export class MetadataState {
     const confirming = new Set(pages);
     for (const page of pagesToRelease) {
       if (rank.pageState(page) === "used" || confirming.has(page)) {
-        throw new MetadataError(
-          Reason.PAGE_IN_USE,
-          `page ${page} of rank ${subject.rank} holds a confirmed key and cannot be released`,
-          { ...subject, page, key: rank.pool.ownerOf(page), field: "pages_to_release" },
-        );
+        throw new MetadataError(Reason.PAGE_IN_USE, `page ${page} of rank ${subject.rank} holds a confirmed key and cannot be released`, {
+          ...subject,
+          page,
+          key: rank.pool.ownerOf(page),
+          field: "pages_to_release",
+        });
       }
     }
     return records;
@@ -572,7 +563,10 @@ export class MetadataState {
       switch (change.kind) {
         case "rank": {
           let ns = this.namespaces.get(change.namespace);
-          if (ns === undefined) this.namespaces.set(change.namespace, (ns = new Namespace(change.namespace, change.worldSize)));
+          if (ns === undefined) {
+            ns = new Namespace(change.namespace, change.worldSize);
+            this.namespaces.set(change.namespace, ns);
+          }
           ns.addRank(change.rank, change.numPages);
           break;
         }

@@ -31,11 +31,10 @@ export function checkKeys(keys: readonly string[], field: string, options: State
     }
     // A UTF-16 unit is at most 3 UTF-8 bytes: only long keys need counting.
     if (key.length * 3 > maxBytes && utf8Length(key) > maxBytes) {
-      throw new MetadataError(
-        Reason.LIMIT_EXCEEDED,
-        `${field}[${i}] is ${utf8Length(key)} bytes, more than the limit of ${maxBytes}`,
-        { field, key: key.slice(0, 64) },
-      );
+      throw new MetadataError(Reason.LIMIT_EXCEEDED, `${field}[${i}] is ${utf8Length(key)} bytes, more than the limit of ${maxBytes}`, {
+        field,
+        key: key.slice(0, 64),
+      });
     }
   }
 }
@@ -43,11 +42,9 @@ export function checkKeys(keys: readonly string[], field: string, options: State
 /** checkCount checks that a batch field has at most maxKeysPerCall entries. */
 export function checkCount(values: readonly unknown[], field: string, options: StateOptions): void {
   if (values.length > options.maxKeysPerCall) {
-    throw new MetadataError(
-      Reason.LIMIT_EXCEEDED,
-      `${field} has ${values.length} entries, more than the limit of ${options.maxKeysPerCall} per call`,
-      { field },
-    );
+    throw new MetadataError(Reason.LIMIT_EXCEEDED, `${field} has ${values.length} entries, more than the limit of ${options.maxKeysPerCall} per call`, {
+      field,
+    });
   }
 }
 
@@ -64,11 +61,11 @@ export function checkPages(pages: readonly number[], field: string, numPages: nu
   for (let i = 0; i < pages.length; i++) {
     const page = pages[i]!;
     if (!(page >= 0 && page < numPages && Number.isInteger(page))) {
-      throw new MetadataError(
-        Reason.PAGE_OUT_OF_RANGE,
-        `${field}[${i}] = ${page} is not a page of rank ${subject.rank} (0 .. ${numPages - 1})`,
-        { ...subject, page: Number.isInteger(page) ? page : undefined, field },
-      );
+      throw new MetadataError(Reason.PAGE_OUT_OF_RANGE, `${field}[${i}] = ${page} is not a page of rank ${subject.rank} (0 .. ${numPages - 1})`, {
+        ...subject,
+        page: Number.isInteger(page) ? page : undefined,
+        field,
+      });
     }
   }
 }

@@ -1,6 +1,6 @@
 import { inspectCommand } from "./inspect-command.js";
-import { serveCommand } from "./serve-command.js";
 import { healthCommand, statsCommand } from "./operator-commands.js";
+import { serveCommand } from "./serve-command.js";
 
 const COMMANDS = `usage: hf3fs-metadata <command> [options]
 

@@ -11,7 +11,12 @@ import type { Store } from "../store/store.js";
  */
 export class Metrics {
   readonly registry = new Registry();
-  private readonly calls = new Counter({ name: "hf3fs_metadata_calls_total", help: "Calls by method and status code.", labelNames: ["method", "code"], registers: [this.registry] });
+  private readonly calls = new Counter({
+    name: "hf3fs_metadata_calls_total",
+    help: "Calls by method and status code.",
+    labelNames: ["method", "code"],
+    registers: [this.registry],
+  });
   private readonly latency = new Histogram({
     name: "hf3fs_metadata_call_duration_seconds",
     help: "Call latency by method, from decoded request to reply (commit included).",
@@ -74,10 +79,16 @@ export class Metrics {
   observeCall(method: string, code: string, seconds: number): void {
     const key = `${method}\u0000${code}`;
     let counter = this.callChildren.get(key);
-    if (counter === undefined) this.callChildren.set(key, (counter = this.calls.labels({ method, code })));
+    if (counter === undefined) {
+      counter = this.calls.labels({ method, code });
+      this.callChildren.set(key, counter);
+    }
     counter.inc();
     let histogram = this.latencyChildren.get(method);
-    if (histogram === undefined) this.latencyChildren.set(method, (histogram = this.latency.labels({ method })));
+    if (histogram === undefined) {
+      histogram = this.latency.labels({ method });
+      this.latencyChildren.set(method, histogram);
+    }
     histogram.observe(seconds);
   }
 
@@ -95,7 +106,10 @@ export class Metrics {
         const started = performance.now();
         commitChanges.observe(changes.length);
         const done = store.commit(changes);
-        void done.then(() => commitSeconds.observe((performance.now() - started) / 1_000), () => undefined);
+        void done.then(
+          () => commitSeconds.observe((performance.now() - started) / 1_000),
+          () => undefined,
+        );
         return done;
       },
     };

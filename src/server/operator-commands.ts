@@ -32,7 +32,10 @@ export async function statsCommand(args: string[]): Promise<number> {
   try {
     const client = createMetadataClient({ baseUrl: parsed.server, retry: { deadlineMs: 3_000 } });
     const { namespaces } = await client.getStats({ namespace: namespace ?? "", allNamespaces: namespace === undefined });
-    const views = namespaces.map((ns) => ({ ...ns, ...(Object.fromEntries(NAMESPACE_COUNTERS.map(({ field }) => [field, Number(ns[field])])) as NamespaceCounts) }));
+    const views = namespaces.map((ns) => ({
+      ...ns,
+      ...(Object.fromEntries(NAMESPACE_COUNTERS.map(({ field }) => [field, Number(ns[field])])) as NamespaceCounts),
+    }));
     process.stdout.write(renderStats(views));
     return 0;
   } catch (error) {

@@ -77,11 +77,7 @@ export function toConnectError(error: unknown, namespace: string): ConnectError 
   if (error instanceof ConnectError) {
     if (error.details.length > 0) return error;
     const reason = reasonOfStackCode[error.code] ?? Reason.UNSPECIFIED;
-    return new ConnectError(error.rawMessage, error.code, error.metadata, [
-      { desc: ErrorInfoSchema, value: { reason, namespace } },
-    ]);
+    return new ConnectError(error.rawMessage, error.code, error.metadata, [{ desc: ErrorInfoSchema, value: { reason, namespace } }]);
   }
-  return new ConnectError("internal error", Code.Internal, undefined, [
-    { desc: ErrorInfoSchema, value: { reason: Reason.INTERNAL, namespace } },
-  ], error);
+  return new ConnectError("internal error", Code.Internal, undefined, [{ desc: ErrorInfoSchema, value: { reason: Reason.INTERNAL, namespace } }], error);
 }

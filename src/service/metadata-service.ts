@@ -1,6 +1,6 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { MetadataService, type NamespaceStatsSchema } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import type { MetadataService, NamespaceStatsSchema } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { NAMESPACE_COUNTERS } from "../core/namespace-counters.js";
 import type { MetadataState, NamespaceStatsView } from "../core/state.js";
 

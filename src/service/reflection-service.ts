@@ -1,12 +1,7 @@
-import { createRegistry, type DescFile, type Registry, toBinary } from "@bufbuild/protobuf";
+import { createRegistry, type DescFile, type MessageInitShape, type Registry, toBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { Code, type ServiceImpl } from "@connectrpc/connect";
-import type { MessageInitShape } from "@bufbuild/protobuf";
-import type {
-  ServerReflection as ReflectionV1,
-  ServerReflectionRequest,
-  ServerReflectionResponseSchema,
-} from "../../gen/grpc/reflection/v1/reflection_pb.js";
+import type { ServerReflection as ReflectionV1, ServerReflectionRequest, ServerReflectionResponseSchema } from "../../gen/grpc/reflection/v1/reflection_pb.js";
 
 type Request = Pick<ServerReflectionRequest, "host" | "messageRequest">;
 /** Answer is a response's oneof as a plain init (no $typeName), so it fits v1 and v1alpha alike. */

@@ -73,9 +73,11 @@ export class LmdbStore implements Store {
     } catch (error) {
       throw new StoreOpenError((error as Error).message);
     }
-    const lock = readOnly ? undefined : await DataDirLock.acquire(path).catch((e: Error) => {
-      throw new StoreOpenError(e.message);
-    });
+    const lock = readOnly
+      ? undefined
+      : await DataDirLock.acquire(path).catch((e: Error) => {
+          throw new StoreOpenError(e.message);
+        });
     try {
       const existed = checkDataFile(path);
       if (existed) verifyReadable(path);
@@ -94,10 +96,10 @@ export class LmdbStore implements Store {
 
   /**
    * stored yields every stored record as the change that restores it: ranks
-   * first, then pages, then completeness (the order MetadataState.restore
-   * wants). It reports progress about once a second, and once at the end.
+   * first, then keys, reservations and draining pages (ranks first is the
+   * order MetadataState.restore wants). It reports progress about once a second, and once at the end.
    */
-*stored(progress: (p: LoadProgress) => void = () => {}): Generator<Change> {
+  *stored(progress: (p: LoadProgress) => void = () => {}): Generator<Change> {
     const started = Date.now();
     let records = 0;
     let nextReport = started + 1_000;

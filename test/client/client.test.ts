@@ -18,7 +18,14 @@ describe("the client", () => {
   it("gives up on a server that is down with one UNAVAILABLE error naming it", async () => {
     const url = `http://127.0.0.1:${await freePort()}`;
     let draws = 0;
-    const client = createMetadataClient({ baseUrl: url, retry: { deadlineMs: 300, initialBackoffMs: 10, maxBackoffMs: 40 }, random: () => (draws++, 0.5) });
+    const client = createMetadataClient({
+      baseUrl: url,
+      retry: { deadlineMs: 300, initialBackoffMs: 10, maxBackoffMs: 40 },
+      random: () => {
+        draws++;
+        return 0.5;
+      },
+    });
     const started = Date.now();
     const error = await client.batchExists({ keys: ["a"] }).catch((e: unknown) => ConnectError.from(e));
     expect(error).toBeInstanceOf(ConnectError);

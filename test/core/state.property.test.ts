@@ -47,7 +47,8 @@ describe("the core under random operations", () => {
             const rank = state.namespaceViews.get("kv")!.ranks.get(lease.rank)!;
             const owner = rank.pool.ownerOf(lease.page);
             if (owner !== lease.key) throw new Error(`leased page ${lease.page} of ${lease.key} now held by ${owner}`);
-            if (!lease.deleted && state.namespaceViews.get("kv")!.keys.get(lease.key)?.pages[rank.slot] !== lease.page) throw new Error(`leased key ${lease.key} lost its page ${lease.page}`);
+            if (!lease.deleted && state.namespaceViews.get("kv")!.keys.get(lease.key)?.pages[rank.slot] !== lease.page)
+              throw new Error(`leased key ${lease.key} lost its page ${lease.page}`);
           }
         }
       }),
@@ -65,12 +66,22 @@ function apply(state: MetadataState, time: FakeClock, op: Operation, leases: Lea
       for (let r = 0; r < RANKS; r++) {
         const { pages } = state.batchAllocate("", r, op.keys);
         const written = op.keys.filter((_, i) => pages[i]! >= 0);
-        state.confirmWrite("", r, written, pages.filter((p) => p >= 0));
+        state.confirmWrite(
+          "",
+          r,
+          written,
+          pages.filter((p) => p >= 0),
+        );
       }
       break;
     case "confirmLapsed": {
       const lapsed = [...ranks.get(op.rank)!.lapsed];
-      state.confirmWrite("", op.rank, lapsed.map(([, k]) => k), lapsed.map(([p]) => p));
+      state.confirmWrite(
+        "",
+        op.rank,
+        lapsed.map(([, k]) => k),
+        lapsed.map(([p]) => p),
+      );
       break;
     }
     case "allocate":
@@ -78,7 +89,13 @@ function apply(state: MetadataState, time: FakeClock, op: Operation, leases: Lea
       break;
     case "confirmReserved": {
       const reserved = [...ranks.get(op.rank)!.reserved.values()].slice(0, op.take);
-      state.confirmWrite("", op.rank, reserved.map((r) => r.key), reserved.map((r) => r.page), op.release);
+      state.confirmWrite(
+        "",
+        op.rank,
+        reserved.map((r) => r.key),
+        reserved.map((r) => r.page),
+        op.release,
+      );
       break;
     }
     case "confirmAny":

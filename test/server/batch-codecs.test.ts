@@ -48,9 +48,15 @@ const REQUESTS = {
 const RESPONSES = {
   BatchAllocate: {
     schema: BatchAllocateResponseSchema,
-    init: fc.record({ pages: int32s, statuses: fc.array(fc.constantFrom(...Object.values(AllocationStatus).filter((v) => typeof v === "number")), { maxLength: 12 }) }),
+    init: fc.record({
+      pages: int32s,
+      statuses: fc.array(fc.constantFrom(...Object.values(AllocationStatus).filter((v) => typeof v === "number")), { maxLength: 12 }),
+    }),
   },
-  ConfirmWrite: { schema: ConfirmWriteResponseSchema, init: fc.record({ confirmed: uint32, released: uint32, completed: fc.array(uint32, { maxLength: 12 }) }) },
+  ConfirmWrite: {
+    schema: ConfirmWriteResponseSchema,
+    init: fc.record({ confirmed: uint32, released: uint32, completed: fc.array(uint32, { maxLength: 12 }) }),
+  },
   BatchExists: { schema: BatchExistsResponseSchema, init: fc.record({ exists: fc.array(fc.boolean(), { maxLength: 12 }) }) },
   GetLocations: { schema: GetLocationsResponseSchema, init: fc.record({ pages: int32s }) },
 } as const;
@@ -79,8 +85,14 @@ describe("the hand-written codecs of the cycle's messages", () => {
   it("cover every field of their messages (a new field in the contract must be added to src/server/transport/batch-codecs.ts)", () => {
     const fieldsOf = (schema: DescMessage) => schema.fields.map((f) => `${f.number} ${f.name}`);
     expect(Object.fromEntries(METHODS.map((m) => [m, [fieldsOf(REQUESTS[m].schema), fieldsOf(RESPONSES[m].schema)]]))).toEqual({
-      BatchAllocate: [["1 namespace", "2 rank", "3 keys", "4 prefix_keys"], ["1 pages", "2 statuses"]],
-      ConfirmWrite: [["1 namespace", "2 rank", "3 keys", "4 pages", "5 pages_to_release"], ["1 confirmed", "2 released", "3 completed"]],
+      BatchAllocate: [
+        ["1 namespace", "2 rank", "3 keys", "4 prefix_keys"],
+        ["1 pages", "2 statuses"],
+      ],
+      ConfirmWrite: [
+        ["1 namespace", "2 rank", "3 keys", "4 pages", "5 pages_to_release"],
+        ["1 confirmed", "2 released", "3 completed"],
+      ],
       BatchExists: [["1 namespace", "2 keys", "3 rank"], ["1 exists"]],
       GetLocations: [["1 namespace", "2 rank", "3 keys", "4 include_incomplete"], ["1 pages"]],
     });
@@ -114,14 +126,25 @@ describe("the hand-written codecs of the cycle's messages", () => {
     writer.tag(4, WireType.Varint).int32(-5); // pages, unpacked
     writer.tag(3, WireType.LengthDelimited).string("b");
     writer.tag(2, WireType.Varint).uint32(1); // rank, then again: the last wins
-    writer.tag(4, WireType.LengthDelimited).fork().int32(6).int32(-(2 ** 31)).join(); // pages, packed
+    writer
+      .tag(4, WireType.LengthDelimited)
+      .fork()
+      .int32(6)
+      .int32(-(2 ** 31))
+      .join(); // pages, packed
     writer.tag(1, WireType.LengthDelimited).string("ns");
     writer.tag(3, WireType.LengthDelimited).string("a");
     writer.tag(2, WireType.Varint).uint32(3);
     writer.tag(5, WireType.Varint).int32(9);
     const bytes = writer.finish();
     decodesLike("ConfirmWrite", bytes);
-    expect(BATCH_CODECS.ConfirmWrite!.decode(Buffer.from(bytes))).toMatchObject({ namespace: "ns", rank: 3, keys: ["b", "a"], pages: [-5, 6, -(2 ** 31)], pagesToRelease: [9] });
+    expect(BATCH_CODECS.ConfirmWrite!.decode(Buffer.from(bytes))).toMatchObject({
+      namespace: "ns",
+      rank: 3,
+      keys: ["b", "a"],
+      pages: [-5, 6, -(2 ** 31)],
+      pagesToRelease: [9],
+    });
   });
 
   it("keep a leading U+FEFF, as protobuf-es does once the server configured it", () => {

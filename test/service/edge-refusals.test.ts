@@ -24,7 +24,10 @@ function viaClient(transport: (url: string) => Transport): GetLocationsCall {
   return async (url, rank, keys) => {
     const error = await createClient(MetadataService, transport(url))
       .getLocations({ rank, keys })
-      .then(() => undefined, (e: unknown) => ConnectError.from(e));
+      .then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
     if (error === undefined) return { code: "ok", reason: "" };
     expect(error.metadata.get("hf3fs-server-id")).toBeTruthy();
     const reason = error.findDetails(ErrorInfoSchema)[0]?.reason ?? Reason.UNSPECIFIED;
@@ -46,8 +49,20 @@ const FRAMINGS: [string, GetLocationsCall][] = [
   ["gRPC, compressed (connect-node)", viaClient((baseUrl) => createGrpcTransport({ baseUrl, sendCompression: compressionGzip, compressMinBytes: 0 }))],
   ["Connect", viaClient((baseUrl) => createConnectTransport({ baseUrl, httpVersion: "1.1" }))],
   ["gRPC-Web", viaClient((baseUrl) => createGrpcWebTransport({ baseUrl, httpVersion: "1.1" }))],
-  ["vLLM JSON", viaJson(() => "/keys/get_locations", (rank, keys) => ({ rank, keys }))],
-  ["SGLang JSON", viaJson((rank) => `/${rank}/get_page_indices`, (_rank, keys) => ({ keys }))],
+  [
+    "vLLM JSON",
+    viaJson(
+      () => "/keys/get_locations",
+      (rank, keys) => ({ rank, keys }),
+    ),
+  ],
+  [
+    "SGLang JSON",
+    viaJson(
+      (rank) => `/${rank}/get_page_indices`,
+      (_rank, keys) => ({ keys }),
+    ),
+  ],
 ];
 
 /** A refusal: how to bring it about, the call that meets it, and what every framing must answer. */

@@ -25,12 +25,52 @@ describe("the vLLM JSON routes", () => {
     await post(url, "/rank/1/initialize", { num_pages: 4 });
     expect((await post(url, "/rank/0/initialize", { role: "scheduler" })).status).toBe(200);
 
-    const alloc0 = await post(url, "/keys/batch_allocate", { rank: 0, keys: [["a", null], ["b", "a"], ["c", ""]] });
-    expect(alloc0).toMatchObject({ status: 200, body: { rank: 0, results: [["a", 0], ["b", 1], ["c", 2]] } });
-    const alloc1 = await post(url, "/keys/batch_allocate", { rank: 1, keys: [["a", null], ["b", "a"]] });
-    expect(alloc1.body).toEqual({ rank: 1, results: [["a", 0], ["b", 1]] });
+    const alloc0 = await post(url, "/keys/batch_allocate", {
+      rank: 0,
+      keys: [
+        ["a", null],
+        ["b", "a"],
+        ["c", ""],
+      ],
+    });
+    expect(alloc0).toMatchObject({
+      status: 200,
+      body: {
+        rank: 0,
+        results: [
+          ["a", 0],
+          ["b", 1],
+          ["c", 2],
+        ],
+      },
+    });
+    const alloc1 = await post(url, "/keys/batch_allocate", {
+      rank: 1,
+      keys: [
+        ["a", null],
+        ["b", "a"],
+      ],
+    });
+    expect(alloc1.body).toEqual({
+      rank: 1,
+      results: [
+        ["a", 0],
+        ["b", 1],
+      ],
+    });
 
-    expect((await post(url, "/keys/confirm_write", { rank: 0, confirmations: [["a", 0], ["b", 1]], pages_to_release: [2] })).status).toBe(204);
+    expect(
+      (
+        await post(url, "/keys/confirm_write", {
+          rank: 0,
+          confirmations: [
+            ["a", 0],
+            ["b", 1],
+          ],
+          pages_to_release: [2],
+        })
+      ).status,
+    ).toBe(204);
     expect((await post(url, "/keys/confirm_write", { rank: 1, confirmations: [["a", 0]] })).status).toBe(204);
     // Complete means confirmed on every initialized rank: a on both, b only on rank 0.
     expect((await post(url, "/keys/batch_exists", { keys: ["a", "b", "c"] })).body).toEqual({ exists: [true, false, false] });
@@ -55,8 +95,21 @@ describe("the SGLang JSON routes", () => {
     expect((await post(url, "/0/initialize", { num_pages: 4 })).status).toBe(204);
     expect((await post(url, "/0/initialize", { num_pages: 4, namespace: "other" })).status).toBe(204);
 
-    const reserved = await post(url, "/0/reserve_and_allocate_page_indices", { keys: [["a", null], ["b", "a"]] });
-    expect(reserved).toMatchObject({ status: 200, body: { indices: [[false, 0], [false, 1]] } });
+    const reserved = await post(url, "/0/reserve_and_allocate_page_indices", {
+      keys: [
+        ["a", null],
+        ["b", "a"],
+      ],
+    });
+    expect(reserved).toMatchObject({
+      status: 200,
+      body: {
+        indices: [
+          [false, 0],
+          [false, 1],
+        ],
+      },
+    });
     expect((await post(url, "/0/confirm_write", { written_keys_to_confirm: [["a", 0]], pages_to_release: [1] })).status).toBe(204);
     expect((await post(url, "/0/exists", { keys: ["a", "b"] })).body).toEqual({ exists: [true, false] });
     expect((await post(url, "/0/exists", { keys: ["a"], namespace: "other" })).body).toEqual({ exists: [false] });
@@ -67,8 +120,26 @@ describe("the SGLang JSON routes", () => {
     expect((await post(url, "/0/get_page_indices", { keys: ["a"] })).body).toEqual({ indices: [null] });
     await post(url, "/0/reserve_and_allocate_page_indices", { keys: [["c", null]] });
     expect((await post(url, "/0/clear", {})).status).toBe(204);
-    expect((await post(url, "/0/reserve_and_allocate_page_indices", { keys: [["d", null], ["e", null], ["f", null], ["g", null], ["h", null]] })).body).toEqual({
-      indices: [[false, expect.any(Number)], [false, expect.any(Number)], [false, expect.any(Number)], [false, expect.any(Number)], [false, -1]],
+    expect(
+      (
+        await post(url, "/0/reserve_and_allocate_page_indices", {
+          keys: [
+            ["d", null],
+            ["e", null],
+            ["f", null],
+            ["g", null],
+            ["h", null],
+          ],
+        })
+      ).body,
+    ).toEqual({
+      indices: [
+        [false, expect.any(Number)],
+        [false, expect.any(Number)],
+        [false, expect.any(Number)],
+        [false, expect.any(Number)],
+        [false, -1],
+      ],
     });
   });
 });
@@ -105,7 +176,19 @@ describe("errors of the JSON routes", () => {
       ["/0/confirm_write", { written_keys_to_confirm: [], pages_to_release: [1.5] }, undefined],
       ["/0/exists", undefined, "{not json"],
       ["/0/exists", undefined, "[1,2]"],
-      ["/0/reserve_and_allocate_page_indices", { keys: [["a", null], ["b", null], ["c", null], ["d", null], ["e", null]] }, undefined],
+      [
+        "/0/reserve_and_allocate_page_indices",
+        {
+          keys: [
+            ["a", null],
+            ["b", null],
+            ["c", null],
+            ["d", null],
+            ["e", null],
+          ],
+        },
+        undefined,
+      ],
     ];
     for (const [path, body, raw] of bad) {
       const reply = await post(url, path, body, raw);
@@ -118,12 +201,25 @@ describe("errors of the JSON routes", () => {
   it("apply nothing of a batch that fails, and refuse releasing a used page", async () => {
     const { url } = await startTestServer();
     await post(url, "/0/initialize", { num_pages: 8 });
-    await post(url, "/0/reserve_and_allocate_page_indices", { keys: [["a", null], ["b", null]] });
-    const partial = await post(url, "/0/confirm_write", { written_keys_to_confirm: [["a", 0], ["b", 5]] });
+    await post(url, "/0/reserve_and_allocate_page_indices", {
+      keys: [
+        ["a", null],
+        ["b", null],
+      ],
+    });
+    const partial = await post(url, "/0/confirm_write", {
+      written_keys_to_confirm: [
+        ["a", 0],
+        ["b", 5],
+      ],
+    });
     expect(partial).toMatchObject({ status: 409, body: { reason: "REASON_RESERVATION_NOT_FOUND" } });
     expect((await post(url, "/0/exists", { keys: ["a", "b"] })).body).toEqual({ exists: [false, false] });
     await post(url, "/0/confirm_write", { written_keys_to_confirm: [["a", 0]] });
-    expect((await post(url, "/0/confirm_write", { written_keys_to_confirm: [], pages_to_release: [0] }))).toMatchObject({ status: 409, body: { reason: "REASON_PAGE_IN_USE" } });
+    expect(await post(url, "/0/confirm_write", { written_keys_to_confirm: [], pages_to_release: [0] })).toMatchObject({
+      status: 409,
+      body: { reason: "REASON_PAGE_IN_USE" },
+    });
     const outOfRange = await post(url, "/0/confirm_write", { written_keys_to_confirm: [["b", 8]] });
     expect(outOfRange).toMatchObject({ status: 400, body: { reason: "REASON_PAGE_OUT_OF_RANGE" } });
   });
@@ -173,7 +269,13 @@ describe("the JSON routes and the gRPC API", () => {
     const { url } = await startTestServer();
     const client = createMetadataClient({ baseUrl: url, retry: { deadlineMs: 0 } });
     await post(url, "/rank/0/initialize", { num_pages: 16 });
-    const { body } = await post(url, "/keys/batch_allocate", { rank: 0, keys: [["k1", null], ["k2", "k1"]] });
+    const { body } = await post(url, "/keys/batch_allocate", {
+      rank: 0,
+      keys: [
+        ["k1", null],
+        ["k2", "k1"],
+      ],
+    });
     const results = body!.results as [string, number][];
     await client.confirmWrite({ rank: 0, keys: results.map(([k]) => k), pages: results.map(([, p]) => p) });
     expect((await post(url, "/keys/get_locations", { rank: 0, keys: ["k1", "k2", "k3"] })).body).toEqual({ locations: [results[0]![1], results[1]![1], null] });

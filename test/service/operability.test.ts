@@ -33,7 +33,9 @@ describe("gRPC health checking", () => {
     })();
     await new Promise((resolve) => setTimeout(resolve, 100));
     store.breakNow();
-    await createMetadataClient({ baseUrl: server.url, retry: { deadlineMs: 0 } }).initializeRank({ rank: 0, numPages: 1 }).catch(() => undefined);
+    await createMetadataClient({ baseUrl: server.url, retry: { deadlineMs: 0 } })
+      .initializeRank({ rank: 0, numPages: 1 })
+      .catch(() => undefined);
     await watching;
     expect(seen).toEqual([ServingStatus.SERVING, ServingStatus.NOT_SERVING]);
     expect((await health.check({})).status).toBe(ServingStatus.NOT_SERVING);
@@ -55,7 +57,16 @@ describe("gRPC server reflection", () => {
 
   it("answers the v1alpha protocol that older tools ask for", async () => {
     const server = await startTestServer();
-    const { stdout } = await exec(BUF, ["curl", "--http2-prior-knowledge", "--protocol", "grpc", "--reflect-protocol", "grpc-v1alpha", "--list-services", server.url]);
+    const { stdout } = await exec(BUF, [
+      "curl",
+      "--http2-prior-knowledge",
+      "--protocol",
+      "grpc",
+      "--reflect-protocol",
+      "grpc-v1alpha",
+      "--list-services",
+      server.url,
+    ]);
     expect(stdout).toContain(METADATA);
   });
 });

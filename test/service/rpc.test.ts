@@ -78,7 +78,11 @@ describe.each(protocols)("MetadataService over $protocol (HTTP/$httpVersion)", (
     const outOfRange = await expectError(client.confirmWrite({ rank: 0, keys: ["a"], pages: [4] }), Code.InvalidArgument, Reason.PAGE_OUT_OF_RANGE);
     expect(outOfRange).toMatchObject({ page: 4, field: "pages" });
     await expectError(client.confirmWrite({ rank: 0, keys: ["a"], pages: [] }), Code.InvalidArgument, Reason.INVALID_ARGUMENT);
-    const notFound = await expectError(client.confirmWrite({ rank: 0, keys: ["a"], pages: [pages[1]!] }), Code.FailedPrecondition, Reason.RESERVATION_NOT_FOUND);
+    const notFound = await expectError(
+      client.confirmWrite({ rank: 0, keys: ["a"], pages: [pages[1]!] }),
+      Code.FailedPrecondition,
+      Reason.RESERVATION_NOT_FOUND,
+    );
     expect(notFound).toMatchObject({ key: "a", page: pages[1], rank: 0, namespace: "kv" });
     await client.confirmWrite({ rank: 0, keys: ["a"], pages: [pages[0]!] });
     await expectError(client.confirmWrite({ rank: 0, keys: [], pages: [], pagesToRelease: [pages[0]!] }), Code.FailedPrecondition, Reason.PAGE_IN_USE);
@@ -92,7 +96,10 @@ describe("a key that starts with U+FEFF", () => {
     const overGrpc = createMetadataClient({ baseUrl: server.url, protocol: "grpc", retry: { deadlineMs: 0 } });
     const overConnect = createMetadataClient({ baseUrl: server.url, protocol: "connect", httpVersion: "1.1", retry: { deadlineMs: 0 } });
     await overGrpc.initializeRank({ rank: 0, numPages: 4, worldSize: 1 });
-    for (const [client, key] of [[overGrpc, "\uFEFFa"], [overConnect, "\uFEFFb"]] as const) {
+    for (const [client, key] of [
+      [overGrpc, "\uFEFFa"],
+      [overConnect, "\uFEFFb"],
+    ] as const) {
       const { pages } = await client.batchAllocate({ rank: 0, keys: [key] });
       await client.confirmWrite({ rank: 0, keys: [key], pages });
     }
@@ -109,7 +116,12 @@ describe("a malformed gRPC request", () => {
     const session = connect(server.url);
     try {
       const trailers = await new Promise<Record<string, unknown>>((resolve, reject) => {
-        const stream = session.request({ ":method": "POST", ":path": `/${MetadataService.typeName}/BatchAllocate`, "content-type": "application/grpc", te: "trailers" });
+        const stream = session.request({
+          ":method": "POST",
+          ":path": `/${MetadataService.typeName}/BatchAllocate`,
+          "content-type": "application/grpc",
+          te: "trailers",
+        });
         stream.on("trailers", resolve);
         stream.on("data", () => undefined);
         stream.on("error", reject);
@@ -239,12 +251,42 @@ describe("every error through @grpc/grpc-js", () => {
       expect(await call("ConfirmWrite", ConfirmWriteRequestSchema, { rank: 0, keys: ["a"], pages: [reserved[0]!] })).toBeUndefined();
       const cases: [string, grpc.status, Reason, Promise<grpc.ServiceError | undefined>][] = [
         ["num_pages 0", grpc.status.INVALID_ARGUMENT, Reason.INVALID_ARGUMENT, call("InitializeRank", InitializeRankRequestSchema, { rank: 2, numPages: 0 })],
-        ["too many keys", grpc.status.INVALID_ARGUMENT, Reason.LIMIT_EXCEEDED, call("BatchAllocate", BatchAllocateRequestSchema, { rank: 0, keys: ["1", "2", "3", "4", "5"] })],
-        ["page out of range", grpc.status.INVALID_ARGUMENT, Reason.PAGE_OUT_OF_RANGE, call("ConfirmWrite", ConfirmWriteRequestSchema, { rank: 0, keys: ["b"], pages: [9] })],
-        ["rank not initialized", grpc.status.FAILED_PRECONDITION, Reason.RANK_NOT_INITIALIZED, call("BatchAllocate", BatchAllocateRequestSchema, { rank: 5, keys: ["a"] })],
-        ["config mismatch", grpc.status.FAILED_PRECONDITION, Reason.RANK_CONFIG_MISMATCH, call("InitializeRank", InitializeRankRequestSchema, { rank: 0, numPages: 5, worldSize: 1 })],
-        ["no reservation", grpc.status.FAILED_PRECONDITION, Reason.RESERVATION_NOT_FOUND, call("ConfirmWrite", ConfirmWriteRequestSchema, { rank: 0, keys: ["c"], pages: [3] })],
-        ["page in use", grpc.status.FAILED_PRECONDITION, Reason.PAGE_IN_USE, call("ConfirmWrite", ConfirmWriteRequestSchema, { rank: 0, pagesToRelease: [reserved[0]!] })],
+        [
+          "too many keys",
+          grpc.status.INVALID_ARGUMENT,
+          Reason.LIMIT_EXCEEDED,
+          call("BatchAllocate", BatchAllocateRequestSchema, { rank: 0, keys: ["1", "2", "3", "4", "5"] }),
+        ],
+        [
+          "page out of range",
+          grpc.status.INVALID_ARGUMENT,
+          Reason.PAGE_OUT_OF_RANGE,
+          call("ConfirmWrite", ConfirmWriteRequestSchema, { rank: 0, keys: ["b"], pages: [9] }),
+        ],
+        [
+          "rank not initialized",
+          grpc.status.FAILED_PRECONDITION,
+          Reason.RANK_NOT_INITIALIZED,
+          call("BatchAllocate", BatchAllocateRequestSchema, { rank: 5, keys: ["a"] }),
+        ],
+        [
+          "config mismatch",
+          grpc.status.FAILED_PRECONDITION,
+          Reason.RANK_CONFIG_MISMATCH,
+          call("InitializeRank", InitializeRankRequestSchema, { rank: 0, numPages: 5, worldSize: 1 }),
+        ],
+        [
+          "no reservation",
+          grpc.status.FAILED_PRECONDITION,
+          Reason.RESERVATION_NOT_FOUND,
+          call("ConfirmWrite", ConfirmWriteRequestSchema, { rank: 0, keys: ["c"], pages: [3] }),
+        ],
+        [
+          "page in use",
+          grpc.status.FAILED_PRECONDITION,
+          Reason.PAGE_IN_USE,
+          call("ConfirmWrite", ConfirmWriteRequestSchema, { rank: 0, pagesToRelease: [reserved[0]!] }),
+        ],
       ];
       for (const [what, code, reason, pending] of cases) {
         const error = await pending;

@@ -20,11 +20,11 @@ async function workerLoop(client: MetadataClient, namespace: string, acked: Acke
   for (let round = 0; running(); round++) {
     const keys = Array.from({ length: BATCH }, (_, i) => `${namespace}-${Date.now()}-${round}-${i}`);
     const { pages } = await client.batchAllocate({ namespace, rank: 0, keys });
-    keys.forEach((k, i) => acked.reserved.set(k, pages[i]!));
+    for (const [i, k] of keys.entries()) acked.reserved.set(k, pages[i]!);
     // Confirm all but the last key, so some reservations stay open.
     const confirmed = keys.slice(0, -1);
     await client.confirmWrite({ namespace, rank: 0, keys: confirmed, pages: pages.slice(0, -1) });
-    confirmed.forEach((k, i) => acked.confirmed.set(k, pages[i]!));
+    for (const [i, k] of confirmed.entries()) acked.confirmed.set(k, pages[i]!);
   }
 }
 

@@ -26,7 +26,9 @@ async function run(state: MetadataState, store: LmdbStore, op: (s: MetadataState
 }
 
 function digest(dir: string): string {
-  return createHash("sha256").update(readFileSync(join(dir, "data.mdb"))).digest("hex");
+  return createHash("sha256")
+    .update(readFileSync(join(dir, "data.mdb")))
+    .digest("hex");
 }
 
 describe("LmdbStore", () => {
@@ -125,11 +127,15 @@ describe("LmdbStore", () => {
     it.each([
       ["the file is truncated", (f: string) => truncateSync(f, 100_000), /corrupt or truncated|unreadable/],
       ["the file is empty", (f: string) => truncateSync(f, 0), /is empty/],
-      ["the meta pages are garbage", (f: string) => {
-        const bytes = readFileSync(f);
-        bytes.fill(0x5a, 0, 8192);
-        writeFileSync(f, bytes);
-      }, /corrupt or truncated|unreadable/],
+      [
+        "the meta pages are garbage",
+        (f: string) => {
+          const bytes = readFileSync(f);
+          bytes.fill(0x5a, 0, 8192);
+          writeFileSync(f, bytes);
+        },
+        /corrupt or truncated|unreadable/,
+      ],
     ])("%s", async (_, damage, message) => {
       const dir = await filledDir();
       damage(join(dir, "data.mdb"));

@@ -9,7 +9,10 @@ import { tempDir } from "../support/temp-dir.js";
 import { startTestServer } from "../support/test-server.js";
 
 async function reasonOf(call: Promise<unknown>) {
-  const error = await call.then(() => undefined, (e: unknown) => ConnectError.from(e));
+  const error = await call.then(
+    () => undefined,
+    (e: unknown) => ConnectError.from(e),
+  );
   return { code: error?.code, reason: error?.findDetails(ErrorInfoSchema)[0]?.reason };
 }
 
@@ -24,7 +27,10 @@ describe("a store that fails while serving", () => {
     await client.confirmWrite({ rank: 0, keys: ["a"], pages: [pages[0]!] });
 
     store.breakNow();
-    expect(await reasonOf(client.confirmWrite({ rank: 0, keys: ["b"], pages: [pages[1]!] }))).toEqual({ code: Code.Unavailable, reason: Reason.STORE_UNAVAILABLE });
+    expect(await reasonOf(client.confirmWrite({ rank: 0, keys: ["b"], pages: [pages[1]!] }))).toEqual({
+      code: Code.Unavailable,
+      reason: Reason.STORE_UNAVAILABLE,
+    });
     await expect(server.failed).resolves.toBeInstanceOf(Error);
     expect(await reasonOf(client.batchExists({ keys: ["a"] }))).toEqual({ code: Code.Unavailable, reason: Reason.STORE_UNAVAILABLE });
     await server.close();

@@ -48,16 +48,19 @@ export function assertInvariants(state: MetadataState): void {
         if (pagesSeen.has(page)) throw new Error(`${where}: draining page ${page} also reserved or used`);
         pagesSeen.add(page);
       }
-      if (pagesSeen.size !== rank.pool.heldPages) throw new Error(`${where}: ${rank.pool.heldPages} held pages but ${pagesSeen.size} reserved, used or draining`);
+      if (pagesSeen.size !== rank.pool.heldPages)
+        throw new Error(`${where}: ${rank.pool.heldPages} held pages but ${pagesSeen.size} reserved, used or draining`);
       for (const [page, key] of rank.lapsed) {
         if (rank.pool.ownerOf(page) !== undefined) throw new Error(`${where}: lapsed page ${page} of ${key} is not free`);
       }
     }
     if (confirmations.size !== ns.keys.size) throw new Error(`namespace ${ns.name}: ${ns.keys.size} records for ${confirmations.size} confirmed keys`);
     for (const [key, record] of ns.keys) {
-      if (record.confirmedRanks !== confirmations.get(key)) throw new Error(`namespace ${ns.name}: ${key} counts ${record.confirmedRanks} ranks, has ${confirmations.get(key)}`);
+      if (record.confirmedRanks !== confirmations.get(key))
+        throw new Error(`namespace ${ns.name}: ${key} counts ${record.confirmedRanks} ranks, has ${confirmations.get(key)}`);
       if (record.complete !== ns.lru.has(record)) throw new Error(`namespace ${ns.name}: ${key} complete=${record.complete} but lru disagrees`);
-      if (record.complete === ns.incomplete.has(record)) throw new Error(`namespace ${ns.name}: ${key} complete=${record.complete} but the incomplete list disagrees`);
+      if (record.complete === ns.incomplete.has(record))
+        throw new Error(`namespace ${ns.name}: ${key} complete=${record.complete} but the incomplete list disagrees`);
       if (ns.keys.get(key)!.key !== key) throw new Error(`namespace ${ns.name}: record filed under another key`);
     }
     if (ns.lru.size !== [...ns.keys.values()].filter((r) => r.complete).length) throw new Error(`namespace ${ns.name}: lru holds unknown records`);

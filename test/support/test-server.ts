@@ -24,11 +24,7 @@ afterEach(async () => {
 export async function startTestServer(options: Partial<StateOptions> = {}, store: Store = new MemoryStore(), port = 0): Promise<TestServer> {
   const time = new FakeClock();
   const state = new MetadataState(time.clock, options);
-  const server = await startServer(
-    { state, store },
-    { host: "127.0.0.1", port, maxBodyBytes: 1 << 20, shutdownTimeoutMs: 2_000 },
-    createLogger("silent"),
-  );
+  const server = await startServer({ state, store }, { host: "127.0.0.1", port, maxBodyBytes: 1 << 20, shutdownTimeoutMs: 2_000 }, createLogger("silent"));
   running.add(server);
   return { ...server, close: server.close, state, store, time };
 }

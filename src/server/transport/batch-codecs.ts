@@ -1,14 +1,14 @@
 import { create, type DescMessage, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import {
-  type BatchAllocateRequest,
-  type BatchAllocateResponse,
-  type BatchExistsRequest,
-  type BatchExistsResponse,
-  type ConfirmWriteRequest,
-  type ConfirmWriteResponse,
-  type GetLocationsRequest,
-  type GetLocationsResponse,
+import type {
+  BatchAllocateRequest,
+  BatchAllocateResponse,
+  BatchExistsRequest,
+  BatchExistsResponse,
+  ConfirmWriteRequest,
+  ConfirmWriteResponse,
+  GetLocationsRequest,
+  GetLocationsResponse,
 } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { varintLength } from "./varint.js";
 

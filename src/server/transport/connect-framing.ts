@@ -36,7 +36,7 @@ export function connectFraming(
     const guarded = handler.service.typeName === MetadataService.typeName;
     handler(guarded ? { ...universal, body: edgeBody(edge, handler.method.name, req) } : universal)
       .then((answer) => {
-            return universalResponseToNodeResponse(answer, res as http.ServerResponse);
+        return universalResponseToNodeResponse(answer, res as http.ServerResponse);
       })
       .catch((reason: unknown) => {
         // The client went away mid-answer; anything else would be a bug of the stack: end the exchange either way.

@@ -3,10 +3,7 @@ import * as http2 from "node:http2";
 import * as net from "node:net";
 
 /** RequestHandler serves a request of either HTTP version through Node's compatibility API. */
-export type RequestHandler = (
-  req: http.IncomingMessage | http2.Http2ServerRequest,
-  res: http.ServerResponse | http2.Http2ServerResponse,
-) => void;
+export type RequestHandler = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => void;
 
 /** The HTTP/2 client preface starts with these bytes; no HTTP/1.1 method does. */
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0");
@@ -124,8 +121,7 @@ export class DualProtocolListener {
     socket.on("error", () => socket.destroy());
     let head = Buffer.alloc(0);
     const sniff = () => {
-      let chunk: Buffer | null;
-      while ((chunk = socket.read() as Buffer | null) !== null) head = Buffer.concat([head, chunk]);
+      for (let chunk = socket.read() as Buffer | null; chunk !== null; chunk = socket.read() as Buffer | null) head = Buffer.concat([head, chunk]);
       const n = Math.min(head.length, H2_PREFACE.length);
       const isH2 = head.subarray(0, n).equals(H2_PREFACE.subarray(0, n));
       if (isH2 && n < H2_PREFACE.length) return; // need more bytes to decide

@@ -59,7 +59,7 @@ export class GrpcUnaryFastPath {
     } catch (error) {
       const connectError = error as ConnectError; // the edge throws nothing else
       const headers = setTrailerStatus(new Headers(), connectError);
-      connectError.metadata.forEach((value, key) => headers.set(key, value));
+      for (const [key, value] of connectError.metadata) headers.set(key, value);
       trailers = Object.fromEntries(headers);
     }
     if (res.stream.destroyed) return;

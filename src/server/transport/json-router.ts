@@ -29,8 +29,7 @@ export interface ErrorBody {
 export function jsonRouter(state: MetadataState, edge: Edge, routes: readonly JsonRoute[]) {
   return async (req: Request, res: Response): Promise<void> => {
     const path = (req.url ?? "/").split("?")[0]!;
-    let params: string[] | undefined;
-    const route = routes.find((r) => (params = r.pattern.exec(path)?.slice(1)) !== undefined);
+    const { route, params } = match(routes, path);
     if (route === undefined) return send(req, res, errorReply(new ConnectError(`no route ${req.method} ${path}`, Code.Unimplemented), 404));
     if (req.method !== "POST") {
       res.setHeader("allow", "POST");
@@ -38,12 +37,21 @@ export function jsonRouter(state: MetadataState, edge: Edge, routes: readonly Js
     }
     let reply: JsonReply;
     try {
-      reply = await edge.call(route.name, { body: req, decode: parseJsonObject }, (body) => route.handle(state, body, params!));
+      reply = await edge.call(route.name, { body: req, decode: parseJsonObject }, (body) => route.handle(state, body, params));
     } catch (error) {
       reply = errorReply(error as ConnectError); // the edge throws nothing else
     }
     send(req, res, reply);
   };
+}
+
+/** match finds the route of a path and its path parameters. */
+function match(routes: readonly JsonRoute[], path: string): { route?: JsonRoute; params: string[] } {
+  for (const route of routes) {
+    const found = route.pattern.exec(path);
+    if (found !== null) return { route, params: found.slice(1) };
+  }
+  return { params: [] };
 }
 
 /** errorReply is an error's JSON reply: its HTTP status from the error table unless given. */

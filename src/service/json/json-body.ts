@@ -60,13 +60,7 @@ export function ints(body: JsonObject, field: string, optional = false): number[
 }
 
 /** pairs reads an array of [first, second] pairs into two columns, checking each element with `isFirst` and `isSecond`. */
-export function pairs<A, B>(
-  body: JsonObject,
-  field: string,
-  isFirst: (v: unknown) => v is A,
-  isSecond: (v: unknown) => v is B,
-  shape: string,
-): [A[], B[]] {
+export function pairs<A, B>(body: JsonObject, field: string, isFirst: (v: unknown) => v is A, isSecond: (v: unknown) => v is B, shape: string): [A[], B[]] {
   const value = body[field];
   if (!Array.isArray(value)) throw invalidArgument(field, `"${field}" must be an array of ${shape}`);
   const firsts = new Array<A>(value.length);

@@ -29,7 +29,12 @@ export const sglangRoutes: JsonRoute[] = [
     pattern: /^\/(\d+)\/reserve_and_allocate_page_indices$/,
     handle(state, body, [rank]) {
       const [keys, prefixes] = pairs(body, "keys", isString, isPrefix, "[key, prefix_key]");
-      const { pages, statuses } = state.batchAllocate(namespaceField(body), Number(rank), keys, prefixes.map((p) => p ?? ""));
+      const { pages, statuses } = state.batchAllocate(
+        namespaceField(body),
+        Number(rank),
+        keys,
+        prefixes.map((p) => p ?? ""),
+      );
       return { status: 200, body: { indices: pages.map((page, i) => [statuses[i] === AllocationStatus.EXISTING, page]) } };
     },
   },

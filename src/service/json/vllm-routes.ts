@@ -18,7 +18,9 @@ export const vllmRoutes: JsonRoute[] = [
       const numPages = role === "worker" ? int(body, "num_pages") : 0;
       const result = state.initializeRank(namespaceField(body), Number(rank), numPages, 0, role === "worker" ? Role.WORKER : Role.SCHEDULER);
       const message =
-        role === "scheduler" ? `scheduler of rank ${rank} registered` : `rank ${rank} ${result.created ? "initialized" : "already initialized"} with ${numPages} pages`;
+        role === "scheduler"
+          ? `scheduler of rank ${rank} registered`
+          : `rank ${rank} ${result.created ? "initialized" : "already initialized"} with ${numPages} pages`;
       return { status: 200, body: { message } };
     },
   },
@@ -28,7 +30,12 @@ export const vllmRoutes: JsonRoute[] = [
     handle(state, body) {
       const rank = int(body, "rank");
       const [keys, prefixes] = pairs(body, "keys", isString, isPrefix, "[key, prefix_key]");
-      const { pages } = state.batchAllocate(namespaceField(body), rank, keys, prefixes.map((p) => p ?? ""));
+      const { pages } = state.batchAllocate(
+        namespaceField(body),
+        rank,
+        keys,
+        prefixes.map((p) => p ?? ""),
+      );
       return { status: 200, body: { rank, results: keys.map((key, i) => [key, pages[i]]) } };
     },
   },

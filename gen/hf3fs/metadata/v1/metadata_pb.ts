@@ -163,7 +163,9 @@ export type BatchAllocateRequest = Message<"hf3fs.metadata.v1.BatchAllocateReque
 
   /**
    * prefix_keys is empty or as long as keys: prefix_keys[i] is the key that
-   * keys[i] extends, "" for none. Kept for eviction policies.
+   * keys[i] extends, "" for none. The server checks the length
+   * (INVALID_ARGUMENT otherwise) and does not use the values yet; a later
+   * eviction policy may keep them.
    *
    * @generated from field: repeated string prefix_keys = 4;
    */
