@@ -38,6 +38,9 @@ export const OPTIONS: { flag: string; field: keyof ServerOptions; kind: Kind; he
   { flag: "log-level", field: "logLevel", kind: "string", help: "fatal, error, warn, info, debug or trace" },
 ];
 
+/** MAX_KEY_BYTES is the largest --max-key-bytes: a namespace name is part of LMDB keys of at most 1,978 bytes. */
+const MAX_KEY_BYTES = 1_024;
+
 /** defaultServerOptions are the documented defaults. */
 export const defaultServerOptions: ServerOptions = {
   ...defaultStateOptions,
@@ -72,6 +75,7 @@ export function parseServerOptions(args: string[], env: NodeJS.ProcessEnv): Serv
   const result = options as unknown as ServerOptions;
   if (result.port > 65_535) throw new Error(`--port must be at most 65535, got ${result.port}`);
   if (result.maxKeysPerCall < 1 || result.maxKeyBytes < 1) throw new Error("--max-keys-per-call and --max-key-bytes must be at least 1");
+  if (result.maxKeyBytes > MAX_KEY_BYTES) throw new Error(`--max-key-bytes must be at most ${MAX_KEY_BYTES} (namespace names are keys of the store), got ${result.maxKeyBytes}`);
   return result;
 }
 

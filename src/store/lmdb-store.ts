@@ -14,6 +14,8 @@ import {
   type KeyKey,
   type KeyValue,
   keyChange,
+  type LongKeyValue,
+  longKeyChange,
   type PageKey,
   type PageValue,
   type RankKey,
@@ -117,6 +119,10 @@ export class LmdbStore implements Store {
       }
       yield keyChange(key as KeyKey, value as KeyValue);
     }
+    for (const { value } of this.dbs.long_keys.getRange({})) {
+      records++;
+      yield longKeyChange(value as LongKeyValue);
+    }
     for (const { key, value } of this.dbs.reservations.getRange({})) {
       records++;
       yield reservationChange(key as PageKey, value as PageValue);
@@ -133,10 +139,13 @@ export class LmdbStore implements Store {
     if (changes.length === 0) return this.tail;
     let last: Promise<unknown> = Promise.resolve();
     try {
-      for (const change of changes) {
-        const write = writeOf(change);
+      // Encode every write before issuing any, so a change that cannot be encoded leaves nothing half written.
+      const writes = changes.map(writeOf);
+      for (const write of writes) {
         const db = this.dbs[write.db];
         last = write.value === undefined ? db.remove(write.key) : db.put(write.key, write.value);
+        // Writes of one turn share a transaction and fail together; the last one's promise carries the failure.
+        if (write !== writes[writes.length - 1]) last.catch(() => undefined);
       }
     } catch (error) {
       return this.fail(error as Error);
@@ -199,7 +208,8 @@ async function initMeta(path: string, dbs: LmdbStore["dbs"], readOnly: boolean):
     await Promise.all([meta.put("serverId", id), meta.put("formatVersion", FORMAT_VERSION)]);
     return id;
   }
-  if (version !== FORMAT_VERSION) {
+  if (version === 1 && !readOnly) await meta.put("formatVersion", FORMAT_VERSION); // see schema.ts: nothing to move
+  else if (version !== FORMAT_VERSION && version !== 1) {
     throw new StoreOpenError(
       `store in ${path} has format version ${String(version)}, this server reads version ${FORMAT_VERSION}: ${
         Number(version) > FORMAT_VERSION ? "upgrade hf3fs-metadata" : "it is not a store of this server"

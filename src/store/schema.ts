@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { Change } from "../core/change.js";
 
 /**
@@ -7,21 +8,37 @@ import type { Change } from "../core/change.js";
  *   meta          "formatVersion" → FORMAT_VERSION, "serverId" → string
  *   ranks         [namespace, rank]        → [numPages, worldSize]
  *   keys          [namespace, key]         → [complete 0|1, rank, page, rank, page, ...]
+ *   long_keys     sha256(namespace NUL key) → [namespace, key, complete 0|1, rank, page, ...]
  *   reservations  [namespace, rank, page]  → [key, expiresAtMs]
  *   drains        [namespace, rank, page]  → [key, untilMs]
  *
  * The store holds the state, not a log: one record per key (with its page
  * on every rank, so recovery reads a key once, not once per rank), one per
  * reservation in flight and one per draining page. A FREE page has no record.
+ *
+ * LMDB keys are at most 1,978 bytes, so a key record whose namespace and key
+ * together pass PLAIN_KEY_BYTES is stored in long_keys under a hash of
+ * both, with the names in the value: every name within the server's limits
+ * stores. Namespaces (at most 1,024 bytes, --max-key-bytes' ceiling) fit
+ * the other tables' keys as they are.
+ *
+ * Versions: 1 had no long_keys (such records could not be stored); 2 adds
+ * it. A version-1 store is upgraded in place by writing version 2, as it
+ * holds nothing to move.
  */
-export const FORMAT_VERSION = 1;
+export const FORMAT_VERSION = 2;
 
-export const DB_NAMES = ["meta", "ranks", "keys", "reservations", "drains"] as const;
+/** PLAIN_KEY_BYTES bounds the UTF-8 bytes of namespace + key of a record kept in `keys`. */
+export const PLAIN_KEY_BYTES = 1_000;
+
+export const DB_NAMES = ["meta", "ranks", "keys", "long_keys", "reservations", "drains"] as const;
 
 export type DbName = (typeof DB_NAMES)[number];
 export type RankKey = [namespace: string, rank: number];
 export type RankValue = [numPages: number, worldSize: number];
 export type KeyKey = [namespace: string, key: string];
+/** LongKeyValue is a long_keys record: the names, then a KeyValue. */
+export type LongKeyValue = [namespace: string, key: string, ...value: KeyValue];
 /** KeyValue is [complete, rank, page, rank, page, ...]. */
 export type KeyValue = number[];
 export type PageKey = [namespace: string, rank: number, page: number];
@@ -30,8 +47,8 @@ export type PageValue = [key: string, atMs: number];
 /** Write is one put (value defined) or remove (value undefined). */
 export interface Write {
   db: Exclude<DbName, "meta">;
-  key: RankKey | KeyKey | PageKey;
-  value: RankValue | KeyValue | PageValue | undefined;
+  key: RankKey | KeyKey | PageKey | string;
+  value: RankValue | KeyValue | LongKeyValue | PageValue | undefined;
 }
 
 /** writeOf encodes a change as the write that stores it. */
@@ -40,9 +57,9 @@ export function writeOf(change: Change): Write {
     case "rank":
       return { db: "ranks", key: [change.namespace, change.rank], value: [change.numPages, change.worldSize] };
     case "key":
-      return { db: "keys", key: [change.namespace, change.key], value: [change.complete ? 1 : 0, ...change.pages] };
+      return keyWrite(change.namespace, change.key, [change.complete ? 1 : 0, ...change.pages]);
     case "forget":
-      return { db: "keys", key: [change.namespace, change.key], value: undefined };
+      return keyWrite(change.namespace, change.key, undefined);
     case "reserve":
       return { db: "reservations", key: [change.namespace, change.rank, change.page], value: [change.key, change.expiresAtMs] };
     case "unreserve":
@@ -54,9 +71,21 @@ export function writeOf(change: Change): Write {
   }
 }
 
+/** keyWrite puts (value defined) or removes a key record, in `keys` or, for long names, in `long_keys`. */
+function keyWrite(namespace: string, key: string, value: KeyValue | undefined): Write {
+  if (Buffer.byteLength(namespace) + Buffer.byteLength(key) <= PLAIN_KEY_BYTES) return { db: "keys", key: [namespace, key], value };
+  const hash = createHash("sha256").update(namespace).update("\0").update(key).digest("base64");
+  return { db: "long_keys", key: hash, value: value === undefined ? undefined : [namespace, key, ...value] };
+}
+
 /** keyChange decodes a stored key. */
 export function keyChange([namespace, key]: KeyKey, [complete, ...pages]: KeyValue): Change {
   return { kind: "key", namespace, key, complete: complete === 1, pages };
+}
+
+/** longKeyChange decodes a key stored in long_keys. */
+export function longKeyChange([namespace, key, ...value]: LongKeyValue): Change {
+  return keyChange([namespace, key], value);
 }
 
 /** reservationChange decodes a stored reservation. */

@@ -32,5 +32,7 @@ describe("parseServerOptions", () => {
     expect(() => parseServerOptions(["--port", "x"], {})).toThrow(/whole number/);
     expect(() => parseServerOptions(["--read-lease-ttl", "soon"], {})).toThrow(/read-lease-ttl/);
     expect(() => parseServerOptions(["--port", "70000"], {})).toThrow(/65535/);
+    expect(() => parseServerOptions(["--max-key-bytes", "1025"], {})).toThrow(/--max-key-bytes must be at most 1024/);
+    expect(parseServerOptions(["--max-key-bytes", "1024"], {}).maxKeyBytes).toBe(1024);
   });
 });

@@ -5,6 +5,7 @@ import { open } from "lmdb";
 import { describe, expect, it } from "vitest";
 import { MetadataState } from "../../src/core/state.js";
 import { LmdbStore, StoreOpenError } from "../../src/store/lmdb-store.js";
+import { FORMAT_VERSION } from "../../src/store/schema.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { assertInvariants } from "../support/invariants.js";
 import { tempDir } from "../support/temp-dir.js";
@@ -150,11 +151,28 @@ describe("LmdbStore", () => {
     it("the format version is newer", async () => {
       const dir = await filledDir();
       const env = open({ path: dir });
-      await env.openDB("meta", {}).put("formatVersion", 2);
+      await env.openDB("meta", {}).put("formatVersion", FORMAT_VERSION + 1);
       await env.close();
       const before = digest(dir);
-      await expect(LmdbStore.open(dir)).rejects.toThrow(/format version 2, this server reads version 1: upgrade/);
+      await expect(LmdbStore.open(dir)).rejects.toThrow(
+        new RegExp(`format version ${FORMAT_VERSION + 1}, this server reads version ${FORMAT_VERSION}: upgrade`),
+      );
       expect(digest(dir)).toBe(before);
+    });
+
+    it("(not) a version-1 store: it is upgraded in place, keeping everything", async () => {
+      const dir = await filledDir();
+      const time = new FakeClock();
+      const before = await reopen(dir, time);
+      const stats = before.state.stats(undefined);
+      await before.store.close();
+      const env = open({ path: dir });
+      await env.openDB("meta", {}).put("formatVersion", 1);
+      await env.close();
+      const after = await reopen(dir, time);
+      expect(after.state.stats(undefined)).toEqual(stats);
+      expect(after.store.dbs.meta.get("formatVersion")).toBe(FORMAT_VERSION);
+      await after.store.close();
     });
   });
 });
