@@ -75,7 +75,8 @@ export function parseServerOptions(args: string[], env: NodeJS.ProcessEnv): Serv
   const result = options as unknown as ServerOptions;
   if (result.port > 65_535) throw new Error(`--port must be at most 65535, got ${result.port}`);
   if (result.maxKeysPerCall < 1 || result.maxKeyBytes < 1) throw new Error("--max-keys-per-call and --max-key-bytes must be at least 1");
-  if (result.maxKeyBytes > MAX_KEY_BYTES) throw new Error(`--max-key-bytes must be at most ${MAX_KEY_BYTES} (namespace names are keys of the store), got ${result.maxKeyBytes}`);
+  if (result.maxKeyBytes > MAX_KEY_BYTES)
+    throw new Error(`--max-key-bytes must be at most ${MAX_KEY_BYTES} (namespace names are keys of the store), got ${result.maxKeyBytes}`);
   return result;
 }
 

@@ -208,7 +208,8 @@ async function initMeta(path: string, dbs: LmdbStore["dbs"], readOnly: boolean):
     await Promise.all([meta.put("serverId", id), meta.put("formatVersion", FORMAT_VERSION)]);
     return id;
   }
-  if (version === 1 && !readOnly) await meta.put("formatVersion", FORMAT_VERSION); // see schema.ts: nothing to move
+  if (version === 1 && !readOnly)
+    await meta.put("formatVersion", FORMAT_VERSION); // see schema.ts: nothing to move
   else if (version !== FORMAT_VERSION && version !== 1) {
     throw new StoreOpenError(
       `store in ${path} has format version ${String(version)}, this server reads version ${FORMAT_VERSION}: ${
