@@ -224,6 +224,26 @@ describe("errors of the JSON routes", () => {
     expect(outOfRange).toMatchObject({ status: 400, body: { reason: "REASON_PAGE_OUT_OF_RANGE" } });
   });
 
+  it("refuse invalid UTF-8 and lone surrogates with 400, so two byte strings never become one key", async () => {
+    const { url, state } = await startTestServer();
+    await post(url, "/rank/0/initialize", { num_pages: 8 });
+    const send = (bytes: Buffer) =>
+      fetch(`${url}/keys/batch_allocate`, { method: "POST", headers: { "content-type": "application/json" }, body: bytes }).then(async (res) => ({
+        status: res.status,
+        body: (await res.json()) as Record<string, unknown>,
+      }));
+    for (const bad of [Buffer.from([0xff]), Buffer.from([0xfe])]) {
+      const bytes = Buffer.concat([Buffer.from('{"rank": 0, "keys": [["bad'), bad, Buffer.from('", null]]}')]);
+      expect(await send(bytes)).toMatchObject({ status: 400, body: { reason: "REASON_INVALID_ARGUMENT" } });
+    }
+    for (const escaped of ['"bad\\ud800"', '"\\udc00"', '"a\\ud800b"']) {
+      const body = Buffer.from(`{"rank": 0, "keys": [[${escaped}, null]]}`);
+      expect(await send(body)).toMatchObject({ status: 400, body: { reason: "REASON_INVALID_ARGUMENT" } });
+    }
+    expect(await post(url, "/keys/batch_exists", { keys: ["ok", "\ud83d\udd11"] })).toMatchObject({ status: 200 });
+    expect(state.stats(undefined)[0]!.ranks[0]!.reservedPages).toBe(0);
+  });
+
   it("answer 413 for a body over the limit", async () => {
     const { url } = await startTestServer();
     const huge = JSON.stringify({ keys: Array.from({ length: 40_000 }, (_, i) => `${i}`.padStart(30, "0")) });

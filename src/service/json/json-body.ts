@@ -3,12 +3,24 @@ import { invalidArgument } from "../../core/errors.js";
 /** JsonObject is a parsed request body. */
 export type JsonObject = Record<string, unknown>;
 
-/** parseJsonObject parses a request body as a JSON object; an empty body is {}. */
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/**
+ * parseJsonObject parses a request body as a JSON object; an empty body is
+ * {}. Invalid UTF-8 is refused, not replaced by U+FFFD, so that two
+ * different byte strings never become one key (gRPC refuses them too).
+ */
 export function parseJsonObject(bytes: Buffer): JsonObject {
   if (bytes.length === 0) return {};
+  let text: string;
+  try {
+    text = strictUtf8.decode(bytes);
+  } catch {
+    throw invalidArgument("body", "request body is not valid UTF-8");
+  }
   let parsed: unknown;
   try {
-    parsed = JSON.parse(bytes.toString("utf8"));
+    parsed = JSON.parse(text);
   } catch (e) {
     throw invalidArgument("body", `request body is not JSON: ${(e as Error).message}`);
   }
@@ -32,7 +44,7 @@ export function int(body: JsonObject, field: string, fallback?: number): number 
 /** str reads a string field; `fallback` when absent. */
 export function str(body: JsonObject, field: string, fallback: string): string {
   const value = body[field] ?? fallback;
-  if (typeof value !== "string") throw invalidArgument(field, `"${field}" must be a string`);
+  if (!isString(value)) throw invalidArgument(field, `"${field}" must be a string of Unicode text`);
   return value;
 }
 
@@ -44,8 +56,8 @@ export function namespaceField(body: JsonObject): string {
 /** strings reads an array of strings. */
 export function strings(body: JsonObject, field: string): string[] {
   const value = body[field];
-  if (!Array.isArray(value) || !value.every((v) => typeof v === "string")) {
-    throw invalidArgument(field, `"${field}" must be an array of strings`);
+  if (!Array.isArray(value) || !value.every(isString)) {
+    throw invalidArgument(field, `"${field}" must be an array of strings of Unicode text`);
   }
   return value as string[];
 }
@@ -76,7 +88,11 @@ export function pairs<A, B>(body: JsonObject, field: string, isFirst: (v: unknow
   return [firsts, seconds];
 }
 
-export const isString = (v: unknown): v is string => typeof v === "string";
+/**
+ * isString accepts a string of Unicode text: a lone surrogate ("\ud800",
+ * which JSON can escape but UTF-8, and so gRPC, cannot carry) is refused.
+ */
+export const isString = (v: unknown): v is string => typeof v === "string" && v.isWellFormed();
 export const isInt = (v: unknown): v is number => typeof v === "number" && Number.isInteger(v);
 /** isPrefix accepts a prefix key: a string, or null for none. */
-export const isPrefix = (v: unknown): v is string | null => v === null || typeof v === "string";
+export const isPrefix = (v: unknown): v is string | null => v === null || isString(v);
