@@ -12,7 +12,7 @@ export interface ServerOptions extends StateOptions {
   dataDir: string;
   /** inMemory keeps the state in memory only, lost on exit. Defaults to false. */
   inMemory: boolean;
-  /** maxBodyBytes bounds a request body, any protocol. Defaults to 64 MiB. */
+  /** maxBodyBytes bounds a request body, any protocol. Defaults to what the largest call allowed by the key limits needs (maxBodyBytesFor). */
   maxBodyBytes: number;
   /** shutdownTimeoutMs bounds how long SIGTERM waits for calls in flight. Defaults to 10 s. */
   shutdownTimeoutMs: number;
@@ -33,10 +33,21 @@ export const OPTIONS: { flag: string; field: keyof ServerOptions; kind: Kind; he
   { flag: "incomplete-ttl", field: "incompleteTtlMs", kind: "duration", help: "how long a key may stay confirmed on only some ranks" },
   { flag: "max-keys-per-call", field: "maxKeysPerCall", kind: "integer", help: "keys per call at most" },
   { flag: "max-key-bytes", field: "maxKeyBytes", kind: "integer", help: "UTF-8 bytes per key at most" },
-  { flag: "max-body-bytes", field: "maxBodyBytes", kind: "integer", help: "bytes per request body at most" },
+  { flag: "max-body-bytes", field: "maxBodyBytes", kind: "integer", help: "bytes per request body at most (default: what the largest call within the key limits needs)" },
   { flag: "shutdown-timeout", field: "shutdownTimeoutMs", kind: "duration", help: "how long shutdown waits for calls in flight" },
   { flag: "log-level", field: "logLevel", kind: "string", help: "fatal, error, warn, info, debug or trace" },
 ];
+
+/**
+ * maxBodyBytesFor is the body the largest call within the key limits needs,
+ * so that the limits agree: BatchAllocate of maxKeysPerCall keys and as
+ * many prefix keys, each of maxKeyBytes, as protobuf (3 bytes of tag and
+ * length per key) or as vLLM's JSON (quotes, commas, brackets), plus room
+ * for the namespace and the other fields.
+ */
+export function maxBodyBytesFor({ maxKeysPerCall, maxKeyBytes }: Pick<StateOptions, "maxKeysPerCall" | "maxKeyBytes">): number {
+  return 2 * maxKeysPerCall * (maxKeyBytes + 8) + 64 * 1024;
+}
 
 /** MAX_KEY_BYTES is the largest --max-key-bytes: a namespace name is part of LMDB keys of at most 1,978 bytes. */
 const MAX_KEY_BYTES = 1_024;
@@ -48,7 +59,7 @@ export const defaultServerOptions: ServerOptions = {
   port: 18000,
   dataDir: "./data",
   inMemory: false,
-  maxBodyBytes: 64 * 1024 * 1024,
+  maxBodyBytes: maxBodyBytesFor(defaultStateOptions),
   shutdownTimeoutMs: 10_000,
   logLevel: "info",
 };
@@ -67,12 +78,15 @@ export function parseServerOptions(args: string[], env: NodeJS.ProcessEnv): Serv
     allowPositionals: false,
   });
   const options: Record<string, unknown> = { ...defaultServerOptions };
+  const given = new Set<string>();
   for (const { flag, field, kind } of OPTIONS) {
     const raw = values[flag] ?? env[envName(flag)];
     if (raw === undefined) continue;
     options[field] = convert(raw, kind, flag);
+    given.add(field);
   }
   const result = options as unknown as ServerOptions;
+  if (!given.has("maxBodyBytes")) result.maxBodyBytes = maxBodyBytesFor(result);
   if (result.port > 65_535) throw new Error(`--port must be at most 65535, got ${result.port}`);
   if (result.maxKeysPerCall < 1 || result.maxKeyBytes < 1) throw new Error("--max-keys-per-call and --max-key-bytes must be at least 1");
   if (result.maxKeyBytes > MAX_KEY_BYTES)

@@ -1,4 +1,6 @@
+import { create, toBinary } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
+import { BatchAllocateRequestSchema } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { parseDuration } from "../../src/server/duration.js";
 import { defaultServerOptions, envName, parseServerOptions } from "../../src/server/options.js";
 
@@ -34,5 +36,32 @@ describe("parseServerOptions", () => {
     expect(() => parseServerOptions(["--port", "70000"], {})).toThrow(/65535/);
     expect(() => parseServerOptions(["--max-key-bytes", "1025"], {})).toThrow(/--max-key-bytes must be at most 1024/);
     expect(parseServerOptions(["--max-key-bytes", "1024"], {}).maxKeyBytes).toBe(1024);
+  });
+});
+
+describe("the body limit", () => {
+  /** largestAllocate is the largest BatchAllocate the key limits allow, with multibyte keys of exactly maxKeyBytes. */
+  function largestAllocate(maxKeysPerCall: number, maxKeyBytes: number) {
+    const key = (i: number) => `${i}`.padStart(maxKeyBytes - 4 * 4, "0") + "🔑🔑🔑🔑";
+    const keys = Array.from({ length: maxKeysPerCall }, (_, i) => key(i));
+    return { namespace: key(-1), rank: 4_294_967_295, keys, prefixKeys: keys };
+  }
+
+  it.each([
+    [[], 65_536, 1_024],
+    [["--max-keys-per-call", "300", "--max-key-bytes", "1000"], 300, 1_000],
+  ] as const)("takes the largest call the key limits allow, over gRPC and vLLM's JSON (%j)", (args, keysPerCall, keyBytes) => {
+    const options = parseServerOptions([...args], {});
+    // Encoding 130 MB here would be slow: the size per key is the same at any count, so measure 300 keys and scale.
+    const sample = largestAllocate(300, keyBytes);
+    const grpcPerKey = (toBinary(BatchAllocateRequestSchema, create(BatchAllocateRequestSchema, sample)).length + 5) / 300;
+    const vllm = JSON.stringify({ namespace: sample.namespace, rank: sample.rank, keys: sample.keys.map((k, i) => [k, sample.prefixKeys[i]]) });
+    const jsonPerKey = Buffer.byteLength(vllm) / 300;
+    expect(Math.ceil(grpcPerKey * keysPerCall)).toBeLessThanOrEqual(options.maxBodyBytes);
+    expect(Math.ceil(jsonPerKey * keysPerCall)).toBeLessThanOrEqual(options.maxBodyBytes);
+  });
+
+  it("is the one given when given", () => {
+    expect(parseServerOptions(["--max-body-bytes", "1000"], {}).maxBodyBytes).toBe(1_000);
   });
 });
