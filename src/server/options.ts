@@ -33,7 +33,12 @@ export const OPTIONS: { flag: string; field: keyof ServerOptions; kind: Kind; he
   { flag: "incomplete-ttl", field: "incompleteTtlMs", kind: "duration", help: "how long a key may stay confirmed on only some ranks" },
   { flag: "max-keys-per-call", field: "maxKeysPerCall", kind: "integer", help: "keys per call at most" },
   { flag: "max-key-bytes", field: "maxKeyBytes", kind: "integer", help: "UTF-8 bytes per key at most" },
-  { flag: "max-body-bytes", field: "maxBodyBytes", kind: "integer", help: "bytes per request body at most (default: what the largest call within the key limits needs)" },
+  {
+    flag: "max-body-bytes",
+    field: "maxBodyBytes",
+    kind: "integer",
+    help: "bytes per request body at most (default: what the largest call within the key limits needs)",
+  },
   { flag: "shutdown-timeout", field: "shutdownTimeoutMs", kind: "duration", help: "how long shutdown waits for calls in flight" },
   { flag: "log-level", field: "logLevel", kind: "string", help: "fatal, error, warn, info, debug or trace" },
 ];
