@@ -29,7 +29,6 @@ const connect = connectFraming(
   edge,
   canned,
   () => undefined,
-  64 << 20,
   (_req, res) => res.writeHead(404).end(),
 );
 const listener = new DualProtocolListener(requestHandler("floor", new GrpcUnaryFastPath(canned, edge), connect));

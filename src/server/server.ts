@@ -79,7 +79,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     router.service(ReflectionV1, reflection);
     router.service(ReflectionV1alpha, reflection as never);
   };
-  const connect = connectFraming(edge, service, openServices, config.maxBodyBytes, (req, res) => {
+  const connect = connectFraming(edge, service, openServices, (req, res) => {
     if (req.method === "GET" && req.url?.split("?")[0] === "/metrics") return void serveMetrics(metrics, res);
     void json(req, res);
   });

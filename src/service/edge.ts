@@ -42,11 +42,14 @@ const ENVELOPE_BYTES = 5;
 export class Edge {
   readonly lifecycle: Lifecycle;
   readonly serverId: string;
+  /** maxBodyBytes bounds a request message (EdgeOptions.maxBodyBytes). */
+  readonly maxBodyBytes: number;
   private readonly bodyLimit: number;
 
   constructor(private readonly options: EdgeOptions) {
     this.lifecycle = options.lifecycle;
     this.serverId = options.serverId;
+    this.maxBodyBytes = options.maxBodyBytes;
     this.bodyLimit = options.maxBodyBytes + ENVELOPE_BYTES;
   }
 

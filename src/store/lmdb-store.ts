@@ -144,8 +144,8 @@ export class LmdbStore implements Store {
       for (const write of writes) {
         const db = this.dbs[write.db];
         last = write.value === undefined ? db.remove(write.key) : db.put(write.key, write.value);
-        // Writes of one turn share a transaction and fail together; the last one's promise carries the failure.
-        if (write !== writes[writes.length - 1]) last.catch(() => undefined);
+        // Writes of one turn share a transaction and fail together: the last one's promise carries the failure (below).
+        last.catch(() => undefined);
       }
     } catch (error) {
       return this.fail(error as Error);

@@ -19,12 +19,11 @@ export function connectFraming(
   edge: Edge,
   metadata: ServiceImpl<typeof MetadataService>,
   openServices: (router: ConnectRouter) => void,
-  maxMessageBytes: number,
   fallback: RequestHandler,
 ): RequestHandler {
   const atEdge: Interceptor = (next) => (req) => edge.callDecoded(req.method.name, req.message, () => next(req));
   // The edge bounds the body already; readMaxBytes also bounds a compressed message once decompressed.
-  const router = createConnectRouter({ acceptCompression: [compressionGzip, compressionBrotli], readMaxBytes: maxMessageBytes });
+  const router = createConnectRouter({ acceptCompression: [compressionGzip, compressionBrotli], readMaxBytes: edge.maxBodyBytes });
   router.service(MetadataService, metadata, { interceptors: [atEdge] });
   openServices(router);
   const handlers = new Map(router.handlers.map((h) => [h.requestPath, h]));
@@ -35,9 +34,7 @@ export function connectFraming(
     const universal = universalRequestFromNodeRequest(req as http.IncomingMessage, res as http.ServerResponse, undefined, undefined);
     const guarded = handler.service.typeName === MetadataService.typeName;
     handler(guarded ? { ...universal, body: edgeBody(edge, handler.method.name, req) } : universal)
-      .then((answer) => {
-        return universalResponseToNodeResponse(answer, res as http.ServerResponse);
-      })
+      .then((answer) => universalResponseToNodeResponse(answer, res as http.ServerResponse))
       .catch((reason: unknown) => {
         // The client went away mid-answer; anything else would be a bug of the stack: end the exchange either way.
         if (ConnectError.from(reason).code === Code.Aborted) return;
