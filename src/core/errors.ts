@@ -33,3 +33,8 @@ export class MetadataError extends Error {
 export function invalidArgument(field: string, message: string, subject: ErrorSubject = {}): MetadataError {
   return new MetadataError(Reason.INVALID_ARGUMENT, message, { ...subject, field });
 }
+
+/** limitExceeded is a MetadataError for input over one of the server's limits. */
+export function limitExceeded(field: string, message: string, subject: ErrorSubject = {}): MetadataError {
+  return new MetadataError(Reason.LIMIT_EXCEEDED, message, { ...subject, field });
+}

@@ -5,23 +5,24 @@ import type { Linked } from "./record-list.js";
  * its ranks.
  *
  * Example, ranks 0 and 1 in slots 0 and 1, world_size 2: after ConfirmWrite
- * of "k" at page 7 on rank 1, pages = [-1, 7] (or [, 7]), confirmedRanks =
- * 1, complete = false; after page 3 on rank 0, pages = [3, 7],
- * confirmedRanks = 2, complete = true.
+ * of "k" at page 7 on rank 1, pages = [1, 7], complete = false; after page 3
+ * on rank 0, pages = [1, 7, 0, 3], complete = true.
  *
  * The Linked fields place the record in its namespace's `lru` (complete) or
  * `incomplete` list.
  */
 export interface KeyRecord extends Linked {
   readonly key: string;
-  /** pages[slot] is the key's confirmed page on the rank in that slot; -1 or missing for none. */
-  readonly pages: number[];
-  /** confirmedRanks counts the slots with a page. */
-  confirmedRanks: number;
   /**
-   * complete becomes true when confirmedRanks reaches the namespace's
-   * required count (world_size, or the ranks initialized so far when it is
-   * unknown) and stays true until the key is dropped.
+   * pages holds (slot, page) pairs, one per rank the key is confirmed on, in
+   * confirmation order: a key costs memory for the ranks it is on, not for
+   * every rank of its namespace. A slot appears at most once.
+   */
+  readonly pages: number[];
+  /**
+   * complete becomes true when the key is confirmed on the namespace's
+   * required count of ranks (world_size, or the ranks initialized so far
+   * when it is unknown) and stays true until the key is dropped.
    */
   complete: boolean;
   /** leaseUntilMs is the end of the key's read lease; 0 for none. */
@@ -32,5 +33,18 @@ export interface KeyRecord extends Linked {
 
 /** confirmedPage is the key's page on the rank in `slot`, -1 for none. */
 export function confirmedPage(record: KeyRecord | undefined, slot: number): number {
-  return record?.pages[slot] ?? -1;
+  if (record === undefined) return -1;
+  const pages = record.pages;
+  for (let i = 0; i < pages.length; i += 2) if (pages[i] === slot) return pages[i + 1]!;
+  return -1;
+}
+
+/** confirmedRanks is the number of ranks the key is confirmed on. */
+export function confirmedRanks(record: KeyRecord): number {
+  return record.pages.length >> 1;
+}
+
+/** addPage records the key's page on the rank in `slot`, where it has none. */
+export function addPage(record: KeyRecord, slot: number, page: number): void {
+  record.pages.push(slot, page);
 }

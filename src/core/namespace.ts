@@ -8,15 +8,15 @@ import { RecordList } from "./record-list.js";
  * keys and the recency order used for eviction.
  *
  * Invariants: `keys` holds exactly the keys USED on at least one rank (a
- * record's confirmedRanks equals the number of its `pages` that are not -1,
- * and each such page's pool owner on that rank is the key); `lru` holds exactly the complete records, least recently used first;
+ * record's `pages` name each rank at most once, and each such page's pool
+ * owner on that rank is the key); `lru` holds exactly the complete records, least recently used first;
  * `incomplete` holds exactly the other records, by reclaimAtMs (the TTL is
  * one server option, so insertion order is deadline order).
  */
 export class Namespace {
   /** ranks are the initialized ranks, by number. */
   readonly ranks = new Map<number, Rank>();
-  /** slots are the same ranks by slot, the index of their page in every KeyRecord.pages. */
+  /** slots are the same ranks by slot, the index that KeyRecord.pages names them by. */
   readonly slots: Rank[] = [];
   /** keys is the key registry. */
   readonly keys = new Map<string, KeyRecord>();

@@ -13,6 +13,10 @@ export interface StateOptions {
   maxKeysPerCall: number;
   /** maxKeyBytes bounds the UTF-8 length of a key and of a namespace name. Defaults to 1,024. */
   maxKeyBytes: number;
+  /** maxRanksPerNamespace bounds the ranks of a namespace, and so a declared world_size. Defaults to 1,024. */
+  maxRanksPerNamespace: number;
+  /** maxNamespaces bounds the namespaces of the server. Defaults to 1,024. */
+  maxNamespaces: number;
 }
 
 /** defaultStateOptions are the documented defaults. */
@@ -22,6 +26,8 @@ export const defaultStateOptions: StateOptions = {
   incompleteTtlMs: 600_000,
   maxKeysPerCall: 65_536,
   maxKeyBytes: 1_024,
+  maxRanksPerNamespace: 1_024,
+  maxNamespaces: 1_024,
 };
 
 /** MAX_NUM_PAGES is the largest page count of a rank: page indexes are int32. */

@@ -45,7 +45,7 @@ export class Rank {
   constructor(
     readonly rank: number,
     readonly numPages: number,
-    /** slot is the rank's index in its namespace, and in every KeyRecord.pages. */
+    /** slot is the rank's index in its namespace, by which KeyRecord.pages names it. */
     readonly slot: number,
   ) {
     this.pool = new PagePool(numPages);

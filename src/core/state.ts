@@ -1,8 +1,8 @@
 import { AllocationStatus, Role } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { Change } from "./change.js";
 import type { Clock } from "./clock.js";
-import { invalidArgument, MetadataError, Reason } from "./errors.js";
-import { confirmedPage, type KeyRecord } from "./key-record.js";
+import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
+import { addPage, confirmedPage, confirmedRanks, type KeyRecord } from "./key-record.js";
 import { Namespace } from "./namespace.js";
 import type { NamespaceCounts } from "./namespace-counters.js";
 import { defaultStateOptions, MAX_NUM_PAGES, type StateOptions } from "./options.js";
@@ -129,6 +129,16 @@ export class MetadataState {
     if (worldSize > 0 && rankNo >= worldSize) {
       throw invalidArgument("rank", `rank ${rankNo} is not below world_size ${worldSize}`, { namespace: name, rank: rankNo });
     }
+    if (worldSize > this.options.maxRanksPerNamespace) {
+      throw limitExceeded(
+        "world_size",
+        `world_size ${worldSize} is more than the limit of ${this.options.maxRanksPerNamespace} ranks per namespace (--max-ranks-per-namespace)`,
+        {
+          namespace: name,
+          rank: rankNo,
+        },
+      );
+    }
     let ns = this.namespaces.get(name);
     if (ns !== undefined && ns.worldSize !== worldSize) {
       throw new MetadataError(Reason.RANK_CONFIG_MISMATCH, `namespace "${name}" has world_size ${ns.worldSize}, not ${worldSize}`, {
@@ -147,6 +157,12 @@ export class MetadataState {
         });
       }
       return { created: false, numPages, freePages: existing.pool.freePages };
+    }
+    if (ns === undefined && this.namespaces.size >= this.options.maxNamespaces) {
+      throw limitExceeded("namespace", `the server has ${this.namespaces.size} namespaces, the limit (--max-namespaces)`, { namespace: name, rank: rankNo });
+    }
+    if (ns !== undefined && ns.ranks.size >= this.options.maxRanksPerNamespace) {
+      throw limitExceeded("rank", `namespace "${name}" has ${ns.ranks.size} ranks, the limit (--max-ranks-per-namespace)`, { namespace: name, rank: rankNo });
     }
     if (ns === undefined) {
       ns = new Namespace(name, worldSize);
@@ -238,13 +254,12 @@ export class MetadataState {
       const page = pages[i]!;
       // A key repeated in the batch may have got its record at an earlier position.
       const found = records[i] ?? ns.keys.get(key);
-      if (found?.pages[rank.slot] === page) continue;
+      if (confirmedPage(found, rank.slot) === page) continue;
       const record = found ?? this.newRecord(ns, key, 0, now);
       if (rank.confirm(record.key, page) && this.journal) this.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
-      record.pages[rank.slot] = page;
-      record.confirmedRanks++;
+      addPage(record, rank.slot, page);
       result.confirmed++;
-      if (!record.complete && record.confirmedRanks >= ns.requiredRanks) {
+      if (!record.complete && confirmedRanks(record) >= ns.requiredRanks) {
         if (found !== undefined) ns.incomplete.delete(record);
         this.markComplete(ns, record);
         result.completed.push(i);
@@ -324,8 +339,7 @@ export class MetadataState {
   private newRecord(ns: Namespace, key: string, leaseUntilMs: number, nowMs: number): KeyRecord {
     const record: KeyRecord = {
       key,
-      pages: new Array<number>(ns.slots.length).fill(-1),
-      confirmedRanks: 0,
+      pages: [],
       complete: false,
       leaseUntilMs,
       reclaimAtMs: nowMs + this.options.incompleteTtlMs,
@@ -527,24 +541,23 @@ export class MetadataState {
     ns.lru.delete(record);
     ns.incomplete.delete(record);
     this.record({ kind: "forget", namespace: ns.name, key: record.key });
-    record.pages.forEach((page, slot) => {
-      if (page < 0) return;
-      const rank = ns.slots[slot]!;
+    const pages = record.pages;
+    for (let i = 0; i < pages.length; i += 2) {
+      const rank = ns.slots[pages[i]!]!;
+      const page = pages[i + 1]!;
       rank.dropConfirmed(page, untilMs, now);
-      if (untilMs <= now) return;
+      if (untilMs <= now) continue;
       this.drains.push({ atMs: untilMs, ns, rank, page });
       this.due(untilMs);
       this.record({ kind: "drain", namespace: ns.name, rank: rank.rank, page, key: record.key, untilMs });
-    });
+    }
   }
 
   /** recordKey journals a key's confirmed pages (by rank number) and completeness. */
   private recordKey(ns: Namespace, record: KeyRecord): void {
     if (!this.journal) return;
-    const pages: number[] = [];
-    record.pages.forEach((page, slot) => {
-      if (page >= 0) pages.push(ns.slots[slot]!.rank, page);
-    });
+    const pages = record.pages.slice();
+    for (let i = 0; i < pages.length; i += 2) pages[i] = ns.slots[pages[i]!]!.rank;
     this.changes.push({ kind: "key", namespace: ns.name, key: record.key, complete: record.complete, pages });
   }
 
@@ -577,8 +590,7 @@ export class MetadataState {
           for (let i = 0; i < change.pages.length; i += 2) {
             const rank = this.rankOf(change.namespace, change.pages[i]!).rank;
             rank.restoreUsed(record.key, change.pages[i + 1]!);
-            record.pages[rank.slot] = change.pages[i + 1]!;
-            record.confirmedRanks++;
+            addPage(record, rank.slot, change.pages[i + 1]!);
           }
           if (change.complete) this.markComplete(ns, record);
           else ns.incomplete.add(record);

@@ -1,4 +1,4 @@
-import { invalidArgument, MetadataError, Reason } from "./errors.js";
+import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
 import { DEFAULT_NAMESPACE, type StateOptions } from "./options.js";
 
 /** MAX_UINT32 is the largest rank, world size or page count a request can carry. */
@@ -31,10 +31,7 @@ export function checkKeys(keys: readonly string[], field: string, options: State
     }
     // A UTF-16 unit is at most 3 UTF-8 bytes: only long keys need counting.
     if (key.length * 3 > maxBytes && utf8Length(key) > maxBytes) {
-      throw new MetadataError(Reason.LIMIT_EXCEEDED, `${field}[${i}] is ${utf8Length(key)} bytes, more than the limit of ${maxBytes}`, {
-        field,
-        key: key.slice(0, 64),
-      });
+      throw limitExceeded(field, `${field}[${i}] is ${utf8Length(key)} bytes, more than the limit of ${maxBytes}`, { key: key.slice(0, 64) });
     }
   }
 }
@@ -42,9 +39,7 @@ export function checkKeys(keys: readonly string[], field: string, options: State
 /** checkCount checks that a batch field has at most maxKeysPerCall entries. */
 export function checkCount(values: readonly unknown[], field: string, options: StateOptions): void {
   if (values.length > options.maxKeysPerCall) {
-    throw new MetadataError(Reason.LIMIT_EXCEEDED, `${field} has ${values.length} entries, more than the limit of ${options.maxKeysPerCall} per call`, {
-      field,
-    });
+    throw limitExceeded(field, `${field} has ${values.length} entries, more than the limit of ${options.maxKeysPerCall} per call`);
   }
 }
 

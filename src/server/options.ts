@@ -33,6 +33,8 @@ export const OPTIONS: { flag: string; field: keyof ServerOptions; kind: Kind; he
   { flag: "incomplete-ttl", field: "incompleteTtlMs", kind: "duration", help: "how long a key may stay confirmed on only some ranks" },
   { flag: "max-keys-per-call", field: "maxKeysPerCall", kind: "integer", help: "keys per call at most" },
   { flag: "max-key-bytes", field: "maxKeyBytes", kind: "integer", help: "UTF-8 bytes per key at most" },
+  { flag: "max-ranks-per-namespace", field: "maxRanksPerNamespace", kind: "integer", help: "ranks per namespace at most (and so world_size)" },
+  { flag: "max-namespaces", field: "maxNamespaces", kind: "integer", help: "namespaces per server at most" },
   {
     flag: "max-body-bytes",
     field: "maxBodyBytes",
@@ -93,7 +95,10 @@ export function parseServerOptions(args: string[], env: NodeJS.ProcessEnv): Serv
   const result = options as unknown as ServerOptions;
   if (!given.has("maxBodyBytes")) result.maxBodyBytes = maxBodyBytesFor(result);
   if (result.port > 65_535) throw new Error(`--port must be at most 65535, got ${result.port}`);
-  if (result.maxKeysPerCall < 1 || result.maxKeyBytes < 1) throw new Error("--max-keys-per-call and --max-key-bytes must be at least 1");
+  for (const flag of ["max-keys-per-call", "max-key-bytes", "max-ranks-per-namespace", "max-namespaces"]) {
+    const field = OPTIONS.find((o) => o.flag === flag)!.field;
+    if ((result[field] as number) < 1) throw new Error(`--${flag} must be at least 1`);
+  }
   if (result.maxKeyBytes > MAX_KEY_BYTES)
     throw new Error(`--max-key-bytes must be at most ${MAX_KEY_BYTES} (namespace names are keys of the store), got ${result.maxKeyBytes}`);
   return result;

@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { describe, it } from "vitest";
 import { MetadataError } from "../../src/core/errors.js";
+import { confirmedPage } from "../../src/core/key-record.js";
 import { MetadataState } from "../../src/core/state.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { assertInvariants } from "../support/invariants.js";
@@ -47,7 +48,7 @@ describe("the core under random operations", () => {
             const rank = state.namespaceViews.get("kv")!.ranks.get(lease.rank)!;
             const owner = rank.pool.ownerOf(lease.page);
             if (owner !== lease.key) throw new Error(`leased page ${lease.page} of ${lease.key} now held by ${owner}`);
-            if (!lease.deleted && state.namespaceViews.get("kv")!.keys.get(lease.key)?.pages[rank.slot] !== lease.page)
+            if (!lease.deleted && confirmedPage(state.namespaceViews.get("kv")!.keys.get(lease.key), rank.slot) !== lease.page)
               throw new Error(`leased key ${lease.key} lost its page ${lease.page}`);
           }
         }

@@ -41,6 +41,26 @@ describe("initializeRank", () => {
     expect(reasonOf(() => state.initializeRank("", 2, 8, 2))).toBe(Reason.INVALID_ARGUMENT);
   });
 
+  it("refuses ranks past --max-ranks-per-namespace and namespaces past --max-namespaces, keeping existing ones", () => {
+    const { state } = setup({ maxRanksPerNamespace: 2, maxNamespaces: 2 });
+    const refusal = (fn: () => unknown) => {
+      try {
+        fn();
+      } catch (e) {
+        return { reason: (e as MetadataError).reason, field: (e as MetadataError).subject.field };
+      }
+      throw new Error("expected a refusal");
+    };
+    state.initializeRank("", 0, 8, 0);
+    state.initializeRank("", 7, 8, 0);
+    expect(refusal(() => state.initializeRank("", 9, 8, 0))).toEqual({ reason: Reason.LIMIT_EXCEEDED, field: "rank" });
+    expect(state.initializeRank("", 7, 8, 0).created).toBe(false);
+    expect(refusal(() => state.initializeRank("b", 0, 8, 3))).toEqual({ reason: Reason.LIMIT_EXCEEDED, field: "world_size" });
+    state.initializeRank("b", 0, 8, 2);
+    expect(refusal(() => state.initializeRank("c", 0, 8, 0))).toEqual({ reason: Reason.LIMIT_EXCEEDED, field: "namespace" });
+    expect(state.stats(undefined).map((ns) => ns.ranks.length)).toEqual([1, 2]);
+  });
+
   it("keeps no state for a scheduler", () => {
     const { state } = setup();
     expect(state.initializeRank("", 0, 0, 0, Role.SCHEDULER).created).toBe(false);
@@ -271,6 +291,21 @@ describe("deadlines", () => {
     expect(state.stats("")[0]).toMatchObject({ reclaimedIncompleteKeys: 1, expiredReservations: 0 });
     time.advance(8_000);
     expect(state.stats("")[0]).toMatchObject({ expiredReservations: 1, ranks: [{ freePages: 2 }, { freePages: 2 }] });
+  });
+});
+
+describe("a key in a namespace of many ranks", () => {
+  it("costs memory for the ranks it is confirmed on, not for every rank of the namespace", () => {
+    const { state } = setup({ maxRanksPerNamespace: 5_000 });
+    for (let r = 0; r < 5_000; r++) state.initializeRank("", r, 4, 0);
+    for (const rank of [4_999, 0]) {
+      const { pages } = state.batchAllocate("", rank, ["k"]);
+      state.confirmWrite("", rank, ["k"], pages);
+    }
+    const record = state.namespaceViews.get("kv")!.keys.get("k")!;
+    expect(record.pages).toEqual([4_999, 0, 0, 0]);
+    expect(state.getLocations("", 4_999, ["k"], true)).toEqual([0]);
+    assertInvariants(state);
   });
 });
 

@@ -176,3 +176,32 @@ describe("LmdbStore", () => {
     });
   });
 });
+
+describe("a store of many ranks and keys", () => {
+  it("loads in about the memory that serving it took: each key costs the ranks it is on", async () => {
+    const dir = tempDir();
+    const time = new FakeClock();
+    const options = { ...TTL, maxRanksPerNamespace: 3_000 };
+    const store = await LmdbStore.open(dir);
+    const state = new MetadataState(time.clock, options);
+    const keys = Array.from({ length: 20_000 }, (_, i) => `key-${i}`);
+    await run(state, store, (s) => s.initializeRank("", 0, keys.length, 0));
+    await run(state, store, (s) => s.confirmWrite("", 0, keys, s.batchAllocate("", 0, keys).pages));
+    await run(state, store, (s) => {
+      for (let r = 1; r < 3_000; r++) s.initializeRank("", r, 1, 0);
+    });
+    await store.close();
+
+    // Before, every loaded key held an array as long as the namespace's ranks: 20,000 × 3,000 entries, about 480 MB.
+    const before = process.memoryUsage().heapUsed;
+    const loaded = await LmdbStore.open(dir);
+    const restored = new MetadataState(time.clock, options);
+    restored.restore(loaded.stored());
+    expect(process.memoryUsage().heapUsed - before).toBeLessThan(64 * 1024 * 1024);
+    const ns = restored.namespaceViews.get("kv")!;
+    expect(ns.ranks.size).toBe(3_000);
+    expect(ns.keys.get("key-7")!.pages).toEqual([0, 7]);
+    assertInvariants(restored);
+    await loaded.close();
+  });
+});

@@ -1,3 +1,4 @@
+import { confirmedPage, confirmedRanks } from "../../src/core/key-record.js";
 import type { MetadataState } from "../../src/core/state.js";
 
 /**
@@ -35,7 +36,7 @@ export function assertInvariants(state: MetadataState): void {
         lastExpiry = reservation.expiresAtMs;
       }
       for (const [key, record] of ns.keys) {
-        const page = record.pages[rank.slot] ?? -1;
+        const page = confirmedPage(record, rank.slot);
         if (page < 0) continue;
         if (rank.pool.ownerOf(page) !== key) throw new Error(`${where}: used page ${page} not owned by ${key}`);
         if (rank.reserved.has(key)) throw new Error(`${where}: ${key} both reserved and used`);
@@ -56,8 +57,8 @@ export function assertInvariants(state: MetadataState): void {
     }
     if (confirmations.size !== ns.keys.size) throw new Error(`namespace ${ns.name}: ${ns.keys.size} records for ${confirmations.size} confirmed keys`);
     for (const [key, record] of ns.keys) {
-      if (record.confirmedRanks !== confirmations.get(key))
-        throw new Error(`namespace ${ns.name}: ${key} counts ${record.confirmedRanks} ranks, has ${confirmations.get(key)}`);
+      if (confirmedRanks(record) !== confirmations.get(key))
+        throw new Error(`namespace ${ns.name}: ${key} counts ${confirmedRanks(record)} ranks, has ${confirmations.get(key)}`);
       if (record.complete !== ns.lru.has(record)) throw new Error(`namespace ${ns.name}: ${key} complete=${record.complete} but lru disagrees`);
       if (record.complete === ns.incomplete.has(record))
         throw new Error(`namespace ${ns.name}: ${key} complete=${record.complete} but the incomplete list disagrees`);

@@ -858,9 +858,11 @@ export enum Reason {
   INVALID_ARGUMENT = 1,
 
   /**
-   * REASON_LIMIT_EXCEEDED: too many keys in a call or a key too long (code
+   * REASON_LIMIT_EXCEEDED: too many keys in a call, a key too long, or an
+   * InitializeRank past the server's ranks per namespace or namespaces (code
    * INVALID_ARGUMENT; RESOURCE_EXHAUSTED when the message itself is larger
-   * than the server accepts); ErrorInfo.field names the field.
+   * than the server accepts, or the server buffers too many request bytes);
+   * ErrorInfo.field names the field.
    *
    * @generated from enum value: REASON_LIMIT_EXCEEDED = 2;
    */
