@@ -22,6 +22,11 @@ export class RecordList<T extends Linked> implements Iterable<T> {
     return this.count;
   }
 
+  /** first is the oldest record, undefined when empty. */
+  get first(): T | undefined {
+    return this.head;
+  }
+
   has(record: T): boolean {
     return record.list === this;
   }

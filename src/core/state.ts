@@ -1,26 +1,18 @@
 import { AllocationStatus, Role } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { Change } from "./change.js";
 import type { Clock } from "./clock.js";
+import { Deadlines } from "./deadlines.js";
 import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
 import { addPage, confirmedPage, confirmedRanks, type KeyRecord } from "./key-record.js";
 import { Namespace } from "./namespace.js";
 import type { NamespaceCounts } from "./namespace-counters.js";
 import { defaultStateOptions, MAX_NUM_PAGES, type StateOptions } from "./options.js";
 import type { Rank, Reservation } from "./rank.js";
-import { TimerQueue } from "./timer-queue.js";
 import { checkCount, checkKeys, checkPages, checkSameLength, checkUint32, namespaceName } from "./validate.js";
 
 export { AllocationStatus, Role };
 
 const NO_CHANGES: readonly Change[] = Object.freeze([]);
-
-/** DrainTimer frees a deleted key's page when its read lease ends (leases vary, so these need a heap). */
-interface DrainTimer {
-  atMs: number;
-  ns: Namespace;
-  rank: Rank;
-  page: number;
-}
 
 /** InitializeRankResult describes a rank after InitializeRank. */
 export interface InitializeRankResult {
@@ -73,14 +65,8 @@ export interface NamespaceStatsView extends NamespaceCounts {
 export class MetadataState {
   readonly options: StateOptions;
   private readonly namespaces = new Map<string, Namespace>();
-  private readonly drains = new TimerQueue<DrainTimer>();
-  /**
-   * nextDueMs is no later than the earliest deadline of the state (a
-   * reservation's expiry, an incomplete key's reclaim, a drain's end), so
-   * expire() returns at once before it. Adding a deadline lowers it; a full
-   * expiry pass sets it exactly.
-   */
-  private nextDueMs = Infinity;
+  /** deadlines schedules reservation expiries, incomplete reclaims and drain ends, so expire() costs what is due. */
+  private readonly deadlines = new Deadlines();
   private changes: Change[] = [];
 
   /**
@@ -222,7 +208,7 @@ export class MetadataState {
         statuses[i] = AllocationStatus.NO_SPACE;
         continue;
       }
-      this.due(expiresAtMs);
+      this.deadlines.armReservations(ns, rank);
       this.recordReserve(name, rank, reservation);
       pages[i] = reservation.page;
       statuses[i] = AllocationStatus.NEW;
@@ -265,7 +251,7 @@ export class MetadataState {
         result.completed.push(i);
       } else if (found === undefined) {
         ns.incomplete.add(record);
-        this.due(record.reclaimAtMs);
+        this.deadlines.armIncomplete(ns);
       }
       this.recordKey(ns, record);
     }
@@ -467,38 +453,23 @@ export class MetadataState {
   /** expire processes every deadline that is due: expired reservations, stale incomplete keys, ended drains. */
   expire(): void {
     const now = this.clock();
-    if (now < this.nextDueMs) return;
-    for (const ns of this.namespaces.values()) {
-      for (const rank of ns.ranks.values()) {
-        const expired = rank.expireReservations(now);
-        if (expired === undefined) continue;
-        ns.events.expiredReservations += expired.length;
-        for (const { page } of expired) this.record({ kind: "unreserve", namespace: ns.name, rank: rank.rank, page });
-      }
-      this.reclaimIncomplete(ns, now);
-    }
-    for (let drain = this.drains.popDue(now); drain !== undefined; drain = this.drains.popDue(now)) {
-      if (drain.rank.endDrain(drain.page, drain.atMs)) this.record({ kind: "undrain", namespace: drain.ns.name, rank: drain.rank.rank, page: drain.page });
-    }
-    this.nextDueMs = this.earliestDeadline();
-  }
-
-  /** due notes a new deadline. */
-  private due(atMs: number): void {
-    if (atMs < this.nextDueMs) this.nextDueMs = atMs;
-  }
-
-  /** earliestDeadline is the first deadline of the state, Infinity for none. */
-  private earliestDeadline(): number {
-    let earliest = this.drains.peek()?.atMs ?? Infinity;
-    for (const ns of this.namespaces.values()) {
-      for (const rank of ns.ranks.values()) earliest = Math.min(earliest, rank.firstExpiryMs());
-      for (const record of ns.incomplete) {
-        earliest = Math.min(earliest, record.reclaimAtMs);
-        break;
+    if (now < this.deadlines.nextMs) return;
+    for (let due = this.deadlines.popDue(now); due !== undefined; due = this.deadlines.popDue(now)) {
+      const ns = due.ns;
+      if (due.kind === "reservations") {
+        const expired = due.rank.expireReservations(now);
+        if (expired !== undefined) {
+          ns.events.expiredReservations += expired.length;
+          for (const { page } of expired) this.record({ kind: "unreserve", namespace: ns.name, rank: due.rank.rank, page });
+        }
+        this.deadlines.armReservations(ns, due.rank);
+      } else if (due.kind === "incomplete") {
+        this.reclaimIncomplete(ns, now);
+        this.deadlines.armIncomplete(ns);
+      } else if (due.rank.endDrain(due.page, due.atMs)) {
+        this.record({ kind: "undrain", namespace: ns.name, rank: due.rank.rank, page: due.page });
       }
     }
-    return earliest;
   }
 
   /**
@@ -547,8 +518,7 @@ export class MetadataState {
       const page = pages[i + 1]!;
       rank.dropConfirmed(page, untilMs, now);
       if (untilMs <= now) continue;
-      this.drains.push({ atMs: untilMs, ns, rank, page });
-      this.due(untilMs);
+      this.deadlines.drain(ns, rank, page, untilMs);
       this.record({ kind: "drain", namespace: ns.name, rank: rank.rank, page, key: record.key, untilMs });
     }
   }
@@ -603,7 +573,7 @@ export class MetadataState {
           const { ns, rank } = this.rankOf(change.namespace, change.rank);
           const untilMs = Math.max(change.untilMs, leaseUntilMs);
           rank.restoreDraining(change.key, change.page, untilMs);
-          this.drains.push({ atMs: untilMs, ns, rank, page: change.page });
+          this.deadlines.drain(ns, rank, change.page, untilMs);
           break;
         }
         case "unreserve":
@@ -612,8 +582,13 @@ export class MetadataState {
           break;
       }
     }
-    for (const ns of this.namespaces.values()) for (const rank of ns.ranks.values()) rank.sortReservations();
-    this.nextDueMs = this.earliestDeadline();
+    for (const ns of this.namespaces.values()) {
+      for (const rank of ns.ranks.values()) {
+        rank.sortReservations();
+        this.deadlines.armReservations(ns, rank);
+      }
+      this.deadlines.armIncomplete(ns);
+    }
   }
 
   /** checkRank throws RANK_NOT_INITIALIZED unless the rank is initialized (for APIs that name a rank on every call). */

@@ -3,6 +3,7 @@ import type { Change } from "../core/change.js";
 import { NAMESPACE_COUNTERS } from "../core/namespace-counters.js";
 import type { MetadataState } from "../core/state.js";
 import type { Store } from "../store/store.js";
+import { METRICS_LIMITS, type MetricsLimits, metricsSnapshot, type NamespaceSeries, OTHER } from "./metrics-snapshot.js";
 
 /**
  * Metrics are the server's Prometheus metrics, in a registry of its own.
@@ -39,21 +40,29 @@ export class Metrics {
   private readonly callChildren = new Map<string, { inc(): void }>();
   private readonly latencyChildren = new Map<string, { observe(v: number): void }>();
 
-  constructor(state: MetadataState) {
-    const namespaces = () => state.stats(undefined);
+  constructor(state: MetadataState, limits: MetricsLimits = METRICS_LIMITS) {
+    // One snapshot per scrape, shared by every collector: prom-client calls them in turn, synchronously.
+    let snapshot: NamespaceSeries[] | undefined;
+    const namespaces = () => {
+      if (snapshot === undefined) {
+        snapshot = metricsSnapshot(state, limits);
+        queueMicrotask(() => (snapshot = undefined));
+      }
+      return snapshot;
+    };
     new Gauge({
       name: "hf3fs_metadata_pages",
-      help: "Pages by namespace, rank and state (free, reserved, used).",
+      help: `Pages by namespace, rank and state (free, reserved, used); namespaces past the first ${limits.namespaces}, or past ${limits.ranks} ranks in all, are summed under namespace and rank "${OTHER}".`,
       labelNames: ["namespace", "rank", "state"],
       registers: [this.registry],
       collect() {
         this.reset();
         for (const ns of namespaces()) {
           for (const r of ns.ranks) {
-            const labels = { namespace: ns.namespace, rank: String(r.rank) };
-            this.set({ ...labels, state: "free" }, r.freePages);
-            this.set({ ...labels, state: "reserved" }, r.reservedPages);
-            this.set({ ...labels, state: "used" }, r.usedPages);
+            const labels = { namespace: ns.namespace, rank: r.rank };
+            this.set({ ...labels, state: "free" }, r.free);
+            this.set({ ...labels, state: "reserved" }, r.reserved);
+            this.set({ ...labels, state: "used" }, r.used);
           }
         }
       },
@@ -67,7 +76,7 @@ export class Metrics {
         registers: [this.registry],
         collect(this: { reset(): void; inc(labels: { namespace: string }, value: number): void }) {
           this.reset();
-          for (const ns of namespaces()) this.inc({ namespace: ns.namespace }, ns[field]);
+          for (const ns of namespaces()) this.inc({ namespace: ns.namespace }, ns.counts[field]);
         },
       };
       if (kind === "gauge") new Gauge(options);

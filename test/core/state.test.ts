@@ -1,5 +1,6 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { MetadataError, Reason } from "../../src/core/errors.js";
+import { Rank } from "../../src/core/rank.js";
 import { AllocationStatus, MetadataState, Role } from "../../src/core/state.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { assertInvariants } from "../support/invariants.js";
@@ -306,6 +307,37 @@ describe("a key in a namespace of many ranks", () => {
     expect(record.pages).toEqual([4_999, 0, 0, 0]);
     expect(state.getLocations("", 4_999, ["k"], true)).toEqual([0]);
     assertInvariants(state);
+  });
+});
+
+describe("expiry among many namespaces", () => {
+  it("looks only at the ranks and namespaces with something due", () => {
+    const { time, state } = setup({ maxNamespaces: 2_000 });
+    for (let n = 0; n < 1_000; n++) {
+      state.initializeRank(`idle-${n}`, 0, 4, 2);
+      state.batchAllocate(`idle-${n}`, 0, ["waiting"]);
+    }
+    state.initializeRank("", 0, 4, 2);
+    time.advance(900);
+    const looked = vi.spyOn(Rank.prototype, "expireReservations");
+    const peeked = vi.spyOn(Rank.prototype, "firstExpiryMs");
+    for (let i = 0; i < 10; i++) {
+      state.batchAllocate("", 0, ["k"]);
+      time.advance(1_001);
+    }
+    // Each cycle expires "k" on one rank (the idle ones all expired in the first, 100 ms in).
+    expect(looked.mock.calls.length).toBeLessThan(1_000 + 30);
+    looked.mockClear();
+    peeked.mockClear();
+    for (let i = 0; i < 10; i++) {
+      state.batchAllocate("", 0, ["k"]);
+      time.advance(1_001);
+    }
+    expect(looked.mock.calls.length).toBeLessThanOrEqual(20);
+    expect(peeked.mock.calls.length).toBeLessThanOrEqual(40);
+    expect(state.stats("")[0]).toMatchObject({ expiredReservations: 20 });
+    looked.mockRestore();
+    peeked.mockRestore();
   });
 });
 

@@ -1,0 +1,70 @@
+import type { NamespaceCounts } from "../core/namespace-counters.js";
+import type { MetadataState } from "../core/state.js";
+
+/** OTHER is the namespace label of the namespaces summed together, and the rank label of their ranks. */
+export const OTHER = "_other";
+
+/** MetricsLimits bound the series of a scrape: namespaces reported each, and ranks reported each. */
+export interface MetricsLimits {
+  namespaces: number;
+  ranks: number;
+}
+
+/** METRICS_LIMITS are the limits of /metrics. */
+export const METRICS_LIMITS: MetricsLimits = { namespaces: 100, ranks: 4_096 };
+
+/** RankPages counts the pages of a rank, or of the ranks summed under OTHER. */
+export interface RankPages {
+  rank: string;
+  free: number;
+  reserved: number;
+  used: number;
+}
+
+/** NamespaceSeries is what /metrics reports of a namespace, or of the namespaces summed under OTHER. */
+export interface NamespaceSeries {
+  namespace: string;
+  counts: NamespaceCounts;
+  ranks: RankPages[];
+}
+
+/**
+ * metricsSnapshot reads the state for one scrape in one pass, its size
+ * bounded whatever the number of namespaces and ranks: namespaces in
+ * creation order are reported each while they are within
+ * `limits.namespaces` and their ranks within `limits.ranks` in all; every
+ * other namespace is added into one OTHER series, its pages into one
+ * OTHER rank.
+ */
+export function metricsSnapshot(state: MetadataState, limits: MetricsLimits = METRICS_LIMITS): NamespaceSeries[] {
+  state.expire();
+  const series: NamespaceSeries[] = [];
+  let other: NamespaceSeries | undefined;
+  let ranksLeft = limits.ranks;
+  for (const ns of state.namespaceViews.values()) {
+    if (series.length < limits.namespaces && ns.ranks.size <= ranksLeft) {
+      ranksLeft -= ns.ranks.size;
+      const ranks = [...ns.ranks.values()].map((r) => ({ rank: String(r.rank), free: r.pool.freePages, reserved: r.reservedPages, used: r.usedPages }));
+      series.push({ namespace: ns.name, counts: ns.counts(), ranks });
+      continue;
+    }
+    other ??= { namespace: OTHER, counts: zeroCounts(ns.counts()), ranks: [{ rank: OTHER, free: 0, reserved: 0, used: 0 }] };
+    addCounts(other.counts, ns.counts());
+    const pages = other.ranks[0]!;
+    for (const r of ns.ranks.values()) {
+      pages.free += r.pool.freePages;
+      pages.reserved += r.reservedPages;
+      pages.used += r.usedPages;
+    }
+  }
+  if (other !== undefined) series.push(other);
+  return series;
+}
+
+function zeroCounts(like: NamespaceCounts): NamespaceCounts {
+  return Object.fromEntries(Object.keys(like).map((field) => [field, 0])) as NamespaceCounts;
+}
+
+function addCounts(into: NamespaceCounts, more: NamespaceCounts): void {
+  for (const field of Object.keys(into) as (keyof NamespaceCounts)[]) into[field] += more[field];
+}
