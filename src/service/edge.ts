@@ -5,6 +5,7 @@ import { SERVER_ID_HEADER } from "../protocol/headers.js";
 import { toConnectError } from "./error-table.js";
 import { commit, type Ledger } from "./ledger.js";
 import type { Lifecycle } from "./lifecycle.js";
+import { maxEntriesFor } from "./message-entries.js";
 import { type BodyStream, readBody } from "./read-body.js";
 
 /** CallObserver hears of every call: its method, its code ("ok" or a gRPC code name) and its duration. */
@@ -20,10 +21,14 @@ export interface EdgeOptions {
   readonly maxBodyBytes: number;
 }
 
-/** Undecoded is a request as bytes still to read (within the body limit) and decode; decode throws the client's error for malformed input. */
+/**
+ * Undecoded is a request as bytes still to read (within the body limit) and
+ * decode; decode throws the client's error for malformed input, and stops
+ * with LIMIT_EXCEEDED past maxEntries entries (maxEntriesFor).
+ */
 export interface Undecoded<Req> {
   readonly body: BodyStream;
-  decode(bytes: Buffer): Req;
+  decode(bytes: Buffer, maxEntries: number): Req;
 }
 
 /** ENVELOPE_BYTES is the gRPC and Connect framing around a message, allowed on top of the body limit. */
@@ -44,6 +49,8 @@ export class Edge {
   readonly serverId: string;
   /** maxBodyBytes bounds a request message (EdgeOptions.maxBodyBytes). */
   readonly maxBodyBytes: number;
+  /** maxEntries bounds the entries a request may carry, from the per-call key limit (maxEntriesFor). */
+  readonly maxEntries: number;
   private readonly bodyLimit: number;
 
   constructor(private readonly options: EdgeOptions) {
@@ -51,6 +58,7 @@ export class Edge {
     this.serverId = options.serverId;
     this.maxBodyBytes = options.maxBodyBytes;
     this.bodyLimit = options.maxBodyBytes + ENVELOPE_BYTES;
+    this.maxEntries = maxEntriesFor(options.ledger.state.options.maxKeysPerCall);
   }
 
   /** call runs a call whose request the framing hands over as bytes: the whole call, from refusal to commit. */
@@ -59,7 +67,7 @@ export class Edge {
     let message: Req | undefined;
     try {
       this.admit();
-      message = request.decode(await readBody(request.body, this.bodyLimit));
+      message = request.decode(await readBody(request.body, this.bodyLimit), this.maxEntries);
       return await this.settle(method, started, await handle(message));
     } catch (error) {
       throw this.fail(method, started, error, message);
@@ -83,13 +91,16 @@ export class Edge {
   /**
    * readFor reads the body of a call that a library will decode
    * (connect-node), after the same refusal check and within the same limit;
-   * a failure is reported and thrown as the call's answer.
+   * `inspect` may refuse it before the library decodes it (too many
+   * entries). A failure is reported and thrown as the call's answer.
    */
-  async readFor(method: string, body: BodyStream): Promise<Buffer> {
+  async readFor(method: string, body: BodyStream, inspect: (bytes: Buffer, maxEntries: number) => void): Promise<Buffer> {
     const started = performance.now();
     try {
       this.admit();
-      return await readBody(body, this.bodyLimit);
+      const bytes = await readBody(body, this.bodyLimit);
+      inspect(bytes, this.maxEntries);
+      return bytes;
     } catch (error) {
       throw this.fail(method, started, error, undefined);
     }

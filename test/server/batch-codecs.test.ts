@@ -10,11 +10,15 @@ import {
   BatchExistsResponseSchema,
   ConfirmWriteRequestSchema,
   ConfirmWriteResponseSchema,
+  DeleteKeysRequestSchema,
   GetLocationsRequestSchema,
   GetLocationsResponseSchema,
+  Reason,
 } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import type { MetadataError } from "../../src/core/errors.js";
 import { BATCH_CODECS } from "../../src/server/transport/batch-codecs.js";
 import { keepLeadingByteOrderMark } from "../../src/server/transport/utf8-text.js";
+import { checkMessageEntries } from "../../src/service/message-entries.js";
 
 // As the server does: protobuf-es then keeps a leading U+FEFF, as the batch codecs do.
 keepLeadingByteOrderMark();
@@ -26,6 +30,9 @@ const uint32 = fc.nat({ max: 0xffff_ffff });
 const int32s = fc.array(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), { maxLength: 12 });
 
 /** Each method's request schema, with an arbitrary of its init shape. */
+/** NO_LIMIT lets every test message through the entry limit. */
+const NO_LIMIT = Number.MAX_SAFE_INTEGER;
+
 const REQUESTS = {
   BatchAllocate: {
     schema: BatchAllocateRequestSchema,
@@ -72,7 +79,7 @@ function decodesLike(method: keyof typeof REQUESTS, bytes: Uint8Array): void {
   } catch (e) {
     expected = e as Error;
   }
-  const decode = () => BATCH_CODECS[method]!.decode(Buffer.from(bytes));
+  const decode = () => BATCH_CODECS[method]!.decode(Buffer.from(bytes), NO_LIMIT);
   if (expected instanceof Error) {
     expect(decode).toThrow();
     return;
@@ -138,7 +145,7 @@ describe("the hand-written codecs of the cycle's messages", () => {
     writer.tag(5, WireType.Varint).int32(9);
     const bytes = writer.finish();
     decodesLike("ConfirmWrite", bytes);
-    expect(BATCH_CODECS.ConfirmWrite!.decode(Buffer.from(bytes))).toMatchObject({
+    expect(BATCH_CODECS.ConfirmWrite!.decode(Buffer.from(bytes), NO_LIMIT)).toMatchObject({
       namespace: "ns",
       rank: 3,
       keys: ["b", "a"],
@@ -149,19 +156,19 @@ describe("the hand-written codecs of the cycle's messages", () => {
 
   it("keep a leading U+FEFF, as protobuf-es does once the server configured it", () => {
     const bytes = toBinary(BatchExistsRequestSchema, create(BatchExistsRequestSchema, { namespace: "\uFEFF", keys: ["\uFEFFk", "\uFEFF\uFEFF"] }));
-    expect(BATCH_CODECS.BatchExists!.decode(Buffer.from(bytes))).toMatchObject({ namespace: "\uFEFF", keys: ["\uFEFFk", "\uFEFF\uFEFF"] });
+    expect(BATCH_CODECS.BatchExists!.decode(Buffer.from(bytes), NO_LIMIT)).toMatchObject({ namespace: "\uFEFF", keys: ["\uFEFFk", "\uFEFF\uFEFF"] });
     decodesLike("BatchExists", bytes);
   });
 
   it("refuse invalid UTF-8 in a key, accept U+FFFD that is really there", () => {
     const key = (bytes: number[]) => new Uint8Array([0x1a, bytes.length, ...bytes]);
-    expect(() => BATCH_CODECS.BatchAllocate!.decode(Buffer.from(key([0x61, 0xff, 0x62])))).toThrow();
-    expect(() => BATCH_CODECS.BatchAllocate!.decode(Buffer.from(key([0xed, 0xa0, 0x80])))).toThrow(); // an encoded surrogate
-    expect(BATCH_CODECS.BatchAllocate!.decode(Buffer.from(key([0xef, 0xbf, 0xbd])))).toMatchObject({ keys: ["\uFFFD"] });
+    expect(() => BATCH_CODECS.BatchAllocate!.decode(Buffer.from(key([0x61, 0xff, 0x62])), NO_LIMIT)).toThrow();
+    expect(() => BATCH_CODECS.BatchAllocate!.decode(Buffer.from(key([0xed, 0xa0, 0x80])), NO_LIMIT)).toThrow(); // an encoded surrogate
+    expect(BATCH_CODECS.BatchAllocate!.decode(Buffer.from(key([0xef, 0xbf, 0xbd])), NO_LIMIT)).toMatchObject({ keys: ["\uFFFD"] });
   });
 
   it("refuse a known field with the wrong wire type", () => {
-    expect(() => BATCH_CODECS.BatchExists!.decode(Buffer.from([0x0d, 1, 2, 3, 4]))).toThrow(/wire type/); // namespace as fixed32
+    expect(() => BATCH_CODECS.BatchExists!.decode(Buffer.from([0x0d, 1, 2, 3, 4]), NO_LIMIT)).toThrow(/wire type/); // namespace as fixed32
   });
 
   it.each(METHODS)("encode %s responses that protobuf-es reads back, byte for byte as it writes them", (method) => {
@@ -174,5 +181,37 @@ describe("the hand-written codecs of the cycle's messages", () => {
       }),
       { numRuns: 300 },
     );
+  });
+
+  it("stop at the entry limit, in repeated strings, packed and unpacked numbers alike", () => {
+    const limitOf = (decode: () => unknown) => {
+      try {
+        decode();
+        return undefined;
+      } catch (e) {
+        return (e as MetadataError).reason;
+      }
+    };
+    const confirm = (keys: number, pages: number) =>
+      Buffer.from(
+        toBinary(
+          ConfirmWriteRequestSchema,
+          create(ConfirmWriteRequestSchema, { keys: Array.from({ length: keys }, (_, i) => `k${i}`), pages: Array(pages).fill(1) }),
+        ),
+      );
+    // An entry is a field, or a value of a packed run: 2 keys, and pages [1] (a field and a value), are 4.
+    expect(limitOf(() => BATCH_CODECS.ConfirmWrite!.decode(confirm(2, 1), 4))).toBeUndefined();
+    expect(limitOf(() => BATCH_CODECS.ConfirmWrite!.decode(confirm(5, 0), 4))).toBe(Reason.LIMIT_EXCEEDED);
+    expect(limitOf(() => BATCH_CODECS.ConfirmWrite!.decode(confirm(0, 4), 4))).toBe(Reason.LIMIT_EXCEEDED);
+    const unpacked = new BinaryWriter();
+    for (let i = 0; i < 5; i++) unpacked.tag(4, WireType.Varint).int32(i);
+    expect(limitOf(() => BATCH_CODECS.ConfirmWrite!.decode(Buffer.from(unpacked.finish()), 4))).toBe(Reason.LIMIT_EXCEEDED);
+    // The other methods are counted before protobuf-es decodes them.
+    const deleteKeys = (n: number) =>
+      toBinary(DeleteKeysRequestSchema, create(DeleteKeysRequestSchema, { keys: Array.from({ length: n }, (_, i) => `k${i}`) }));
+    expect(() => checkMessageEntries(DeleteKeysRequestSchema, deleteKeys(4), 4)).not.toThrow();
+    expect(limitOf(() => checkMessageEntries(DeleteKeysRequestSchema, deleteKeys(5), 4))).toBe(Reason.LIMIT_EXCEEDED);
+    expect(limitOf(() => checkMessageEntries(ConfirmWriteRequestSchema, confirm(0, 4), 4))).toBe(Reason.LIMIT_EXCEEDED);
+    expect(() => checkMessageEntries(ConfirmWriteRequestSchema, confirm(2, 1), 4)).not.toThrow();
   });
 });

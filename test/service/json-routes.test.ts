@@ -1,6 +1,8 @@
 import { connect } from "node:http2";
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { createMetadataClient } from "../../src/client/index.js";
+import { countJsonValues } from "../../src/service/json/json-body.js";
 import { LmdbStore } from "../../src/store/lmdb-store.js";
 import { FailingStore } from "../support/failing-store.js";
 import { tempDir } from "../support/temp-dir.js";
@@ -323,5 +325,29 @@ describe("the JSON routes over HTTP/2", () => {
     } finally {
       session.close();
     }
+  });
+});
+
+describe("countJsonValues", () => {
+  it("counts the values of any JSON text, plus one per empty container, whatever its strings hold", () => {
+    const count = (value: unknown): { values: number; empties: number } => {
+      const members = Array.isArray(value) ? value : value !== null && typeof value === "object" ? Object.values(value) : undefined;
+      if (members === undefined) return { values: 1, empties: 0 };
+      const total = { values: 1, empties: members.length === 0 ? 1 : 0 };
+      for (const member of members) {
+        const inner = count(member);
+        total.values += inner.values;
+        total.empties += inner.empties;
+      }
+      return total;
+    };
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 4 }), (value) => {
+        const { values, empties } = count(value);
+        expect(countJsonValues(Buffer.from(JSON.stringify(value)), Number.MAX_SAFE_INTEGER)).toBe(values + empties);
+      }),
+      { numRuns: 500 },
+    );
+    expect(countJsonValues(Buffer.from(String.raw`["a\\",",[{","\"[,"]`), 100)).toBe(4);
   });
 });

@@ -10,19 +10,24 @@ import type {
   GetLocationsRequest,
   GetLocationsResponse,
 } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { checkMessageEntries, tooManyEntries } from "../../service/message-entries.js";
 import { varintLength } from "./varint.js";
 
 /** MessageCodec turns a method's request bytes into a message and its answer into bytes. */
 export interface MessageCodec {
-  decode(bytes: Buffer): unknown;
+  /** decode reads a request; past maxEntries entries in its repeated fields, it stops with LIMIT_EXCEEDED. */
+  decode(bytes: Buffer, maxEntries: number): unknown;
   /** encode takes a message or an init object of the output type (what a handler returns). */
   encode(message: unknown): Uint8Array;
 }
 
-/** reflectiveCodec is protobuf-es's generic codec for a pair of message types: right for any message. */
+/** reflectiveCodec is protobuf-es's generic codec for a pair of message types: right for any message; entries are counted before decoding. */
 export function reflectiveCodec(input: DescMessage, output: DescMessage): MessageCodec {
   return {
-    decode: (bytes) => fromBinary(input, bytes),
+    decode: (bytes, maxEntries) => {
+      checkMessageEntries(input, bytes, maxEntries);
+      return fromBinary(input, bytes);
+    },
     encode: (message) => toBinary(output, create(output, message as never)),
   };
 }
@@ -45,9 +50,9 @@ export const BATCH_CODECS: Readonly<Record<string, MessageCodec>> = {
   GetLocations: { decode: decodeGetLocations, encode: (m) => encodeGetLocations(m as GetLocationsResponse) },
 };
 
-function decodeBatchAllocate(bytes: Buffer): BatchAllocateRequest {
+function decodeBatchAllocate(bytes: Buffer, maxEntries: number): BatchAllocateRequest {
   const message: BatchAllocateRequest = { $typeName: "hf3fs.metadata.v1.BatchAllocateRequest", namespace: "", rank: 0, keys: [], prefixKeys: [] };
-  return readFields(bytes, message, (field, reader) => {
+  return readFields(bytes, maxEntries, message, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) message.rank = reader.uint32Field();
     else if (field === 3) message.keys.push(reader.stringField());
@@ -57,9 +62,9 @@ function decodeBatchAllocate(bytes: Buffer): BatchAllocateRequest {
   });
 }
 
-function decodeConfirmWrite(bytes: Buffer): ConfirmWriteRequest {
+function decodeConfirmWrite(bytes: Buffer, maxEntries: number): ConfirmWriteRequest {
   const message: ConfirmWriteRequest = { $typeName: "hf3fs.metadata.v1.ConfirmWriteRequest", namespace: "", rank: 0, keys: [], pages: [], pagesToRelease: [] };
-  return readFields(bytes, message, (field, reader) => {
+  return readFields(bytes, maxEntries, message, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) message.rank = reader.uint32Field();
     else if (field === 3) message.keys.push(reader.stringField());
@@ -70,9 +75,9 @@ function decodeConfirmWrite(bytes: Buffer): ConfirmWriteRequest {
   });
 }
 
-function decodeBatchExists(bytes: Buffer): BatchExistsRequest {
+function decodeBatchExists(bytes: Buffer, maxEntries: number): BatchExistsRequest {
   const message: BatchExistsRequest = { $typeName: "hf3fs.metadata.v1.BatchExistsRequest", namespace: "", keys: [] };
-  return readFields(bytes, message, (field, reader) => {
+  return readFields(bytes, maxEntries, message, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) message.keys.push(reader.stringField());
     else if (field === 3) message.rank = reader.uint32Field();
@@ -81,9 +86,9 @@ function decodeBatchExists(bytes: Buffer): BatchExistsRequest {
   });
 }
 
-function decodeGetLocations(bytes: Buffer): GetLocationsRequest {
+function decodeGetLocations(bytes: Buffer, maxEntries: number): GetLocationsRequest {
   const message: GetLocationsRequest = { $typeName: "hf3fs.metadata.v1.GetLocationsRequest", namespace: "", rank: 0, keys: [], includeIncomplete: false };
-  return readFields(bytes, message, (field, reader) => {
+  return readFields(bytes, maxEntries, message, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) message.rank = reader.uint32Field();
     else if (field === 3) message.keys.push(reader.stringField());
@@ -140,13 +145,14 @@ function writePackedInt32s(writer: BinaryWriter, field: number, values: readonly
 }
 
 /**
- * readFields reads every field of a message from bytes: readField reads the
- * ones it knows (with the FieldReader's methods, which check the wire type)
+ * readFields reads every field of a message from bytes, counting them
+ * against maxEntries as it goes: readField reads the ones it knows (with the FieldReader's methods, which check the wire type)
  * and returns false for the others, which are skipped.
  */
-function readFields<M>(bytes: Buffer, message: M, readField: (field: number, reader: FieldReader) => boolean): M {
-  const reader = new FieldReader(bytes);
+function readFields<M>(bytes: Buffer, maxEntries: number, message: M, readField: (field: number, reader: FieldReader) => boolean): M {
+  const reader = new FieldReader(bytes, maxEntries);
   while (reader.pos < reader.len) {
+    reader.count();
     const [field, wireType] = reader.tag();
     reader.wireType = wireType;
     if (!readField(field, reader)) reader.skip(wireType, field);
@@ -161,8 +167,19 @@ class FieldReader extends BinaryReader {
   /** wireType is the wire type of the field about to be read. */
   wireType = WireType.Varint;
 
-  constructor(private readonly buffer: Buffer) {
+  constructor(
+    private readonly buffer: Buffer,
+    /** maxEntries bounds every repeated field, so that decoding stops at the limit instead of after it. */
+    private readonly maxEntries: number,
+  ) {
     super(buffer);
+  }
+
+  private entries = 0;
+
+  /** count counts one entry of the request (a field, or a value of a packed run), and throws LIMIT_EXCEEDED past maxEntries. */
+  count(): void {
+    if (++this.entries > this.maxEntries) throw tooManyEntries(this.maxEntries);
   }
 
   /**
@@ -201,7 +218,10 @@ class FieldReader extends BinaryReader {
     this.expect(WireType.LengthDelimited);
     const end = this.uint32() + this.pos;
     if (end > this.len) throw new RangeError("premature EOF");
-    while (this.pos < end) into.push(this.int32());
+    while (this.pos < end) {
+      this.count();
+      into.push(this.int32());
+    }
     if (this.pos !== end) throw new RangeError("packed field overruns its length");
   }
 

@@ -1,9 +1,12 @@
 import type * as http from "node:http";
 import type * as http2 from "node:http2";
+import type { DescMessage, DescMethod } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, createConnectRouter, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { Edge } from "../../service/edge.js";
+import { checkJsonValues } from "../../service/json/json-body.js";
+import { checkMessageEntries } from "../../service/message-entries.js";
 import type { RequestHandler } from "./dual-protocol-listener.js";
 
 /**
@@ -33,7 +36,7 @@ export function connectFraming(
     if (handler === undefined) return fallback(req, res);
     const universal = universalRequestFromNodeRequest(req as http.IncomingMessage, res as http.ServerResponse, undefined, undefined);
     const guarded = handler.service.typeName === MetadataService.typeName;
-    handler(guarded ? { ...universal, body: edgeBody(edge, handler.method.name, req) } : universal)
+    handler(guarded ? { ...universal, body: edgeBody(edge, handler.method, req) } : universal)
       .then((answer) => universalResponseToNodeResponse(answer, res as http.ServerResponse))
       .catch((reason: unknown) => {
         // The client went away mid-answer; anything else would be a bug of the stack: end the exchange either way.
@@ -45,6 +48,25 @@ export function connectFraming(
 }
 
 /** edgeBody is a request body read by the edge, as the byte stream connect-node reads. */
-async function* edgeBody(edge: Edge, method: string, req: http.IncomingMessage | http2.Http2ServerRequest): AsyncIterable<Uint8Array> {
-  yield await edge.readFor(method, req);
+async function* edgeBody(edge: Edge, method: DescMethod, req: http.IncomingMessage | http2.Http2ServerRequest): AsyncIterable<Uint8Array> {
+  yield await edge.readFor(method.name, req, (bytes, maxEntries) => checkEntries(bytes, maxEntries, method.input, req.headers));
+}
+
+/**
+ * checkEntries refuses a body of too many entries before connect-node
+ * decodes it: a Connect unary message (binary or JSON), or the first
+ * message of a gRPC or gRPC-Web envelope. A compressed message is bounded
+ * by readMaxBytes once decompressed, and not counted.
+ */
+function checkEntries(bytes: Buffer, maxEntries: number, input: DescMessage, headers: http.IncomingHttpHeaders): void {
+  const type = headers["content-type"] ?? "";
+  const json = type.endsWith("json");
+  if (type.startsWith("application/grpc")) {
+    if (type.includes("text") || bytes.length < 5 || (bytes[0]! & 1) === 1) return;
+    bytes = bytes.subarray(5, 5 + bytes.readUInt32BE(1));
+  } else if (headers["content-encoding"] !== undefined && headers["content-encoding"] !== "identity") {
+    return;
+  }
+  if (json) checkJsonValues(bytes, maxEntries);
+  else checkMessageEntries(input, bytes, maxEntries);
 }

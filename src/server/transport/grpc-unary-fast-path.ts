@@ -3,6 +3,7 @@ import type { DescMessage, DescMethodUnary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { MetadataError } from "../../core/errors.js";
 import type { Edge } from "../../service/edge.js";
 import { BATCH_CODECS, type MessageCodec, reflectiveCodec } from "./batch-codecs.js";
 
@@ -54,7 +55,7 @@ export class GrpcUnaryFastPath {
     let body: Buffer | undefined;
     let trailers: http2.OutgoingHttpHeaders = OK_TRAILERS;
     try {
-      const decode = (bytes: Buffer) => decodeMessage(route, unwrapEnvelope(bytes));
+      const decode = (bytes: Buffer, maxEntries: number) => decodeMessage(route, unwrapEnvelope(bytes), maxEntries);
       body = await this.edge.call(route.method.name, { body: req, decode }, async (message) => envelope(route.codec.encode(await route.handler(message))));
     } catch (error) {
       const connectError = error as ConnectError; // the edge throws nothing else
@@ -74,10 +75,11 @@ const RESPONSE_HEADERS = { "content-type": "application/grpc+proto" };
 const OK_TRAILERS = { "grpc-status": "0" };
 
 /** decodeMessage parses a request message; a malformed one is the client's error, INVALID_ARGUMENT. */
-function decodeMessage(route: Route, bytes: Buffer): unknown {
+function decodeMessage(route: Route, bytes: Buffer, maxEntries: number): unknown {
   try {
-    return route.codec.decode(bytes);
+    return route.codec.decode(bytes, maxEntries);
   } catch (e) {
+    if (e instanceof MetadataError) throw e; // too many entries
     throw new ConnectError(`cannot decode ${route.method.input.typeName}: ${(e as Error).message}`, Code.InvalidArgument);
   }
 }

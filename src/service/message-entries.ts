@@ -1,0 +1,67 @@
+import { type DescMessage, ScalarType } from "@bufbuild/protobuf";
+import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
+import { limitExceeded, MetadataError } from "../core/errors.js";
+
+/**
+ * maxEntriesFor bounds the entries of one request (protobuf fields and
+ * packed values, or JSON values): every repeated field of the largest call
+ * at maxKeysPerCall (ConfirmWrite's keys, pages and pages_to_release; an
+ * SGLang [key, page] pair is three JSON values), plus room for the rest.
+ * Decoding stops there, so a body of millions of tiny entries costs no more
+ * than the largest valid call.
+ */
+export function maxEntriesFor(maxKeysPerCall: number): number {
+  return 4 * maxKeysPerCall + 64;
+}
+
+/** tooManyEntries is the error of a request past maxEntries. */
+export function tooManyEntries(maxEntries: number): MetadataError {
+  return limitExceeded("body", `the request has more than ${maxEntries} entries, more than any call within the per-call limits`);
+}
+
+const FIXED_WIDTH: Partial<Record<ScalarType, number>> = {
+  [ScalarType.FIXED32]: 4,
+  [ScalarType.SFIXED32]: 4,
+  [ScalarType.FLOAT]: 4,
+  [ScalarType.FIXED64]: 8,
+  [ScalarType.SFIXED64]: 8,
+  [ScalarType.DOUBLE]: 8,
+};
+
+/**
+ * checkMessageEntries counts the top-level fields of a binary message, and
+ * the values of its packed fields, without decoding them (as the batch
+ * codecs count while decoding), and throws
+ * LIMIT_EXCEEDED past maxEntries. Malformed input is left to the decoder.
+ */
+export function checkMessageEntries(schema: DescMessage, bytes: Uint8Array, maxEntries: number): void {
+  const reader = new BinaryReader(bytes);
+  let entries = 0;
+  try {
+    while (reader.pos < reader.len) {
+      const [number, wireType] = reader.tag();
+      const start = reader.pos;
+      reader.skip(wireType, number);
+      const field = wireType === WireType.LengthDelimited ? schema.fields.find((f) => f.number === number) : undefined;
+      entries++;
+      if (field?.fieldKind === "list" && field.listKind === "scalar" && field.scalar !== ScalarType.STRING && field.scalar !== ScalarType.BYTES) {
+        entries += packedCount(bytes, start, reader.pos, field.scalar);
+      }
+      if (entries > maxEntries) throw tooManyEntries(maxEntries);
+    }
+  } catch (error) {
+    if (error instanceof MetadataError) throw error;
+    // Malformed: the decoder says why.
+  }
+}
+
+/** packedCount is the number of values of a packed run (from its length prefix at start to end): its varints' last bytes, or its length over the fixed width. */
+function packedCount(bytes: Uint8Array, start: number, end: number, scalar: ScalarType): number {
+  const prefix = new BinaryReader(bytes.subarray(start, end));
+  const length = prefix.uint32();
+  const width = FIXED_WIDTH[scalar];
+  if (width !== undefined) return Math.ceil(length / width);
+  let count = 0;
+  for (let i = start + prefix.pos; i < end; i++) if (bytes[i]! < 0x80) count++;
+  return count;
+}
