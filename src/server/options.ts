@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
 import { defaultStateOptions, type StateOptions } from "../core/options.js";
+import { ENVELOPE_BYTES } from "../service/edge.js";
 import { parseDuration } from "./duration.js";
 
 /** ServerOptions configure `hf3fs-metadata serve`. */
@@ -14,6 +15,10 @@ export interface ServerOptions extends StateOptions {
   inMemory: boolean;
   /** maxBodyBytes bounds a request body, any protocol. Defaults to what the largest call allowed by the key limits needs (maxBodyBytesFor). */
   maxBodyBytes: number;
+  /** maxBufferedBytes bounds the bytes of all unfinished request bodies. Defaults to 4 bodies at maxBodyBytes. */
+  maxBufferedBytes: number;
+  /** maxBufferedBytesPerConnection bounds those of one connection. Defaults to 1 body at maxBodyBytes. */
+  maxBufferedBytesPerConnection: number;
   /** shutdownTimeoutMs bounds how long SIGTERM waits for calls in flight. Defaults to 10 s. */
   shutdownTimeoutMs: number;
   /** logLevel is pino's level. Defaults to info. */
@@ -41,6 +46,18 @@ export const OPTIONS: { flag: string; field: keyof ServerOptions; kind: Kind; he
     kind: "integer",
     help: "bytes per request body at most (default: what the largest call within the key limits needs)",
   },
+  {
+    flag: "max-buffered-bytes",
+    field: "maxBufferedBytes",
+    kind: "integer",
+    help: "bytes of unfinished request bodies the server holds at most (default: 4 bodies at --max-body-bytes)",
+  },
+  {
+    flag: "max-buffered-bytes-per-connection",
+    field: "maxBufferedBytesPerConnection",
+    kind: "integer",
+    help: "bytes of unfinished request bodies one connection holds at most (default: 1 body at --max-body-bytes)",
+  },
   { flag: "shutdown-timeout", field: "shutdownTimeoutMs", kind: "duration", help: "how long shutdown waits for calls in flight" },
   { flag: "log-level", field: "logLevel", kind: "string", help: "fatal, error, warn, info, debug or trace" },
 ];
@@ -56,6 +73,12 @@ export function maxBodyBytesFor({ maxKeysPerCall, maxKeyBytes }: Pick<StateOptio
   return 2 * maxKeysPerCall * (maxKeyBytes + 8) + 64 * 1024;
 }
 
+/** bufferedBytesFor gives the default bounds of unfinished request bodies: one body at the limit per connection, four in all. */
+function bufferedBytesFor(maxBodyBytes: number): Pick<ServerOptions, "maxBufferedBytes" | "maxBufferedBytesPerConnection"> {
+  const body = maxBodyBytes + ENVELOPE_BYTES;
+  return { maxBufferedBytes: 4 * body, maxBufferedBytesPerConnection: body };
+}
+
 /** MAX_KEY_BYTES is the largest --max-key-bytes: a namespace name is part of LMDB keys of at most 1,978 bytes. */
 const MAX_KEY_BYTES = 1_024;
 
@@ -66,6 +89,7 @@ export const defaultServerOptions: ServerOptions = {
   port: 18000,
   dataDir: "./data",
   inMemory: false,
+  ...bufferedBytesFor(maxBodyBytesFor(defaultStateOptions)),
   maxBodyBytes: maxBodyBytesFor(defaultStateOptions),
   shutdownTimeoutMs: 10_000,
   logLevel: "info",
@@ -94,6 +118,14 @@ export function parseServerOptions(args: string[], env: NodeJS.ProcessEnv): Serv
   }
   const result = options as unknown as ServerOptions;
   if (!given.has("maxBodyBytes")) result.maxBodyBytes = maxBodyBytesFor(result);
+  const buffered = bufferedBytesFor(result.maxBodyBytes);
+  if (!given.has("maxBufferedBytesPerConnection")) result.maxBufferedBytesPerConnection = buffered.maxBufferedBytesPerConnection;
+  if (!given.has("maxBufferedBytes")) result.maxBufferedBytes = Math.max(buffered.maxBufferedBytes, result.maxBufferedBytesPerConnection);
+  if (result.maxBufferedBytesPerConnection < result.maxBodyBytes + ENVELOPE_BYTES || result.maxBufferedBytes < result.maxBufferedBytesPerConnection) {
+    throw new Error(
+      `--max-buffered-bytes (${result.maxBufferedBytes}) must be at least --max-buffered-bytes-per-connection (${result.maxBufferedBytesPerConnection}), which must hold one body at --max-body-bytes (${result.maxBodyBytes} + ${ENVELOPE_BYTES})`,
+    );
+  }
   if (result.port > 65_535) throw new Error(`--port must be at most 65535, got ${result.port}`);
   for (const flag of ["max-keys-per-call", "max-key-bytes", "max-ranks-per-namespace", "max-namespaces"]) {
     const field = OPTIONS.find((o) => o.flag === flag)!.field;

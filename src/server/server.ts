@@ -27,6 +27,9 @@ export interface ServerConfig {
   host: string;
   port: number;
   maxBodyBytes: number;
+  /** maxBufferedBytes and maxBufferedBytesPerConnection bound unfinished request bodies (Edge's defaults when absent). */
+  maxBufferedBytes?: number;
+  maxBufferedBytesPerConnection?: number;
   shutdownTimeoutMs: number;
   /** expireIntervalMs is how often due deadlines are processed without traffic. Defaults to 1 s. */
   expireIntervalMs?: number;
@@ -62,7 +65,8 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
   const serverId = ledger.store.serverId;
   const instrumented: Ledger = { state: ledger.state, store: metrics.instrument(ledger.store) };
   const observe = metrics.observeCall.bind(metrics);
-  const edge = new Edge({ ledger: instrumented, lifecycle, serverId, observe, maxBodyBytes: config.maxBodyBytes });
+  const { maxBodyBytes, maxBufferedBytes, maxBufferedBytesPerConnection } = config;
+  const edge = new Edge({ ledger: instrumented, lifecycle, serverId, observe, maxBodyBytes, maxBufferedBytes, maxBufferedBytesPerConnection });
   const failed = ledger.store.failed.then((error) => {
     lifecycle.refuse(error instanceof MetadataError ? error : new MetadataError(Reason.STORE_UNAVAILABLE, error.message));
     return error;

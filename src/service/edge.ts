@@ -2,6 +2,7 @@ import type { Code, ConnectError } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { DEFAULT_NAMESPACE } from "../core/options.js";
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
+import { BodyBudget } from "./body-budget.js";
 import { toConnectError } from "./error-table.js";
 import { commit, type Ledger } from "./ledger.js";
 import type { Lifecycle } from "./lifecycle.js";
@@ -19,6 +20,10 @@ export interface EdgeOptions {
   readonly observe: CallObserver;
   /** maxBodyBytes bounds a request message (or JSON body); gRPC's 5-byte envelope comes on top. */
   readonly maxBodyBytes: number;
+  /** maxBufferedBytes bounds the bytes of all unfinished request bodies; defaults to 4 bodies at the limit. */
+  readonly maxBufferedBytes?: number;
+  /** maxBufferedBytesPerConnection bounds those of one connection; defaults to 1 body at the limit. */
+  readonly maxBufferedBytesPerConnection?: number;
 }
 
 /**
@@ -32,7 +37,7 @@ export interface Undecoded<Req> {
 }
 
 /** ENVELOPE_BYTES is the gRPC and Connect framing around a message, allowed on top of the body limit. */
-const ENVELOPE_BYTES = 5;
+export const ENVELOPE_BYTES = 5;
 
 /**
  * Edge is the one boundary between the wire and the core, whatever the
@@ -52,6 +57,7 @@ export class Edge {
   /** maxEntries bounds the entries a request may carry, from the per-call key limit (maxEntriesFor). */
   readonly maxEntries: number;
   private readonly bodyLimit: number;
+  private readonly budget: BodyBudget;
 
   constructor(private readonly options: EdgeOptions) {
     this.lifecycle = options.lifecycle;
@@ -59,6 +65,7 @@ export class Edge {
     this.maxBodyBytes = options.maxBodyBytes;
     this.bodyLimit = options.maxBodyBytes + ENVELOPE_BYTES;
     this.maxEntries = maxEntriesFor(options.ledger.state.options.maxKeysPerCall);
+    this.budget = new BodyBudget(options.maxBufferedBytes ?? 4 * this.bodyLimit, options.maxBufferedBytesPerConnection ?? this.bodyLimit);
   }
 
   /** call runs a call whose request the framing hands over as bytes: the whole call, from refusal to commit. */
@@ -67,7 +74,7 @@ export class Edge {
     let message: Req | undefined;
     try {
       this.admit();
-      message = request.decode(await readBody(request.body, this.bodyLimit), this.maxEntries);
+      message = request.decode(await readBody(request.body, this.bodyLimit, this.budget), this.maxEntries);
       return await this.settle(method, started, await handle(message));
     } catch (error) {
       throw this.fail(method, started, error, message);
@@ -98,7 +105,7 @@ export class Edge {
     const started = performance.now();
     try {
       this.admit();
-      const bytes = await readBody(body, this.bodyLimit);
+      const bytes = await readBody(body, this.bodyLimit, this.budget);
       inspect(bytes, this.maxEntries);
       return bytes;
     } catch (error) {

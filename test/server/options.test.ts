@@ -65,3 +65,20 @@ describe("the body limit", () => {
     expect(parseServerOptions(["--max-body-bytes", "1000"], {}).maxBodyBytes).toBe(1_000);
   });
 });
+
+describe("the bounds of unfinished request bodies", () => {
+  it("default to one body at the limit per connection and four in all, and must hold one body", () => {
+    expect(parseServerOptions(["--max-body-bytes", "1000"], {})).toMatchObject({ maxBufferedBytesPerConnection: 1_005, maxBufferedBytes: 4_020 });
+    expect(parseServerOptions(["--max-body-bytes", "1000", "--max-buffered-bytes-per-connection", "9000"], {}).maxBufferedBytes).toBe(9_000);
+    expect(() => parseServerOptions(["--max-body-bytes", "1000", "--max-buffered-bytes-per-connection", "1004"], {})).toThrow(/must hold one body/);
+    expect(() => parseServerOptions(["--max-body-bytes", "1000", "--max-buffered-bytes", "1004"], {})).toThrow(
+      /--max-buffered-bytes \(1004\) must be at least/,
+    );
+  });
+
+  it("and the other counts must be at least 1", () => {
+    for (const flag of ["--max-keys-per-call", "--max-ranks-per-namespace", "--max-namespaces"]) {
+      expect(() => parseServerOptions([flag, "0"], {})).toThrow(new RegExp(`${flag} must be at least 1`));
+    }
+  });
+});
