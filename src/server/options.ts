@@ -19,6 +19,8 @@ export interface ServerOptions extends StateOptions {
   maxBufferedBytes: number;
   /** maxBufferedBytesPerConnection bounds those of one connection. Defaults to 1 body at maxBodyBytes. */
   maxBufferedBytesPerConnection: number;
+  /** http2KeepaliveMs: an HTTP/2 connection silent this long is pinged, and closed unless it answers within as long again. Defaults to 10 s. */
+  http2KeepaliveMs: number;
   /** shutdownTimeoutMs bounds how long SIGTERM waits for calls in flight. Defaults to 10 s. */
   shutdownTimeoutMs: number;
   /** logLevel is pino's level. Defaults to info. */
@@ -58,6 +60,12 @@ export const OPTIONS: { flag: string; field: keyof ServerOptions; kind: Kind; he
     kind: "integer",
     help: "bytes of unfinished request bodies one connection holds at most (default: 1 body at --max-body-bytes)",
   },
+  {
+    flag: "http2-keepalive",
+    field: "http2KeepaliveMs",
+    kind: "duration",
+    help: "an HTTP/2 connection silent this long is pinged, and closed unless it answers within as long again",
+  },
   { flag: "shutdown-timeout", field: "shutdownTimeoutMs", kind: "duration", help: "how long shutdown waits for calls in flight" },
   { flag: "log-level", field: "logLevel", kind: "string", help: "fatal, error, warn, info, debug or trace" },
 ];
@@ -91,6 +99,7 @@ export const defaultServerOptions: ServerOptions = {
   inMemory: false,
   ...bufferedBytesFor(maxBodyBytesFor(defaultStateOptions)),
   maxBodyBytes: maxBodyBytesFor(defaultStateOptions),
+  http2KeepaliveMs: 10_000,
   shutdownTimeoutMs: 10_000,
   logLevel: "info",
 };

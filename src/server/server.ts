@@ -31,6 +31,8 @@ export interface ServerConfig {
   maxBufferedBytes?: number;
   maxBufferedBytesPerConnection?: number;
   shutdownTimeoutMs: number;
+  /** http2KeepaliveMs is how long an HTTP/2 session may stay silent before it is pinged (DualProtocolListener). Defaults to 10 s. */
+  http2KeepaliveMs?: number;
   /** expireIntervalMs is how often due deadlines are processed without traffic. Defaults to 1 s. */
   expireIntervalMs?: number;
 }
@@ -87,7 +89,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     if (req.method === "GET" && req.url?.split("?")[0] === "/metrics") return void serveMetrics(metrics, res);
     void json(req, res);
   });
-  const listener = new DualProtocolListener(requestHandler(serverId, new GrpcUnaryFastPath(service, edge), connect));
+  const listener = new DualProtocolListener(requestHandler(serverId, new GrpcUnaryFastPath(service, edge), connect), config.http2KeepaliveMs);
   const port = await listener.listen(config.host, config.port);
   const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
 

@@ -28,7 +28,17 @@ export class DualProtocolListener {
   /** handingOver is the socket being handed to the http2 server, while it makes that socket's session. */
   private handingOver: net.Socket | undefined;
 
-  constructor(handler: RequestHandler) {
+  /**
+   * @param keepaliveMs an HTTP/2 session silent this long is pinged, and
+   * destroyed unless the ping is answered within as long again. Node leaves
+   * a session that sent GOAWAY for a protocol error (a malformed frame, a
+   * flood of resets) open, silent, and its socket in CLOSE-WAIT forever;
+   * this frees it. Defaults to 10 s.
+   */
+  constructor(
+    handler: RequestHandler,
+    private readonly keepaliveMs = 10_000,
+  ) {
     this.h1 = http.createServer({ keepAliveTimeout: 60_000 }, handler);
     this.h1.on("request", (req: http.IncomingMessage, res: http.ServerResponse) => this.trackH1(req.socket, res));
     // Flow-control windows of 1 MiB per stream and 16 MiB per connection: with
@@ -91,11 +101,27 @@ export class DualProtocolListener {
       });
     });
     session.on("error", () => session.destroy());
+    session.setTimeout(this.keepaliveMs, () => this.probe(session));
     session.once("close", () => {
       this.sessions.delete(session);
       this.openStreams.delete(session);
       socket.destroy();
     });
+  }
+
+  /** probe pings a silent session and destroys it unless the ping is answered in time (any answer is activity, which re-arms the session's timeout). */
+  private probe(session: http2.ServerHttp2Session): void {
+    if (session.destroyed) return;
+    const deadline = setTimeout(() => session.destroy(), this.keepaliveMs);
+    deadline.unref();
+    const sent = session.ping((error) => {
+      clearTimeout(deadline);
+      if (error !== null) session.destroy();
+    });
+    if (!sent) {
+      clearTimeout(deadline);
+      session.destroy();
+    }
   }
 
   /** endIfIdle destroys a closing session that has no open stream, once its GOAWAY had a turn to go out. */

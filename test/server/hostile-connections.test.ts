@@ -1,0 +1,65 @@
+import { readdirSync } from "node:fs";
+import * as http2 from "node:http2";
+import * as net from "node:net";
+import { describe, expect, it } from "vitest";
+import { createMetadataClient } from "../../src/client/index.js";
+import { type ChildServer, startChildServer } from "../support/child-server.js";
+
+const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+const EMPTY_SETTINGS = Buffer.from([0, 0, 0, 0x4, 0, 0, 0, 0, 0]);
+/** A PING must carry 8 bytes; 3 is a FRAME_SIZE_ERROR, which the server answers with GOAWAY. */
+const SHORT_PING = Buffer.from([0, 0, 3, 0x6, 0, 0, 0, 0, 0, 1, 2, 3]);
+
+const openFds = (server: ChildServer) => readdirSync(`/proc/${server.child.pid}/fd`).length;
+
+/** malformedConnection sends the preface and a malformed frame, waits for the server's answer (GOAWAY) or close, then ends its side. */
+function malformedConnection(port: number): Promise<void> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, "127.0.0.1", () => socket.write(Buffer.concat([PREFACE, EMPTY_SETTINGS, SHORT_PING])));
+    socket.on("error", () => undefined);
+    socket.once("data", () => socket.end());
+    socket.once("close", () => resolve());
+  });
+}
+
+/** rapidReset opens and cancels streams until the server ends the session (Node answers a flood of resets with GOAWAY). */
+async function rapidReset(url: string): Promise<void> {
+  const session = http2.connect(url);
+  session.on("error", () => undefined);
+  const ended = new Promise<void>((resolve) => session.once("close", () => resolve()));
+  session.once("goaway", () => session.close());
+  await new Promise((resolve) => session.once("connect", resolve));
+  for (let i = 0; i < 5_000 && !session.closed && !session.destroyed; i++) {
+    const stream = session.request({ ":method": "POST", ":path": "/hf3fs.metadata.v1.MetadataService/BatchExists", "content-type": "application/grpc" });
+    stream.on("error", () => undefined);
+    stream.close(http2.constants.NGHTTP2_CANCEL);
+    if (i % 100 === 99) await new Promise((resolve) => setImmediate(resolve));
+  }
+  session.close();
+  await ended;
+}
+
+/** fdsSettle waits (polling, up to 10 s) until the server holds at most `count` descriptors, and returns what it holds. */
+async function fdsSettle(server: ChildServer, count: number): Promise<number> {
+  const deadline = Date.now() + 10_000;
+  let fds = openFds(server);
+  while (fds > count && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    fds = openFds(server);
+  }
+  return fds;
+}
+
+describe("HTTP/2 sessions ended by the server", () => {
+  it("release their sockets: malformed frames and rapid resets leave no descriptor behind", async () => {
+    const server = await startChildServer(["--in-memory", "--http2-keepalive", "200ms"]);
+    const client = createMetadataClient({ baseUrl: server.url, retry: { deadlineMs: 0 } });
+    await client.initializeRank({ rank: 0, numPages: 4, worldSize: 1 });
+    const baseline = openFds(server);
+    const port = Number(new URL(server.url).port);
+    for (let round = 0; round < 3; round++) await Promise.all(Array.from({ length: 100 }, () => malformedConnection(port)));
+    await Promise.all(Array.from({ length: 4 }, () => rapidReset(server.url)));
+    expect(await fdsSettle(server, baseline)).toBeLessThanOrEqual(baseline);
+    expect((await client.batchExists({ keys: ["k"] })).exists).toEqual([false]);
+  });
+});
