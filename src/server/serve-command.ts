@@ -1,6 +1,6 @@
 import { systemClock } from "../core/clock.js";
 import { MetadataState } from "../core/state.js";
-import { LmdbStore } from "../store/lmdb-store.js";
+import { LmdbStore, tolerateInternalCommitRejections } from "../store/lmdb-store.js";
 import { MemoryStore } from "../store/memory-store.js";
 import type { Store } from "../store/store.js";
 import { createLogger, type Logger } from "./logger.js";
@@ -24,6 +24,7 @@ export async function serveCommand(args: string[]): Promise<number> {
   let store: Store;
   const state = new MetadataState(systemClock, options, !options.inMemory);
   try {
+    if (!options.inMemory) tolerateInternalCommitRejections();
     store = options.inMemory ? new MemoryStore() : await openAndLoad(options.dataDir, state, logger);
   } catch (error) {
     logger.fatal({ err: error }, "cannot start");

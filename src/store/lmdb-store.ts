@@ -145,7 +145,7 @@ export class LmdbStore implements Store {
         const db = this.dbs[write.db];
         last = write.value === undefined ? db.remove(write.key) : db.put(write.key, write.value);
         // Writes of one turn share a transaction and fail together: the last one's promise carries the failure (below).
-        last.catch(() => undefined);
+        last.catch(ignoreCommitError);
       }
     } catch (error) {
       return this.fail(error as Error);
@@ -158,7 +158,9 @@ export class LmdbStore implements Store {
   }
 
   private fail(error: Error): Promise<never> {
-    this.failure ??= new MetadataError(Reason.STORE_UNAVAILABLE, `the store in ${this.path} failed: ${error.message}`);
+    ignoreCommitError(error);
+    const cause = "commitError" in error ? "a commit failed (a full disk or an I/O error; lmdb prints the cause on stderr)" : error.message;
+    this.failure ??= new MetadataError(Reason.STORE_UNAVAILABLE, `the store in ${this.path} failed: ${cause}`);
     this.onFailure(this.failure);
     return Promise.reject(this.failure);
   }
@@ -219,4 +221,35 @@ async function initMeta(path: string, dbs: LmdbStore["dbs"], readOnly: boolean):
   }
   if (typeof serverId !== "string") throw new StoreOpenError(`store in ${path} has no server id`);
   return serverId;
+}
+
+/**
+ * tolerateInternalCommitRejections keeps the process alive when lmdb-js
+ * rejects a promise of its own that nobody can handle: each event turn's
+ * write batch starts with an internal write whose promise is rejected,
+ * unhandled, when the commit fails (disk full, I/O error), which killed the
+ * server before the calls in flight were answered. Our own writes' promises
+ * see the same failure, and the store fails (every call UNAVAILABLE
+ * STORE_UNAVAILABLE, then exit). Any other unhandled rejection is thrown
+ * on, which crashes the process as Node's default does.
+ */
+export function tolerateInternalCommitRejections(): void {
+  process.on("unhandledRejection", (reason) => {
+    if (reason instanceof Error && reason.message.startsWith("Commit failed") && "commitError" in reason) {
+      ignoreCommitError(reason);
+      return;
+    }
+    throw reason;
+  });
+}
+
+/**
+ * ignoreCommitError handles a failed write's error. lmdb-js gives it a
+ * `commitError` promise, rejected with the cause (ENOSPC, EIO) that it also
+ * prints; unhandled, that rejection killed the process before the calls in
+ * flight were answered.
+ */
+function ignoreCommitError(error: unknown): void {
+  const commitError = (error as { commitError?: unknown } | undefined)?.commitError;
+  if (commitError instanceof Promise) commitError.catch(() => undefined);
 }

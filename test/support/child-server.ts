@@ -11,6 +11,8 @@ export interface ChildServer {
   lines: string[];
   /** exited resolves with the exit code. */
   exited: Promise<number | null>;
+  /** stderr is what the server wrote to stderr so far. */
+  readonly stderr: string;
 }
 
 const children = new Set<ChildProcess>();
@@ -31,9 +33,14 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ c
   return new Promise((resolve) => child.on("exit", (code) => resolve({ code, stdout, stderr })));
 }
 
-/** startChildServer runs `hf3fs-metadata serve` on 127.0.0.1 and an ephemeral port, killed after the test. */
-export async function startChildServer(args: string[] = ["--in-memory"], env: NodeJS.ProcessEnv = {}): Promise<ChildServer> {
-  const child = spawn(process.execPath, [BIN, "serve", "--host", "127.0.0.1", "--port", "0", ...args], {
+/**
+ * startChildServer runs `hf3fs-metadata serve` on 127.0.0.1 and an
+ * ephemeral port, killed after the test; `wrapper` is a command that runs
+ * it (e.g. prlimit with its options).
+ */
+export async function startChildServer(args: string[] = ["--in-memory"], env: NodeJS.ProcessEnv = {}, wrapper: string[] = []): Promise<ChildServer> {
+  const command = [...wrapper, process.execPath, BIN, "serve", "--host", "127.0.0.1", "--port", "0", ...args];
+  const child = spawn(command[0]!, command.slice(1), {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -50,5 +57,13 @@ export async function startChildServer(args: string[] = ["--in-memory"], env: No
     });
     exited.then((code) => reject(new Error(`server exited with ${code} before listening: ${stderr}`)));
   });
-  return { url, child, lines, exited };
+  return {
+    url,
+    child,
+    lines,
+    exited,
+    get stderr() {
+      return stderr;
+    },
+  };
 }
