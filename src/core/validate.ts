@@ -65,17 +65,7 @@ export function checkPages(pages: readonly number[], field: string, numPages: nu
   }
 }
 
-/** utf8Length is the number of bytes of s in UTF-8. */
+/** utf8Length is the number of bytes of s in UTF-8 (a lone surrogate counts as the 3 bytes of U+FFFD, as encoders write it). */
 export function utf8Length(s: string): number {
-  let bytes = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x80) bytes += 1;
-    else if (c < 0x800) bytes += 2;
-    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
-      bytes += 4;
-      i++;
-    } else bytes += 3;
-  }
-  return bytes;
+  return Buffer.byteLength(s, "utf8");
 }

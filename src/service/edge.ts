@@ -4,6 +4,7 @@ import { DEFAULT_NAMESPACE } from "../core/options.js";
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
 import { BodyBudget } from "./body-budget.js";
 import { toConnectError } from "./error-table.js";
+import { LargeCallLane } from "./large-call-lane.js";
 import { commit, type Ledger } from "./ledger.js";
 import type { Lifecycle } from "./lifecycle.js";
 import { maxEntriesFor } from "./message-entries.js";
@@ -39,6 +40,9 @@ export interface Undecoded<Req> {
 /** ENVELOPE_BYTES is the gRPC and Connect framing around a message, allowed on top of the body limit. */
 export const ENVELOPE_BYTES = 5;
 
+/** LARGE_BODY_BYTES is the body from which a call runs in the LargeCallLane. */
+const LARGE_BODY_BYTES = 1 << 20;
+
 /**
  * Edge is the one boundary between the wire and the core, whatever the
  * framing (gRPC fast path, connect-node's gRPC, gRPC-Web and Connect, the
@@ -58,6 +62,7 @@ export class Edge {
   readonly maxEntries: number;
   private readonly bodyLimit: number;
   private readonly budget: BodyBudget;
+  private readonly largeCalls = new LargeCallLane();
 
   constructor(private readonly options: EdgeOptions) {
     this.lifecycle = options.lifecycle;
@@ -74,8 +79,19 @@ export class Edge {
     let message: Req | undefined;
     try {
       this.admit();
-      message = request.decode(await readBody(request.body, this.bodyLimit, this.budget), this.maxEntries);
-      return await this.settle(method, started, await handle(message));
+      const bytes = await readBody(request.body, this.bodyLimit, this.budget);
+      if (bytes.length < LARGE_BODY_BYTES) {
+        message = request.decode(bytes, this.maxEntries);
+        return await this.settle(method, started, await handle(message));
+      }
+      const [result, durable] = await this.largeCalls.run(async (turn) => {
+        message = request.decode(bytes, this.maxEntries);
+        await turn();
+        const result = await handle(message);
+        await turn();
+        return [result, commit(this.options.ledger)] as const;
+      });
+      return await this.settle(method, started, result, durable);
     } catch (error) {
       throw this.fail(method, started, error, message);
     }
@@ -119,9 +135,9 @@ export class Edge {
     if (refusal !== undefined) throw refusal;
   }
 
-  /** settle commits the call's changes and reports its success; the reply waits for both. */
-  private async settle<Res>(method: string, started: number, result: Res): Promise<Res> {
-    await commit(this.options.ledger);
+  /** settle commits the call's changes (unless `durable` is that commit, issued already) and reports its success; the reply waits for both. */
+  private async settle<Res>(method: string, started: number, result: Res, durable = commit(this.options.ledger)): Promise<Res> {
+    await durable;
     this.options.observe(method, "ok", (performance.now() - started) / 1_000);
     return result;
   }
