@@ -31,11 +31,18 @@ class MetadataError(Exception):
 
 
 class MetadataClient:
-    """Calls MetadataService over one channel; `target` is host:port."""
+    """Calls MetadataService over one channel; `target` is host:port.
 
-    def __init__(self, target, timeout_seconds=10.0):
+    `token` is sent on every call as `authorization: Bearer <token>` (a server
+    started with --auth-token-file needs one); by default it is read from the
+    environment variable HF3FS_METADATA_TOKEN.
+    """
+
+    def __init__(self, target, timeout_seconds=10.0, token=None):
         self._channel = grpc.insecure_channel(target)
         self._timeout = timeout_seconds
+        token = token if token is not None else os.environ.get("HF3FS_METADATA_TOKEN")
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else None
         self.server_id = None
 
     def close(self):
@@ -48,7 +55,7 @@ class MetadataClient:
             response_deserializer=response_type.FromString,
         )
         try:
-            response, call = stub.with_call(request, timeout=self._timeout)
+            response, call = stub.with_call(request, timeout=self._timeout, metadata=self._metadata)
         except grpc.RpcError as error:
             raise MetadataError(error.code(), error.details(), _error_info(error.trailing_metadata())) from None
         for key, value in call.initial_metadata():

@@ -19,9 +19,14 @@ def main():
     parser.add_argument("--server", default="127.0.0.1:18000", help="host:port of the metadata server")
     parser.add_argument("--namespace", default="python-worker")
     parser.add_argument("--rank", type=int, default=0)
+    parser.add_argument("--token-file", help="file whose first line is the token (default: env HF3FS_METADATA_TOKEN)")
     args = parser.parse_args()
 
-    client = MetadataClient(args.server)
+    token = None
+    if args.token_file:
+        with open(args.token_file, encoding="utf-8") as f:
+            token = next(line.strip() for line in f if line.strip() and not line.startswith("#"))
+    client = MetadataClient(args.server, token=token)
     init = client.initialize_rank(args.rank, num_pages=1024, world_size=1, namespace=args.namespace)
     print(f"initialized rank {args.rank}: created={init.created} free_pages={init.free_pages} server_id={init.server_id}")
 

@@ -3,6 +3,8 @@ import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { type MetadataClientOptions, transportFor } from "./metadata-client.js";
 
 /** createHealthClient returns a grpc.health.v1.Health client of the server, on the same transports as createMetadataClient (no retries: a probe reports what it sees). */
-export function createHealthClient(options: Pick<MetadataClientOptions, "baseUrl" | "protocol" | "httpVersion" | "transport">): Client<typeof Health> {
+export function createHealthClient(
+  options: Pick<MetadataClientOptions, "baseUrl" | "protocol" | "httpVersion" | "token" | "transport">,
+): Client<typeof Health> {
   return createClient(Health, options.transport ?? transportFor(options));
 }

@@ -1,5 +1,5 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { type CallOptions, type Client, Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
+import { type CallOptions, type Client, Code, ConnectError, createClient, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { ErrorInfoSchema, type InitializeRankRequestSchema, MetadataService, Reason, Role } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
@@ -17,7 +17,9 @@ export interface MetadataClientOptions {
   retry?: Partial<RetryPolicy>;
   /** random draws the jitter, in [0, 1). Defaults to Math.random. */
   random?: () => number;
-  /** transport replaces the one built from baseUrl and protocol (tests, custom TLS). */
+  /** token is sent on every call as `authorization: Bearer <token>` (servers started with --auth-token-file). */
+  token?: string;
+  /** transport replaces the one built from baseUrl, protocol and token (tests, custom TLS). */
   transport?: Transport;
 }
 
@@ -126,15 +128,24 @@ function isRankNotInitialized(e: unknown): boolean {
   return e.findDetails(ErrorInfoSchema).some((d) => d.reason === Reason.RANK_NOT_INITIALIZED);
 }
 
-/** transportFor builds the transport of the options' protocol and HTTP version. */
+/** transportFor builds the transport of the options' protocol and HTTP version, sending the token if any. */
 export function transportFor(options: MetadataClientOptions): Transport {
   const httpVersion = options.httpVersion ?? "2";
+  const interceptors = options.token === undefined ? [] : [bearer(options.token)];
   switch (options.protocol ?? "grpc") {
     case "grpc":
-      return createGrpcTransport({ baseUrl: options.baseUrl });
+      return createGrpcTransport({ baseUrl: options.baseUrl, interceptors });
     case "connect":
-      return createConnectTransport({ baseUrl: options.baseUrl, httpVersion });
+      return createConnectTransport({ baseUrl: options.baseUrl, httpVersion, interceptors });
     case "grpc-web":
-      return createGrpcWebTransport({ baseUrl: options.baseUrl, httpVersion });
+      return createGrpcWebTransport({ baseUrl: options.baseUrl, httpVersion, interceptors });
   }
+}
+
+/** bearer sets `authorization: Bearer <token>` on every request. */
+function bearer(token: string): Interceptor {
+  return (next) => (req) => {
+    req.header.set("authorization", `Bearer ${token}`);
+    return next(req);
+  };
 }

@@ -3,26 +3,37 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { createHealthClient, createMetadataClient } from "../client/index.js";
 import { NAMESPACE_COUNTERS, type NamespaceCounts } from "../core/namespace-counters.js";
+import { readTokens } from "../service/access-policy.js";
 import { defaultServerOptions } from "./options.js";
 import { renderStats } from "./render-stats.js";
 
 /** DEFAULT_SERVER is where `serve` listens by default. */
 const DEFAULT_SERVER = `http://${defaultServerOptions.host}:${defaultServerOptions.port}`;
 
-/** parse reads --server (or HF3FS_METADATA_SERVER) and the other flags of an operator command; undefined after --help. */
+/**
+ * parse reads --server (or HF3FS_METADATA_SERVER), the token (--token-file,
+ * or HF3FS_METADATA_TOKEN) and the other flags of an operator command;
+ * undefined after --help.
+ */
 function parse(args: string[], usage: string, extra: Record<string, { type: "string" }> = {}) {
-  const { values } = parseArgs({ args, options: { server: { type: "string" }, help: { type: "boolean", short: "h" }, ...extra } });
+  const { values } = parseArgs({
+    args,
+    options: { server: { type: "string" }, "token-file": { type: "string" }, help: { type: "boolean", short: "h" }, ...extra },
+  });
   if (values.help) {
     console.log(usage);
     return undefined;
   }
-  return { server: (values.server as string | undefined) ?? process.env.HF3FS_METADATA_SERVER ?? DEFAULT_SERVER, values };
+  const tokenFile = values["token-file"] as string | undefined;
+  const token = tokenFile === undefined ? process.env.HF3FS_METADATA_TOKEN : readTokens(tokenFile)[0];
+  return { server: (values.server as string | undefined) ?? process.env.HF3FS_METADATA_SERVER ?? DEFAULT_SERVER, token, values };
 }
 
-const STATS_USAGE = `usage: hf3fs-metadata stats [--server URL] [--namespace NS]
+const STATS_USAGE = `usage: hf3fs-metadata stats [--server URL] [--token-file FILE] [--namespace NS]
 
 Prints, per namespace and rank, the page usage (bar: # used, + reserved, . free), keys and evictions.
---server defaults to ${DEFAULT_SERVER} (env HF3FS_METADATA_SERVER); without --namespace, every namespace.`;
+--server defaults to ${DEFAULT_SERVER} (env HF3FS_METADATA_SERVER); without --namespace, every namespace.
+--token-file FILE sends the first token of FILE (or env HF3FS_METADATA_TOKEN, the token itself).`;
 
 /** statsCommand prints the stats of a running server. */
 export async function statsCommand(args: string[]): Promise<number> {
@@ -30,7 +41,7 @@ export async function statsCommand(args: string[]): Promise<number> {
   if (typeof parsed === "number") return parsed;
   const namespace = (parsed.values as { namespace?: string }).namespace;
   try {
-    const client = createMetadataClient({ baseUrl: parsed.server, retry: { deadlineMs: 3_000 } });
+    const client = createMetadataClient({ baseUrl: parsed.server, token: parsed.token, retry: { deadlineMs: 3_000 } });
     const { namespaces } = await client.getStats({ namespace: namespace ?? "", allNamespaces: namespace === undefined });
     const views = namespaces.map((ns) => ({
       ...ns,
@@ -44,7 +55,7 @@ export async function statsCommand(args: string[]): Promise<number> {
   }
 }
 
-const HEALTH_USAGE = `usage: hf3fs-metadata health [--server URL]
+const HEALTH_USAGE = `usage: hf3fs-metadata health [--server URL] [--token-file FILE]
 
 Asks grpc.health.v1.Health; prints the status; exits 0 only when SERVING.
 --server defaults to ${DEFAULT_SERVER} (env HF3FS_METADATA_SERVER).`;
@@ -54,7 +65,7 @@ export async function healthCommand(args: string[]): Promise<number> {
   const parsed = tryParse(() => parse(args, HEALTH_USAGE), HEALTH_USAGE);
   if (typeof parsed === "number") return parsed;
   try {
-    const { status } = await createHealthClient({ baseUrl: parsed.server }).check({}, { timeoutMs: 3_000 });
+    const { status } = await createHealthClient({ baseUrl: parsed.server, token: parsed.token }).check({}, { timeoutMs: 3_000 });
     console.log(ServingStatus[status]);
     return status === ServingStatus.SERVING ? 0 : 1;
   } catch (error) {

@@ -23,6 +23,12 @@ export interface ServerOptions extends StateOptions {
   http2KeepaliveMs: number;
   /** shutdownTimeoutMs bounds how long SIGTERM waits for calls in flight. Defaults to 10 s. */
   shutdownTimeoutMs: number;
+  /** authTokenFile holds the tokens every MetadataService call and JSON route needs; "" for none (open). */
+  authTokenFile: string;
+  /** adminTokenFile holds the tokens Clear, DeleteKeys and the JSON clear and delete routes need; "" for none. */
+  adminTokenFile: string;
+  /** metricsAuth makes GET /metrics need a token too. Defaults to false. */
+  metricsAuth: boolean;
   /** logLevel is pino's level. Defaults to info. */
   logLevel: string;
 }
@@ -67,6 +73,14 @@ export const OPTIONS: { flag: string; field: keyof ServerOptions; kind: Kind; he
     help: "an HTTP/2 connection silent this long is pinged, and closed unless it answers within as long again",
   },
   { flag: "shutdown-timeout", field: "shutdownTimeoutMs", kind: "duration", help: "how long shutdown waits for calls in flight" },
+  { flag: "auth-token-file", field: "authTokenFile", kind: "string", help: "file of tokens (one per line) that every call needs; re-read on SIGHUP" },
+  {
+    flag: "admin-token-file",
+    field: "adminTokenFile",
+    kind: "string",
+    help: "file of tokens that Clear, DeleteKeys and the JSON clear/delete routes need; re-read on SIGHUP",
+  },
+  { flag: "metrics-auth", field: "metricsAuth", kind: "boolean", help: "GET /metrics needs a token too" },
   { flag: "log-level", field: "logLevel", kind: "string", help: "fatal, error, warn, info, debug or trace" },
 ];
 
@@ -101,6 +115,9 @@ export const defaultServerOptions: ServerOptions = {
   maxBodyBytes: maxBodyBytesFor(defaultStateOptions),
   http2KeepaliveMs: 10_000,
   shutdownTimeoutMs: 10_000,
+  authTokenFile: "",
+  adminTokenFile: "",
+  metricsAuth: false,
   logLevel: "info",
 };
 
@@ -134,6 +151,9 @@ export function parseServerOptions(args: string[], env: NodeJS.ProcessEnv): Serv
     throw new Error(
       `--max-buffered-bytes (${result.maxBufferedBytes}) must be at least --max-buffered-bytes-per-connection (${result.maxBufferedBytesPerConnection}), which must hold one body at --max-body-bytes (${result.maxBodyBytes} + ${ENVELOPE_BYTES})`,
     );
+  }
+  if (result.metricsAuth && result.authTokenFile === "" && result.adminTokenFile === "") {
+    throw new Error("--metrics-auth needs --auth-token-file or --admin-token-file");
   }
   if (result.port > 65_535) throw new Error(`--port must be at most 65535, got ${result.port}`);
   for (const flag of ["max-keys-per-call", "max-key-bytes", "max-ranks-per-namespace", "max-namespaces"]) {

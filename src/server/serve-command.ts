@@ -1,5 +1,6 @@
 import { systemClock } from "../core/clock.js";
 import { MetadataState } from "../core/state.js";
+import { AccessPolicy } from "../service/access-policy.js";
 import { LmdbStore, tolerateInternalCommitRejections } from "../store/lmdb-store.js";
 import { MemoryStore } from "../store/memory-store.js";
 import type { Store } from "../store/store.js";
@@ -21,6 +22,14 @@ export async function serveCommand(args: string[]): Promise<number> {
     return 2;
   }
   const logger = createLogger(options.logLevel);
+  let access: AccessPolicy | undefined;
+  try {
+    access = accessPolicyOf(options);
+  } catch (error) {
+    console.error(`hf3fs-metadata serve: ${(error as Error).message}`);
+    return 1;
+  }
+  warnIfExposed(options, logger);
   let store: Store;
   const state = new MetadataState(systemClock, options, !options.inMemory);
   try {
@@ -31,7 +40,8 @@ export async function serveCommand(args: string[]): Promise<number> {
     console.error(`hf3fs-metadata serve: ${(error as Error).message}`);
     return 1;
   }
-  const server = await startServer({ state, store }, options, logger);
+  const server = await startServer({ state, store }, { ...options, access }, logger);
+  if (access !== undefined) process.on("SIGHUP", () => reloadTokens(access, logger));
 
   const code = await new Promise<number>((resolve) => {
     const stop = (signal: string) => {
@@ -63,4 +73,36 @@ async function openAndLoad(dataDir: string, state: MetadataState, logger: Logger
     }),
   );
   return store;
+}
+
+/** accessPolicyOf builds the access policy of the token file options; undefined when none is given. Throws naming an unreadable or empty file. */
+function accessPolicyOf(options: ServerOptions): AccessPolicy | undefined {
+  if (options.authTokenFile === "" && options.adminTokenFile === "") return undefined;
+  return new AccessPolicy({
+    workerTokenFile: options.authTokenFile === "" ? undefined : options.authTokenFile,
+    adminTokenFile: options.adminTokenFile === "" ? undefined : options.adminTokenFile,
+  });
+}
+
+/** reloadTokens re-reads the token files (SIGHUP); on failure the previous tokens stay. Counts are logged, never tokens. */
+function reloadTokens(access: AccessPolicy, logger: Logger): void {
+  try {
+    logger.info({ tokens: access.reload() }, "token files reloaded");
+  } catch (error) {
+    logger.error({ err: (error as Error).message }, "token files not reloaded; the previous tokens stay");
+  }
+}
+
+/** warnIfExposed logs a warning when the server listens beyond loopback without tokens or without TLS. */
+function warnIfExposed(options: ServerOptions, logger: Logger): void {
+  if (isLoopback(options.host)) return;
+  const missing = [
+    options.authTokenFile === "" ? "without --auth-token-file (anyone who reaches the port may call it)" : "",
+    "without TLS (tokens and keys cross the network in clear)",
+  ].filter((m) => m !== "");
+  logger.warn({ host: options.host }, `listening beyond loopback ${missing.join(" and ")}`);
+}
+
+function isLoopback(host: string): boolean {
+  return host === "localhost" || host === "::1" || host.startsWith("127.");
 }

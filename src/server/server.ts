@@ -5,6 +5,7 @@ import { file_grpc_reflection_v1_reflection, ServerReflection as ReflectionV1 } 
 import { file_grpc_reflection_v1alpha_reflection, ServerReflection as ReflectionV1alpha } from "../../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import { file_hf3fs_metadata_v1_metadata, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataError, Reason } from "../core/errors.js";
+import type { AccessPolicy } from "../service/access-policy.js";
 import { Edge } from "../service/edge.js";
 import { healthService } from "../service/health-service.js";
 import { sglangRoutes } from "../service/json/sglang-routes.js";
@@ -31,6 +32,10 @@ export interface ServerConfig {
   maxBufferedBytes?: number;
   maxBufferedBytesPerConnection?: number;
   shutdownTimeoutMs: number;
+  /** access decides which calls may run (token files); undefined: every call. */
+  access?: AccessPolicy;
+  /** metricsAuth makes GET /metrics need a known token (with access). */
+  metricsAuth?: boolean;
   /** http2KeepaliveMs is how long an HTTP/2 session may stay silent before it is pinged (DualProtocolListener). Defaults to 10 s. */
   http2KeepaliveMs?: number;
   /** expireIntervalMs is how often due deadlines are processed without traffic. Defaults to 1 s. */
@@ -68,7 +73,9 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
   const instrumented: Ledger = { state: ledger.state, store: metrics.instrument(ledger.store) };
   const observe = metrics.observeCall.bind(metrics);
   const { maxBodyBytes, maxBufferedBytes, maxBufferedBytesPerConnection } = config;
-  const edge = new Edge({ ledger: instrumented, lifecycle, serverId, observe, maxBodyBytes, maxBufferedBytes, maxBufferedBytesPerConnection });
+  const { access } = config;
+  const edge = new Edge({ ledger: instrumented, lifecycle, serverId, observe, maxBodyBytes, maxBufferedBytes, maxBufferedBytesPerConnection, access });
+  const metricsAccess = config.metricsAuth ? access : undefined;
   const failed = ledger.store.failed.then((error) => {
     lifecycle.refuse(error instanceof MetadataError ? error : new MetadataError(Reason.STORE_UNAVAILABLE, error.message));
     return error;
@@ -86,7 +93,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     router.service(ReflectionV1alpha, reflection as never);
   };
   const connect = connectFraming(edge, service, openServices, (req, res) => {
-    if (req.method === "GET" && req.url?.split("?")[0] === "/metrics") return void serveMetrics(metrics, res);
+    if (req.method === "GET" && req.url?.split("?")[0] === "/metrics") return void serveMetrics(metrics, metricsAccess, req.headers.authorization, res);
     void json(req, res);
   });
   const listener = new DualProtocolListener(requestHandler(serverId, new GrpcUnaryFastPath(service, edge), connect), config.http2KeepaliveMs);
@@ -111,7 +118,20 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
   return { url, port, lifecycle, close, failed };
 }
 
-async function serveMetrics(metrics: Metrics, res: http.ServerResponse | http2.Http2ServerResponse): Promise<void> {
+/** serveMetrics answers GET /metrics, after a token check when access is given (--metrics-auth). */
+async function serveMetrics(
+  metrics: Metrics,
+  access: AccessPolicy | undefined,
+  authorization: string | undefined,
+  res: http.ServerResponse | http2.Http2ServerResponse,
+): Promise<void> {
+  try {
+    access?.check("metrics", authorization, true);
+  } catch (error) {
+    res.writeHead(401, { "content-type": "text/plain" });
+    res.end(`${(error as Error).message}\n`);
+    return;
+  }
   const body = await metrics.registry.metrics();
   res.writeHead(200, { "content-type": metrics.registry.contentType });
   res.end(body);

@@ -2,6 +2,7 @@ import type { Code, ConnectError } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { DEFAULT_NAMESPACE } from "../core/options.js";
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
+import type { AccessPolicy } from "./access-policy.js";
 import { BodyBudget } from "./body-budget.js";
 import { toConnectError } from "./error-table.js";
 import { LargeCallLane } from "./large-call-lane.js";
@@ -25,6 +26,8 @@ export interface EdgeOptions {
   readonly maxBufferedBytes?: number;
   /** maxBufferedBytesPerConnection bounds those of one connection; defaults to 1 body at the limit. */
   readonly maxBufferedBytesPerConnection?: number;
+  /** access decides which calls may run, from their authorization header; undefined: every call. */
+  readonly access?: AccessPolicy;
 }
 
 /**
@@ -78,7 +81,7 @@ export class Edge {
     const started = performance.now();
     let message: Req | undefined;
     try {
-      this.admit();
+      this.admit(method, headerOf(request.body, "authorization"));
       const bytes = await readBody(request.body, this.bodyLimit, this.budget);
       if (bytes.length < LARGE_BODY_BYTES) {
         message = request.decode(bytes, this.maxEntries);
@@ -101,10 +104,10 @@ export class Edge {
    * callDecoded runs a call whose request a library decoded (connect-node,
    * whose body came from readFor): from refusal to commit.
    */
-  async callDecoded<Req, Res>(method: string, message: Req, handle: () => Promise<Res>): Promise<Res> {
+  async callDecoded<Req, Res>(method: string, authorization: string | undefined, message: Req, handle: () => Promise<Res>): Promise<Res> {
     const started = performance.now();
     try {
-      this.admit();
+      this.admit(method, authorization);
       return await this.settle(method, started, await handle());
     } catch (error) {
       throw this.fail(method, started, error, message);
@@ -120,7 +123,7 @@ export class Edge {
   async readFor(method: string, body: BodyStream, inspect: (bytes: Buffer, maxEntries: number) => void): Promise<Buffer> {
     const started = performance.now();
     try {
-      this.admit();
+      this.admit(method, headerOf(body, "authorization"));
       const bytes = await readBody(body, this.bodyLimit, this.budget);
       inspect(bytes, this.maxEntries);
       return bytes;
@@ -129,8 +132,9 @@ export class Edge {
     }
   }
 
-  /** admit throws the refusal every call gets while the server does not accept calls. */
-  private admit(): void {
+  /** admit throws UNAUTHENTICATED or PERMISSION_DENIED for a call without the token it needs, then the refusal every call gets while the server does not accept calls. */
+  private admit(method: string, authorization: string | undefined): void {
+    this.options.access?.check(method, authorization);
     const refusal = this.lifecycle.refusal;
     if (refusal !== undefined) throw refusal;
   }
@@ -149,6 +153,12 @@ export class Edge {
     this.options.observe(method, codeName(connectError.code), (performance.now() - started) / 1_000);
     return connectError;
   }
+}
+
+/** headerOf reads a request header that must appear once; undefined when absent or repeated. */
+function headerOf(body: BodyStream, name: string): string | undefined {
+  const value = body.headers[name];
+  return typeof value === "string" ? value : undefined;
 }
 
 /** codeName is the label of a code in metrics and JSON errors, e.g. "failed_precondition". */

@@ -18,6 +18,8 @@ export const codeOfReason: Record<Reason, Code> = {
   [Reason.SHUTTING_DOWN]: Code.Unavailable,
   [Reason.STORE_UNAVAILABLE]: Code.Unavailable,
   [Reason.INTERNAL]: Code.Internal,
+  [Reason.UNAUTHENTICATED]: Code.Unauthenticated,
+  [Reason.PERMISSION_DENIED]: Code.PermissionDenied,
 };
 
 /**
@@ -32,6 +34,8 @@ export function httpStatusOf(error: ConnectError): number {
 
 const httpStatusOfCode: Partial<Record<Code, number>> = {
   [Code.InvalidArgument]: 400,
+  [Code.Unauthenticated]: 401,
+  [Code.PermissionDenied]: 403,
   [Code.FailedPrecondition]: 409,
   [Code.ResourceExhausted]: 413,
   [Code.Canceled]: 499,

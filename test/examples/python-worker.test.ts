@@ -1,7 +1,10 @@
 import { execFile, execFileSync, spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
+import { AccessPolicy } from "../../src/service/access-policy.js";
+import { tempDir } from "../support/temp-dir.js";
 import { startTestServer } from "../support/test-server.js";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
@@ -42,5 +45,18 @@ describe.skipIf(lacking !== "")("the Python worker example (grpcio)", () => {
     expect(lines[4]).toBe("locations [0, 1, 2, 3]");
     expect(lines[5]).toMatch(/^error FAILED_PRECONDITION REASON_RESERVATION_NOT_FOUND key=[0-9a-f]{64}-never-reserved page=4 rank=0$/);
     expect(server.state.batchExists("python-worker", ["x"])).toEqual([false]);
+  });
+
+  it("sends its token to a server that needs one", async () => {
+    execFileSync("bash", [`${ROOT}examples/python/generate.sh`]);
+    const dir = tempDir();
+    const tokens = join(dir, "tokens");
+    writeFileSync(tokens, "python-token\n");
+    const server = await startTestServer({}, undefined, 0, { access: new AccessPolicy({ workerTokenFile: tokens }) });
+    const target = server.url.replace("http://", "");
+    const worker = (args: string[]) =>
+      promisify(execFile)(PYTHON, [`${ROOT}examples/python/worker.py`, "--server", target, ...args], { encoding: "utf8", timeout: 30_000 });
+    await expect(worker([])).rejects.toThrow(/UNAUTHENTICATED REASON_UNAUTHENTICATED/);
+    expect((await worker(["--token-file", tokens])).stdout).toContain("initialized rank 0: created=True");
   });
 });

@@ -15,6 +15,8 @@ const expected: Record<string, Code> = {
   SHUTTING_DOWN: Code.Unavailable,
   STORE_UNAVAILABLE: Code.Unavailable,
   INTERNAL: Code.Internal,
+  UNAUTHENTICATED: Code.Unauthenticated,
+  PERMISSION_DENIED: Code.PermissionDenied,
   UNSPECIFIED: Code.Internal,
 };
 

@@ -1,0 +1,104 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { MetadataError, Reason } from "../core/errors.js";
+
+/**
+ * ADMIN_METHODS are the calls that can drop other engines' keys: they need
+ * an admin token. Every other MetadataService call and JSON route needs a
+ * worker or an admin token.
+ */
+export const ADMIN_METHODS: ReadonlySet<string> = new Set(["Clear", "DeleteKeys", "vllm.clear", "sglang.clear", "sglang.delete_keys"]);
+
+/** AccessFiles name the token files of an AccessPolicy; at least one is given. */
+export interface AccessFiles {
+  /** workerTokenFile holds the tokens every call needs; undefined: the calls that are not admin calls are open. */
+  readonly workerTokenFile?: string;
+  /** adminTokenFile holds the tokens the ADMIN_METHODS need (they may do everything); undefined: a worker token may do everything. */
+  readonly adminTokenFile?: string;
+}
+
+/** TokenCounts says how many tokens a policy holds (never the tokens). */
+export interface TokenCounts {
+  worker: number;
+  admin: number;
+}
+
+/**
+ * AccessPolicy decides, from a call's `authorization` header, whether it
+ * may run. Tokens are kept only as SHA-256 digests and compared in
+ * constant time, each presented token against every known one; they are
+ * never logged. `reload` re-reads the files (SIGHUP).
+ */
+export class AccessPolicy {
+  private worker: Buffer[] = [];
+  private admin: Buffer[] = [];
+
+  constructor(private readonly files: AccessFiles) {
+    this.reload();
+  }
+
+  /** reload reads the token files again and returns the counts; when a file cannot be read or holds no token it throws, and the tokens stay as they were. */
+  reload(): TokenCounts {
+    const worker = this.files.workerTokenFile === undefined ? [] : readTokens(this.files.workerTokenFile);
+    const admin = this.files.adminTokenFile === undefined ? [] : readTokens(this.files.adminTokenFile);
+    this.worker = worker.map(digest);
+    this.admin = admin.map(digest);
+    return { worker: worker.length, admin: admin.length };
+  }
+
+  /**
+   * check throws UNAUTHENTICATED unless the call carries the token it needs
+   * (`authorization: Bearer <token>`), and PERMISSION_DENIED for a worker
+   * token on an admin method. With anyTokenOnly (/metrics under
+   * --metrics-auth), any known token is needed and enough.
+   */
+  check(method: string, authorization: string | undefined, anyTokenOnly = false): void {
+    const token = bearerToken(authorization);
+    const presented = token === undefined ? undefined : digest(token);
+    if (presented !== undefined && matchesAny(presented, this.admin)) return;
+    const isWorker = presented !== undefined && matchesAny(presented, this.worker);
+    const adminCall = ADMIN_METHODS.has(method) && this.files.adminTokenFile !== undefined;
+    if (isWorker && adminCall) {
+      throw new MetadataError(Reason.PERMISSION_DENIED, `${method} needs an admin token (--admin-token-file); this is a worker token`);
+    }
+    if (isWorker || (!adminCall && !anyTokenOnly && this.files.workerTokenFile === undefined)) return;
+    throw new MetadataError(
+      Reason.UNAUTHENTICATED,
+      token === undefined ? `${method} needs a token: send the header authorization: Bearer <token>` : "the token is not known to this server",
+    );
+  }
+}
+
+/** readTokens reads a token file: one token per line; blank lines and lines starting with # are ignored. */
+export function readTokens(file: string): string[] {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (error) {
+    throw new Error(`cannot read the token file ${file}: ${(error as Error).message}`);
+  }
+  const tokens = text
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .filter((line) => line !== "" && !line.startsWith("#"));
+  if (tokens.length === 0) throw new Error(`the token file ${file} holds no token`);
+  return tokens;
+}
+
+/** bearerToken is the token of an `authorization: Bearer <token>` header, undefined for anything else. */
+function bearerToken(authorization: string | undefined): string | undefined {
+  if (authorization === undefined) return undefined;
+  const match = /^Bearer +(\S+) *$/i.exec(authorization);
+  return match?.[1];
+}
+
+function digest(token: string): Buffer {
+  return createHash("sha256").update(token).digest();
+}
+
+/** matchesAny compares against every known digest, without stopping at a match, so the time does not tell which or how many. */
+function matchesAny(presented: Buffer, known: readonly Buffer[]): boolean {
+  let found = false;
+  for (const candidate of known) found = timingSafeEqual(presented, candidate) || found;
+  return found;
+}
