@@ -35,11 +35,18 @@ class MetadataClient:
 
     `token` is sent on every call as `authorization: Bearer <token>` (a server
     started with --auth-token-file needs one); by default it is read from the
-    environment variable HF3FS_METADATA_TOKEN.
+    environment variable HF3FS_METADATA_TOKEN. With `root_certificates` (PEM
+    bytes of the CA to trust) the channel uses TLS; `private_key` and
+    `certificate_chain` add a client certificate (a server started with
+    --tls-client-ca needs one).
     """
 
-    def __init__(self, target, timeout_seconds=10.0, token=None):
-        self._channel = grpc.insecure_channel(target)
+    def __init__(self, target, timeout_seconds=10.0, token=None, root_certificates=None, private_key=None, certificate_chain=None):
+        if root_certificates is None:
+            self._channel = grpc.insecure_channel(target)
+        else:
+            credentials = grpc.ssl_channel_credentials(root_certificates, private_key, certificate_chain)
+            self._channel = grpc.secure_channel(target, credentials)
         self._timeout = timeout_seconds
         token = token if token is not None else os.environ.get("HF3FS_METADATA_TOKEN")
         self._metadata = (("authorization", f"Bearer {token}"),) if token else None

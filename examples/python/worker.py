@@ -20,13 +20,28 @@ def main():
     parser.add_argument("--namespace", default="python-worker")
     parser.add_argument("--rank", type=int, default=0)
     parser.add_argument("--token-file", help="file whose first line is the token (default: env HF3FS_METADATA_TOKEN)")
+    parser.add_argument("--ca-file", help="PEM CA to trust: connect over TLS")
+    parser.add_argument("--cert-file", help="PEM client certificate (mTLS), with --key-file")
+    parser.add_argument("--key-file", help="PEM key of --cert-file")
     args = parser.parse_args()
 
     token = None
     if args.token_file:
         with open(args.token_file, encoding="utf-8") as f:
             token = next(line.strip() for line in f if line.strip() and not line.startswith("#"))
-    client = MetadataClient(args.server, token=token)
+    def read(path):
+        if not path:
+            return None
+        with open(path, "rb") as f:
+            return f.read()
+
+    client = MetadataClient(
+        args.server,
+        token=token,
+        root_certificates=read(args.ca_file),
+        private_key=read(args.key_file),
+        certificate_chain=read(args.cert_file),
+    )
     init = client.initialize_rank(args.rank, num_pages=1024, world_size=1, namespace=args.namespace)
     print(f"initialized rank {args.rank}: created={init.created} free_pages={init.free_pages} server_id={init.server_id}")
 

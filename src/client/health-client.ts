@@ -4,7 +4,7 @@ import { type MetadataClientOptions, transportFor } from "./metadata-client.js";
 
 /** createHealthClient returns a grpc.health.v1.Health client of the server, on the same transports as createMetadataClient (no retries: a probe reports what it sees). */
 export function createHealthClient(
-  options: Pick<MetadataClientOptions, "baseUrl" | "protocol" | "httpVersion" | "token" | "transport">,
+  options: Pick<MetadataClientOptions, "baseUrl" | "protocol" | "httpVersion" | "token" | "tls" | "transport">,
 ): Client<typeof Health> {
   return createClient(Health, options.transport ?? transportFor(options));
 }

@@ -19,8 +19,17 @@ export interface MetadataClientOptions {
   random?: () => number;
   /** token is sent on every call as `authorization: Bearer <token>` (servers started with --auth-token-file). */
   token?: string;
-  /** transport replaces the one built from baseUrl, protocol and token (tests, custom TLS). */
+  /** tls trusts `ca` for an https baseUrl (else the system's CAs) and presents a client certificate (mTLS); PEM. */
+  tls?: ClientTls;
+  /** transport replaces the one built from baseUrl, protocol, token and tls (tests, custom stacks). */
   transport?: Transport;
+}
+
+/** ClientTls are the PEM certificates of a client over TLS: the CA it trusts, and its own certificate and key (mTLS). */
+export interface ClientTls {
+  ca?: string | Buffer;
+  cert?: string | Buffer;
+  key?: string | Buffer;
 }
 
 /** MetadataClient is the generated client of MetadataService, with retries and re-initialization. */
@@ -132,13 +141,14 @@ function isRankNotInitialized(e: unknown): boolean {
 export function transportFor(options: MetadataClientOptions): Transport {
   const httpVersion = options.httpVersion ?? "2";
   const interceptors = options.token === undefined ? [] : [bearer(options.token)];
+  const nodeOptions = options.tls === undefined ? undefined : { ...options.tls };
   switch (options.protocol ?? "grpc") {
     case "grpc":
-      return createGrpcTransport({ baseUrl: options.baseUrl, interceptors });
+      return createGrpcTransport({ baseUrl: options.baseUrl, interceptors, nodeOptions });
     case "connect":
-      return createConnectTransport({ baseUrl: options.baseUrl, httpVersion, interceptors });
+      return createConnectTransport({ baseUrl: options.baseUrl, httpVersion, interceptors, nodeOptions });
     case "grpc-web":
-      return createGrpcWebTransport({ baseUrl: options.baseUrl, httpVersion, interceptors });
+      return createGrpcWebTransport({ baseUrl: options.baseUrl, httpVersion, interceptors, nodeOptions });
   }
 }
 

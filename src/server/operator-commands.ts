@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
@@ -18,7 +19,15 @@ const DEFAULT_SERVER = `http://${defaultServerOptions.host}:${defaultServerOptio
 function parse(args: string[], usage: string, extra: Record<string, { type: "string" }> = {}) {
   const { values } = parseArgs({
     args,
-    options: { server: { type: "string" }, "token-file": { type: "string" }, help: { type: "boolean", short: "h" }, ...extra },
+    options: {
+      server: { type: "string" },
+      "token-file": { type: "string" },
+      "ca-file": { type: "string" },
+      "cert-file": { type: "string" },
+      "key-file": { type: "string" },
+      help: { type: "boolean", short: "h" },
+      ...extra,
+    },
   });
   if (values.help) {
     console.log(usage);
@@ -26,14 +35,20 @@ function parse(args: string[], usage: string, extra: Record<string, { type: "str
   }
   const tokenFile = values["token-file"] as string | undefined;
   const token = tokenFile === undefined ? process.env.HF3FS_METADATA_TOKEN : readTokens(tokenFile)[0];
-  return { server: (values.server as string | undefined) ?? process.env.HF3FS_METADATA_SERVER ?? DEFAULT_SERVER, token, values };
+  const file = (flag: "ca-file" | "cert-file" | "key-file") => (values[flag] === undefined ? undefined : readFileSync(values[flag] as string));
+  const tls = { ca: file("ca-file"), cert: file("cert-file"), key: file("key-file") };
+  return { server: (values.server as string | undefined) ?? process.env.HF3FS_METADATA_SERVER ?? DEFAULT_SERVER, token, tls, values };
 }
 
-const STATS_USAGE = `usage: hf3fs-metadata stats [--server URL] [--token-file FILE] [--namespace NS]
+/** CONNECTION_HELP describes the token and TLS flags every operator command takes. */
+const CONNECTION_HELP = `--token-file FILE sends the first token of FILE (or env HF3FS_METADATA_TOKEN, the token itself).
+--ca-file, --cert-file, --key-file: for an https:// server, the CA to trust and a client certificate and key (mTLS), PEM.`;
+
+const STATS_USAGE = `usage: hf3fs-metadata stats [--server URL] [--token-file FILE] [--ca-file FILE [--cert-file FILE --key-file FILE]] [--namespace NS]
 
 Prints, per namespace and rank, the page usage (bar: # used, + reserved, . free), keys and evictions.
 --server defaults to ${DEFAULT_SERVER} (env HF3FS_METADATA_SERVER); without --namespace, every namespace.
---token-file FILE sends the first token of FILE (or env HF3FS_METADATA_TOKEN, the token itself).`;
+${CONNECTION_HELP}`;
 
 /** statsCommand prints the stats of a running server. */
 export async function statsCommand(args: string[]): Promise<number> {
@@ -41,7 +56,7 @@ export async function statsCommand(args: string[]): Promise<number> {
   if (typeof parsed === "number") return parsed;
   const namespace = (parsed.values as { namespace?: string }).namespace;
   try {
-    const client = createMetadataClient({ baseUrl: parsed.server, token: parsed.token, retry: { deadlineMs: 3_000 } });
+    const client = createMetadataClient({ baseUrl: parsed.server, token: parsed.token, tls: parsed.tls, retry: { deadlineMs: 3_000 } });
     const { namespaces } = await client.getStats({ namespace: namespace ?? "", allNamespaces: namespace === undefined });
     const views = namespaces.map((ns) => ({
       ...ns,
@@ -55,17 +70,18 @@ export async function statsCommand(args: string[]): Promise<number> {
   }
 }
 
-const HEALTH_USAGE = `usage: hf3fs-metadata health [--server URL] [--token-file FILE]
+const HEALTH_USAGE = `usage: hf3fs-metadata health [--server URL] [--token-file FILE] [--ca-file FILE [--cert-file FILE --key-file FILE]]
 
 Asks grpc.health.v1.Health; prints the status; exits 0 only when SERVING.
---server defaults to ${DEFAULT_SERVER} (env HF3FS_METADATA_SERVER).`;
+--server defaults to ${DEFAULT_SERVER} (env HF3FS_METADATA_SERVER).
+${CONNECTION_HELP}`;
 
 /** healthCommand exits 0 only when the server answers SERVING. */
 export async function healthCommand(args: string[]): Promise<number> {
   const parsed = tryParse(() => parse(args, HEALTH_USAGE), HEALTH_USAGE);
   if (typeof parsed === "number") return parsed;
   try {
-    const { status } = await createHealthClient({ baseUrl: parsed.server, token: parsed.token }).check({}, { timeoutMs: 3_000 });
+    const { status } = await createHealthClient({ baseUrl: parsed.server, token: parsed.token, tls: parsed.tls }).check({}, { timeoutMs: 3_000 });
     console.log(ServingStatus[status]);
     return status === ServingStatus.SERVING ? 0 : 1;
   } catch (error) {

@@ -29,6 +29,11 @@ export interface ServerOptions extends StateOptions {
   adminTokenFile: string;
   /** metricsAuth makes GET /metrics need a token too. Defaults to false. */
   metricsAuth: boolean;
+  /** tlsCert and tlsKey are the PEM files of TLS on the port (both or neither); "" for cleartext. */
+  tlsCert: string;
+  tlsKey: string;
+  /** tlsClientCa is the PEM file of the CA that client certificates must be signed by (mTLS); "" for none. */
+  tlsClientCa: string;
   /** logLevel is pino's level. Defaults to info. */
   logLevel: string;
 }
@@ -81,6 +86,9 @@ export const OPTIONS: { flag: string; field: keyof ServerOptions; kind: Kind; he
     help: "file of tokens that Clear, DeleteKeys and the JSON clear/delete routes need; re-read on SIGHUP",
   },
   { flag: "metrics-auth", field: "metricsAuth", kind: "boolean", help: "GET /metrics needs a token too" },
+  { flag: "tls-cert", field: "tlsCert", kind: "string", help: "PEM certificate (chain) of TLS on the port, for every protocol; re-read on SIGHUP" },
+  { flag: "tls-key", field: "tlsKey", kind: "string", help: "PEM private key of --tls-cert" },
+  { flag: "tls-client-ca", field: "tlsClientCa", kind: "string", help: "PEM CA that client certificates must be signed by (mTLS)" },
   { flag: "log-level", field: "logLevel", kind: "string", help: "fatal, error, warn, info, debug or trace" },
 ];
 
@@ -118,6 +126,9 @@ export const defaultServerOptions: ServerOptions = {
   authTokenFile: "",
   adminTokenFile: "",
   metricsAuth: false,
+  tlsCert: "",
+  tlsKey: "",
+  tlsClientCa: "",
   logLevel: "info",
 };
 
@@ -155,6 +166,8 @@ export function parseServerOptions(args: string[], env: NodeJS.ProcessEnv): Serv
   if (result.metricsAuth && result.authTokenFile === "" && result.adminTokenFile === "") {
     throw new Error("--metrics-auth needs --auth-token-file or --admin-token-file");
   }
+  if ((result.tlsCert === "") !== (result.tlsKey === "")) throw new Error("--tls-cert and --tls-key go together");
+  if (result.tlsClientCa !== "" && result.tlsCert === "") throw new Error("--tls-client-ca needs --tls-cert and --tls-key");
   if (result.port > 65_535) throw new Error(`--port must be at most 65535, got ${result.port}`);
   for (const flag of ["max-keys-per-call", "max-key-bytes", "max-ranks-per-namespace", "max-namespaces"]) {
     const field = OPTIONS.find((o) => o.flag === flag)!.field;

@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { systemClock } from "../core/clock.js";
 import { MetadataState } from "../core/state.js";
 import { AccessPolicy } from "../service/access-policy.js";
@@ -6,7 +7,8 @@ import { MemoryStore } from "../store/memory-store.js";
 import type { Store } from "../store/store.js";
 import { createLogger, type Logger } from "./logger.js";
 import { parseServerOptions, type ServerOptions, usage } from "./options.js";
-import { startServer } from "./server.js";
+import { type RunningServer, startServer } from "./server.js";
+import type { ListenerTls } from "./transport/dual-protocol-listener.js";
 
 /** serveCommand runs `hf3fs-metadata serve` until SIGTERM/SIGINT (exit 0) or a store failure (exit 1). */
 export async function serveCommand(args: string[]): Promise<number> {
@@ -23,8 +25,10 @@ export async function serveCommand(args: string[]): Promise<number> {
   }
   const logger = createLogger(options.logLevel);
   let access: AccessPolicy | undefined;
+  let tls: ListenerTls | undefined;
   try {
     access = accessPolicyOf(options);
+    tls = tlsOf(options);
   } catch (error) {
     console.error(`hf3fs-metadata serve: ${(error as Error).message}`);
     return 1;
@@ -40,8 +44,8 @@ export async function serveCommand(args: string[]): Promise<number> {
     console.error(`hf3fs-metadata serve: ${(error as Error).message}`);
     return 1;
   }
-  const server = await startServer({ state, store }, { ...options, access }, logger);
-  if (access !== undefined) process.on("SIGHUP", () => reloadTokens(access, logger));
+  const server = await startServer({ state, store }, { ...options, access, tls }, logger);
+  if (access !== undefined || tls !== undefined) process.on("SIGHUP", () => reload(options, access, server, logger));
 
   const code = await new Promise<number>((resolve) => {
     const stop = (signal: string) => {
@@ -84,21 +88,44 @@ function accessPolicyOf(options: ServerOptions): AccessPolicy | undefined {
   });
 }
 
-/** reloadTokens re-reads the token files (SIGHUP); on failure the previous tokens stay. Counts are logged, never tokens. */
-function reloadTokens(access: AccessPolicy, logger: Logger): void {
-  try {
-    logger.info({ tokens: access.reload() }, "token files reloaded");
-  } catch (error) {
-    logger.error({ err: (error as Error).message }, "token files not reloaded; the previous tokens stay");
+/** tlsOf reads the TLS files of the options; undefined without --tls-cert. Throws naming a file it cannot read. */
+function tlsOf(options: ServerOptions): ListenerTls | undefined {
+  if (options.tlsCert === "") return undefined;
+  const read = (file: string) => {
+    try {
+      return readFileSync(file);
+    } catch (error) {
+      throw new Error(`cannot read the TLS file ${file}: ${(error as Error).message}`);
+    }
+  };
+  return { cert: read(options.tlsCert), key: read(options.tlsKey), clientCa: options.tlsClientCa === "" ? undefined : read(options.tlsClientCa) };
+}
+
+/** reload re-reads the token files and the TLS files (SIGHUP); what fails to load keeps its previous value and is logged. Tokens are never logged. */
+function reload(options: ServerOptions, access: AccessPolicy | undefined, server: RunningServer, logger: Logger): void {
+  if (access !== undefined) {
+    try {
+      logger.info({ tokens: access.reload() }, "token files reloaded");
+    } catch (error) {
+      logger.error({ err: (error as Error).message }, "token files not reloaded; the previous tokens stay");
+    }
+  }
+  if (options.tlsCert !== "") {
+    try {
+      server.reloadTls(tlsOf(options)!);
+      logger.info({ cert: options.tlsCert }, "TLS certificates reloaded");
+    } catch (error) {
+      logger.error({ err: (error as Error).message }, "TLS certificates not reloaded; the previous ones stay");
+    }
   }
 }
 
 /** warnIfExposed logs a warning when the server listens beyond loopback without tokens or without TLS. */
 function warnIfExposed(options: ServerOptions, logger: Logger): void {
-  if (isLoopback(options.host)) return;
+  if (isLoopback(options.host) || (options.authTokenFile !== "" && options.tlsCert !== "")) return;
   const missing = [
     options.authTokenFile === "" ? "without --auth-token-file (anyone who reaches the port may call it)" : "",
-    "without TLS (tokens and keys cross the network in clear)",
+    options.tlsCert === "" ? "without TLS (tokens and keys cross the network in clear)" : "",
   ].filter((m) => m !== "");
   logger.warn({ host: options.host }, `listening beyond loopback ${missing.join(" and ")}`);
 }

@@ -17,7 +17,7 @@ import { reflectionService } from "../service/reflection-service.js";
 import type { Logger } from "./logger.js";
 import { Metrics } from "./metrics.js";
 import { connectFraming } from "./transport/connect-framing.js";
-import { DualProtocolListener } from "./transport/dual-protocol-listener.js";
+import { DualProtocolListener, type ListenerTls } from "./transport/dual-protocol-listener.js";
 import { GrpcUnaryFastPath } from "./transport/grpc-unary-fast-path.js";
 import { jsonRouter } from "./transport/json-router.js";
 import { requestHandler } from "./transport/request-handler.js";
@@ -36,6 +36,8 @@ export interface ServerConfig {
   access?: AccessPolicy;
   /** metricsAuth makes GET /metrics need a known token (with access). */
   metricsAuth?: boolean;
+  /** tls serves every protocol over TLS with this certificate (and requires client certificates signed by its clientCa); undefined: cleartext. */
+  tls?: ListenerTls;
   /** http2KeepaliveMs is how long an HTTP/2 session may stay silent before it is pinged (DualProtocolListener). Defaults to 10 s. */
   http2KeepaliveMs?: number;
   /** expireIntervalMs is how often due deadlines are processed without traffic. Defaults to 1 s. */
@@ -49,6 +51,8 @@ export interface RunningServer {
   readonly port: number;
   /** lifecycle says whether the server accepts calls. */
   readonly lifecycle: Lifecycle;
+  /** reloadTls puts new certificates in place for new connections (a server started with tls). */
+  reloadTls(tls: ListenerTls): void;
   /** close drains calls in flight (new calls get UNAVAILABLE) and stops; idempotent. */
   close(): Promise<void>;
   /** failed resolves with the store's failure; the server then refuses every call with it, and its owner should close it and exit. */
@@ -96,9 +100,9 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     if (req.method === "GET" && req.url?.split("?")[0] === "/metrics") return void serveMetrics(metrics, metricsAccess, req.headers.authorization, res);
     void json(req, res);
   });
-  const listener = new DualProtocolListener(requestHandler(serverId, new GrpcUnaryFastPath(service, edge), connect), config.http2KeepaliveMs);
+  const listener = new DualProtocolListener(requestHandler(serverId, new GrpcUnaryFastPath(service, edge), connect), config.http2KeepaliveMs, config.tls);
   const port = await listener.listen(config.host, config.port);
-  const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
+  const url = `${config.tls === undefined ? "http" : "https"}://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
 
   const expiry = setInterval(() => {
     ledger.state.expire();
@@ -115,7 +119,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
       logger.info({ url }, "stopped");
     })());
   logger.info({ url, serverId }, "listening");
-  return { url, port, lifecycle, close, failed };
+  return { url, port, lifecycle, close, failed, reloadTls: (tls) => listener.reloadTls(tls) };
 }
 
 /** serveMetrics answers GET /metrics, after a token check when access is given (--metrics-auth). */

@@ -1,23 +1,32 @@
 import * as http from "node:http";
 import * as http2 from "node:http2";
 import * as net from "node:net";
+import * as tls from "node:tls";
 
 /** RequestHandler serves a request of either HTTP version through Node's compatibility API. */
 export type RequestHandler = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => void;
+
+/** ListenerTls is the listener's certificate and key, and the CA its clients' certificates must be signed by (mTLS) if any; PEM. */
+export interface ListenerTls {
+  readonly cert: Buffer;
+  readonly key: Buffer;
+  readonly clientCa?: Buffer;
+}
 
 /** The HTTP/2 client preface starts with these bytes; no HTTP/1.1 method does. */
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0");
 
 /**
- * DualProtocolListener serves cleartext HTTP/1.1 and HTTP/2 (h2c with prior
- * knowledge, as gRPC clients speak it) on one port. Node's cleartext http2
- * server speaks only HTTP/2, so it reads the first bytes of each connection
- * and hands the socket to an http2 or an http server accordingly.
+ * DualProtocolListener serves HTTP/1.1 and HTTP/2 on one port: cleartext
+ * (h2c with prior knowledge, as gRPC clients speak it), or TLS offering h2
+ * and http/1.1 by ALPN. It reads the first bytes of each connection (after
+ * the TLS handshake) and hands the socket to an http2 or an http server
+ * accordingly: Node's http2 server speaks only HTTP/2.
  */
 export class DualProtocolListener {
   readonly h1: http.Server;
   readonly h2: http2.Http2Server;
-  private readonly tcp: net.Server;
+  private readonly tcp: net.Server | tls.Server;
   private readonly sockets = new Set<net.Socket>();
   private readonly sessions = new Set<http2.ServerHttp2Session>();
   /** openStreams counts the streams of each HTTP/2 session that are not closed. */
@@ -38,6 +47,7 @@ export class DualProtocolListener {
   constructor(
     handler: RequestHandler,
     private readonly keepaliveMs = 10_000,
+    secure?: ListenerTls,
   ) {
     this.h1 = http.createServer({ keepAliveTimeout: 60_000 }, handler);
     this.h1.on("request", (req: http.IncomingMessage, res: http.ServerResponse) => this.trackH1(req.socket, res));
@@ -46,7 +56,16 @@ export class DualProtocolListener {
     // WINDOW_UPDATE round trips.
     this.h2 = http2.createServer({ settings: { maxConcurrentStreams: 1_000, initialWindowSize: 1 << 20 } }, handler);
     this.h2.on("session", (session) => this.trackSession(session));
-    this.tcp = net.createServer({ noDelay: true }, (socket) => this.route(socket));
+    this.tcp =
+      secure === undefined
+        ? net.createServer({ noDelay: true }, (socket) => this.route(socket))
+        : tls.createServer({ ...secureContextOptions(secure), ALPNProtocols: ["h2", "http/1.1"] }, (socket) => this.route(socket));
+  }
+
+  /** reloadTls puts new certificates in place for the connections to come (SIGHUP); the open ones keep theirs. */
+  reloadTls(secure: ListenerTls): void {
+    if (!(this.tcp instanceof tls.Server)) throw new Error("the listener was started without TLS");
+    this.tcp.setSecureContext(secureContextOptions(secure));
   }
 
   /** listen binds host:port (0 for any free port) and returns the bound port. */
@@ -142,6 +161,7 @@ export class DualProtocolListener {
   }
 
   private route(socket: net.Socket): void {
+    socket.setNoDelay(true);
     this.sockets.add(socket);
     socket.once("close", () => this.sockets.delete(socket));
     socket.on("error", () => socket.destroy());
@@ -165,4 +185,10 @@ export class DualProtocolListener {
     };
     socket.on("readable", sniff);
   }
+}
+
+/** secureContextOptions are the TLS options of a ListenerTls: with a client CA, a client certificate signed by it is required. */
+function secureContextOptions(secure: ListenerTls): tls.TlsOptions {
+  const { cert, key, clientCa } = secure;
+  return clientCa === undefined ? { cert, key } : { cert, key, ca: clientCa, requestCert: true, rejectUnauthorized: true };
 }

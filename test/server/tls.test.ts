@@ -1,0 +1,100 @@
+import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
+import * as https from "node:https";
+import { promisify } from "node:util";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { describe, expect, it } from "vitest";
+import { type ClientTls, createMetadataClient } from "../../src/client/index.js";
+import type { ListenerTls } from "../../src/server/transport/dual-protocol-listener.js";
+import { type Certificates, makeCertificates, opensslMissing } from "../support/certificates.js";
+import { tempDir } from "../support/temp-dir.js";
+import { startTestServer } from "../support/test-server.js";
+
+const lacking = opensslMissing();
+if (lacking !== "" && process.env.CI === "true") throw new Error(`CI must run the TLS tests but lacks ${lacking}`);
+if (lacking !== "") console.warn(`skipping the TLS tests: they need ${lacking}`);
+
+const read = (file: string) => readFileSync(file);
+
+/** REFUSED is what a client sees when the TLS handshake or the connection fails (connect-node: INTERNAL, UNAVAILABLE, or CANCELED when TLS 1.3 sends the refusal after the handshake). */
+const REFUSED = /^(Internal|Unavailable|Canceled): /;
+
+function listenerTls(certs: Certificates, mutual: boolean): ListenerTls {
+  return { cert: read(certs.serverCert), key: read(certs.serverKey), clientCa: mutual ? read(certs.ca) : undefined };
+}
+
+/** outcome makes one call and says "ok" or the error's code name and message. */
+async function outcome(baseUrl: string, tls: ClientTls | undefined, protocol: "grpc" | "connect" = "grpc"): Promise<string> {
+  const client = createMetadataClient({ baseUrl, tls, protocol, httpVersion: "1.1", retry: { deadlineMs: 0 } });
+  return client.batchExists({ keys: ["k"] }).then(
+    () => "ok",
+    (e: unknown) => `${Code[ConnectError.from(e).code]}: ${ConnectError.from(e).rawMessage}`,
+  );
+}
+
+describe.skipIf(lacking !== "")("TLS on the port", () => {
+  it("serves gRPC (h2 by ALPN), Connect and the JSON routes (HTTP/1.1) to clients that trust its CA, and nothing in cleartext", async () => {
+    const certs = makeCertificates(tempDir());
+    const server = await startTestServer({}, undefined, 0, { tls: listenerTls(certs, false) });
+    expect(server.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
+    const trusted = { ca: read(certs.ca) };
+    expect(await outcome(server.url, trusted)).toBe("ok");
+    expect(await outcome(server.url, trusted, "connect")).toBe("ok");
+    expect(await outcome(server.url, undefined)).toMatch(/^Internal: unable to verify the first certificate/);
+    expect(await outcome(server.url.replace("https:", "http:"), undefined)).toMatch(REFUSED);
+
+    const json = await new Promise<string>((resolve, reject) => {
+      const req = https.request(
+        `${server.url}/keys/batch_exists`,
+        { method: "POST", ca: trusted.ca, headers: { "content-type": "application/json" } },
+        (res) => {
+          let body = "";
+          res.on("data", (d) => (body += d));
+          res.on("end", () => resolve(`${res.statusCode} ${body}`));
+        },
+      );
+      req.on("error", reject);
+      req.end(JSON.stringify({ keys: ["k"] }));
+    });
+    expect(json).toBe('200 {"exists":[false]}');
+
+    const curl = await promisify(execFile)(
+      "npx",
+      [
+        "buf",
+        "curl",
+        "--cacert",
+        certs.ca,
+        "--protocol",
+        "grpc",
+        "--schema",
+        "proto",
+        "--data",
+        '{"keys": ["k"]}',
+        `${server.url}/hf3fs.metadata.v1.MetadataService/BatchExists`,
+      ],
+      { encoding: "utf8" },
+    );
+    expect(JSON.parse(curl.stdout)).toEqual({ exists: [false] });
+  });
+
+  it("with a client CA, takes only client certificates it signed that have not expired", async () => {
+    const certs = makeCertificates(tempDir());
+    const server = await startTestServer({}, undefined, 0, { tls: listenerTls(certs, true) });
+    const ca = read(certs.ca);
+    expect(await outcome(server.url, { ca, cert: read(certs.clientCert), key: read(certs.clientKey) })).toBe("ok");
+    expect(await outcome(server.url, { ca })).toMatch(REFUSED);
+    expect(await outcome(server.url, { ca, cert: read(certs.otherClientCert), key: read(certs.otherClientKey) })).toMatch(REFUSED);
+    expect(await outcome(server.url, { ca, cert: read(certs.expiredClientCert), key: read(certs.expiredClientKey) })).toMatch(REFUSED);
+  });
+
+  it("puts new certificates in place for new connections on reload", async () => {
+    const first = makeCertificates(tempDir());
+    const second = makeCertificates(tempDir());
+    const server = await startTestServer({}, undefined, 0, { tls: listenerTls(first, false) });
+    expect(await outcome(server.url, { ca: read(first.ca) })).toBe("ok");
+    server.reloadTls(listenerTls(second, false));
+    expect(await outcome(server.url, { ca: read(second.ca) })).toBe("ok");
+    expect(await outcome(server.url, { ca: read(first.ca) })).toMatch(REFUSED);
+  });
+});
