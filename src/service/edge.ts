@@ -4,6 +4,7 @@ import { DEFAULT_NAMESPACE } from "../core/options.js";
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
 import type { AccessPolicy } from "./access-policy.js";
 import { BodyBudget } from "./body-budget.js";
+import { checkDeadline, deadlineSignal } from "./deadline.js";
 import { toConnectError } from "./error-table.js";
 import { LargeCallLane } from "./large-call-lane.js";
 import { commit, type Ledger } from "./ledger.js";
@@ -82,14 +83,17 @@ export class Edge {
     let message: Req | undefined;
     try {
       this.admit(method, headerOf(request.body, "authorization"));
-      const bytes = await readBody(request.body, this.bodyLimit, this.budget);
+      const deadline = deadlineSignal(request.body.headers);
+      const bytes = await readBody(request.body, this.bodyLimit, this.budget, deadline);
       if (bytes.length < LARGE_BODY_BYTES) {
         message = request.decode(bytes, this.maxEntries);
+        checkDeadline(deadline);
         return await this.settle(method, started, await handle(message));
       }
       const [result, durable] = await this.largeCalls.run(async (turn) => {
         message = request.decode(bytes, this.maxEntries);
         await turn();
+        checkDeadline(deadline);
         const result = await handle(message);
         await turn();
         return [result, commit(this.options.ledger)] as const;
@@ -104,10 +108,17 @@ export class Edge {
    * callDecoded runs a call whose request a library decoded (connect-node,
    * whose body came from readFor): from refusal to commit.
    */
-  async callDecoded<Req, Res>(method: string, authorization: string | undefined, message: Req, handle: () => Promise<Res>): Promise<Res> {
+  async callDecoded<Req, Res>(
+    method: string,
+    authorization: string | undefined,
+    deadline: AbortSignal,
+    message: Req,
+    handle: () => Promise<Res>,
+  ): Promise<Res> {
     const started = performance.now();
     try {
       this.admit(method, authorization);
+      checkDeadline(deadline);
       return await this.settle(method, started, await handle());
     } catch (error) {
       throw this.fail(method, started, error, message);
@@ -124,7 +135,7 @@ export class Edge {
     const started = performance.now();
     try {
       this.admit(method, headerOf(body, "authorization"));
-      const bytes = await readBody(body, this.bodyLimit, this.budget);
+      const bytes = await readBody(body, this.bodyLimit, this.budget, deadlineSignal(body.headers));
       inspect(bytes, this.maxEntries);
       return bytes;
     } catch (error) {

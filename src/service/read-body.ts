@@ -2,6 +2,7 @@ import * as http2 from "node:http2";
 import type { Readable } from "node:stream";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { BodyBudget } from "./body-budget.js";
+import { deadlineExceeded } from "./deadline.js";
 
 /** BodyStream is a request body as Node's HTTP/1.1 and HTTP/2 servers give it (an IncomingMessage or an Http2ServerRequest). */
 export type BodyStream = Readable & {
@@ -18,9 +19,10 @@ export type BodyStream = Readable & {
  * would leave the HTTP/2 stream half open. A body the budget cannot hold
  * fails at once with RESOURCE_EXHAUSTED; the rest of it is discarded and,
  * over HTTP/2, the stream is reset (NO_ERROR) once answered. A client that
- * goes away mid-body fails it with CANCELED.
+ * goes away mid-body fails it with CANCELED, and one whose deadline passes
+ * before the end with DEADLINE_EXCEEDED (the rest discarded, as above).
  */
-export function readBody(body: BodyStream, maxBytes: number, budget: BodyBudget): Promise<Buffer> {
+export function readBody(body: BodyStream, maxBytes: number, budget: BodyBudget, deadline?: AbortSignal): Promise<Buffer> {
   const connection = body.stream?.session ?? body.socket;
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -31,6 +33,7 @@ export function readBody(body: BodyStream, maxBytes: number, budget: BodyBudget)
       body.off("end", onEnd);
       body.off("error", onError);
       body.off("close", onClose);
+      deadline?.removeEventListener("abort", onDeadline);
       budget.give(connection, held);
       held = 0;
     };
@@ -66,6 +69,13 @@ export function readBody(body: BodyStream, maxBytes: number, budget: BodyBudget)
       done();
       reject(new ConnectError("the client closed the request before its end", Code.Canceled));
     };
+    const onDeadline = () => {
+      done();
+      abandon(body);
+      reject(deadlineExceeded());
+    };
+    if (deadline?.aborted) return onDeadline();
+    deadline?.addEventListener("abort", onDeadline, { once: true });
     body.on("data", onData);
     body.once("end", onEnd);
     body.once("error", onError);

@@ -24,7 +24,8 @@ export function connectFraming(
   openServices: (router: ConnectRouter) => void,
   fallback: RequestHandler,
 ): RequestHandler {
-  const atEdge: Interceptor = (next) => (req) => edge.callDecoded(req.method.name, req.header.get("authorization") ?? undefined, req.message, () => next(req));
+  const atEdge: Interceptor = (next) => (req) =>
+    edge.callDecoded(req.method.name, req.header.get("authorization") ?? undefined, req.signal, req.message, () => next(req));
   // The edge bounds the body already; readMaxBytes also bounds a compressed message once decompressed.
   const router = createConnectRouter({ acceptCompression: [compressionGzip, compressionBrotli], readMaxBytes: edge.maxBodyBytes });
   router.service(MetadataService, metadata, { interceptors: [atEdge] });
