@@ -21,6 +21,14 @@ export interface ServerOptions extends StateOptions {
   maxBufferedBytesPerConnection: number;
   /** http2KeepaliveMs: an HTTP/2 connection silent this long is pinged, and closed unless it answers within as long again. Defaults to 10 s. */
   http2KeepaliveMs: number;
+  /** maxConnections bounds the connections at once. Defaults to 4,096. */
+  maxConnections: number;
+  /** maxStreamsPerConnection bounds the concurrent HTTP/2 streams of a connection. Defaults to 1,000. */
+  maxStreamsPerConnection: number;
+  /** requestTimeoutMs bounds the time to receive a request's headers and body. Defaults to 60 s. */
+  requestTimeoutMs: number;
+  /** idleTimeoutMs closes a connection without a call in flight for this long. Defaults to 5 min. */
+  idleTimeoutMs: number;
   /** shutdownTimeoutMs bounds how long SIGTERM waits for calls in flight. Defaults to 10 s. */
   shutdownTimeoutMs: number;
   /** authTokenFile holds the tokens every MetadataService call and JSON route needs; "" for none (open). */
@@ -77,6 +85,10 @@ export const OPTIONS: { flag: string; field: keyof ServerOptions; kind: Kind; he
     kind: "duration",
     help: "an HTTP/2 connection silent this long is pinged, and closed unless it answers within as long again",
   },
+  { flag: "max-connections", field: "maxConnections", kind: "integer", help: "connections at once at most; more are closed as they come" },
+  { flag: "max-streams-per-connection", field: "maxStreamsPerConnection", kind: "integer", help: "concurrent HTTP/2 streams (calls) per connection at most" },
+  { flag: "request-timeout", field: "requestTimeoutMs", kind: "duration", help: "time to receive a request's headers and body; slower senders are cut" },
+  { flag: "idle-timeout", field: "idleTimeoutMs", kind: "duration", help: "a connection without a call in flight this long is closed" },
   { flag: "shutdown-timeout", field: "shutdownTimeoutMs", kind: "duration", help: "how long shutdown waits for calls in flight" },
   { flag: "auth-token-file", field: "authTokenFile", kind: "string", help: "file of tokens (one per line) that every call needs; re-read on SIGHUP" },
   {
@@ -122,6 +134,10 @@ export const defaultServerOptions: ServerOptions = {
   ...bufferedBytesFor(maxBodyBytesFor(defaultStateOptions)),
   maxBodyBytes: maxBodyBytesFor(defaultStateOptions),
   http2KeepaliveMs: 10_000,
+  maxConnections: 4_096,
+  maxStreamsPerConnection: 1_000,
+  requestTimeoutMs: 60_000,
+  idleTimeoutMs: 300_000,
   shutdownTimeoutMs: 10_000,
   authTokenFile: "",
   adminTokenFile: "",
@@ -166,10 +182,13 @@ export function parseServerOptions(args: string[], env: NodeJS.ProcessEnv): Serv
   if (result.metricsAuth && result.authTokenFile === "" && result.adminTokenFile === "") {
     throw new Error("--metrics-auth needs --auth-token-file or --admin-token-file");
   }
+  for (const field of ["http2KeepaliveMs", "requestTimeoutMs", "idleTimeoutMs"] as const) {
+    if (result[field] <= 0) throw new Error(`--${OPTIONS.find((o) => o.field === field)!.flag} must be longer than 0`);
+  }
   if ((result.tlsCert === "") !== (result.tlsKey === "")) throw new Error("--tls-cert and --tls-key go together");
   if (result.tlsClientCa !== "" && result.tlsCert === "") throw new Error("--tls-client-ca needs --tls-cert and --tls-key");
   if (result.port > 65_535) throw new Error(`--port must be at most 65535, got ${result.port}`);
-  for (const flag of ["max-keys-per-call", "max-key-bytes", "max-ranks-per-namespace", "max-namespaces"]) {
+  for (const flag of ["max-keys-per-call", "max-key-bytes", "max-ranks-per-namespace", "max-namespaces", "max-connections", "max-streams-per-connection"]) {
     const field = OPTIONS.find((o) => o.flag === flag)!.field;
     if ((result[field] as number) < 1) throw new Error(`--${flag} must be at least 1`);
   }

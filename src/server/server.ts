@@ -40,6 +40,11 @@ export interface ServerConfig {
   tls?: ListenerTls;
   /** http2KeepaliveMs is how long an HTTP/2 session may stay silent before it is pinged (DualProtocolListener). Defaults to 10 s. */
   http2KeepaliveMs?: number;
+  /** maxConnections, maxStreamsPerConnection, requestTimeoutMs and idleTimeoutMs bound connections (ListenerOptions); requestTimeoutMs also bounds the time to receive a body. */
+  maxConnections?: number;
+  maxStreamsPerConnection?: number;
+  requestTimeoutMs?: number;
+  idleTimeoutMs?: number;
   /** expireIntervalMs is how often due deadlines are processed without traffic. Defaults to 1 s. */
   expireIntervalMs?: number;
 }
@@ -78,7 +83,17 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
   const observe = metrics.observeCall.bind(metrics);
   const { maxBodyBytes, maxBufferedBytes, maxBufferedBytesPerConnection } = config;
   const { access } = config;
-  const edge = new Edge({ ledger: instrumented, lifecycle, serverId, observe, maxBodyBytes, maxBufferedBytes, maxBufferedBytesPerConnection, access });
+  const edge = new Edge({
+    ledger: instrumented,
+    lifecycle,
+    serverId,
+    observe,
+    maxBodyBytes,
+    maxBufferedBytes,
+    maxBufferedBytesPerConnection,
+    access,
+    requestTimeoutMs: config.requestTimeoutMs,
+  });
   const metricsAccess = config.metricsAuth ? access : undefined;
   const failed = ledger.store.failed.then((error) => {
     lifecycle.refuse(error instanceof MetadataError ? error : new MetadataError(Reason.STORE_UNAVAILABLE, error.message));
@@ -100,7 +115,14 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     if (req.method === "GET" && req.url?.split("?")[0] === "/metrics") return void serveMetrics(metrics, metricsAccess, req.headers.authorization, res);
     void json(req, res);
   });
-  const listener = new DualProtocolListener(requestHandler(serverId, new GrpcUnaryFastPath(service, edge), connect), config.http2KeepaliveMs, config.tls);
+  const listener = new DualProtocolListener(requestHandler(serverId, new GrpcUnaryFastPath(service, edge), connect), {
+    keepaliveMs: config.http2KeepaliveMs,
+    tls: config.tls,
+    maxConnections: config.maxConnections,
+    maxStreamsPerConnection: config.maxStreamsPerConnection,
+    requestTimeoutMs: config.requestTimeoutMs,
+    idleTimeoutMs: config.idleTimeoutMs,
+  });
   const port = await listener.listen(config.host, config.port);
   const url = `${config.tls === undefined ? "http" : "https"}://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
 

@@ -29,6 +29,8 @@ export interface EdgeOptions {
   readonly maxBufferedBytesPerConnection?: number;
   /** access decides which calls may run, from their authorization header; undefined: every call. */
   readonly access?: AccessPolicy;
+  /** requestTimeoutMs bounds the time to receive a body, whatever the client's deadline (slow senders are cut). Defaults to 60 s. */
+  readonly requestTimeoutMs?: number;
 }
 
 /**
@@ -67,6 +69,7 @@ export class Edge {
   private readonly bodyLimit: number;
   private readonly budget: BodyBudget;
   private readonly largeCalls = new LargeCallLane();
+  private readonly requestTimeoutMs: number;
 
   constructor(private readonly options: EdgeOptions) {
     this.lifecycle = options.lifecycle;
@@ -74,6 +77,7 @@ export class Edge {
     this.maxBodyBytes = options.maxBodyBytes;
     this.bodyLimit = options.maxBodyBytes + ENVELOPE_BYTES;
     this.maxEntries = maxEntriesFor(options.ledger.state.options.maxKeysPerCall);
+    this.requestTimeoutMs = options.requestTimeoutMs ?? 60_000;
     this.budget = new BodyBudget(options.maxBufferedBytes ?? 4 * this.bodyLimit, options.maxBufferedBytesPerConnection ?? this.bodyLimit);
   }
 
@@ -84,7 +88,7 @@ export class Edge {
     try {
       this.admit(method, headerOf(request.body, "authorization"));
       const deadline = deadlineSignal(request.body.headers);
-      const bytes = await readBody(request.body, this.bodyLimit, this.budget, deadline);
+      const bytes = await readBody(request.body, this.bodyLimit, this.budget, deadline, this.requestTimeoutMs);
       if (bytes.length < LARGE_BODY_BYTES) {
         message = request.decode(bytes, this.maxEntries);
         checkDeadline(deadline);
@@ -135,7 +139,7 @@ export class Edge {
     const started = performance.now();
     try {
       this.admit(method, headerOf(body, "authorization"));
-      const bytes = await readBody(body, this.bodyLimit, this.budget, deadlineSignal(body.headers));
+      const bytes = await readBody(body, this.bodyLimit, this.budget, deadlineSignal(body.headers), this.requestTimeoutMs);
       inspect(bytes, this.maxEntries);
       return bytes;
     } catch (error) {

@@ -38,6 +38,7 @@ const httpStatusOfCode: Partial<Record<Code, number>> = {
   [Code.PermissionDenied]: 403,
   [Code.FailedPrecondition]: 409,
   [Code.ResourceExhausted]: 413,
+  [Code.DeadlineExceeded]: 408,
   [Code.Canceled]: 499,
   [Code.Unavailable]: 503,
 };

@@ -20,9 +20,10 @@ export type BodyStream = Readable & {
  * fails at once with RESOURCE_EXHAUSTED; the rest of it is discarded and,
  * over HTTP/2, the stream is reset (NO_ERROR) once answered. A client that
  * goes away mid-body fails it with CANCELED, and one whose deadline passes
- * before the end with DEADLINE_EXCEEDED (the rest discarded, as above).
+ * before the end, or that takes longer than timeoutMs (a slow sender),
+ * with DEADLINE_EXCEEDED (the rest discarded, as above).
  */
-export function readBody(body: BodyStream, maxBytes: number, budget: BodyBudget, deadline?: AbortSignal): Promise<Buffer> {
+export function readBody(body: BodyStream, maxBytes: number, budget: BodyBudget, deadline?: AbortSignal, timeoutMs = 60_000): Promise<Buffer> {
   const connection = body.stream?.session ?? body.socket;
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -34,6 +35,7 @@ export function readBody(body: BodyStream, maxBytes: number, budget: BodyBudget,
       body.off("error", onError);
       body.off("close", onClose);
       deadline?.removeEventListener("abort", onDeadline);
+      clearTimeout(slow);
       budget.give(connection, held);
       held = 0;
     };
@@ -69,11 +71,16 @@ export function readBody(body: BodyStream, maxBytes: number, budget: BodyBudget,
       done();
       reject(new ConnectError("the client closed the request before its end", Code.Canceled));
     };
-    const onDeadline = () => {
+    const cut = (error: ConnectError) => {
       done();
       abandon(body);
-      reject(deadlineExceeded());
+      reject(error);
     };
+    const onDeadline = () => cut(deadlineExceeded());
+    const slow = setTimeout(
+      () => cut(new ConnectError(`the request body did not arrive whole within ${timeoutMs} ms (--request-timeout)`, Code.DeadlineExceeded)),
+      timeoutMs,
+    );
     if (deadline?.aborted) return onDeadline();
     deadline?.addEventListener("abort", onDeadline, { once: true });
     body.on("data", onData);

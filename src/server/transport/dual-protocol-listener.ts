@@ -13,6 +13,28 @@ export interface ListenerTls {
   readonly clientCa?: Buffer;
 }
 
+/** ListenerOptions bound what connections may hold and how long they may take; every field has a default. */
+export interface ListenerOptions {
+  /**
+   * keepaliveMs: an HTTP/2 session silent this long is pinged, and
+   * destroyed unless the ping is answered within as long again. Node leaves
+   * a session that sent GOAWAY for a protocol error (a malformed frame, a
+   * flood of resets) open, silent, and its socket in CLOSE-WAIT forever;
+   * this frees it. Defaults to 10 s.
+   */
+  keepaliveMs?: number;
+  /** tls serves TLS (h2 and http/1.1 by ALPN); undefined: cleartext. */
+  tls?: ListenerTls;
+  /** maxConnections bounds the connections at once; more are closed as they come (Node's net.Server.maxConnections). Defaults to 4,096. */
+  maxConnections?: number;
+  /** maxStreamsPerConnection is HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS. Defaults to 1,000. */
+  maxStreamsPerConnection?: number;
+  /** requestTimeoutMs bounds the time from a connection's first byte to its protocol being known, and HTTP/1.1's time to receive a request. Defaults to 60 s. */
+  requestTimeoutMs?: number;
+  /** idleTimeoutMs closes a connection without a call in flight for this long (HTTP/2: GOAWAY; HTTP/1.1: keep-alive timeout). Defaults to 5 min. */
+  idleTimeoutMs?: number;
+}
+
 /** The HTTP/2 client preface starts with these bytes; no HTTP/1.1 method does. */
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0");
 
@@ -37,29 +59,30 @@ export class DualProtocolListener {
   /** handingOver is the socket being handed to the http2 server, while it makes that socket's session. */
   private handingOver: net.Socket | undefined;
 
-  /**
-   * @param keepaliveMs an HTTP/2 session silent this long is pinged, and
-   * destroyed unless the ping is answered within as long again. Node leaves
-   * a session that sent GOAWAY for a protocol error (a malformed frame, a
-   * flood of resets) open, silent, and its socket in CLOSE-WAIT forever;
-   * this frees it. Defaults to 10 s.
-   */
-  constructor(
-    handler: RequestHandler,
-    private readonly keepaliveMs = 10_000,
-    secure?: ListenerTls,
-  ) {
-    this.h1 = http.createServer({ keepAliveTimeout: 60_000 }, handler);
+  private readonly keepaliveMs: number;
+  private readonly requestTimeoutMs: number;
+  private readonly idleTimeoutMs: number;
+
+  constructor(handler: RequestHandler, options: ListenerOptions = {}) {
+    this.keepaliveMs = options.keepaliveMs ?? 10_000;
+    this.requestTimeoutMs = options.requestTimeoutMs ?? 60_000;
+    this.idleTimeoutMs = options.idleTimeoutMs ?? 300_000;
+    const secure = options.tls;
+    this.h1 = http.createServer(
+      { keepAliveTimeout: this.idleTimeoutMs, headersTimeout: this.requestTimeoutMs, requestTimeout: this.requestTimeoutMs },
+      handler,
+    );
     this.h1.on("request", (req: http.IncomingMessage, res: http.ServerResponse) => this.trackH1(req.socket, res));
     // Flow-control windows of 1 MiB per stream and 16 MiB per connection: with
     // the 64 KiB defaults, concurrent batch requests of tens of KiB wait on
     // WINDOW_UPDATE round trips.
-    this.h2 = http2.createServer({ settings: { maxConcurrentStreams: 1_000, initialWindowSize: 1 << 20 } }, handler);
+    this.h2 = http2.createServer({ settings: { maxConcurrentStreams: options.maxStreamsPerConnection ?? 1_000, initialWindowSize: 1 << 20 } }, handler);
     this.h2.on("session", (session) => this.trackSession(session));
     this.tcp =
       secure === undefined
         ? net.createServer({ noDelay: true }, (socket) => this.route(socket))
         : tls.createServer({ ...secureContextOptions(secure), ALPNProtocols: ["h2", "http/1.1"] }, (socket) => this.route(socket));
+    this.tcp.maxConnections = options.maxConnections ?? 4_096;
   }
 
   /** reloadTls puts new certificates in place for the connections to come (SIGHUP); the open ones keep theirs. */
@@ -112,16 +135,31 @@ export class DualProtocolListener {
     if (!session.connecting) session.setLocalWindowSize(16 << 20);
     this.sessions.add(session);
     this.openStreams.set(session, 0);
+    // A session without an open stream for idleTimeoutMs is closed (GOAWAY), then ends.
+    let idle: NodeJS.Timeout | undefined;
+    const armIdle = () => {
+      idle = setTimeout(() => {
+        session.close();
+        this.endIfIdle(session);
+      }, this.idleTimeoutMs);
+      idle.unref();
+    };
+    armIdle();
     session.on("stream", (stream) => {
-      this.openStreams.set(session, this.openStreams.get(session)! + 1);
+      const open = this.openStreams.get(session)! + 1;
+      this.openStreams.set(session, open);
+      if (open === 1) clearTimeout(idle);
       stream.once("close", () => {
-        this.openStreams.set(session, this.openStreams.get(session)! - 1);
+        const left = this.openStreams.get(session)! - 1;
+        this.openStreams.set(session, left);
+        if (left === 0 && !session.closed) armIdle();
         this.endIfIdle(session);
       });
     });
     session.on("error", () => session.destroy());
     session.setTimeout(this.keepaliveMs, () => this.probe(session));
     session.once("close", () => {
+      clearTimeout(idle);
       this.sessions.delete(session);
       this.openStreams.delete(session);
       socket.destroy();
@@ -166,11 +204,16 @@ export class DualProtocolListener {
     socket.once("close", () => this.sockets.delete(socket));
     socket.on("error", () => socket.destroy());
     let head = Buffer.alloc(0);
+    // A connection that does not say which protocol it speaks within the request timeout is cut.
+    const silent = setTimeout(() => socket.destroy(), this.requestTimeoutMs);
+    silent.unref();
+    socket.once("close", () => clearTimeout(silent));
     const sniff = () => {
       for (let chunk = socket.read() as Buffer | null; chunk !== null; chunk = socket.read() as Buffer | null) head = Buffer.concat([head, chunk]);
       const n = Math.min(head.length, H2_PREFACE.length);
       const isH2 = head.subarray(0, n).equals(H2_PREFACE.subarray(0, n));
       if (isH2 && n < H2_PREFACE.length) return; // need more bytes to decide
+      clearTimeout(silent);
       socket.off("readable", sniff);
       socket.unshift(head);
       if (!isH2) {
