@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Change } from "../core/change.js";
 import { NAMESPACE_COUNTERS } from "../core/namespace-counters.js";
 import type { MetadataState } from "../core/state.js";
+import type { LoadShedder } from "../service/load-shedder.js";
 import type { Store } from "../store/store.js";
 import { METRICS_LIMITS, type MetricsLimits, metricsSnapshot, type NamespaceSeries, OTHER } from "./metrics-snapshot.js";
 
@@ -40,7 +41,16 @@ export class Metrics {
   private readonly callChildren = new Map<string, { inc(): void }>();
   private readonly latencyChildren = new Map<string, { observe(v: number): void }>();
 
-  constructor(state: MetadataState, limits: MetricsLimits = METRICS_LIMITS) {
+  constructor(state: MetadataState, limits: MetricsLimits = METRICS_LIMITS, shedder?: LoadShedder) {
+    new Counter({
+      name: "hf3fs_metadata_shed_calls_total",
+      help: "Calls refused as overloaded (REASON_OVERLOADED), since the process started.",
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(shedder?.shedCalls ?? 0);
+      },
+    });
     // One snapshot per scrape, shared by every collector: prom-client calls them in turn, synchronously.
     let snapshot: NamespaceSeries[] | undefined;
     const namespaces = () => {

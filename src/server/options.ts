@@ -21,6 +21,8 @@ export interface ServerOptions extends StateOptions {
   maxBufferedBytesPerConnection: number;
   /** http2KeepaliveMs: an HTTP/2 connection silent this long is pinged, and closed unless it answers within as long again. Defaults to 10 s. */
   http2KeepaliveMs: number;
+  /** overloadLagMs sheds new calls while the event loop is more than this behind; 0: never (the default). */
+  overloadLagMs: number;
   /** maxConnections bounds the connections at once. Defaults to 4,096. */
   maxConnections: number;
   /** maxStreamsPerConnection bounds the concurrent HTTP/2 streams of a connection. Defaults to 1,000. */
@@ -85,6 +87,12 @@ export const OPTIONS: { flag: string; field: keyof ServerOptions; kind: Kind; he
     kind: "duration",
     help: "an HTTP/2 connection silent this long is pinged, and closed unless it answers within as long again",
   },
+  {
+    flag: "overload-lag",
+    field: "overloadLagMs",
+    kind: "duration",
+    help: "shed new calls (UNAVAILABLE, REASON_OVERLOADED) while the event loop is more than this behind; 0: never",
+  },
   { flag: "max-connections", field: "maxConnections", kind: "integer", help: "connections at once at most; more are closed as they come" },
   { flag: "max-streams-per-connection", field: "maxStreamsPerConnection", kind: "integer", help: "concurrent HTTP/2 streams (calls) per connection at most" },
   { flag: "request-timeout", field: "requestTimeoutMs", kind: "duration", help: "time to receive a request's headers and body; slower senders are cut" },
@@ -134,6 +142,7 @@ export const defaultServerOptions: ServerOptions = {
   ...bufferedBytesFor(maxBodyBytesFor(defaultStateOptions)),
   maxBodyBytes: maxBodyBytesFor(defaultStateOptions),
   http2KeepaliveMs: 10_000,
+  overloadLagMs: 0,
   maxConnections: 4_096,
   maxStreamsPerConnection: 1_000,
   requestTimeoutMs: 60_000,

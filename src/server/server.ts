@@ -12,6 +12,7 @@ import { sglangRoutes } from "../service/json/sglang-routes.js";
 import { vllmRoutes } from "../service/json/vllm-routes.js";
 import { commit, type Ledger } from "../service/ledger.js";
 import { Lifecycle } from "../service/lifecycle.js";
+import { type LagSampler, LoadShedder, loopLagSampler } from "../service/load-shedder.js";
 import { metadataService } from "../service/metadata-service.js";
 import { reflectionService } from "../service/reflection-service.js";
 import type { Logger } from "./logger.js";
@@ -40,6 +41,10 @@ export interface ServerConfig {
   tls?: ListenerTls;
   /** http2KeepaliveMs is how long an HTTP/2 session may stay silent before it is pinged (DualProtocolListener). Defaults to 10 s. */
   http2KeepaliveMs?: number;
+  /** overloadLagMs: new calls are shed (REASON_OVERLOADED) while the event loop is more than this behind; 0 or undefined: never. */
+  overloadLagMs?: number;
+  /** sampleLag replaces the event-loop lag measurement (tests). */
+  sampleLag?: LagSampler;
   /** maxConnections, maxStreamsPerConnection, requestTimeoutMs and idleTimeoutMs bound connections (ListenerOptions); requestTimeoutMs also bounds the time to receive a body. */
   maxConnections?: number;
   maxStreamsPerConnection?: number;
@@ -77,7 +82,9 @@ const SERVICES = [MetadataService.typeName, Health.typeName, ReflectionV1.typeNa
 export async function startServer(ledger: Ledger, config: ServerConfig, logger: Logger): Promise<RunningServer> {
   keepLeadingByteOrderMark();
   const lifecycle = new Lifecycle();
-  const metrics = new Metrics(ledger.state);
+  const lag = config.overloadLagMs && config.sampleLag === undefined ? loopLagSampler() : undefined;
+  const shedder = config.overloadLagMs ? new LoadShedder(config.overloadLagMs, config.sampleLag ?? lag!.sample) : undefined;
+  const metrics = new Metrics(ledger.state, undefined, shedder);
   const serverId = ledger.store.serverId;
   const instrumented: Ledger = { state: ledger.state, store: metrics.instrument(ledger.store) };
   const observe = metrics.observeCall.bind(metrics);
@@ -92,6 +99,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     maxBufferedBytes,
     maxBufferedBytesPerConnection,
     access,
+    shedder,
     requestTimeoutMs: config.requestTimeoutMs,
   });
   const metricsAccess = config.metricsAuth ? access : undefined;
@@ -107,7 +115,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
   );
   const json = jsonRouter(ledger.state, edge, [...vllmRoutes, ...sglangRoutes]);
   const openServices = (router: Parameters<Parameters<typeof connectFraming>[2]>[0]) => {
-    router.service(Health, healthService(lifecycle, [MetadataService.typeName]));
+    router.service(Health, healthService(lifecycle, [MetadataService.typeName], shedder));
     router.service(ReflectionV1, reflection);
     router.service(ReflectionV1alpha, reflection as never);
   };
@@ -137,6 +145,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     (closing ??= (async () => {
       lifecycle.refuse(new MetadataError(Reason.SHUTTING_DOWN, "the server is shutting down; retry against the restarted server"));
       clearInterval(expiry);
+      lag?.stop();
       await listener.close(config.shutdownTimeoutMs);
       logger.info({ url }, "stopped");
     })());

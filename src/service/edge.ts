@@ -9,6 +9,7 @@ import { toConnectError } from "./error-table.js";
 import { LargeCallLane } from "./large-call-lane.js";
 import { commit, type Ledger } from "./ledger.js";
 import type { Lifecycle } from "./lifecycle.js";
+import type { LoadShedder } from "./load-shedder.js";
 import { maxEntriesFor } from "./message-entries.js";
 import { type BodyStream, readBody } from "./read-body.js";
 
@@ -29,6 +30,8 @@ export interface EdgeOptions {
   readonly maxBufferedBytesPerConnection?: number;
   /** access decides which calls may run, from their authorization header; undefined: every call. */
   readonly access?: AccessPolicy;
+  /** shedder refuses new calls while the server is overloaded; undefined: never. */
+  readonly shedder?: LoadShedder;
   /** requestTimeoutMs bounds the time to receive a body, whatever the client's deadline (slow senders are cut). Defaults to 60 s. */
   readonly requestTimeoutMs?: number;
 }
@@ -91,13 +94,13 @@ export class Edge {
       const bytes = await readBody(request.body, this.bodyLimit, this.budget, deadline, this.requestTimeoutMs);
       if (bytes.length < LARGE_BODY_BYTES) {
         message = request.decode(bytes, this.maxEntries);
-        checkDeadline(deadline);
+        this.beforeCore(deadline);
         return await this.settle(method, started, await handle(message));
       }
       const [result, durable] = await this.largeCalls.run(async (turn) => {
         message = request.decode(bytes, this.maxEntries);
         await turn();
-        checkDeadline(deadline);
+        this.beforeCore(deadline);
         const result = await handle(message);
         await turn();
         return [result, commit(this.options.ledger)] as const;
@@ -122,7 +125,7 @@ export class Edge {
     const started = performance.now();
     try {
       this.admit(method, authorization);
-      checkDeadline(deadline);
+      this.beforeCore(deadline);
       return await this.settle(method, started, await handle());
     } catch (error) {
       throw this.fail(method, started, error, message);
@@ -147,11 +150,27 @@ export class Edge {
     }
   }
 
-  /** admit throws UNAUTHENTICATED or PERMISSION_DENIED for a call without the token it needs, then the refusal every call gets while the server does not accept calls. */
+  /**
+   * admit throws, in this order: UNAUTHENTICATED or PERMISSION_DENIED for a
+   * call without the token it needs, the refusal every call gets while the
+   * server does not accept calls, OVERLOADED while it sheds load.
+   */
   private admit(method: string, authorization: string | undefined): void {
     this.options.access?.check(method, authorization);
     const refusal = this.lifecycle.refusal;
     if (refusal !== undefined) throw refusal;
+    this.options.shedder?.admit();
+  }
+
+  /**
+   * beforeCore is the last check before a call changes anything: its
+   * deadline, and the load again (the body may have taken a while, and the
+   * loop may have fallen behind meanwhile). A call refused here changes
+   * nothing; one that passes runs whole.
+   */
+  private beforeCore(deadline: AbortSignal | undefined): void {
+    checkDeadline(deadline);
+    this.options.shedder?.admit();
   }
 
   /** settle commits the call's changes (unless `durable` is that commit, issued already) and reports its success; the reply waits for both. */

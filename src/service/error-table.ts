@@ -20,6 +20,7 @@ export const codeOfReason: Record<Reason, Code> = {
   [Reason.INTERNAL]: Code.Internal,
   [Reason.UNAUTHENTICATED]: Code.Unauthenticated,
   [Reason.PERMISSION_DENIED]: Code.PermissionDenied,
+  [Reason.OVERLOADED]: Code.Unavailable,
 };
 
 /**

@@ -3,6 +3,7 @@ import { Code, ConnectError, createClient, type Transport } from "@connectrpc/co
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { compressionGzip, createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
+import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { ErrorInfoSchema, MetadataService, Reason, ReasonSchema } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataError } from "../../src/core/errors.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
@@ -115,6 +116,28 @@ const REFUSALS: Refusal[] = [
     status: 404,
   },
 ];
+
+describe("when the server is overloaded", () => {
+  it.each(FRAMINGS)(
+    "%s answers UNAVAILABLE REASON_OVERLOADED (503), health says NOT_SERVING, and calls go through again once the lag is back",
+    async (_, call) => {
+      let lagMs = 1_000;
+      const server = await startTestServer({}, undefined, 0, { overloadLagMs: 100, sampleLag: () => lagMs });
+      server.state.initializeRank("", 0, 8, 1);
+      const answer = await call(server.url, 0, ["k"]);
+      expect([answer.code, answer.reason]).toEqual(["unavailable", "REASON_OVERLOADED"]);
+      if (answer.status !== undefined) expect(answer.status).toBe(503);
+      const health = createClient(Health, createGrpcTransport({ baseUrl: server.url }));
+      expect((await health.check({})).status).toBe(ServingStatus.NOT_SERVING);
+      expect(await (await fetch(`${server.url}/metrics`)).text()).toContain("hf3fs_metadata_shed_calls_total 1");
+      lagMs = 60; // above half the threshold: still overloaded (hysteresis)
+      expect((await call(server.url, 0, ["k"])).reason).toBe("REASON_OVERLOADED");
+      lagMs = 10;
+      expect((await call(server.url, 0, ["k"])).code).toBe("ok");
+      expect((await health.check({})).status).toBe(ServingStatus.SERVING);
+    },
+  );
+});
 
 describe("every framing answers each refusal of the edge alike", () => {
   describe.each(REFUSALS)("when $name", (refusal) => {

@@ -17,6 +17,7 @@ const expected: Record<string, Code> = {
   INTERNAL: Code.Internal,
   UNAUTHENTICATED: Code.Unauthenticated,
   PERMISSION_DENIED: Code.PermissionDenied,
+  OVERLOADED: Code.Unavailable,
   UNSPECIFIED: Code.Internal,
 };
 

@@ -1,0 +1,62 @@
+import { ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { describe, expect, it } from "vitest";
+import { ErrorInfoSchema, MetadataService, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { createMetadataClient } from "../../src/client/index.js";
+import { startChildServer } from "../support/child-server.js";
+import { tempDir } from "../support/temp-dir.js";
+
+describe("a burst well above capacity, with --overload-lag", () => {
+  it("gets some calls shed as REASON_OVERLOADED, and loses nothing acknowledged", async () => {
+    const dir = tempDir();
+    const server = await startChildServer(["--data-dir", dir, "--overload-lag", "10ms"]);
+    // No retries: the burst should see the refusals.
+    const client = createClient(MetadataService, createGrpcTransport({ baseUrl: server.url }));
+    await client.initializeRank({ rank: 0, numPages: 1_000_000, worldSize: 1 });
+    const acknowledged: string[] = [];
+    const reasons = new Map<string, number>();
+    const done = new Set<number>();
+    const batches = Array.from({ length: 100 }, (_, c) => Array.from({ length: 5_000 }, (_, i) => `burst-${c}-${i}`));
+    const outcome = async (call: Promise<unknown>) => {
+      try {
+        await call;
+        return true;
+      } catch (e) {
+        const reason = Reason[ConnectError.from(e).findDetails(ErrorInfoSchema)[0]?.reason ?? Reason.UNSPECIFIED]!;
+        reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
+        return false;
+      }
+    };
+    // All the allocations at once, then the confirmations of those that got pages.
+    const allocations = await Promise.all(batches.map((keys) => client.batchAllocate({ rank: 0, keys }).catch((e: unknown) => e)));
+    await Promise.all(
+      batches.map(async (keys, c) => {
+        const allocation = allocations[c];
+        if (!(await outcome(allocation instanceof Error ? Promise.reject(allocation) : Promise.resolve()))) return;
+        if (await outcome(client.confirmWrite({ rank: 0, keys, pages: (allocation as { pages: number[] }).pages }))) {
+          acknowledged.push(...keys);
+          done.add(c);
+        }
+      }),
+    );
+    expect([...reasons.keys()]).toEqual(["OVERLOADED"]);
+    // Shed calls changed nothing: retried one at a time (as the client does, with backoff), every batch goes through.
+    const retrying = createMetadataClient({ baseUrl: server.url });
+    for (const [c, keys] of batches.entries()) {
+      if (done.has(c)) continue;
+      const { pages } = await retrying.batchAllocate({ rank: 0, keys });
+      await retrying.confirmWrite({ rank: 0, keys, pages });
+      acknowledged.push(...keys);
+    }
+    expect(acknowledged.length).toBe(100 * 5_000);
+    server.child.kill("SIGTERM");
+    expect(await server.exited).toBe(0);
+
+    const restarted = await startChildServer(["--data-dir", dir]);
+    const again = createMetadataClient({ baseUrl: restarted.url, retry: { deadlineMs: 0 } });
+    for (let i = 0; i < acknowledged.length; i += 10_000) {
+      const { exists } = await again.batchExists({ keys: acknowledged.slice(i, i + 10_000) });
+      expect(exists.every((e) => e)).toBe(true);
+    }
+  });
+});
