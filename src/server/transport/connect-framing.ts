@@ -1,6 +1,6 @@
 import type * as http from "node:http";
 import type * as http2 from "node:http2";
-import type { DescMessage, DescMethod } from "@bufbuild/protobuf";
+import { type DescMessage, type DescMethod, fromBinary, fromJsonString } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, createConnectRouter, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
@@ -50,24 +50,41 @@ export function connectFraming(
 
 /** edgeBody is a request body read by the edge, as the byte stream connect-node reads. */
 async function* edgeBody(edge: Edge, method: DescMethod, req: http.IncomingMessage | http2.Http2ServerRequest): AsyncIterable<Uint8Array> {
-  yield await edge.readFor(method.name, req, (bytes, maxEntries) => checkEntries(bytes, maxEntries, method.input, req.headers));
+  yield await edge.readFor(method.name, req, (bytes, maxEntries) => checkMessage(bytes, maxEntries, method.input, req.headers));
 }
 
 /**
- * checkEntries refuses a body of too many entries before connect-node
- * decodes it: a Connect unary message (binary or JSON), or the first
+ * checkMessage refuses, before connect-node decodes it, a body of too many
+ * entries or one that does not decode (connect-node would answer INTERNAL
+ * without a detail): a Connect unary message (binary or JSON), or the
  * message of a gRPC or gRPC-Web envelope. A compressed message is bounded
- * by readMaxBytes once decompressed, and not counted.
+ * by readMaxBytes once decompressed, and left to connect-node.
  */
-function checkEntries(bytes: Buffer, maxEntries: number, input: DescMessage, headers: http.IncomingHttpHeaders): void {
+function checkMessage(bytes: Buffer, maxEntries: number, input: DescMessage, headers: http.IncomingHttpHeaders): void {
   const type = headers["content-type"] ?? "";
   const json = type.endsWith("json");
   if (type.startsWith("application/grpc")) {
-    if (type.includes("text") || bytes.length < 5 || (bytes[0]! & 1) === 1) return;
-    bytes = bytes.subarray(5, 5 + bytes.readUInt32BE(1));
+    if (type.includes("text")) return;
+    const encoded = headers["grpc-encoding"] !== undefined && headers["grpc-encoding"] !== "identity";
+    if (bytes.length < 5) throw invalid(input, "the body holds no gRPC message");
+    if ((bytes[0]! & 1) === 1 && encoded) return;
+    if (bytes[0] !== 0) throw invalid(input, "a compressed message without grpc-encoding");
+    if (bytes.length !== 5 + bytes.readUInt32BE(1)) throw invalid(input, "a unary call takes exactly one whole message");
+    bytes = bytes.subarray(5);
   } else if (headers["content-encoding"] !== undefined && headers["content-encoding"] !== "identity") {
     return;
   }
   if (json) checkJsonValues(bytes, maxEntries);
   else checkMessageEntries(input, bytes, maxEntries);
+  try {
+    if (json) fromJsonString(input, bytes.toString("utf8"));
+    else fromBinary(input, bytes);
+  } catch (error) {
+    throw invalid(input, (error as Error).message);
+  }
+}
+
+/** invalid is the INVALID_ARGUMENT of a request message that cannot be read. */
+function invalid(input: DescMessage, why: string): ConnectError {
+  return new ConnectError(`cannot decode ${input.typeName}: ${why}`, Code.InvalidArgument);
 }

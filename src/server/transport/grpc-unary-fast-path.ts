@@ -86,7 +86,7 @@ function decodeMessage(route: Route, bytes: Buffer, maxEntries: number): unknown
 /** unwrapEnvelope reads the one uncompressed message of a gRPC request body. */
 function unwrapEnvelope(body: Buffer): Buffer {
   if (body.length < 5) throw new ConnectError("missing gRPC message", Code.InvalidArgument);
-  if (body[0] !== 0) throw new ConnectError("compressed message without grpc-encoding", Code.Internal);
+  if (body[0] !== 0) throw new ConnectError("compressed message without grpc-encoding", Code.InvalidArgument);
   const length = body.readUInt32BE(1);
   if (body.length !== 5 + length) throw new ConnectError("a unary call takes exactly one message", Code.Unimplemented);
   return body.subarray(5);
