@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { Change } from "../core/change.js";
 import { NAMESPACE_COUNTERS } from "../core/namespace-counters.js";
 import type { MetadataState } from "../core/state.js";
@@ -42,6 +42,8 @@ export class Metrics {
   private readonly latencyChildren = new Map<string, { observe(v: number): void }>();
 
   constructor(state: MetadataState, limits: MetricsLimits = METRICS_LIMITS, shedder?: LoadShedder) {
+    // prom-client's process and Node metrics: RSS, heap, GC, event-loop lag, open descriptors.
+    collectDefaultMetrics({ register: this.registry });
     new Counter({
       name: "hf3fs_metadata_shed_calls_total",
       help: "Calls refused as overloaded (REASON_OVERLOADED), since the process started.",

@@ -1,8 +1,9 @@
+import { readFileSync } from "node:fs";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { BatchAllocateRequestSchema } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { parseDuration } from "../../src/server/duration.js";
-import { defaultServerOptions, envName, parseServerOptions } from "../../src/server/options.js";
+import { defaultServerOptions, envName, OPTIONS, parseServerOptions } from "../../src/server/options.js";
 
 describe("parseDuration", () => {
   it.each([
@@ -80,5 +81,14 @@ describe("the bounds of unfinished request bodies", () => {
     for (const flag of ["--max-keys-per-call", "--max-ranks-per-namespace", "--max-namespaces"]) {
       expect(() => parseServerOptions([flag, "0"], {})).toThrow(new RegExp(`${flag} must be at least 1`));
     }
+  });
+});
+
+describe("the README's options table", () => {
+  it("lists every option of serve", () => {
+    const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
+    // A row of the table: a line starting with "| " whose first cell names the flag.
+    const missing = OPTIONS.filter((o) => !new RegExp(`^\\| [^|]*\`--${o.flag}\``, "m").test(readme)).map((o) => o.flag);
+    expect(missing).toEqual([]);
   });
 });
