@@ -93,11 +93,12 @@ export class Edge {
       const deadline = deadlineSignal(request.body.headers);
       const bytes = await readBody(request.body, this.bodyLimit, this.budget, deadline, this.requestTimeoutMs);
       if (bytes.length < LARGE_BODY_BYTES) {
-        message = request.decode(bytes, this.maxEntries);
         this.beforeCore(deadline);
+        message = request.decode(bytes, this.maxEntries);
         return await this.settle(method, started, await handle(message));
       }
       const [result, durable] = await this.largeCalls.run(async (turn) => {
+        this.beforeCore(deadline);
         message = request.decode(bytes, this.maxEntries);
         await turn();
         this.beforeCore(deadline);
@@ -163,10 +164,10 @@ export class Edge {
   }
 
   /**
-   * beforeCore is the last check before a call changes anything: its
+   * beforeCore is the last check before a call is decoded and run: its
    * deadline, and the load again (the body may have taken a while, and the
-   * loop may have fallen behind meanwhile). A call refused here changes
-   * nothing; one that passes runs whole.
+   * loop may have fallen behind meanwhile). A call refused here costs no
+   * decoding and changes nothing; one that passes runs whole.
    */
   private beforeCore(deadline: AbortSignal | undefined): void {
     checkDeadline(deadline);
