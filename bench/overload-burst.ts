@@ -28,7 +28,11 @@ const calls = Number(values.calls);
 const batch = Number(values.batch);
 
 for (const lag of ["0", values.lag!]) {
-  const server = await startProcess("src/server/bin.mjs", ["serve", "--in-memory", "--port", "0", "--overload-lag", lag]);
+  const server = await startProcess(
+    "src/server/bin.mjs",
+    ["serve", "--in-memory", "--port", "0", "--overload-lag", lag],
+    ["--import", "./bench/loop-delay.mjs"],
+  );
   try {
     await createClient(MetadataService, createGrpcTransport({ baseUrl: server.url })).initializeRank({ rank: 0, numPages: calls * batch, worldSize: 1 });
     const clients = Array.from({ length: Number(values.clients) }, () => new LeanGrpc(server.url));
