@@ -1,5 +1,5 @@
-// profile.ts [--batch=B] [--concurrency=C] [--seconds=S]: runs the cycle
-// workload (lean gRPC client) against an in-memory server started with
+// profile.ts [--batch=B] [--concurrency=C] [--seconds=S] [--transport=T]: runs the cycle
+// workload (lean gRPC client, or transport T of bench/cycle-clients.ts) against an in-memory server started with
 // --cpu-prof, then prints where the server's CPU went: self time per
 // function, heaviest first, and by area. This is how the README's "where
 // the time goes" figures are found. PROFILE_NODE_ARGS adds node flags to
@@ -42,7 +42,7 @@ const extraNodeArgs = (process.env.PROFILE_NODE_ARGS ?? "").split(" ").filter(Bo
 const server = await startProcess("src/server/main.ts", serve, ["--cpu-prof", `--cpu-prof-dir=${dir}`, ...extraNodeArgs]);
 const config: LoadConfig = {
   url: server.url,
-  transport: "lean-grpc",
+  transport: (process.argv.find((a) => a.startsWith("--transport="))?.split("=")[1] ?? "lean-grpc") as LoadConfig["transport"],
   batch,
   concurrency,
   connections: Math.min(concurrency, 2),
