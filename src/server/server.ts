@@ -147,6 +147,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
       clearInterval(expiry);
       lag?.stop();
       await listener.close(config.shutdownTimeoutMs);
+      edge.close();
       logger.info({ url }, "stopped");
     })());
   logger.info({ url, serverId }, "listening");

@@ -11,7 +11,7 @@ import { commit, type Ledger } from "./ledger.js";
 import type { Lifecycle } from "./lifecycle.js";
 import type { LoadShedder } from "./load-shedder.js";
 import { maxEntriesFor } from "./message-entries.js";
-import { type BodyStream, readBody } from "./read-body.js";
+import { type BodyStream, readBody, SlowReads } from "./read-body.js";
 
 /** CallObserver hears of every call: its method, its code ("ok" or a gRPC code name) and its duration. */
 export type CallObserver = (method: string, code: string, seconds: number) => void;
@@ -72,7 +72,7 @@ export class Edge {
   private readonly bodyLimit: number;
   private readonly budget: BodyBudget;
   private readonly largeCalls = new LargeCallLane();
-  private readonly requestTimeoutMs: number;
+  private readonly slowReads: SlowReads;
 
   constructor(private readonly options: EdgeOptions) {
     this.lifecycle = options.lifecycle;
@@ -80,7 +80,7 @@ export class Edge {
     this.maxBodyBytes = options.maxBodyBytes;
     this.bodyLimit = options.maxBodyBytes + ENVELOPE_BYTES;
     this.maxEntries = maxEntriesFor(options.ledger.state.options.maxKeysPerCall);
-    this.requestTimeoutMs = options.requestTimeoutMs ?? 60_000;
+    this.slowReads = new SlowReads(options.requestTimeoutMs ?? 60_000);
     this.budget = new BodyBudget(options.maxBufferedBytes ?? 4 * this.bodyLimit, options.maxBufferedBytesPerConnection ?? this.bodyLimit);
   }
 
@@ -91,7 +91,7 @@ export class Edge {
     try {
       this.admit(method, headerOf(request.body, "authorization"));
       const deadline = deadlineSignal(request.body.headers);
-      const bytes = await readBody(request.body, this.bodyLimit, this.budget, deadline, this.requestTimeoutMs);
+      const bytes = await readBody(request.body, this.bodyLimit, this.budget, deadline, this.slowReads);
       if (bytes.length < LARGE_BODY_BYTES) {
         this.beforeCore(deadline);
         message = request.decode(bytes, this.maxEntries);
@@ -143,12 +143,17 @@ export class Edge {
     const started = performance.now();
     try {
       this.admit(method, headerOf(body, "authorization"));
-      const bytes = await readBody(body, this.bodyLimit, this.budget, deadlineSignal(body.headers), this.requestTimeoutMs);
+      const bytes = await readBody(body, this.bodyLimit, this.budget, deadlineSignal(body.headers), this.slowReads);
       inspect(bytes, this.maxEntries);
       return bytes;
     } catch (error) {
       throw this.fail(method, started, error, undefined);
     }
+  }
+
+  /** close stops the edge's timer of slow reads (the server is closing). */
+  close(): void {
+    this.slowReads.close();
   }
 
   /**

@@ -135,24 +135,20 @@ export class DualProtocolListener {
     if (!session.connecting) session.setLocalWindowSize(16 << 20);
     this.sessions.add(session);
     this.openStreams.set(session, 0);
-    // A session without an open stream for idleTimeoutMs is closed (GOAWAY), then ends.
-    let idle: NodeJS.Timeout | undefined;
-    const armIdle = () => {
-      idle = setTimeout(() => {
-        session.close();
-        this.endIfIdle(session);
-      }, this.idleTimeoutMs);
-      idle.unref();
-    };
-    armIdle();
+    // A session without an open stream for idleTimeoutMs is closed (GOAWAY), then ends. One timer per session,
+    // re-armed (refresh) whenever its last stream closes, and ignored while streams are open.
+    const idle = setTimeout(() => {
+      if (this.openStreams.get(session) !== 0) return;
+      session.close();
+      this.endIfIdle(session);
+    }, this.idleTimeoutMs);
+    idle.unref();
     session.on("stream", (stream) => {
-      const open = this.openStreams.get(session)! + 1;
-      this.openStreams.set(session, open);
-      if (open === 1) clearTimeout(idle);
+      this.openStreams.set(session, this.openStreams.get(session)! + 1);
       stream.once("close", () => {
         const left = this.openStreams.get(session)! - 1;
         this.openStreams.set(session, left);
-        if (left === 0 && !session.closed) armIdle();
+        if (left === 0 && !session.closed) idle.refresh();
         this.endIfIdle(session);
       });
     });
