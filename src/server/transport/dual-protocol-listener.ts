@@ -123,11 +123,12 @@ export class DualProtocolListener {
   }
 
   /**
-   * trackSession sizes a new HTTP/2 session's window and follows its open
-   * streams. Node does not always end a session's socket by itself once
-   * the session is closing and idle, nor after a session error, so this
-   * does: a closing session ends when its last stream does, and a closed
-   * session's socket is destroyed.
+   * trackSession sizes a new HTTP/2 session's window, follows its open
+   * streams, closes it after idleTimeoutMs without one, and pings it after
+   * keepaliveMs of silence (probe). Node does not always end a session's
+   * socket by itself once the session is closing and idle, nor after a
+   * session error, so this does: a closing session ends when its last
+   * stream does, and a closed session's socket is destroyed.
    */
   private trackSession(session: http2.ServerHttp2Session): void {
     const socket = this.handingOver!; // session.socket is a proxy that refuses destroy()
