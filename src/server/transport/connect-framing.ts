@@ -8,6 +8,7 @@ import type { Edge } from "../../service/edge.js";
 import { checkJsonValues } from "../../service/json/json-body.js";
 import { checkMessageEntries } from "../../service/message-entries.js";
 import type { RequestHandler } from "./dual-protocol-listener.js";
+import { unwrapEnvelope } from "./grpc-envelope.js";
 
 /**
  * connectFraming serves, through connect-node, MetadataService and the
@@ -66,11 +67,8 @@ function checkMessage(bytes: Buffer, maxEntries: number, input: DescMessage, hea
   if (type.startsWith("application/grpc")) {
     if (type.includes("text")) return;
     const encoded = headers["grpc-encoding"] !== undefined && headers["grpc-encoding"] !== "identity";
-    if (bytes.length < 5) throw invalid(input, "the body holds no gRPC message");
-    if ((bytes[0]! & 1) === 1 && encoded) return;
-    if (bytes[0] !== 0) throw invalid(input, "a compressed message without grpc-encoding");
-    if (bytes.length !== 5 + bytes.readUInt32BE(1)) throw invalid(input, "a unary call takes exactly one whole message");
-    bytes = bytes.subarray(5);
+    if (encoded && bytes.length >= 5 && (bytes[0]! & 1) === 1) return;
+    bytes = unwrapEnvelope(bytes);
   } else if (headers["content-encoding"] !== undefined && headers["content-encoding"] !== "identity") {
     return;
   }

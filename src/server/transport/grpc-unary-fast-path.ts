@@ -6,6 +6,7 @@ import { MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataError } from "../../core/errors.js";
 import type { Edge } from "../../service/edge.js";
 import { BATCH_CODECS, type MessageCodec, reflectiveCodec } from "./batch-codecs.js";
+import { unwrapEnvelope } from "./grpc-envelope.js";
 
 type UnaryHandler = (request: unknown) => Promise<unknown>;
 
@@ -83,15 +84,6 @@ function decodeMessage(route: Route, bytes: Buffer, maxEntries: number): unknown
     throw new ConnectError(`cannot decode ${route.method.input.typeName}: ${(e as Error).message}`, Code.InvalidArgument);
   }
 }
-/** unwrapEnvelope reads the one uncompressed message of a gRPC request body. */
-function unwrapEnvelope(body: Buffer): Buffer {
-  if (body.length < 5) throw new ConnectError("missing gRPC message", Code.InvalidArgument);
-  if (body[0] !== 0) throw new ConnectError("compressed message without grpc-encoding", Code.InvalidArgument);
-  const length = body.readUInt32BE(1);
-  if (body.length !== 5 + length) throw new ConnectError("a unary call takes exactly one message", Code.Unimplemented);
-  return body.subarray(5);
-}
-
 /** envelope frames a message for the gRPC response body. */
 function envelope(message: Uint8Array): Buffer {
   const frame = Buffer.allocUnsafe(5 + message.length);
