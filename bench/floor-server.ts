@@ -5,6 +5,7 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { AllocationStatus, type MetadataService } from "../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataState } from "../src/core/state.js";
+import { defaultServerOptions } from "../src/server/options.js";
 import { connectFraming } from "../src/server/transport/connect-framing.js";
 import { DualProtocolListener } from "../src/server/transport/dual-protocol-listener.js";
 import { GrpcUnaryFastPath } from "../src/server/transport/grpc-unary-fast-path.js";
@@ -24,14 +25,19 @@ const canned: ServiceImpl<typeof MetadataService> = {
   getStats: async () => ({}),
 };
 const ledger = { state: new MetadataState(() => Date.now(), {}, false), store: new MemoryStore() };
-const edge = new Edge({ ledger, lifecycle: new Lifecycle(), serverId: "floor", observe: () => undefined, maxBodyBytes: 64 << 20 });
+// The limits of `serve` by default, as the real server has them.
+const limits = defaultServerOptions;
+const edge = new Edge({ ledger, lifecycle: new Lifecycle(), serverId: "floor", observe: () => undefined, ...limits });
 const connect = connectFraming(
   edge,
   canned,
   () => undefined,
   (_req, res) => res.writeHead(404).end(),
 );
-const listener = new DualProtocolListener(requestHandler("floor", new GrpcUnaryFastPath(canned, edge), connect));
+const listener = new DualProtocolListener(requestHandler("floor", new GrpcUnaryFastPath(canned, edge), connect), {
+  ...limits,
+  keepaliveMs: limits.http2KeepaliveMs,
+});
 const port = await listener.listen("127.0.0.1", 0);
 console.log(JSON.stringify({ msg: "listening", url: `http://127.0.0.1:${port}` }));
 process.once("SIGTERM", () => void listener.close(1_000).then(() => process.exit(0)));

@@ -124,7 +124,7 @@ export function maxBodyBytesFor({ maxKeysPerCall, maxKeyBytes }: Pick<StateOptio
 }
 
 /** bufferedBytesFor gives the default bounds of unfinished request bodies: one body at the limit per connection, four in all. */
-function bufferedBytesFor(maxBodyBytes: number): Pick<ServerOptions, "maxBufferedBytes" | "maxBufferedBytesPerConnection"> {
+export function bufferedBytesFor(maxBodyBytes: number): Pick<ServerOptions, "maxBufferedBytes" | "maxBufferedBytesPerConnection"> {
   const body = maxBodyBytes + ENVELOPE_BYTES;
   return { maxBufferedBytes: 4 * body, maxBufferedBytesPerConnection: body };
 }

@@ -17,6 +17,7 @@ import { metadataService } from "../service/metadata-service.js";
 import { reflectionService } from "../service/reflection-service.js";
 import type { Logger } from "./logger.js";
 import { Metrics } from "./metrics.js";
+import { bufferedBytesFor, defaultServerOptions } from "./options.js";
 import { connectFraming } from "./transport/connect-framing.js";
 import { DualProtocolListener, type ListenerTls } from "./transport/dual-protocol-listener.js";
 import { GrpcUnaryFastPath } from "./transport/grpc-unary-fast-path.js";
@@ -29,7 +30,7 @@ export interface ServerConfig {
   host: string;
   port: number;
   maxBodyBytes: number;
-  /** maxBufferedBytes and maxBufferedBytesPerConnection bound unfinished request bodies (Edge's defaults when absent). */
+  /** maxBufferedBytes and maxBufferedBytesPerConnection bound unfinished request bodies (bufferedBytesFor(maxBodyBytes) when absent). */
   maxBufferedBytes?: number;
   maxBufferedBytesPerConnection?: number;
   shutdownTimeoutMs: number;
@@ -39,13 +40,19 @@ export interface ServerConfig {
   metricsAuth?: boolean;
   /** tls serves every protocol over TLS with this certificate (and requires client certificates signed by its clientCa); undefined: cleartext. */
   tls?: ListenerTls;
-  /** http2KeepaliveMs is how long an HTTP/2 session may stay silent before it is pinged (DualProtocolListener). Defaults to 10 s. */
+  /** http2KeepaliveMs is how long an HTTP/2 session may stay silent before it is pinged (DualProtocolListener). */
   http2KeepaliveMs?: number;
   /** overloadLagMs: new calls are shed (REASON_OVERLOADED) while the event loop is more than this behind; 0 or undefined: never. */
   overloadLagMs?: number;
   /** sampleLag replaces the event-loop lag measurement (tests). */
   sampleLag?: LagSampler;
-  /** maxConnections, maxStreamsPerConnection, requestTimeoutMs and idleTimeoutMs bound connections (ListenerOptions); requestTimeoutMs also bounds the time to receive a body. */
+  /**
+   * maxConnections, maxStreamsPerConnection, requestTimeoutMs and
+   * idleTimeoutMs bound connections (ListenerOptions); requestTimeoutMs also
+   * bounds the time to receive a body. Every limit left out takes the
+   * default of `serve` (defaultServerOptions), so that a server started in
+   * a test runs with the documented limits.
+   */
   maxConnections?: number;
   maxStreamsPerConnection?: number;
   requestTimeoutMs?: number;
@@ -88,19 +95,19 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
   const serverId = ledger.store.serverId;
   const instrumented: Ledger = { state: ledger.state, store: metrics.instrument(ledger.store) };
   const observe = metrics.observeCall.bind(metrics);
-  const { maxBodyBytes, maxBufferedBytes, maxBufferedBytesPerConnection } = config;
+  const limits = { ...defaultServerOptions, ...bufferedBytesFor(config.maxBodyBytes), ...definedOf(config) };
   const { access } = config;
   const edge = new Edge({
     ledger: instrumented,
     lifecycle,
     serverId,
     observe,
-    maxBodyBytes,
-    maxBufferedBytes,
-    maxBufferedBytesPerConnection,
+    maxBodyBytes: limits.maxBodyBytes,
+    maxBufferedBytes: limits.maxBufferedBytes,
+    maxBufferedBytesPerConnection: limits.maxBufferedBytesPerConnection,
     access,
     shedder,
-    requestTimeoutMs: config.requestTimeoutMs,
+    requestTimeoutMs: limits.requestTimeoutMs,
   });
   const metricsAccess = config.metricsAuth ? access : undefined;
   const failed = ledger.store.failed.then((error) => {
@@ -124,12 +131,12 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     void json(req, res);
   });
   const listener = new DualProtocolListener(requestHandler(serverId, new GrpcUnaryFastPath(service, edge), connect), {
-    keepaliveMs: config.http2KeepaliveMs,
+    keepaliveMs: limits.http2KeepaliveMs,
     tls: config.tls,
-    maxConnections: config.maxConnections,
-    maxStreamsPerConnection: config.maxStreamsPerConnection,
-    requestTimeoutMs: config.requestTimeoutMs,
-    idleTimeoutMs: config.idleTimeoutMs,
+    maxConnections: limits.maxConnections,
+    maxStreamsPerConnection: limits.maxStreamsPerConnection,
+    requestTimeoutMs: limits.requestTimeoutMs,
+    idleTimeoutMs: limits.idleTimeoutMs,
   });
   const port = await listener.listen(config.host, config.port);
   const url = `${config.tls === undefined ? "http" : "https"}://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
@@ -171,4 +178,9 @@ async function serveMetrics(
   const body = await metrics.registry.metrics();
   res.writeHead(200, { "content-type": metrics.registry.contentType });
   res.end(body);
+}
+
+/** definedOf drops the fields of an object that are undefined, so that spreading it keeps the defaults they leave out. */
+function definedOf<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
 }

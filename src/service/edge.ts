@@ -24,16 +24,16 @@ export interface EdgeOptions {
   readonly observe: CallObserver;
   /** maxBodyBytes bounds a request message (or JSON body); gRPC's 5-byte envelope comes on top. */
   readonly maxBodyBytes: number;
-  /** maxBufferedBytes bounds the bytes of all unfinished request bodies; defaults to 4 bodies at the limit. */
-  readonly maxBufferedBytes?: number;
-  /** maxBufferedBytesPerConnection bounds those of one connection; defaults to 1 body at the limit. */
-  readonly maxBufferedBytesPerConnection?: number;
+  /** maxBufferedBytes bounds the bytes of all unfinished request bodies. */
+  readonly maxBufferedBytes: number;
+  /** maxBufferedBytesPerConnection bounds those of one connection. */
+  readonly maxBufferedBytesPerConnection: number;
   /** access decides which calls may run, from their authorization header; undefined: every call. */
   readonly access?: AccessPolicy;
   /** shedder refuses new calls while the server is overloaded; undefined: never. */
   readonly shedder?: LoadShedder;
-  /** requestTimeoutMs bounds the time to receive a body, whatever the client's deadline (slow senders are cut). Defaults to 60 s. */
-  readonly requestTimeoutMs?: number;
+  /** requestTimeoutMs bounds the time to receive a body, whatever the client's deadline (slow senders are cut). */
+  readonly requestTimeoutMs: number;
 }
 
 /**
@@ -80,8 +80,8 @@ export class Edge {
     this.maxBodyBytes = options.maxBodyBytes;
     this.bodyLimit = options.maxBodyBytes + ENVELOPE_BYTES;
     this.maxEntries = maxEntriesFor(options.ledger.state.options.maxKeysPerCall);
-    this.slowReads = new SlowReads(options.requestTimeoutMs ?? 60_000);
-    this.budget = new BodyBudget(options.maxBufferedBytes ?? 4 * this.bodyLimit, options.maxBufferedBytesPerConnection ?? this.bodyLimit);
+    this.slowReads = new SlowReads(options.requestTimeoutMs);
+    this.budget = new BodyBudget(options.maxBufferedBytes, options.maxBufferedBytesPerConnection);
   }
 
   /** call runs a call whose request the framing hands over as bytes: the whole call, from refusal to commit. */

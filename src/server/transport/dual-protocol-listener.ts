@@ -13,26 +13,26 @@ export interface ListenerTls {
   readonly clientCa?: Buffer;
 }
 
-/** ListenerOptions bound what connections may hold and how long they may take; every field has a default. */
+/** ListenerOptions bound what connections may hold and how long they may take (the options of `serve`, with their defaults, in server/options.ts). */
 export interface ListenerOptions {
   /**
    * keepaliveMs: an HTTP/2 session silent this long is pinged, and
    * destroyed unless the ping is answered within as long again. Node leaves
    * a session that sent GOAWAY for a protocol error (a malformed frame, a
    * flood of resets) open, silent, and its socket in CLOSE-WAIT forever;
-   * this frees it. Defaults to 10 s.
+   * this frees it.
    */
-  keepaliveMs?: number;
+  readonly keepaliveMs: number;
   /** tls serves TLS (h2 and http/1.1 by ALPN); undefined: cleartext. */
-  tls?: ListenerTls;
-  /** maxConnections bounds the connections at once; more are closed as they come (Node's net.Server.maxConnections). Defaults to 4,096. */
-  maxConnections?: number;
-  /** maxStreamsPerConnection is HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS. Defaults to 1,000. */
-  maxStreamsPerConnection?: number;
-  /** requestTimeoutMs bounds the time from a connection's first byte to its protocol being known, and HTTP/1.1's time to receive a request. Defaults to 60 s. */
-  requestTimeoutMs?: number;
-  /** idleTimeoutMs closes a connection without a call in flight for this long (HTTP/2: GOAWAY; HTTP/1.1: keep-alive timeout). Defaults to 5 min. */
-  idleTimeoutMs?: number;
+  readonly tls?: ListenerTls;
+  /** maxConnections bounds the connections at once; more are closed as they come (Node's net.Server.maxConnections). */
+  readonly maxConnections: number;
+  /** maxStreamsPerConnection is HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS. */
+  readonly maxStreamsPerConnection: number;
+  /** requestTimeoutMs bounds the time from a connection's first byte to its protocol being known, and HTTP/1.1's time to receive a request. */
+  readonly requestTimeoutMs: number;
+  /** idleTimeoutMs closes a connection without a call in flight for this long (HTTP/2: GOAWAY; HTTP/1.1: keep-alive timeout). */
+  readonly idleTimeoutMs: number;
 }
 
 /** The HTTP/2 client preface starts with these bytes; no HTTP/1.1 method does. */
@@ -63,10 +63,10 @@ export class DualProtocolListener {
   private readonly requestTimeoutMs: number;
   private readonly idleTimeoutMs: number;
 
-  constructor(handler: RequestHandler, options: ListenerOptions = {}) {
-    this.keepaliveMs = options.keepaliveMs ?? 10_000;
-    this.requestTimeoutMs = options.requestTimeoutMs ?? 60_000;
-    this.idleTimeoutMs = options.idleTimeoutMs ?? 300_000;
+  constructor(handler: RequestHandler, options: ListenerOptions) {
+    this.keepaliveMs = options.keepaliveMs;
+    this.requestTimeoutMs = options.requestTimeoutMs;
+    this.idleTimeoutMs = options.idleTimeoutMs;
     const secure = options.tls;
     this.h1 = http.createServer(
       { keepAliveTimeout: this.idleTimeoutMs, headersTimeout: this.requestTimeoutMs, requestTimeout: this.requestTimeoutMs },
@@ -76,13 +76,13 @@ export class DualProtocolListener {
     // Flow-control windows of 1 MiB per stream and 16 MiB per connection: with
     // the 64 KiB defaults, concurrent batch requests of tens of KiB wait on
     // WINDOW_UPDATE round trips.
-    this.h2 = http2.createServer({ settings: { maxConcurrentStreams: options.maxStreamsPerConnection ?? 1_000, initialWindowSize: 1 << 20 } }, handler);
+    this.h2 = http2.createServer({ settings: { maxConcurrentStreams: options.maxStreamsPerConnection, initialWindowSize: 1 << 20 } }, handler);
     this.h2.on("session", (session) => this.trackSession(session));
     this.tcp =
       secure === undefined
         ? net.createServer({ noDelay: true }, (socket) => this.route(socket))
         : tls.createServer({ ...secureContextOptions(secure), ALPNProtocols: ["h2", "http/1.1"] }, (socket) => this.route(socket));
-    this.tcp.maxConnections = options.maxConnections ?? 4_096;
+    this.tcp.maxConnections = options.maxConnections;
   }
 
   /** reloadTls puts new certificates in place for the connections to come (SIGHUP); the open ones keep theirs. */
