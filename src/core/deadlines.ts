@@ -16,8 +16,9 @@ export type Deadline =
  * due, not what exists: one heap entry per drain, one per rank holding
  * reservations and one per namespace holding incomplete keys, at its
  * earliest deadline (both are kept in deadline order, so that is their
- * front). Invariant: such a rank or namespace is armed, with an entry no
- * later than its front. An entry may be early (its front went away);
+ * front). Invariant, restored by the end of every operation (the state
+ * arms once per call, after its loop): such a rank or namespace is armed,
+ * with an entry no later than its front. An entry may be early (its front went away);
  * whoever handles it re-arms for the new front.
  */
 export class Deadlines {

@@ -208,11 +208,11 @@ export class MetadataState {
         statuses[i] = AllocationStatus.NO_SPACE;
         continue;
       }
-      this.deadlines.armReservations(ns, rank);
       this.recordReserve(name, rank, reservation);
       pages[i] = reservation.page;
       statuses[i] = AllocationStatus.NEW;
     }
+    this.deadlines.armReservations(ns, rank);
     return { pages, statuses };
   }
 
@@ -251,10 +251,10 @@ export class MetadataState {
         result.completed.push(i);
       } else if (found === undefined) {
         ns.incomplete.add(record);
-        this.deadlines.armIncomplete(ns);
       }
       this.recordKey(ns, record);
     }
+    this.deadlines.armIncomplete(ns);
     for (const page of pagesToRelease) {
       if (rank.pageState(page) !== "reserved") continue;
       rank.releaseReservation(rank.reserved.get(rank.pool.ownerOf(page)!)!, false);
