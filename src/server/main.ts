@@ -8,7 +8,10 @@ commands:
   serve     run the metadata server (serve --help lists its options)
   inspect   print what a data dir holds (inspect --data-dir DIR)
   stats     print a running server's page usage per namespace and rank (stats [--server URL] [--namespace NS])
-  health    exit 0 only when a running server is SERVING (health [--server URL])`;
+  health    exit 0 only when a running server is SERVING (health [--server URL])
+
+stats and health also take --token-file FILE (or env HF3FS_METADATA_TOKEN), and for an
+https:// server --ca-file FILE and, for mTLS, --cert-file FILE --key-file FILE.`;
 
 /** main runs one CLI command and returns the process exit code. */
 export async function main(argv: string[]): Promise<number> {
