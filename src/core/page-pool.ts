@@ -30,6 +30,11 @@ export class PagePool {
     return this.numPages - this.heldPages;
   }
 
+  /** handedOut is the number of pages ever handed out: every page at or above it is free. */
+  get handedOut(): number {
+    return this.nextFresh;
+  }
+
   /** ownerOf returns the key holding page p, undefined when p is free. */
   ownerOf(page: number): string | undefined {
     return page < this.nextFresh ? this.owner[page] : undefined;

@@ -350,4 +350,14 @@ describe("a rank of 10,000,000 pages", () => {
     expect(process.memoryUsage().heapUsed - before).toBeLessThan(1_000_000);
     expect(state.batchAllocate("", 0, ["a"]).pages).toEqual([0]);
   });
+
+  it("hands out pages from the bottom, so every page above the handed-out ones is free", () => {
+    const { state } = setup();
+    state.initializeRank("", 0, 2 ** 31 - 1, 1);
+    state.batchAllocate("", 0, ["a", "b", "c"]);
+    const rank = state.namespaceViews.get("")!.ranks.get(0)!;
+    expect(rank.pool.handedOut).toBe(3);
+    expect([rank.pageState(2), rank.pageState(3), rank.pageState(2 ** 31 - 2)]).toEqual(["reserved", "free", "free"]);
+    assertInvariants(state);
+  });
 });

@@ -9,7 +9,7 @@ import { startTestServer, type TestServer } from "../support/test-server.js";
 // Every answer must be one the README documents; never INTERNAL (13), UNKNOWN (2) or 500.
 const GRPC_CODES = new Set(["0", "3", "4", "5", "8", "9", "12", "14"]);
 const JSON_STATUSES = new Set([200, 204, 400, 404, 405, 408, 409, 413]);
-const RUNS = 1_000;
+const RUNS = Number(process.env.FUZZ_RUNS ?? 1_000);
 
 let server: TestServer;
 let session: http2.ClientHttp2Session;
