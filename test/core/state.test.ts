@@ -355,7 +355,7 @@ describe("a rank of 10,000,000 pages", () => {
     const { state } = setup();
     state.initializeRank("", 0, 2 ** 31 - 1, 1);
     state.batchAllocate("", 0, ["a", "b", "c"]);
-    const rank = state.namespaceViews.get("")!.ranks.get(0)!;
+    const rank = state.namespaceViews.get("kv")!.ranks.get(0)!;
     expect(rank.pool.handedOut).toBe(3);
     expect([rank.pageState(2), rank.pageState(3), rank.pageState(2 ** 31 - 2)]).toEqual(["reserved", "free", "free"]);
     assertInvariants(state);
