@@ -1,15 +1,30 @@
 import type { Linked } from "./record-list.js";
 
 /**
- * KeyRecord is what a namespace knows of a key confirmed on at least one of
- * its ranks.
+ * Reservation is a RESERVED page: handed to its record's key on the rank in
+ * `slot`, write in flight until `expiresAtMs`. The Linked fields place it in
+ * its rank's expiry order.
+ */
+export interface Reservation extends Linked {
+  readonly record: KeyRecord;
+  readonly slot: number;
+  readonly page: number;
+  /** expiresAtMs is when the page returns to FREE if not confirmed (ms since the epoch); renewed by a repeated BatchAllocate. */
+  expiresAtMs: number;
+}
+
+/**
+ * KeyRecord is all a namespace knows of a key: its confirmed pages and its
+ * reservations in flight, in one record, so that a call finds everything
+ * about a key with one registry lookup.
  *
- * Example, ranks 0 and 1 in slots 0 and 1, world_size 2: after ConfirmWrite
- * of "k" at page 7 on rank 1, pages = [1, 7], complete = false; after page 3
- * on rank 0, pages = [1, 7, 0, 3], complete = true.
+ * Example, ranks 0 and 1 in slots 0 and 1, world_size 2: BatchAllocate of
+ * "k" on rank 1 gives reservations [page 7 at slot 1]; ConfirmWrite of
+ * (k, 7) on rank 1 moves it to pages = [1, 7], complete = false; after page
+ * 3 on rank 0, pages = [1, 7, 0, 3], complete = true.
  *
- * The Linked fields place the record in its namespace's `lru` (complete) or
- * `incomplete` list.
+ * The Linked fields place a record with confirmed pages in its namespace's
+ * `lru` (complete) or `incomplete` list.
  */
 export interface KeyRecord extends Linked {
   readonly key: string;
@@ -19,6 +34,8 @@ export interface KeyRecord extends Linked {
    * every rank of its namespace. A slot appears at most once.
    */
   readonly pages: number[];
+  /** reservations are the key's RESERVED pages, at most one per slot, never at a slot in `pages`. */
+  readonly reservations: Reservation[];
   /**
    * complete becomes true when the key is confirmed on the namespace's
    * required count of ranks (world_size, or the ranks initialized so far
@@ -31,12 +48,24 @@ export interface KeyRecord extends Linked {
   reclaimAtMs: number;
 }
 
+/** newKeyRecord makes the record of a key that holds nothing yet. */
+export function newKeyRecord(key: string): KeyRecord {
+  return { key, pages: [], reservations: [], complete: false, leaseUntilMs: 0, reclaimAtMs: 0, prev: undefined, next: undefined, list: undefined };
+}
+
 /** confirmedPage is the key's page on the rank in `slot`, -1 for none. */
 export function confirmedPage(record: KeyRecord | undefined, slot: number): number {
   if (record === undefined) return -1;
   const pages = record.pages;
   for (let i = 0; i < pages.length; i += 2) if (pages[i] === slot) return pages[i + 1]!;
   return -1;
+}
+
+/** reservationAt is the key's reservation on the rank in `slot`, undefined for none. */
+export function reservationAt(record: KeyRecord | undefined, slot: number): Reservation | undefined {
+  if (record === undefined) return undefined;
+  for (const reservation of record.reservations) if (reservation.slot === slot) return reservation;
+  return undefined;
 }
 
 /** confirmedRanks is the number of ranks the key is confirmed on. */
@@ -47,4 +76,9 @@ export function confirmedRanks(record: KeyRecord): number {
 /** addPage records the key's page on the rank in `slot`, where it has none. */
 export function addPage(record: KeyRecord, slot: number, page: number): void {
   record.pages.push(slot, page);
+}
+
+/** holdsNothing tells whether the key has neither a confirmed page nor a reservation, so the registry can forget it. */
+export function holdsNothing(record: KeyRecord): boolean {
+  return record.pages.length === 0 && record.reservations.length === 0;
 }

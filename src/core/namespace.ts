@@ -1,4 +1,4 @@
-import type { KeyRecord } from "./key-record.js";
+import { holdsNothing, type KeyRecord, newKeyRecord } from "./key-record.js";
 import { type EventCounts, type NamespaceCounts, zeroEventCounts } from "./namespace-counters.js";
 import { Rank } from "./rank.js";
 import { RecordList } from "./record-list.js";
@@ -7,10 +7,12 @@ import { RecordList } from "./record-list.js";
  * Namespace is an independent page space: its ranks, the registry of its
  * keys and the recency order used for eviction.
  *
- * Invariants: `keys` holds exactly the keys USED on at least one rank (a
- * record's `pages` name each rank at most once, and each such page's pool
- * owner on that rank is the key); `lru` holds exactly the complete records, least recently used first;
- * `incomplete` holds exactly the other records, by reclaimAtMs (the TTL is
+ * Invariants: `keys` holds exactly the keys USED or RESERVED on at least one
+ * rank (a record names each rank at most once in its `pages` and its
+ * `reservations`, and each such page's pool owner on that rank is the
+ * record); `confirmedKeys` counts the records with pages; `lru` holds
+ * exactly the complete records, least recently used first; `incomplete`
+ * holds exactly the other records with pages, by reclaimAtMs (the TTL is
  * one server option, so insertion order is deadline order).
  */
 export class Namespace {
@@ -18,8 +20,10 @@ export class Namespace {
   readonly ranks = new Map<number, Rank>();
   /** slots are the same ranks by slot, the index that KeyRecord.pages names them by. */
   readonly slots: Rank[] = [];
-  /** keys is the key registry. */
+  /** keys is the key registry: one record per key, whatever it holds on whichever ranks. */
   readonly keys = new Map<string, KeyRecord>();
+  /** confirmedKeys counts the records of `keys` with a confirmed page. */
+  confirmedKeys = 0;
   /** lru orders the complete keys, least recently used first. */
   readonly lru = new RecordList<KeyRecord>();
   /** incomplete orders the incomplete keys by reclaimAtMs, earliest first. */
@@ -29,7 +33,7 @@ export class Namespace {
 
   /** counts gives every counter of NAMESPACE_COUNTERS: the sizes of the registry, then the events. */
   counts(): NamespaceCounts {
-    return { keys: this.keys.size, completeKeys: this.lru.size, ...this.events };
+    return { keys: this.confirmedKeys, completeKeys: this.lru.size, ...this.events };
   }
 
   constructor(
@@ -49,6 +53,21 @@ export class Namespace {
     this.ranks.set(rankNo, rank);
     this.slots.push(rank);
     return rank;
+  }
+
+  /** recordOf finds the record of key, registering a new one when the key is unknown. */
+  recordOf(key: string): KeyRecord {
+    let record = this.keys.get(key);
+    if (record === undefined) {
+      record = newKeyRecord(key);
+      this.keys.set(key, record);
+    }
+    return record;
+  }
+
+  /** forgetIfEmpty drops a record that holds nothing from the registry. */
+  forgetIfEmpty(record: KeyRecord): void {
+    if (holdsNothing(record)) this.keys.delete(record.key);
   }
 
   /** touch marks a complete key as most recently used. */

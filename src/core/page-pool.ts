@@ -1,10 +1,12 @@
+import type { KeyRecord } from "./key-record.js";
+
 /**
  * PagePool records which key holds each page of a rank and hands out free
  * pages in O(1), whatever the rank's size or fill.
  *
  * Pages at or above `nextFresh` have never been handed out and are free; no
  * memory is spent on them, so a rank of 10,000,000 pages costs nothing until
- * it is used. Below `nextFresh`, `owner[p]` is the holding key, or undefined
+ * it is used. Below `nextFresh`, `owner[p]` is the holding key's record, or undefined
  * when p is free. `freed` is a stack of pages that became free again; it may
  * also hold stale entries of pages that were claimed directly by `claim`
  * (a confirmation after a reservation lapsed) — `take` skips those, and each
@@ -15,8 +17,8 @@
  * take("f") → -1 (full).
  */
 export class PagePool {
-  /** owner[p] is the key holding page p, undefined when p is free; length === nextFresh. */
-  private readonly owner: (string | undefined)[] = [];
+  /** owner[p] is the record of the key holding page p, undefined when p is free; length === nextFresh. */
+  private readonly owner: (KeyRecord | undefined)[] = [];
   /** freed holds free pages below nextFresh, plus stale entries of claimed ones. */
   private readonly freed: number[] = [];
   private nextFresh = 0;
@@ -35,13 +37,13 @@ export class PagePool {
     return this.nextFresh;
   }
 
-  /** ownerOf returns the key holding page p, undefined when p is free. */
-  ownerOf(page: number): string | undefined {
+  /** ownerOf returns the record of the key holding page p, undefined when p is free. */
+  ownerOf(page: number): KeyRecord | undefined {
     return page < this.nextFresh ? this.owner[page] : undefined;
   }
 
   /** take gives a free page to key and returns it, or -1 when none is free. */
-  take(key: string): number {
+  take(key: KeyRecord): number {
     while (this.freed.length > 0) {
       const page = this.freed.pop()!;
       if (this.owner[page] === undefined) {
@@ -58,7 +60,7 @@ export class PagePool {
   }
 
   /** claim gives the free page `page` to key. The caller checks that it is free. */
-  claim(page: number, key: string): void {
+  claim(page: number, key: KeyRecord): void {
     while (this.nextFresh <= page) {
       if (this.nextFresh < page) this.freed.push(this.nextFresh);
       this.owner.push(undefined);
@@ -66,11 +68,6 @@ export class PagePool {
     }
     this.owner[page] = key;
     this.heldPages++;
-  }
-
-  /** setOwner hands a held page to another string of the same key (to share one copy of each key). */
-  setOwner(page: number, key: string): void {
-    this.owner[page] = key;
   }
 
   /** release makes a held page free. */

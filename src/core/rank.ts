@@ -1,42 +1,38 @@
+import type { KeyRecord, Reservation } from "./key-record.js";
 import { PagePool } from "./page-pool.js";
-
-/** Reservation is a RESERVED page: handed to `key`, write in flight until `expiresAtMs`. */
-export interface Reservation {
-  readonly key: string;
-  readonly page: number;
-  /** expiresAtMs is when the page returns to FREE if not confirmed (ms since the epoch); renewed by a repeated BatchAllocate. */
-  expiresAtMs: number;
-}
+import { RecordList } from "./record-list.js";
 
 /** PageState is the state of one page. */
 export type PageState = "free" | "reserved" | "used";
 
 /**
- * Rank is the page file of one tensor-parallel rank of a namespace. The
- * confirmed pages of keys are kept on the keys' records (KeyRecord.pages,
- * at this rank's `slot`), so a rank knows holders, reservations and drains.
+ * Rank is the page file of one tensor-parallel rank of a namespace. What a
+ * key holds on the rank (its confirmed page, its reservation) is kept on the
+ * key's record at this rank's `slot`; the rank keeps the page holders, the
+ * expiry order of reservations, lapses and drains.
  *
  * Invariants (asserted by the property tests):
- * - every page is in exactly one state, derived from the pool and the maps:
+ * - every page is in exactly one state, derived from the pool and the records:
  *   FREE      pool.ownerOf(p) is undefined;
- *   RESERVED  pool.ownerOf(p) = k and reserved.get(k).page = p;
- *   USED      pool.ownerOf(p) = k otherwise: either k's record has p at
- *             this slot (confirmed), or draining.has(p) (k was deleted while
+ *   RESERVED  pool.ownerOf(p) = r and r has a reservation of p at this slot;
+ *   USED      pool.ownerOf(p) = r otherwise: either r has p at this slot in
+ *             its pages (confirmed), or draining.has(p) (r was deleted while
  *             read-leased; p is freed when the lease ends);
  * - so free + reserved + used = numPages, and no page has two keys;
  * - a key has at most one reservation and one confirmed page on a rank, and
  *   never both;
+ * - `reservations` holds exactly the reservations at this slot;
  * - lapsed.get(p) = k only while p is FREE: k's reservation of p expired
  *   unconfirmed, and a late ConfirmWrite of (k, p) is still accepted.
  */
 export class Rank {
   readonly pool: PagePool;
   /**
-   * reserved maps a key to its reservation on this rank, in expiry order:
-   * the TTL is one server option, so appending (and re-appending on renewal)
+   * reservations are this rank's reservations in expiry order: the TTL is
+   * one server option, so appending (and moving to the back on renewal)
    * keeps the earliest expiry first, and expiring is a scan of the front.
    */
-  readonly reserved = new Map<string, Reservation>();
+  readonly reservations = new RecordList<Reservation>();
   /** lapsed maps a FREE page to the key whose reservation of it expired. */
   readonly lapsed = new Map<number, string>();
   /** draining maps a page of a deleted, read-leased key to the end of the lease (ms since the epoch). */
@@ -45,7 +41,7 @@ export class Rank {
   constructor(
     readonly rank: number,
     readonly numPages: number,
-    /** slot is the rank's index in its namespace, by which KeyRecord.pages names it. */
+    /** slot is the rank's index in its namespace, by which key records name it. */
     readonly slot: number,
   ) {
     this.pool = new PagePool(numPages);
@@ -53,40 +49,45 @@ export class Rank {
 
   /** pageState derives the state of page p. */
   pageState(page: number): PageState {
-    const key = this.pool.ownerOf(page);
-    if (key === undefined) return "free";
-    return this.reserved.get(key)?.page === page ? "reserved" : "used";
+    return this.reservationOf(page) !== undefined ? "reserved" : this.pool.ownerOf(page) === undefined ? "free" : "used";
+  }
+
+  /** reservationOf is the reservation of page p, undefined when p is not RESERVED. */
+  reservationOf(page: number): Reservation | undefined {
+    const owner = this.pool.ownerOf(page);
+    if (owner === undefined) return undefined;
+    for (const reservation of owner.reservations) if (reservation.slot === this.slot) return reservation.page === page ? reservation : undefined;
+    return undefined;
   }
 
   /** reservedPages is the number of RESERVED pages. */
   get reservedPages(): number {
-    return this.reserved.size;
+    return this.reservations.size;
   }
 
   /** usedPages is the number of USED pages, draining ones included. */
   get usedPages(): number {
-    return this.pool.heldPages - this.reserved.size;
+    return this.pool.heldPages - this.reservations.size;
   }
 
-  /** reserveFree reserves a free page for key; undefined when none is free. */
-  reserveFree(key: string, expiresAtMs: number): Reservation | undefined {
-    const page = this.pool.take(key);
+  /** reserveFree reserves a free page for the record's key; undefined when none is free. */
+  reserveFree(record: KeyRecord, expiresAtMs: number): Reservation | undefined {
+    const page = this.pool.take(record);
     if (page < 0) return undefined;
     if (this.lapsed.size > 0) this.lapsed.delete(page);
-    return this.addReservation(key, page, expiresAtMs);
+    return this.addReservation(record, page, expiresAtMs);
   }
 
   /** renew moves a reservation's expiry to expiresAtMs, at the back of the expiry order. */
   renew(reservation: Reservation, expiresAtMs: number): void {
     reservation.expiresAtMs = expiresAtMs;
-    this.reserved.delete(reservation.key);
-    this.reserved.set(reservation.key, reservation);
+    this.reservations.moveToBack(reservation);
   }
 
   /** expireReservations frees, and remembers as lapsed, every reservation expired by nowMs; returns them. */
   expireReservations(nowMs: number): Reservation[] | undefined {
     let expired: Reservation[] | undefined;
-    for (const reservation of this.reserved.values()) {
+    for (const reservation of this.reservations) {
       if (reservation.expiresAtMs > nowMs) break;
       this.releaseReservation(reservation, true);
       expired ??= [];
@@ -97,75 +98,80 @@ export class Rank {
 
   /** firstExpiryMs is the earliest reservation expiry, Infinity for none. */
   firstExpiryMs(): number {
-    for (const reservation of this.reserved.values()) return reservation.expiresAtMs;
-    return Infinity;
+    return this.reservations.first?.expiresAtMs ?? Infinity;
   }
 
   /** sortReservations restores the expiry order after reservations were restored in page order. */
   sortReservations(): void {
-    const sorted = [...this.reserved.values()].sort((a, b) => a.expiresAtMs - b.expiresAtMs);
-    this.reserved.clear();
-    for (const reservation of sorted) this.reserved.set(reservation.key, reservation);
+    const sorted = [...this.reservations].sort((a, b) => a.expiresAtMs - b.expiresAtMs);
+    for (const reservation of sorted) this.reservations.moveToBack(reservation);
   }
 
-  /** restoreReservation reserves the free page `page` for key (recovery). */
-  restoreReservation(key: string, page: number, expiresAtMs: number): Reservation {
-    this.pool.claim(page, key);
-    return this.addReservation(key, page, expiresAtMs);
+  /** restoreReservation reserves the free page `page` for the record's key (recovery). */
+  restoreReservation(record: KeyRecord, page: number, expiresAtMs: number): Reservation {
+    this.pool.claim(page, record);
+    return this.addReservation(record, page, expiresAtMs);
   }
 
-  private addReservation(key: string, page: number, expiresAtMs: number): Reservation {
-    const reservation: Reservation = { key, page, expiresAtMs };
-    this.reserved.set(key, reservation);
+  private addReservation(record: KeyRecord, page: number, expiresAtMs: number): Reservation {
+    const reservation: Reservation = { record, slot: this.slot, page, expiresAtMs, prev: undefined, next: undefined, list: undefined };
+    this.reservations.add(reservation);
+    record.reservations.push(reservation);
     return reservation;
   }
 
   /**
-   * isConfirmable tells whether (key, page) may be confirmed, given the page
-   * the key has confirmed on this rank (-1 for none): it is that page (a
-   * repeat), matches the key's reservation, or matches a lapsed reservation
-   * whose page is still FREE.
+   * isConfirmable tells whether (key, page) may be confirmed, given the
+   * key's confirmed page on this rank (-1 for none) and its reservation here:
+   * it is that page (a repeat), matches the reservation, or matches a lapsed
+   * reservation whose page is still FREE.
    */
-  isConfirmable(key: string, page: number, confirmedPage: number): boolean {
+  isConfirmable(key: string, page: number, confirmedPage: number, reservation: Reservation | undefined): boolean {
     if (confirmedPage >= 0) return confirmedPage === page;
-    const reservation = this.reserved.get(key);
     if (reservation !== undefined) return reservation.page === page;
     return this.lapsed.get(page) === key && this.pool.ownerOf(page) === undefined;
   }
 
   /**
-   * confirm makes page USED by key: it ends the key's reservation of page
-   * (and returns true) or claims the lapsed page (false). The caller checked
-   * isConfirmable and records the page on the key's record. `key` should be
-   * the record's copy of the key string, so that every rank shares one copy.
+   * confirm makes page USED by the record's key: it ends the key's
+   * reservation of page (and returns true) or claims the lapsed page
+   * (false). The caller checked isConfirmable and records the page on the record.
    */
-  confirm(key: string, page: number): boolean {
-    if (this.reserved.get(key)?.page === page) {
-      this.reserved.delete(key);
-      this.pool.setOwner(page, key);
+  confirm(record: KeyRecord, page: number, reservation: Reservation | undefined): boolean {
+    if (reservation?.page === page) {
+      this.endReservation(reservation);
       return true;
     }
     this.lapsed.delete(page);
-    this.pool.claim(page, key);
+    this.pool.claim(page, record);
     return false;
   }
 
   /** restoreUsed holds the free page `page` for a confirmed key (recovery). */
-  restoreUsed(key: string, page: number): void {
-    this.pool.claim(page, key);
+  restoreUsed(record: KeyRecord, page: number): void {
+    this.pool.claim(page, record);
   }
 
   /** restoreDraining holds the free page `page` for a deleted key until untilMs (recovery). */
-  restoreDraining(key: string, page: number, untilMs: number): void {
-    this.pool.claim(page, key);
+  restoreDraining(record: KeyRecord, page: number, untilMs: number): void {
+    this.pool.claim(page, record);
     this.draining.set(page, untilMs);
   }
 
   /** releaseReservation makes a RESERVED page FREE; `lapse` remembers it for a late confirmation. */
   releaseReservation(reservation: Reservation, lapse: boolean): void {
-    this.reserved.delete(reservation.key);
+    this.endReservation(reservation);
     this.pool.release(reservation.page);
-    if (lapse) this.lapsed.set(reservation.page, reservation.key);
+    if (lapse) this.lapsed.set(reservation.page, reservation.record.key);
+  }
+
+  /** endReservation takes a reservation off the rank and its record; its page stays held. */
+  private endReservation(reservation: Reservation): void {
+    this.reservations.delete(reservation);
+    const held = reservation.record.reservations;
+    const i = held.indexOf(reservation);
+    held[i] = held[held.length - 1]!;
+    held.pop();
   }
 
   /** dropConfirmed gives up a dropped key's page: freed at once, or draining until untilMs when that is later than nowMs. */

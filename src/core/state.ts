@@ -3,11 +3,11 @@ import type { Change } from "./change.js";
 import type { Clock } from "./clock.js";
 import { Deadlines } from "./deadlines.js";
 import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
-import { addPage, confirmedPage, confirmedRanks, type KeyRecord } from "./key-record.js";
+import { addPage, confirmedPage, confirmedRanks, type KeyRecord, newKeyRecord, type Reservation, reservationAt } from "./key-record.js";
 import { Namespace } from "./namespace.js";
 import type { NamespaceCounts } from "./namespace-counters.js";
 import { defaultStateOptions, MAX_NUM_PAGES, type StateOptions } from "./options.js";
-import type { Rank, Reservation } from "./rank.js";
+import type { Rank } from "./rank.js";
 import { checkCount, checkKeys, checkPages, checkSameLength, checkUint32, namespaceName } from "./validate.js";
 
 export { AllocationStatus, Role };
@@ -180,15 +180,15 @@ export class MetadataState {
     let batch: Set<string> | undefined;
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i]!;
-      const record = ns.keys.get(key);
+      const record = ns.recordOf(key);
       const usedPage = confirmedPage(record, rank.slot);
       if (usedPage >= 0) {
-        ns.touch(record!);
+        ns.touch(record);
         pages[i] = usedPage;
         statuses[i] = AllocationStatus.EXISTING;
         continue;
       }
-      let reservation = rank.reserved.get(key);
+      let reservation = reservationAt(record, rank.slot);
       if (reservation !== undefined) {
         if (reservation.expiresAtMs !== expiresAtMs) {
           rank.renew(reservation, expiresAtMs);
@@ -198,12 +198,13 @@ export class MetadataState {
         statuses[i] = AllocationStatus.RESERVED;
         continue;
       }
-      reservation = rank.reserveFree(key, expiresAtMs);
+      reservation = rank.reserveFree(record, expiresAtMs);
       if (reservation === undefined) {
         batch ??= new Set(keys);
-        if (this.evictFor(ns, rank, batch, now)) reservation = rank.reserveFree(key, expiresAtMs);
+        if (this.evictFor(ns, rank, batch, now)) reservation = rank.reserveFree(record, expiresAtMs);
       }
       if (reservation === undefined) {
+        ns.forgetIfEmpty(record);
         pages[i] = -1;
         statuses[i] = AllocationStatus.NO_SPACE;
         continue;
@@ -236,28 +237,33 @@ export class MetadataState {
     const now = this.clock();
     const result: ConfirmResult = { confirmed: 0, released: 0, completed: [] };
     for (let i = 0; i < keys.length; i++) {
-      const key = keys[i]!;
       const page = pages[i]!;
-      // A key repeated in the batch may have got its record at an earlier position.
-      const found = records[i] ?? ns.keys.get(key);
-      if (confirmedPage(found, rank.slot) === page) continue;
-      const record = found ?? this.newRecord(ns, key, 0, now);
-      if (rank.confirm(record.key, page) && this.journal) this.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
+      // A key repeated in the batch, or confirmed through a lapse, may have got its record at an earlier position.
+      const record = records[i] ?? ns.recordOf(keys[i]!);
+      if (confirmedPage(record, rank.slot) === page) continue;
+      const firstPage = record.pages.length === 0;
+      if (rank.confirm(record, page, reservationAt(record, rank.slot)) && this.journal) this.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
       addPage(record, rank.slot, page);
       result.confirmed++;
+      if (firstPage) {
+        ns.confirmedKeys++;
+        record.reclaimAtMs = now + this.options.incompleteTtlMs;
+      }
       if (!record.complete && confirmedRanks(record) >= ns.requiredRanks) {
-        if (found !== undefined) ns.incomplete.delete(record);
+        if (!firstPage) ns.incomplete.delete(record);
         this.markComplete(ns, record);
         result.completed.push(i);
-      } else if (found === undefined) {
+      } else if (firstPage) {
         ns.incomplete.add(record);
       }
       this.recordKey(ns, record);
     }
     this.deadlines.armIncomplete(ns);
     for (const page of pagesToRelease) {
-      if (rank.pageState(page) !== "reserved") continue;
-      rank.releaseReservation(rank.reserved.get(rank.pool.ownerOf(page)!)!, false);
+      const reservation = rank.reservationOf(page);
+      if (reservation === undefined) continue;
+      rank.releaseReservation(reservation, false);
+      ns.forgetIfEmpty(reservation.record);
       this.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
       result.released++;
     }
@@ -287,8 +293,9 @@ export class MetadataState {
       const record = ns.keys.get(key);
       records[i] = record;
       const usedPage = confirmedPage(record, rank.slot);
-      let ok = rank.isConfirmable(key, page, usedPage);
-      if (ok && usedPage < 0 && !rank.reserved.has(key)) {
+      const reservation = reservationAt(record, rank.slot);
+      let ok = rank.isConfirmable(key, page, usedPage, reservation);
+      if (ok && usedPage < 0 && reservation === undefined) {
         lapsedPageOfKey ??= new Map();
         ok = (lapsedPageOfKey.get(key) ?? page) === page;
         lapsedPageOfKey.set(key, page);
@@ -308,33 +315,12 @@ export class MetadataState {
         throw new MetadataError(Reason.PAGE_IN_USE, `page ${page} of rank ${subject.rank} holds a confirmed key and cannot be released`, {
           ...subject,
           page,
-          key: rank.pool.ownerOf(page),
+          key: rank.pool.ownerOf(page)?.key,
           field: "pages_to_release",
         });
       }
     }
     return records;
-  }
-
-  /**
-   * newRecord registers a key with no confirmed page yet; the caller files
-   * it as complete (markComplete) or in the incomplete list, which it leaves
-   * when it completes. Keys that complete at their first confirmation
-   * (world_size 1) never touch the incomplete list.
-   */
-  private newRecord(ns: Namespace, key: string, leaseUntilMs: number, nowMs: number): KeyRecord {
-    const record: KeyRecord = {
-      key,
-      pages: [],
-      complete: false,
-      leaseUntilMs,
-      reclaimAtMs: nowMs + this.options.incompleteTtlMs,
-      prev: undefined,
-      next: undefined,
-      list: undefined,
-    };
-    ns.keys.set(key, record);
-    return record;
   }
 
   /** markComplete files a record, not in the incomplete list, as complete and most recently used. */
@@ -400,7 +386,7 @@ export class MetadataState {
     let deleted = 0;
     for (const key of keys) {
       const record = ns.keys.get(key);
-      if (record === undefined) continue;
+      if (record === undefined || record.pages.length === 0) continue;
       this.dropKey(ns, record);
       deleted++;
     }
@@ -413,13 +399,16 @@ export class MetadataState {
     this.expire();
     for (const ns of this.namespaces.values()) {
       if (name !== undefined && ns.name !== name) continue;
-      for (const record of ns.keys.values()) this.dropKey(ns, record);
       for (const rank of ns.ranks.values()) {
-        for (const reservation of rank.reserved.values()) {
+        for (const reservation of rank.reservations) {
           rank.releaseReservation(reservation, false);
           this.record({ kind: "unreserve", namespace: ns.name, rank: rank.rank, page: reservation.page });
         }
         rank.lapsed.clear();
+      }
+      for (const record of ns.keys.values()) {
+        if (record.pages.length > 0) this.dropKey(ns, record);
+        else ns.forgetIfEmpty(record);
       }
     }
   }
@@ -460,7 +449,10 @@ export class MetadataState {
         const expired = due.rank.expireReservations(now);
         if (expired !== undefined) {
           ns.events.expiredReservations += expired.length;
-          for (const { page } of expired) this.record({ kind: "unreserve", namespace: ns.name, rank: due.rank.rank, page });
+          for (const { page, record } of expired) {
+            ns.forgetIfEmpty(record);
+            this.record({ kind: "unreserve", namespace: ns.name, rank: due.rank.rank, page });
+          }
         }
         this.deadlines.armReservations(ns, due.rank);
       } else if (due.kind === "incomplete") {
@@ -505,10 +497,13 @@ export class MetadataState {
     return false;
   }
 
-  /** dropKey removes a key from the registry and frees its pages, or drains them while it is read-leased. */
+  /**
+   * dropKey takes a key's confirmed pages away and frees them, or drains them
+   * while it is read-leased. The key stays in the registry while it has
+   * reservations on other ranks.
+   */
   private dropKey(ns: Namespace, record: KeyRecord, now = this.clock()): void {
     const untilMs = record.leaseUntilMs;
-    ns.keys.delete(record.key);
     ns.lru.delete(record);
     ns.incomplete.delete(record);
     this.record({ kind: "forget", namespace: ns.name, key: record.key });
@@ -521,6 +516,11 @@ export class MetadataState {
       this.deadlines.drain(ns, rank, page, untilMs);
       this.record({ kind: "drain", namespace: ns.name, rank: rank.rank, page, key: record.key, untilMs });
     }
+    if (pages.length > 0) ns.confirmedKeys--;
+    pages.length = 0;
+    record.complete = false;
+    record.leaseUntilMs = 0;
+    ns.forgetIfEmpty(record);
   }
 
   /** recordKey journals a key's confirmed pages (by rank number) and completeness. */
@@ -556,23 +556,29 @@ export class MetadataState {
         case "key": {
           const ns = this.namespaces.get(change.namespace);
           if (ns === undefined) throw new Error(`stored key "${change.key}" of unknown namespace "${change.namespace}"`);
-          const record = this.newRecord(ns, change.key, leaseUntilMs, now);
+          const record = ns.recordOf(change.key);
+          record.leaseUntilMs = leaseUntilMs;
+          record.reclaimAtMs = now + this.options.incompleteTtlMs;
           for (let i = 0; i < change.pages.length; i += 2) {
             const rank = this.rankOf(change.namespace, change.pages[i]!).rank;
-            rank.restoreUsed(record.key, change.pages[i + 1]!);
+            rank.restoreUsed(record, change.pages[i + 1]!);
             addPage(record, rank.slot, change.pages[i + 1]!);
           }
+          ns.confirmedKeys++;
           if (change.complete) this.markComplete(ns, record);
           else ns.incomplete.add(record);
           break;
         }
-        case "reserve":
-          this.rankOf(change.namespace, change.rank).rank.restoreReservation(change.key, change.page, change.expiresAtMs);
+        case "reserve": {
+          const { ns, rank } = this.rankOf(change.namespace, change.rank);
+          rank.restoreReservation(ns.recordOf(change.key), change.page, change.expiresAtMs);
           break;
+        }
         case "drain": {
           const { ns, rank } = this.rankOf(change.namespace, change.rank);
           const untilMs = Math.max(change.untilMs, leaseUntilMs);
-          rank.restoreDraining(change.key, change.page, untilMs);
+          // The page's holder is the deleted key, not whatever record has its name now.
+          rank.restoreDraining(newKeyRecord(change.key), change.page, untilMs);
           this.deadlines.drain(ns, rank, change.page, untilMs);
           break;
         }
@@ -618,7 +624,7 @@ export class MetadataState {
       namespace,
       rank: rank.rank,
       page: reservation.page,
-      key: reservation.key,
+      key: reservation.record.key,
       expiresAtMs: reservation.expiresAtMs,
     });
   }

@@ -46,7 +46,7 @@ describe("the core under random operations", () => {
           for (const lease of leases) {
             if (lease.untilMs <= time.nowMs) continue;
             const rank = state.namespaceViews.get("kv")!.ranks.get(lease.rank)!;
-            const owner = rank.pool.ownerOf(lease.page);
+            const owner = rank.pool.ownerOf(lease.page)?.key;
             if (owner !== lease.key) throw new Error(`leased page ${lease.page} of ${lease.key} now held by ${owner}`);
             if (!lease.deleted && confirmedPage(state.namespaceViews.get("kv")!.keys.get(lease.key), rank.slot) !== lease.page)
               throw new Error(`leased key ${lease.key} lost its page ${lease.page}`);
@@ -89,11 +89,11 @@ function apply(state: MetadataState, time: FakeClock, op: Operation, leases: Lea
       state.batchAllocate("", op.rank, op.keys);
       break;
     case "confirmReserved": {
-      const reserved = [...ranks.get(op.rank)!.reserved.values()].slice(0, op.take);
+      const reserved = [...ranks.get(op.rank)!.reservations].slice(0, op.take);
       state.confirmWrite(
         "",
         op.rank,
-        reserved.map((r) => r.key),
+        reserved.map((r) => r.record.key),
         reserved.map((r) => r.page),
         op.release,
       );

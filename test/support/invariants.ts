@@ -26,21 +26,25 @@ export function assertInvariants(state: MetadataState): void {
       if (reserved !== rank.reservedPages) throw new Error(`${where}: ${reserved} reserved pages, map says ${rank.reservedPages}`);
       if (used !== rank.usedPages) throw new Error(`${where}: ${used} used pages, counters say ${rank.usedPages}`);
       const pagesSeen = new Set<number>();
-      for (const [key, reservation] of rank.reserved) {
-        if (reservation.key !== key) throw new Error(`${where}: reservation of ${reservation.key} filed under ${key}`);
-        if (rank.pool.ownerOf(reservation.page) !== key) throw new Error(`${where}: reserved page ${reservation.page} not owned by ${key}`);
-        pagesSeen.add(reservation.page);
-      }
       let lastExpiry = -Infinity;
-      for (const reservation of rank.reserved.values()) {
+      for (const reservation of rank.reservations) {
+        const key = reservation.record.key;
+        if (reservation.slot !== rank.slot) throw new Error(`${where}: reservation of ${key} for slot ${reservation.slot} on slot ${rank.slot}`);
+        if (ns.keys.get(key) !== reservation.record) throw new Error(`${where}: reservation of ${key}, whose record is not registered`);
+        if (!reservation.record.reservations.includes(reservation)) throw new Error(`${where}: reservation of ${key} missing from its record`);
+        if (rank.pool.ownerOf(reservation.page) !== reservation.record) throw new Error(`${where}: reserved page ${reservation.page} not owned by ${key}`);
         if (reservation.expiresAtMs < lastExpiry) throw new Error(`${where}: reservations out of expiry order`);
         lastExpiry = reservation.expiresAtMs;
+        pagesSeen.add(reservation.page);
       }
       for (const [key, record] of ns.keys) {
+        const atSlot = record.reservations.filter((r) => r.slot === rank.slot);
+        if (atSlot.length > 1) throw new Error(`${where}: ${key} has ${atSlot.length} reservations`);
+        if (atSlot.length === 1 && !rank.reservations.has(atSlot[0]!)) throw new Error(`${where}: reservation of ${key} not in the rank's order`);
         const page = confirmedPage(record, rank.slot);
         if (page < 0) continue;
-        if (rank.pool.ownerOf(page) !== key) throw new Error(`${where}: used page ${page} not owned by ${key}`);
-        if (rank.reserved.has(key)) throw new Error(`${where}: ${key} both reserved and used`);
+        if (rank.pool.ownerOf(page) !== record) throw new Error(`${where}: used page ${page} not owned by ${key}`);
+        if (atSlot.length > 0) throw new Error(`${where}: ${key} both reserved and used`);
         if (pagesSeen.has(page)) throw new Error(`${where}: page ${page} held twice`);
         pagesSeen.add(page);
         confirmations.set(key, (confirmations.get(key) ?? 0) + 1);
@@ -56,8 +60,14 @@ export function assertInvariants(state: MetadataState): void {
         if (rank.pool.ownerOf(page) !== undefined) throw new Error(`${where}: lapsed page ${page} of ${key} is not free`);
       }
     }
-    if (confirmations.size !== ns.keys.size) throw new Error(`namespace ${ns.name}: ${ns.keys.size} records for ${confirmations.size} confirmed keys`);
+    if (confirmations.size !== ns.confirmedKeys)
+      throw new Error(`namespace ${ns.name}: ${ns.confirmedKeys} confirmed records for ${confirmations.size} confirmed keys`);
     for (const [key, record] of ns.keys) {
+      if (record.pages.length === 0 && record.reservations.length === 0) throw new Error(`namespace ${ns.name}: ${key} holds nothing but is registered`);
+      if (record.pages.length === 0) {
+        if (record.complete || record.list !== undefined) throw new Error(`namespace ${ns.name}: ${key} has no page but is complete or listed`);
+        continue;
+      }
       if (confirmedRanks(record) !== confirmations.get(key))
         throw new Error(`namespace ${ns.name}: ${key} counts ${confirmedRanks(record)} ranks, has ${confirmations.get(key)}`);
       if (record.complete !== ns.lru.has(record)) throw new Error(`namespace ${ns.name}: ${key} complete=${record.complete} but lru disagrees`);
