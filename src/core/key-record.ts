@@ -9,6 +9,8 @@ export interface Reservation extends Linked {
   readonly record: KeyRecord;
   readonly slot: number;
   readonly page: number;
+  /** nextOfKey is the record's next reservation (on another rank): a record chains its reservations, no array per key. */
+  nextOfKey: Reservation | undefined;
   /** expiresAtMs is when the page returns to FREE if not confirmed (ms since the epoch); renewed by a repeated BatchAllocate. */
   expiresAtMs: number;
 }
@@ -19,7 +21,7 @@ export interface Reservation extends Linked {
  * about a key with one registry lookup.
  *
  * Example, ranks 0 and 1 in slots 0 and 1, world_size 2: BatchAllocate of
- * "k" on rank 1 gives reservations [page 7 at slot 1]; ConfirmWrite of
+ * "k" on rank 1 gives it a reservation of page 7 at slot 1; ConfirmWrite of
  * (k, 7) on rank 1 moves it to pages = [1, 7], complete = false; after page
  * 3 on rank 0, pages = [1, 7, 0, 3], complete = true.
  *
@@ -33,9 +35,9 @@ export interface KeyRecord extends Linked {
    * confirmation order: a key costs memory for the ranks it is on, not for
    * every rank of its namespace. A slot appears at most once.
    */
-  readonly pages: number[];
-  /** reservations are the key's RESERVED pages, at most one per slot, never at a slot in `pages`. */
-  readonly reservations: Reservation[];
+  pages: number[];
+  /** firstReservation starts the chain (by nextOfKey) of the key's RESERVED pages: at most one per slot, never at a slot in `pages`. */
+  firstReservation: Reservation | undefined;
   /**
    * complete becomes true when the key is confirmed on the namespace's
    * required count of ranks (world_size, or the ranks initialized so far
@@ -50,7 +52,7 @@ export interface KeyRecord extends Linked {
 
 /** newKeyRecord makes the record of a key that holds nothing yet. */
 export function newKeyRecord(key: string): KeyRecord {
-  return { key, pages: [], reservations: [], complete: false, leaseUntilMs: 0, reclaimAtMs: 0, prev: undefined, next: undefined, list: undefined };
+  return { key, pages: [], firstReservation: undefined, complete: false, leaseUntilMs: 0, reclaimAtMs: 0, prev: undefined, next: undefined, list: undefined };
 }
 
 /** confirmedPage is the key's page on the rank in `slot`, -1 for none. */
@@ -64,8 +66,9 @@ export function confirmedPage(record: KeyRecord | undefined, slot: number): numb
 /** reservationAt is the key's reservation on the rank in `slot`, undefined for none. */
 export function reservationAt(record: KeyRecord | undefined, slot: number): Reservation | undefined {
   if (record === undefined) return undefined;
-  for (const reservation of record.reservations) if (reservation.slot === slot) return reservation;
-  return undefined;
+  let reservation = record.firstReservation;
+  while (reservation !== undefined && reservation.slot !== slot) reservation = reservation.nextOfKey;
+  return reservation;
 }
 
 /** confirmedRanks is the number of ranks the key is confirmed on. */
@@ -73,12 +76,31 @@ export function confirmedRanks(record: KeyRecord): number {
   return record.pages.length >> 1;
 }
 
-/** addPage records the key's page on the rank in `slot`, where it has none. */
+/** addPage records the key's page on the rank in `slot`, where it has none. The first pair gets an array of its size (push would reserve 17). */
 export function addPage(record: KeyRecord, slot: number, page: number): void {
-  record.pages.push(slot, page);
+  if (record.pages.length === 0) record.pages = [slot, page];
+  else record.pages.push(slot, page);
+}
+
+/** linkReservation adds a reservation to its record's chain. */
+export function linkReservation(reservation: Reservation): void {
+  reservation.nextOfKey = reservation.record.firstReservation;
+  reservation.record.firstReservation = reservation;
+}
+
+/** unlinkReservation takes a reservation off its record's chain. */
+export function unlinkReservation(reservation: Reservation): void {
+  const record = reservation.record;
+  if (record.firstReservation === reservation) record.firstReservation = reservation.nextOfKey;
+  else {
+    let before = record.firstReservation!;
+    while (before.nextOfKey !== reservation) before = before.nextOfKey!;
+    before.nextOfKey = reservation.nextOfKey;
+  }
+  reservation.nextOfKey = undefined;
 }
 
 /** holdsNothing tells whether the key has neither a confirmed page nor a reservation, so the registry can forget it. */
 export function holdsNothing(record: KeyRecord): boolean {
-  return record.pages.length === 0 && record.reservations.length === 0;
+  return record.pages.length === 0 && record.firstReservation === undefined;
 }

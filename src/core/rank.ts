@@ -1,4 +1,4 @@
-import type { KeyRecord, Reservation } from "./key-record.js";
+import { type KeyRecord, linkReservation, type Reservation, reservationAt, unlinkReservation } from "./key-record.js";
 import { PagePool } from "./page-pool.js";
 import { RecordList } from "./record-list.js";
 
@@ -56,8 +56,8 @@ export class Rank {
   reservationOf(page: number): Reservation | undefined {
     const owner = this.pool.ownerOf(page);
     if (owner === undefined) return undefined;
-    for (const reservation of owner.reservations) if (reservation.slot === this.slot) return reservation.page === page ? reservation : undefined;
-    return undefined;
+    const reservation = reservationAt(owner, this.slot);
+    return reservation?.page === page ? reservation : undefined;
   }
 
   /** reservedPages is the number of RESERVED pages. */
@@ -114,9 +114,9 @@ export class Rank {
   }
 
   private addReservation(record: KeyRecord, page: number, expiresAtMs: number): Reservation {
-    const reservation: Reservation = { record, slot: this.slot, page, expiresAtMs, prev: undefined, next: undefined, list: undefined };
+    const reservation: Reservation = { record, slot: this.slot, page, nextOfKey: undefined, expiresAtMs, prev: undefined, next: undefined, list: undefined };
     this.reservations.add(reservation);
-    record.reservations.push(reservation);
+    linkReservation(reservation);
     return reservation;
   }
 
@@ -168,10 +168,7 @@ export class Rank {
   /** endReservation takes a reservation off the rank and its record; its page stays held. */
   private endReservation(reservation: Reservation): void {
     this.reservations.delete(reservation);
-    const held = reservation.record.reservations;
-    const i = held.indexOf(reservation);
-    held[i] = held[held.length - 1]!;
-    held.pop();
+    unlinkReservation(reservation);
   }
 
   /** dropConfirmed gives up a dropped key's page: freed at once, or draining until untilMs when that is later than nowMs. */

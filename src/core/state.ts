@@ -517,7 +517,7 @@ export class MetadataState {
       this.record({ kind: "drain", namespace: ns.name, rank: rank.rank, page, key: record.key, untilMs });
     }
     if (pages.length > 0) ns.confirmedKeys--;
-    pages.length = 0;
+    record.pages = [];
     record.complete = false;
     record.leaseUntilMs = 0;
     ns.forgetIfEmpty(record);

@@ -1,4 +1,4 @@
-import { confirmedPage, confirmedRanks } from "../../src/core/key-record.js";
+import { confirmedPage, confirmedRanks, type KeyRecord, type Reservation } from "../../src/core/key-record.js";
 import type { MetadataState } from "../../src/core/state.js";
 
 /**
@@ -31,14 +31,14 @@ export function assertInvariants(state: MetadataState): void {
         const key = reservation.record.key;
         if (reservation.slot !== rank.slot) throw new Error(`${where}: reservation of ${key} for slot ${reservation.slot} on slot ${rank.slot}`);
         if (ns.keys.get(key) !== reservation.record) throw new Error(`${where}: reservation of ${key}, whose record is not registered`);
-        if (!reservation.record.reservations.includes(reservation)) throw new Error(`${where}: reservation of ${key} missing from its record`);
+        if (!chain(reservation.record).includes(reservation)) throw new Error(`${where}: reservation of ${key} missing from its record`);
         if (rank.pool.ownerOf(reservation.page) !== reservation.record) throw new Error(`${where}: reserved page ${reservation.page} not owned by ${key}`);
         if (reservation.expiresAtMs < lastExpiry) throw new Error(`${where}: reservations out of expiry order`);
         lastExpiry = reservation.expiresAtMs;
         pagesSeen.add(reservation.page);
       }
       for (const [key, record] of ns.keys) {
-        const atSlot = record.reservations.filter((r) => r.slot === rank.slot);
+        const atSlot = chain(record).filter((r) => r.slot === rank.slot);
         if (atSlot.length > 1) throw new Error(`${where}: ${key} has ${atSlot.length} reservations`);
         if (atSlot.length === 1 && !rank.reservations.has(atSlot[0]!)) throw new Error(`${where}: reservation of ${key} not in the rank's order`);
         const page = confirmedPage(record, rank.slot);
@@ -63,7 +63,7 @@ export function assertInvariants(state: MetadataState): void {
     if (confirmations.size !== ns.confirmedKeys)
       throw new Error(`namespace ${ns.name}: ${ns.confirmedKeys} confirmed records for ${confirmations.size} confirmed keys`);
     for (const [key, record] of ns.keys) {
-      if (record.pages.length === 0 && record.reservations.length === 0) throw new Error(`namespace ${ns.name}: ${key} holds nothing but is registered`);
+      if (record.pages.length === 0 && record.firstReservation === undefined) throw new Error(`namespace ${ns.name}: ${key} holds nothing but is registered`);
       if (record.pages.length === 0) {
         if (record.complete || record.list !== undefined) throw new Error(`namespace ${ns.name}: ${key} has no page but is complete or listed`);
         continue;
@@ -77,4 +77,11 @@ export function assertInvariants(state: MetadataState): void {
     }
     if (ns.lru.size !== [...ns.keys.values()].filter((r) => r.complete).length) throw new Error(`namespace ${ns.name}: lru holds unknown records`);
   }
+}
+
+/** chain lists a record's reservations. */
+function chain(record: KeyRecord): Reservation[] {
+  const all: Reservation[] = [];
+  for (let r = record.firstReservation; r !== undefined; r = r.nextOfKey) all.push(r);
+  return all;
 }
