@@ -27,11 +27,16 @@ export async function fillStore(dir: string, keys: number, ranks: number): Promi
   await store.close();
 }
 
-/** measureRecovery opens dir and loads it as `serve` does: milliseconds, records, and the heap it holds (after a GC when --expose-gc). */
+/**
+ * measureRecovery opens dir and loads it as `serve` does: milliseconds,
+ * records, and the memory the state holds (after a GC when --expose-gc):
+ * the heap and the ArrayBuffers, where typed arrays keep their contents.
+ */
 export async function measureRecovery(dir: string): Promise<{ ms: number; records: number; heapMb: number }> {
   const gc = (globalThis as { gc?: () => void }).gc;
   gc?.();
-  const heapBefore = process.memoryUsage().heapUsed;
+  const held = () => process.memoryUsage().heapUsed + process.memoryUsage().arrayBuffers;
+  const heapBefore = held();
   const started = performance.now();
   const store = await LmdbStore.open(dir);
   const state = new MetadataState(Date.now, {});
@@ -40,7 +45,7 @@ export async function measureRecovery(dir: string): Promise<{ ms: number; record
   const ms = performance.now() - started;
   await store.close();
   gc?.();
-  const heapMb = (process.memoryUsage().heapUsed - heapBefore) / 2 ** 20;
+  const heapMb = (held() - heapBefore) / 2 ** 20;
   if (state.namespaceViews.size === 0) throw new Error("nothing restored");
   return { ms, records, heapMb };
 }

@@ -30,6 +30,10 @@ export interface Reservation extends Linked {
  */
 export interface KeyRecord extends Linked {
   readonly key: string;
+  /** entry is the record's entry in its namespace's KeyTable, -1 while it is in none. */
+  entry: number;
+  /** hash is hashKey of the key's UTF-8 bytes. */
+  hash: number;
   /**
    * pages holds (slot, page) pairs, one per rank the key is confirmed on, in
    * confirmation order: a key costs memory for the ranks it is on, not for
@@ -50,9 +54,21 @@ export interface KeyRecord extends Linked {
   reclaimAtMs: number;
 }
 
-/** newKeyRecord makes the record of a key that holds nothing yet. */
-export function newKeyRecord(key: string): KeyRecord {
-  return { key, pages: [], firstReservation: undefined, complete: false, leaseUntilMs: 0, reclaimAtMs: 0, prev: undefined, next: undefined, list: undefined };
+/** newKeyRecord makes the record of a key that holds nothing yet; the registry files it. */
+export function newKeyRecord(key: string, hash = 0): KeyRecord {
+  return {
+    key,
+    entry: -1,
+    hash,
+    pages: [],
+    firstReservation: undefined,
+    complete: false,
+    leaseUntilMs: 0,
+    reclaimAtMs: 0,
+    prev: undefined,
+    next: undefined,
+    list: undefined,
+  };
 }
 
 /** confirmedPage is the key's page on the rank in `slot`, -1 for none. */

@@ -1,4 +1,6 @@
+import { type KeyList, keyListOf } from "./key-list.js";
 import { holdsNothing, type KeyRecord, newKeyRecord } from "./key-record.js";
+import { KeyTable } from "./key-table.js";
 import { type EventCounts, type NamespaceCounts, zeroEventCounts } from "./namespace-counters.js";
 import { Rank } from "./rank.js";
 import { RecordList } from "./record-list.js";
@@ -21,7 +23,7 @@ export class Namespace {
   /** slots are the same ranks by slot, the index that KeyRecord.pages names them by. */
   readonly slots: Rank[] = [];
   /** keys is the key registry: one record per key, whatever it holds on whichever ranks. */
-  readonly keys = new Map<string, KeyRecord>();
+  readonly keys = new KeyTable();
   /** confirmedKeys counts the records of `keys` with a confirmed page. */
   confirmedKeys = 0;
   /** lru orders the complete keys, least recently used first. */
@@ -55,19 +57,37 @@ export class Namespace {
     return rank;
   }
 
-  /** recordOf finds the record of key, registering a new one when the key is unknown. */
+  /** find returns the record of key i of a call, whose hash is hash. */
+  find(keys: KeyList, i: number, hash: number): KeyRecord | undefined {
+    return this.keys.find(keys.bytes, keys.starts[i]!, keys.ends[i]!, hash);
+  }
+
+  /** recordAt finds the record of key i of a call, registering a new one when the key is unknown. */
+  recordAt(keys: KeyList, i: number, hash: number): KeyRecord {
+    const record = this.find(keys, i, hash);
+    if (record !== undefined) return record;
+    const created = newKeyRecord(keys.key(i), hash);
+    created.entry = this.keys.insert(created, keys.bytes, keys.starts[i]!, keys.ends[i]!, hash);
+    return created;
+  }
+
+  /** recordOf is recordAt for a key given as a string (recovery). */
   recordOf(key: string): KeyRecord {
-    let record = this.keys.get(key);
-    if (record === undefined) {
-      record = newKeyRecord(key);
-      this.keys.set(key, record);
-    }
-    return record;
+    const keys = keyListOf([key]);
+    return this.recordAt(keys, 0, keys.hash(0));
+  }
+
+  /** lookup finds the record of a key given as a string (inspection and tests). */
+  lookup(key: string): KeyRecord | undefined {
+    const keys = keyListOf([key]);
+    return this.find(keys, 0, keys.hash(0));
   }
 
   /** forgetIfEmpty drops a record that holds nothing from the registry. */
   forgetIfEmpty(record: KeyRecord): void {
-    if (holdsNothing(record)) this.keys.delete(record.key);
+    if (!holdsNothing(record)) return;
+    this.keys.delete(record.entry, record.hash);
+    record.entry = -1;
   }
 
   /** touch marks a complete key as most recently used. */

@@ -120,15 +120,8 @@ export class Rank {
     return reservation;
   }
 
-  /**
-   * isConfirmable tells whether (key, page) may be confirmed, given the
-   * key's confirmed page on this rank (-1 for none) and its reservation here:
-   * it is that page (a repeat), matches the reservation, or matches a lapsed
-   * reservation whose page is still FREE.
-   */
-  isConfirmable(key: string, page: number, confirmedPage: number, reservation: Reservation | undefined): boolean {
-    if (confirmedPage >= 0) return confirmedPage === page;
-    if (reservation !== undefined) return reservation.page === page;
+  /** isLapsed tells whether page is FREE after key's reservation of it expired, so a late confirmation of (key, page) is accepted. */
+  isLapsed(key: string, page: number): boolean {
     return this.lapsed.get(page) === key && this.pool.ownerOf(page) === undefined;
   }
 

@@ -3,12 +3,13 @@ import type { Change } from "./change.js";
 import type { Clock } from "./clock.js";
 import { Deadlines } from "./deadlines.js";
 import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
+import type { KeyList } from "./key-list.js";
 import { addPage, confirmedPage, confirmedRanks, type KeyRecord, newKeyRecord, type Reservation, reservationAt } from "./key-record.js";
 import { Namespace } from "./namespace.js";
 import type { NamespaceCounts } from "./namespace-counters.js";
 import { defaultStateOptions, MAX_NUM_PAGES, type StateOptions } from "./options.js";
 import type { Rank } from "./rank.js";
-import { checkCount, checkKeys, checkPages, checkSameLength, checkUint32, namespaceName } from "./validate.js";
+import { checkCount, checkPages, checkSameLength, checkUint32, keyListFor, namespaceName } from "./validate.js";
 
 export { AllocationStatus, Role };
 
@@ -20,6 +21,9 @@ export interface InitializeRankResult {
   numPages: number;
   freePages: number;
 }
+
+/** Keys are the keys of a call: bytes from a codec, or strings. */
+export type Keys = KeyList | readonly string[];
 
 /** AllocateResult gives a page and a status per key, in request order. */
 export interface AllocateResult {
@@ -165,9 +169,9 @@ export class MetadataState {
    * reserved (NEW), evicting least recently used complete keys when none is
    * free, or none (NO_SPACE).
    */
-  batchAllocate(namespace: string, rankNo: number, keys: readonly string[], prefixKeys: readonly string[] = []): AllocateResult {
+  batchAllocate(namespace: string, rankNo: number, keyBatch: Keys, prefixKeys: Keys = []): AllocateResult {
     const name = namespaceName(namespace, this.options);
-    checkKeys(keys, "keys", this.options);
+    const keys = keyListFor(keyBatch, "keys", this.options);
     if (prefixKeys.length > 0) checkSameLength(keys, "keys", prefixKeys, "prefix_keys");
     this.expire();
     const { ns, rank } = this.rankOf(name, rankNo);
@@ -179,8 +183,7 @@ export class MetadataState {
     // (A key repeated in the batch finds the reservation its first position made: same page, RESERVED.)
     let batch: Set<string> | undefined;
     for (let i = 0; i < keys.length; i++) {
-      const key = keys[i]!;
-      const record = ns.recordOf(key);
+      const record = ns.recordAt(keys, i, keys.hash(i));
       const usedPage = confirmedPage(record, rank.slot);
       if (usedPage >= 0) {
         ns.touch(record);
@@ -200,7 +203,7 @@ export class MetadataState {
       }
       reservation = rank.reserveFree(record, expiresAtMs);
       if (reservation === undefined) {
-        batch ??= new Set(keys);
+        batch ??= new Set(keys.toStrings());
         if (this.evictFor(ns, rank, batch, now)) reservation = rank.reserveFree(record, expiresAtMs);
       }
       if (reservation === undefined) {
@@ -222,9 +225,9 @@ export class MetadataState {
    * pages of pagesToRelease. The whole batch is checked first; on any error
    * nothing changes.
    */
-  confirmWrite(namespace: string, rankNo: number, keys: readonly string[], pages: readonly number[], pagesToRelease: readonly number[] = []): ConfirmResult {
+  confirmWrite(namespace: string, rankNo: number, keyBatch: Keys, pages: readonly number[], pagesToRelease: readonly number[] = []): ConfirmResult {
     const name = namespaceName(namespace, this.options);
-    checkKeys(keys, "keys", this.options);
+    const keys = keyListFor(keyBatch, "keys", this.options);
     checkSameLength(keys, "keys", pages, "pages");
     checkCount(pagesToRelease, "pages_to_release", this.options);
     this.expire();
@@ -239,7 +242,7 @@ export class MetadataState {
     for (let i = 0; i < keys.length; i++) {
       const page = pages[i]!;
       // A key repeated in the batch, or confirmed through a lapse, may have got its record at an earlier position.
-      const record = records[i] ?? ns.recordOf(keys[i]!);
+      const record = records[i] ?? ns.recordAt(keys, i, keys.hash(i));
       if (confirmedPage(record, rank.slot) === page) continue;
       const firstPage = record.pages.length === 0;
       if (rank.confirm(record, page, reservationAt(record, rank.slot)) && this.journal) this.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
@@ -280,7 +283,7 @@ export class MetadataState {
   private checkConfirmable(
     ns: Namespace,
     rank: Rank,
-    keys: readonly string[],
+    keys: KeyList,
     pages: readonly number[],
     pagesToRelease: readonly number[],
     subject: { namespace: string; rank: number },
@@ -288,14 +291,16 @@ export class MetadataState {
     let lapsedPageOfKey: Map<string, number> | undefined;
     const records = new Array<KeyRecord | undefined>(keys.length);
     for (let i = 0; i < keys.length; i++) {
-      const key = keys[i]!;
       const page = pages[i]!;
-      const record = ns.keys.get(key);
+      const record = ns.find(keys, i, keys.hash(i));
       records[i] = record;
       const usedPage = confirmedPage(record, rank.slot);
       const reservation = reservationAt(record, rank.slot);
-      let ok = rank.isConfirmable(key, page, usedPage, reservation);
-      if (ok && usedPage < 0 && reservation === undefined) {
+      if (usedPage >= 0 ? usedPage === page : reservation?.page === page) continue;
+      // The rare paths (a lapsed reservation, an error) name the key by its string.
+      const key = keys.key(i);
+      let ok = usedPage < 0 && reservation === undefined && rank.isLapsed(key, page);
+      if (ok) {
         lapsedPageOfKey ??= new Map();
         ok = (lapsedPageOfKey.get(key) ?? page) === page;
         lapsedPageOfKey.set(key, page);
@@ -333,9 +338,9 @@ export class MetadataState {
    * batchExists tells, per key, whether it is complete in the namespace, or
    * with a rank, whether it is confirmed on that rank.
    */
-  batchExists(namespace: string, keys: readonly string[], rankNo?: number): boolean[] {
+  batchExists(namespace: string, keyBatch: Keys, rankNo?: number): boolean[] {
     const name = namespaceName(namespace, this.options);
-    checkKeys(keys, "keys", this.options);
+    const keys = keyListFor(keyBatch, "keys", this.options);
     if (rankNo !== undefined) checkUint32(rankNo, "rank");
     this.expire();
     const ns = this.namespaces.get(name);
@@ -344,10 +349,10 @@ export class MetadataState {
     if (rankNo !== undefined) {
       const rank = ns.ranks.get(rankNo);
       if (rank === undefined) return exists;
-      for (let i = 0; i < keys.length; i++) exists[i] = confirmedPage(ns.keys.get(keys[i]!), rank.slot) >= 0;
+      for (let i = 0; i < keys.length; i++) exists[i] = confirmedPage(ns.find(keys, i, keys.hash(i)), rank.slot) >= 0;
       return exists;
     }
-    for (let i = 0; i < keys.length; i++) exists[i] = ns.keys.get(keys[i]!)?.complete === true;
+    for (let i = 0; i < keys.length; i++) exists[i] = ns.find(keys, i, keys.hash(i))?.complete === true;
     return exists;
   }
 
@@ -355,15 +360,15 @@ export class MetadataState {
    * getLocations returns each key's page on a rank (-1 where not found) and
    * gives each found key a read lease.
    */
-  getLocations(namespace: string, rankNo: number, keys: readonly string[], includeIncomplete = false): number[] {
+  getLocations(namespace: string, rankNo: number, keyBatch: Keys, includeIncomplete = false): number[] {
     const name = namespaceName(namespace, this.options);
-    checkKeys(keys, "keys", this.options);
+    const keys = keyListFor(keyBatch, "keys", this.options);
     this.expire();
     const { ns, rank } = this.rankOf(name, rankNo);
     const leaseUntilMs = this.clock() + this.options.readLeaseTtlMs;
     const pages = new Array<number>(keys.length);
     for (let i = 0; i < keys.length; i++) {
-      const record = ns.keys.get(keys[i]!);
+      const record = ns.find(keys, i, keys.hash(i));
       const page = record !== undefined && (record.complete || includeIncomplete) ? confirmedPage(record, rank.slot) : -1;
       if (page < 0) {
         pages[i] = -1;
@@ -377,15 +382,15 @@ export class MetadataState {
   }
 
   /** deleteKeys drops keys at once; pages of read-leased keys stay held until the lease ends. */
-  deleteKeys(namespace: string, keys: readonly string[]): number {
+  deleteKeys(namespace: string, keyBatch: Keys): number {
     const name = namespaceName(namespace, this.options);
-    checkKeys(keys, "keys", this.options);
+    const keys = keyListFor(keyBatch, "keys", this.options);
     this.expire();
     const ns = this.namespaces.get(name);
     if (ns === undefined) return 0;
     let deleted = 0;
-    for (const key of keys) {
-      const record = ns.keys.get(key);
+    for (let i = 0; i < keys.length; i++) {
+      const record = ns.find(keys, i, keys.hash(i));
       if (record === undefined || record.pages.length === 0) continue;
       this.dropKey(ns, record);
       deleted++;

@@ -1,4 +1,5 @@
 import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
+import { KeyList, keyListOf } from "./key-list.js";
 import { DEFAULT_NAMESPACE, type StateOptions } from "./options.js";
 
 /** MAX_UINT32 is the largest rank, world size or page count a request can carry. */
@@ -21,7 +22,7 @@ export function checkUint32(value: number, field: string): void {
 }
 
 /** checkKeys checks the count and the length of every key of a batch. */
-export function checkKeys(keys: readonly string[], field: string, options: StateOptions): void {
+function checkKeys(keys: readonly string[], field: string, options: StateOptions): void {
   checkCount(keys, field, options);
   const maxBytes = options.maxKeyBytes;
   for (let i = 0; i < keys.length; i++) {
@@ -36,6 +37,28 @@ export function checkKeys(keys: readonly string[], field: string, options: State
   }
 }
 
+/**
+ * keyListFor checks a batch of keys and gives it as a KeyList: a KeyList
+ * (bytes from a codec, which checked their UTF-8) for its count and lengths, strings for their type too,
+ * with the same errors either way.
+ */
+export function keyListFor(keys: KeyList | readonly string[], field: string, options: StateOptions): KeyList {
+  if (!(keys instanceof KeyList)) {
+    checkKeys(keys, field, options);
+    return keyListOf(keys);
+  }
+  if (keys.length > options.maxKeysPerCall) {
+    throw limitExceeded(field, `${field} has ${keys.length} entries, more than the limit of ${options.maxKeysPerCall} per call`);
+  }
+  const maxBytes = options.maxKeyBytes;
+  for (let i = 0; i < keys.length; i++) {
+    const bytes = keys.byteLength(i);
+    if (bytes === 0) throw invalidArgument(field, `${field}[${i}] must be a non-empty string`);
+    if (bytes > maxBytes) throw limitExceeded(field, `${field}[${i}] is ${bytes} bytes, more than the limit of ${maxBytes}`, { key: keys.key(i).slice(0, 64) });
+  }
+  return keys;
+}
+
 /** checkCount checks that a batch field has at most maxKeysPerCall entries. */
 export function checkCount(values: readonly unknown[], field: string, options: StateOptions): void {
   if (values.length > options.maxKeysPerCall) {
@@ -44,7 +67,7 @@ export function checkCount(values: readonly unknown[], field: string, options: S
 }
 
 /** checkSameLength checks that two parallel arrays have the same length. */
-export function checkSameLength(a: readonly unknown[], aField: string, b: readonly unknown[], bField: string): void {
+export function checkSameLength(a: { length: number }, aField: string, b: { length: number }, bField: string): void {
   if (a.length !== b.length) {
     throw invalidArgument(bField, `${bField} has ${b.length} entries but ${aField} has ${a.length}; they must be parallel`);
   }

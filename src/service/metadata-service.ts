@@ -3,6 +3,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import type { MetadataService, NamespaceStatsSchema } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { NAMESPACE_COUNTERS } from "../core/namespace-counters.js";
 import type { MetadataState, NamespaceStatsView } from "../core/state.js";
+import { keysOf } from "./key-bytes.js";
 
 /**
  * metadataService implements MetadataService on the state. Each handler
@@ -16,16 +17,16 @@ export function metadataService(state: MetadataState, serverId: string): Service
       return { ...state.initializeRank(req.namespace, req.rank, req.numPages, req.worldSize, req.role), serverId };
     },
     async batchAllocate(req) {
-      return state.batchAllocate(req.namespace, req.rank, req.keys, req.prefixKeys);
+      return state.batchAllocate(req.namespace, req.rank, keysOf(req, "keys"), keysOf(req, "prefixKeys"));
     },
     async confirmWrite(req) {
-      return state.confirmWrite(req.namespace, req.rank, req.keys, req.pages, req.pagesToRelease);
+      return state.confirmWrite(req.namespace, req.rank, keysOf(req, "keys"), req.pages, req.pagesToRelease);
     },
     async batchExists(req) {
-      return { exists: state.batchExists(req.namespace, req.keys, req.rank) };
+      return { exists: state.batchExists(req.namespace, keysOf(req, "keys"), req.rank) };
     },
     async getLocations(req) {
-      return { pages: state.getLocations(req.namespace, req.rank, req.keys, req.includeIncomplete) };
+      return { pages: state.getLocations(req.namespace, req.rank, keysOf(req, "keys"), req.includeIncomplete) };
     },
     async deleteKeys(req) {
       return { deleted: state.deleteKeys(req.namespace, req.keys) };

@@ -48,7 +48,7 @@ describe("the core under random operations", () => {
             const rank = state.namespaceViews.get("kv")!.ranks.get(lease.rank)!;
             const owner = rank.pool.ownerOf(lease.page)?.key;
             if (owner !== lease.key) throw new Error(`leased page ${lease.page} of ${lease.key} now held by ${owner}`);
-            if (!lease.deleted && confirmedPage(state.namespaceViews.get("kv")!.keys.get(lease.key), rank.slot) !== lease.page)
+            if (!lease.deleted && confirmedPage(state.namespaceViews.get("kv")!.lookup(lease.key), rank.slot) !== lease.page)
               throw new Error(`leased key ${lease.key} lost its page ${lease.page}`);
           }
         }

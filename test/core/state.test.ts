@@ -303,7 +303,7 @@ describe("a key in a namespace of many ranks", () => {
       const { pages } = state.batchAllocate("", rank, ["k"]);
       state.confirmWrite("", rank, ["k"], pages);
     }
-    const record = state.namespaceViews.get("kv")!.keys.get("k")!;
+    const record = state.namespaceViews.get("kv")!.lookup("k")!;
     expect(record.pages).toEqual([4_999, 0, 0, 0]);
     expect(state.getLocations("", 4_999, ["k"], true)).toEqual([0]);
     assertInvariants(state);

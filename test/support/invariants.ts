@@ -30,14 +30,15 @@ export function assertInvariants(state: MetadataState): void {
       for (const reservation of rank.reservations) {
         const key = reservation.record.key;
         if (reservation.slot !== rank.slot) throw new Error(`${where}: reservation of ${key} for slot ${reservation.slot} on slot ${rank.slot}`);
-        if (ns.keys.get(key) !== reservation.record) throw new Error(`${where}: reservation of ${key}, whose record is not registered`);
+        if (ns.lookup(key) !== reservation.record) throw new Error(`${where}: reservation of ${key}, whose record is not registered`);
         if (!chain(reservation.record).includes(reservation)) throw new Error(`${where}: reservation of ${key} missing from its record`);
         if (rank.pool.ownerOf(reservation.page) !== reservation.record) throw new Error(`${where}: reserved page ${reservation.page} not owned by ${key}`);
         if (reservation.expiresAtMs < lastExpiry) throw new Error(`${where}: reservations out of expiry order`);
         lastExpiry = reservation.expiresAtMs;
         pagesSeen.add(reservation.page);
       }
-      for (const [key, record] of ns.keys) {
+      for (const record of ns.keys.values()) {
+        const key = record.key;
         const atSlot = chain(record).filter((r) => r.slot === rank.slot);
         if (atSlot.length > 1) throw new Error(`${where}: ${key} has ${atSlot.length} reservations`);
         if (atSlot.length === 1 && !rank.reservations.has(atSlot[0]!)) throw new Error(`${where}: reservation of ${key} not in the rank's order`);
@@ -62,7 +63,11 @@ export function assertInvariants(state: MetadataState): void {
     }
     if (confirmations.size !== ns.confirmedKeys)
       throw new Error(`namespace ${ns.name}: ${ns.confirmedKeys} confirmed records for ${confirmations.size} confirmed keys`);
-    for (const [key, record] of ns.keys) {
+    let registered = 0;
+    for (const record of ns.keys.values()) {
+      const key = record.key;
+      registered++;
+      if (ns.lookup(key) !== record) throw new Error(`namespace ${ns.name}: ${key} is not found under its key`);
       if (record.pages.length === 0 && record.firstReservation === undefined) throw new Error(`namespace ${ns.name}: ${key} holds nothing but is registered`);
       if (record.pages.length === 0) {
         if (record.complete || record.list !== undefined) throw new Error(`namespace ${ns.name}: ${key} has no page but is complete or listed`);
@@ -73,8 +78,8 @@ export function assertInvariants(state: MetadataState): void {
       if (record.complete !== ns.lru.has(record)) throw new Error(`namespace ${ns.name}: ${key} complete=${record.complete} but lru disagrees`);
       if (record.complete === ns.incomplete.has(record))
         throw new Error(`namespace ${ns.name}: ${key} complete=${record.complete} but the incomplete list disagrees`);
-      if (ns.keys.get(key)!.key !== key) throw new Error(`namespace ${ns.name}: record filed under another key`);
     }
+    if (registered !== ns.keys.size) throw new Error(`namespace ${ns.name}: the registry counts ${ns.keys.size} keys, holds ${registered}`);
     if (ns.lru.size !== [...ns.keys.values()].filter((r) => r.complete).length) throw new Error(`namespace ${ns.name}: lru holds unknown records`);
   }
 }

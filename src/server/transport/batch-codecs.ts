@@ -1,4 +1,5 @@
 import { create, type DescMessage, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { isAscii } from "node:buffer";
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import type {
   BatchAllocateRequest,
@@ -10,6 +11,7 @@ import type {
   GetLocationsRequest,
   GetLocationsResponse,
 } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { attachKeyList } from "../../service/key-bytes.js";
 import { checkMessageEntries, tooManyEntries } from "../../service/message-entries.js";
 import { varintLength } from "./varint.js";
 
@@ -52,50 +54,64 @@ export const BATCH_CODECS: Readonly<Record<string, MessageCodec>> = {
 
 function decodeBatchAllocate(bytes: Buffer, maxEntries: number): BatchAllocateRequest {
   const message: BatchAllocateRequest = { $typeName: "hf3fs.metadata.v1.BatchAllocateRequest", namespace: "", rank: 0, keys: [], prefixKeys: [] };
-  return readFields(bytes, maxEntries, message, (field, reader) => {
+  const keys = new KeyRanges();
+  const prefixKeys = new KeyRanges();
+  readFields(bytes, maxEntries, message, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) message.rank = reader.uint32Field();
-    else if (field === 3) message.keys.push(reader.stringField());
-    else if (field === 4) message.prefixKeys.push(reader.stringField());
+    else if (field === 3) reader.keyField(keys);
+    else if (field === 4) reader.keyField(prefixKeys);
     else return false;
     return true;
   });
+  attachKeyList(message, "keys", keys.starts, keys.ends, bytes);
+  attachKeyList(message, "prefixKeys", prefixKeys.starts, prefixKeys.ends, bytes);
+  return message;
 }
 
 function decodeConfirmWrite(bytes: Buffer, maxEntries: number): ConfirmWriteRequest {
   const message: ConfirmWriteRequest = { $typeName: "hf3fs.metadata.v1.ConfirmWriteRequest", namespace: "", rank: 0, keys: [], pages: [], pagesToRelease: [] };
-  return readFields(bytes, maxEntries, message, (field, reader) => {
+  const keys = new KeyRanges();
+  readFields(bytes, maxEntries, message, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) message.rank = reader.uint32Field();
-    else if (field === 3) message.keys.push(reader.stringField());
+    else if (field === 3) reader.keyField(keys);
     else if (field === 4) reader.int32Fields(message.pages);
     else if (field === 5) reader.int32Fields(message.pagesToRelease);
     else return false;
     return true;
   });
+  attachKeyList(message, "keys", keys.starts, keys.ends, bytes);
+  return message;
 }
 
 function decodeBatchExists(bytes: Buffer, maxEntries: number): BatchExistsRequest {
   const message: BatchExistsRequest = { $typeName: "hf3fs.metadata.v1.BatchExistsRequest", namespace: "", keys: [] };
-  return readFields(bytes, maxEntries, message, (field, reader) => {
+  const keys = new KeyRanges();
+  readFields(bytes, maxEntries, message, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
-    else if (field === 2) message.keys.push(reader.stringField());
+    else if (field === 2) reader.keyField(keys);
     else if (field === 3) message.rank = reader.uint32Field();
     else return false;
     return true;
   });
+  attachKeyList(message, "keys", keys.starts, keys.ends, bytes);
+  return message;
 }
 
 function decodeGetLocations(bytes: Buffer, maxEntries: number): GetLocationsRequest {
   const message: GetLocationsRequest = { $typeName: "hf3fs.metadata.v1.GetLocationsRequest", namespace: "", rank: 0, keys: [], includeIncomplete: false };
-  return readFields(bytes, maxEntries, message, (field, reader) => {
+  const keys = new KeyRanges();
+  readFields(bytes, maxEntries, message, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) message.rank = reader.uint32Field();
-    else if (field === 3) message.keys.push(reader.stringField());
+    else if (field === 3) reader.keyField(keys);
     else if (field === 4) message.includeIncomplete = reader.boolField();
     else return false;
     return true;
   });
+  attachKeyList(message, "keys", keys.starts, keys.ends, bytes);
+  return message;
 }
 
 function encodeBatchAllocate(message: Partial<BatchAllocateResponse>): Uint8Array {
@@ -162,10 +178,28 @@ function readFields<M>(bytes: Buffer, maxEntries: number, message: M, readField:
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 
+/** checkUtf8 throws unless bytes[start .. end) is UTF-8; a run of ASCII is checked in JavaScript, without a view. */
+function checkUtf8(bytes: Buffer, start: number, end: number): void {
+  for (let i = start; i < end; i++) {
+    if (bytes[i]! >= 0x80) {
+      strictUtf8.decode(bytes.subarray(start, end));
+      return;
+    }
+  }
+}
+
+/** KeyRanges collects where the values of a repeated string field lie in the request. */
+class KeyRanges {
+  readonly starts: number[] = [];
+  readonly ends: number[] = [];
+}
+
 /** FieldReader is protobuf-es's BinaryReader over a request Buffer, with a reader per field type that checks the field's wire type. */
 class FieldReader extends BinaryReader {
   /** wireType is the wire type of the field about to be read. */
   wireType = WireType.Varint;
+  /** ascii tells whether the whole request is ASCII; undefined until a key asks. */
+  private ascii: boolean | undefined;
 
   constructor(
     private readonly buffer: Buffer,
@@ -197,6 +231,21 @@ class FieldReader extends BinaryReader {
     const text = this.buffer.toString("utf8", start, end);
     if (text.includes("\uFFFD")) strictUtf8.decode(this.buffer.subarray(start, end));
     return text;
+  }
+
+  /** keyField reads a repeated string's value as a byte range of the request, checked to be UTF-8 as protobuf-es checks it. */
+  keyField(into: KeyRanges): void {
+    this.expect(WireType.LengthDelimited);
+    const length = this.uint32();
+    const start = this.pos;
+    const end = start + length;
+    if (end > this.len) throw new RangeError("premature EOF");
+    this.pos = end;
+    // One native check of the whole request spares a check per key when nothing in it is past ASCII (BatchExists and GetLocations of ASCII keys).
+    this.ascii ??= isAscii(this.buffer);
+    if (!this.ascii) checkUtf8(this.buffer, start, end);
+    into.starts.push(start);
+    into.ends.push(end);
   }
 
   uint32Field(): number {

@@ -1,0 +1,203 @@
+import type { KeyRecord } from "./key-record.js";
+
+/**
+ * hashKey is MurmurHash3 (x86, 32 bits, seed 0) of bytes[start .. end),
+ * four bytes per step. Written here because the libraries take a whole
+ * array or a string, so a key would need a view or a string per lookup,
+ * which is what this table avoids; test/core/key-table.test.ts pins it to
+ * the `murmurhash` package.
+ */
+export function hashKey(bytes: Uint8Array, start: number, end: number): number {
+  let h = 0;
+  let i = start;
+  for (; i + 4 <= end; i += 4) {
+    let k = bytes[i]! | (bytes[i + 1]! << 8) | (bytes[i + 2]! << 16) | (bytes[i + 3]! << 24);
+    k = Math.imul(k, 0xcc9e2d51);
+    k = Math.imul((k << 15) | (k >>> 17), 0x1b873593);
+    h ^= k;
+    h = (h << 13) | (h >>> 19);
+    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
+  }
+  const rest = end - i;
+  if (rest > 0) {
+    let k = bytes[i]!;
+    if (rest > 1) k |= bytes[i + 1]! << 8;
+    if (rest > 2) k |= bytes[i + 2]! << 16;
+    k = Math.imul(k, 0xcc9e2d51);
+    h ^= Math.imul((k << 15) | (k >>> 17), 0x1b873593);
+  }
+  h ^= end - start;
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  return h ^ (h >>> 16);
+}
+
+const MIN_BUCKETS = 64;
+const MIN_ARENA = 4_096;
+
+/**
+ * KeyTable is a namespace's key registry: key bytes → record, without a
+ * JavaScript string per lookup. A `Map<string, …>` needs a string made from
+ * the request's bytes for every key of every call, and its lookup follows
+ * three pointers; here a lookup hashes the bytes where they lie, reads one
+ * bucket (fingerprint and entry side by side) and compares bytes in an arena.
+ *
+ * Layout: `buckets` is an open-addressing table with linear probing, two
+ * int32 per bucket: the key's hash and entry + 1 (0 for an empty bucket).
+ * An entry e holds its key's bytes at arena[offsets[e] .. + lengths[e]]
+ * and its record at records[e]; freed entries are reused. Deleting shifts
+ * the run after the bucket back, so there are no tombstones. The arena only
+ * appends; it is compacted when more than half of it is dead.
+ *
+ * Invariants: every live entry is in exactly one bucket, reachable from its
+ * home bucket (hash & mask) without crossing an empty one; buckets are at
+ * most half full.
+ */
+export class KeyTable {
+  private buckets = new Int32Array(MIN_BUCKETS * 2);
+  private mask = MIN_BUCKETS - 1;
+  private offsets = new Int32Array(MIN_BUCKETS / 2);
+  private lengths = new Int32Array(MIN_BUCKETS / 2);
+  private records: (KeyRecord | undefined)[] = [];
+  private readonly freeEntries: number[] = [];
+  private arena = new Uint8Array(MIN_ARENA);
+  private arenaUsed = 0;
+  private arenaLive = 0;
+  private count = 0;
+
+  get size(): number {
+    return this.count;
+  }
+
+  /** find returns the record of the key at bytes[start .. end), whose hashKey is hash. */
+  find(bytes: Uint8Array, start: number, end: number, hash: number): KeyRecord | undefined {
+    const bucket = this.bucketOf(bytes, start, end, hash);
+    return bucket < 0 ? undefined : this.records[this.buckets[bucket + 1]! - 1];
+  }
+
+  /** insert files a record under the key at bytes[start .. end), which is not in the table; returns the record's entry. */
+  insert(record: KeyRecord, bytes: Uint8Array, start: number, end: number, hash: number): number {
+    if ((this.count + 1) * 2 > this.buckets.length / 2) this.resize(this.buckets.length);
+    const length = end - start;
+    if (this.arenaUsed + length > this.arena.length) this.makeRoom(length);
+    const entry = this.freeEntries.length > 0 ? this.freeEntries.pop()! : this.records.length;
+    if (entry >= this.offsets.length) this.growEntries();
+    this.arena.set(bytes.subarray(start, end), this.arenaUsed);
+    this.offsets[entry] = this.arenaUsed;
+    this.lengths[entry] = length;
+    this.arenaUsed += length;
+    this.arenaLive += length;
+    this.records[entry] = record;
+    let bucket = (hash & this.mask) * 2;
+    while (this.buckets[bucket + 1] !== 0) bucket = (bucket + 2) & (this.mask * 2 + 1);
+    this.buckets[bucket] = hash;
+    this.buckets[bucket + 1] = entry + 1;
+    this.count++;
+    return entry;
+  }
+
+  /** delete removes the entry `entry`, whose key hashes to hash. */
+  delete(entry: number, hash: number): void {
+    let bucket = (hash & this.mask) * 2;
+    while (this.buckets[bucket + 1] !== entry + 1) bucket = (bucket + 2) & (this.mask * 2 + 1);
+    this.removeBucket(bucket);
+    this.arenaLive -= this.lengths[entry]!;
+    this.records[entry] = undefined;
+    this.freeEntries.push(entry);
+    this.count--;
+  }
+
+  /** values lists the records, in no particular order; the loop may delete the record it is at. */
+  *values(): IterableIterator<KeyRecord> {
+    for (let entry = 0; entry < this.records.length; entry++) {
+      const record = this.records[entry];
+      if (record !== undefined) yield record;
+    }
+  }
+
+  /** bucketOf is the bucket (index of its hash) of the key at bytes[start .. end), -1 when absent. */
+  private bucketOf(bytes: Uint8Array, start: number, end: number, hash: number): number {
+    const buckets = this.buckets;
+    const wrap = this.mask * 2 + 1;
+    const length = end - start;
+    for (let bucket = (hash & this.mask) * 2; ; bucket = (bucket + 2) & wrap) {
+      const entry = buckets[bucket + 1]! - 1;
+      if (entry < 0) return -1;
+      if (buckets[bucket] !== hash || this.lengths[entry] !== length) continue;
+      if (this.sameBytes(this.offsets[entry]!, bytes, start, length)) return bucket;
+    }
+  }
+
+  private sameBytes(offset: number, bytes: Uint8Array, start: number, length: number): boolean {
+    const arena = this.arena;
+    for (let i = 0; i < length; i++) if (arena[offset + i] !== bytes[start + i]) return false;
+    return true;
+  }
+
+  /** removeBucket empties a bucket and shifts back the entries after it that would no longer be reachable. */
+  private removeBucket(hole: number): void {
+    const buckets = this.buckets;
+    const wrap = this.mask * 2 + 1;
+    for (let bucket = (hole + 2) & wrap; buckets[bucket + 1] !== 0; bucket = (bucket + 2) & wrap) {
+      const home = (buckets[bucket]! & this.mask) * 2;
+      // The entry at bucket may move to the hole unless its home lies after the hole, cyclically, up to bucket.
+      if (((bucket - home) & wrap) >= ((bucket - hole) & wrap)) {
+        buckets[hole] = buckets[bucket]!;
+        buckets[hole + 1] = buckets[bucket + 1]!;
+        hole = bucket;
+      }
+    }
+    buckets[hole] = 0;
+    buckets[hole + 1] = 0;
+  }
+
+  /** resize rebuilds the buckets at twice `size` int32s, from the stored hashes (no key is hashed again). */
+  private resize(size: number): void {
+    const old = this.buckets;
+    this.buckets = new Int32Array(size * 2);
+    this.mask = size - 1;
+    const wrap = this.mask * 2 + 1;
+    for (let i = 0; i < old.length; i += 2) {
+      if (old[i + 1] === 0) continue;
+      let bucket = (old[i]! & this.mask) * 2;
+      while (this.buckets[bucket + 1] !== 0) bucket = (bucket + 2) & wrap;
+      this.buckets[bucket] = old[i]!;
+      this.buckets[bucket + 1] = old[i + 1]!;
+    }
+  }
+
+  private growEntries(): void {
+    const offsets = new Int32Array(this.offsets.length * 2);
+    offsets.set(this.offsets);
+    this.offsets = offsets;
+    const lengths = new Int32Array(this.lengths.length * 2);
+    lengths.set(this.lengths);
+    this.lengths = lengths;
+  }
+
+  /** makeRoom compacts the arena when at least half of it is dead, else doubles it (one copy, offsets unchanged). */
+  private makeRoom(length: number): void {
+    if (this.arenaLive * 2 > this.arena.length || this.arenaLive + length > this.arena.length / 2) {
+      let size = this.arena.length * 2;
+      while (size < this.arenaUsed + length) size *= 2;
+      const arena = new Uint8Array(size);
+      arena.set(this.arena.subarray(0, this.arenaUsed));
+      this.arena = arena;
+      return;
+    }
+    const arena = new Uint8Array(this.arena.length);
+    let used = 0;
+    for (let entry = 0; entry < this.records.length; entry++) {
+      if (this.records[entry] === undefined) continue;
+      const offset = this.offsets[entry]!;
+      const entryLength = this.lengths[entry]!;
+      for (let i = 0; i < entryLength; i++) arena[used + i] = this.arena[offset + i]!;
+      this.offsets[entry] = used;
+      used += entryLength;
+    }
+    this.arena = arena;
+    this.arenaUsed = used;
+  }
+}
