@@ -18,7 +18,8 @@ export interface Reservation extends Linked {
 /**
  * KeyRecord is all a namespace knows of a key: its confirmed pages and its
  * reservations in flight, in one record, so that a call finds everything
- * about a key with one registry lookup.
+ * about a key with one registry lookup. The key itself is kept as bytes by
+ * the registry (Namespace.keyOf names it), not as a string per record.
  *
  * Example, ranks 0 and 1 in slots 0 and 1, world_size 2: BatchAllocate of
  * "k" on rank 1 gives it a reservation of page 7 at slot 1; ConfirmWrite of
@@ -29,7 +30,6 @@ export interface Reservation extends Linked {
  * `lru` (complete) or `incomplete` list.
  */
 export interface KeyRecord extends Linked {
-  readonly key: string;
   /** entry is the record's entry in its namespace's KeyTable, -1 while it is in none. */
   entry: number;
   /** hash is hashKey of the key's UTF-8 bytes. */
@@ -54,10 +54,9 @@ export interface KeyRecord extends Linked {
   reclaimAtMs: number;
 }
 
-/** newKeyRecord makes the record of a key that holds nothing yet; the registry files it. */
-export function newKeyRecord(key: string, hash = 0): KeyRecord {
+/** newKeyRecord makes the record of a key that holds nothing yet; the registry files it (and keeps its name). */
+export function newKeyRecord(hash = 0): KeyRecord {
   return {
-    key,
     entry: -1,
     hash,
     pages: [],

@@ -35,6 +35,7 @@ export function hashKey(bytes: Uint8Array, start: number, end: number): number {
 }
 
 const MIN_BUCKETS = 64;
+const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
 const MIN_ARENA = 4_096;
 
 /**
@@ -107,6 +108,12 @@ export class KeyTable {
     this.records[entry] = undefined;
     this.freeEntries.push(entry);
     this.count--;
+  }
+
+  /** keyOf is the key of entry `entry` as a string. */
+  keyOf(entry: number): string {
+    const offset = this.offsets[entry]!;
+    return decoder.decode(this.arena.subarray(offset, offset + this.lengths[entry]!));
   }
 
   /** values lists the records, in no particular order; the loop may delete the record it is at. */

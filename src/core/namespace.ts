@@ -24,6 +24,8 @@ export class Namespace {
   readonly slots: Rank[] = [];
   /** keys is the key registry: one record per key, whatever it holds on whichever ranks. */
   readonly keys = new KeyTable();
+  /** drainingKeys names the records that hold draining pages after their key left the registry. */
+  private readonly drainingKeys = new WeakMap<KeyRecord, string>();
   /** confirmedKeys counts the records of `keys` with a confirmed page. */
   confirmedKeys = 0;
   /** lru orders the complete keys, least recently used first. */
@@ -66,7 +68,7 @@ export class Namespace {
   recordAt(keys: KeyList, i: number, hash: number): KeyRecord {
     const record = this.find(keys, i, hash);
     if (record !== undefined) return record;
-    const created = newKeyRecord(keys.key(i), hash);
+    const created = newKeyRecord(hash);
     created.entry = this.keys.insert(created, keys.bytes, keys.starts[i]!, keys.ends[i]!, hash);
     return created;
   }
@@ -81,6 +83,16 @@ export class Namespace {
   lookup(key: string): KeyRecord | undefined {
     const keys = keyListOf([key]);
     return this.find(keys, 0, keys.hash(0));
+  }
+
+  /** keyOf names a record's key: from the registry, or for a deleted key whose pages still drain, from drainingKeys. */
+  keyOf(record: KeyRecord): string {
+    return record.entry >= 0 ? this.keys.keyOf(record.entry) : this.drainingKeys.get(record)!;
+  }
+
+  /** nameDraining keeps the name of a key whose pages drain after it was dropped, for as long as they hold the record. */
+  nameDraining(record: KeyRecord, key: string): void {
+    this.drainingKeys.set(record, key);
   }
 
   /** forgetIfEmpty drops a record that holds nothing from the registry. */

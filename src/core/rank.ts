@@ -84,12 +84,12 @@ export class Rank {
     this.reservations.moveToBack(reservation);
   }
 
-  /** expireReservations frees, and remembers as lapsed, every reservation expired by nowMs; returns them. */
+  /** expireReservations frees every reservation expired by nowMs and returns them; the caller marks them lapsed (lapse). */
   expireReservations(nowMs: number): Reservation[] | undefined {
     let expired: Reservation[] | undefined;
     for (const reservation of this.reservations) {
       if (reservation.expiresAtMs > nowMs) break;
-      this.releaseReservation(reservation, true);
+      this.releaseReservation(reservation);
       expired ??= [];
       expired.push(reservation);
     }
@@ -151,11 +151,15 @@ export class Rank {
     this.draining.set(page, untilMs);
   }
 
-  /** releaseReservation makes a RESERVED page FREE; `lapse` remembers it for a late confirmation. */
-  releaseReservation(reservation: Reservation, lapse: boolean): void {
+  /** releaseReservation makes a RESERVED page FREE. */
+  releaseReservation(reservation: Reservation): void {
     this.endReservation(reservation);
     this.pool.release(reservation.page);
-    if (lapse) this.lapsed.set(reservation.page, reservation.record.key);
+  }
+
+  /** lapse remembers that key's reservation of the FREE page `page` expired, for a late confirmation. */
+  lapse(page: number, key: string): void {
+    this.lapsed.set(page, key);
   }
 
   /** endReservation takes a reservation off the rank and its record; its page stays held. */

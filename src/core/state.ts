@@ -181,7 +181,7 @@ export class MetadataState {
     const statuses = new Array<AllocationStatus>(keys.length);
     // The keys of this batch, built on the first eviction: none of them may be evicted for another.
     // (A key repeated in the batch finds the reservation its first position made: same page, RESERVED.)
-    let batch: Set<string> | undefined;
+    let batch: Set<KeyRecord> | undefined;
     for (let i = 0; i < keys.length; i++) {
       const record = ns.recordAt(keys, i, keys.hash(i));
       const usedPage = confirmedPage(record, rank.slot);
@@ -195,7 +195,7 @@ export class MetadataState {
       if (reservation !== undefined) {
         if (reservation.expiresAtMs !== expiresAtMs) {
           rank.renew(reservation, expiresAtMs);
-          this.recordReserve(name, rank, reservation);
+          this.recordReserve(ns, rank, reservation);
         }
         pages[i] = reservation.page;
         statuses[i] = AllocationStatus.RESERVED;
@@ -203,7 +203,7 @@ export class MetadataState {
       }
       reservation = rank.reserveFree(record, expiresAtMs);
       if (reservation === undefined) {
-        batch ??= new Set(keys.toStrings());
+        batch ??= recordsOf(ns, keys);
         if (this.evictFor(ns, rank, batch, now)) reservation = rank.reserveFree(record, expiresAtMs);
       }
       if (reservation === undefined) {
@@ -212,7 +212,7 @@ export class MetadataState {
         statuses[i] = AllocationStatus.NO_SPACE;
         continue;
       }
-      this.recordReserve(name, rank, reservation);
+      this.recordReserve(ns, rank, reservation);
       pages[i] = reservation.page;
       statuses[i] = AllocationStatus.NEW;
     }
@@ -265,7 +265,7 @@ export class MetadataState {
     for (const page of pagesToRelease) {
       const reservation = rank.reservationOf(page);
       if (reservation === undefined) continue;
-      rank.releaseReservation(reservation, false);
+      rank.releaseReservation(reservation);
       ns.forgetIfEmpty(reservation.record);
       this.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
       result.released++;
@@ -320,7 +320,7 @@ export class MetadataState {
         throw new MetadataError(Reason.PAGE_IN_USE, `page ${page} of rank ${subject.rank} holds a confirmed key and cannot be released`, {
           ...subject,
           page,
-          key: rank.pool.ownerOf(page)?.key,
+          key: ownerKey(ns, rank, page),
           field: "pages_to_release",
         });
       }
@@ -406,7 +406,7 @@ export class MetadataState {
       if (name !== undefined && ns.name !== name) continue;
       for (const rank of ns.ranks.values()) {
         for (const reservation of rank.reservations) {
-          rank.releaseReservation(reservation, false);
+          rank.releaseReservation(reservation);
           this.record({ kind: "unreserve", namespace: ns.name, rank: rank.rank, page: reservation.page });
         }
         rank.lapsed.clear();
@@ -455,6 +455,7 @@ export class MetadataState {
         if (expired !== undefined) {
           ns.events.expiredReservations += expired.length;
           for (const { page, record } of expired) {
+            due.rank.lapse(page, ns.keyOf(record));
             ns.forgetIfEmpty(record);
             this.record({ kind: "unreserve", namespace: ns.name, rank: due.rank.rank, page });
           }
@@ -492,9 +493,9 @@ export class MetadataState {
    * `rank`, have no read lease and are not in the current batch, until `rank` has a free page. False when
    * nothing evictable is left.
    */
-  private evictFor(ns: Namespace, rank: Rank, batch: Set<string>, now: number): boolean {
+  private evictFor(ns: Namespace, rank: Rank, batch: Set<KeyRecord>, now: number): boolean {
     for (const record of ns.lru) {
-      if (record.leaseUntilMs > now || batch.has(record.key) || confirmedPage(record, rank.slot) < 0) continue;
+      if (record.leaseUntilMs > now || batch.has(record) || confirmedPage(record, rank.slot) < 0) continue;
       this.dropKey(ns, record, now);
       ns.events.evictions++;
       if (rank.pool.freePages > 0) return true;
@@ -509,17 +510,19 @@ export class MetadataState {
    */
   private dropKey(ns: Namespace, record: KeyRecord, now = this.clock()): void {
     const untilMs = record.leaseUntilMs;
+    const key = ns.keyOf(record);
     ns.lru.delete(record);
     ns.incomplete.delete(record);
-    this.record({ kind: "forget", namespace: ns.name, key: record.key });
+    this.record({ kind: "forget", namespace: ns.name, key });
     const pages = record.pages;
+    if (untilMs > now && pages.length > 0) ns.nameDraining(record, key);
     for (let i = 0; i < pages.length; i += 2) {
       const rank = ns.slots[pages[i]!]!;
       const page = pages[i + 1]!;
       rank.dropConfirmed(page, untilMs, now);
       if (untilMs <= now) continue;
       this.deadlines.drain(ns, rank, page, untilMs);
-      this.record({ kind: "drain", namespace: ns.name, rank: rank.rank, page, key: record.key, untilMs });
+      this.record({ kind: "drain", namespace: ns.name, rank: rank.rank, page, key, untilMs });
     }
     if (pages.length > 0) ns.confirmedKeys--;
     record.pages = [];
@@ -533,7 +536,7 @@ export class MetadataState {
     if (!this.journal) return;
     const pages = record.pages.slice();
     for (let i = 0; i < pages.length; i += 2) pages[i] = ns.slots[pages[i]!]!.rank;
-    this.changes.push({ kind: "key", namespace: ns.name, key: record.key, complete: record.complete, pages });
+    this.changes.push({ kind: "key", namespace: ns.name, key: ns.keyOf(record), complete: record.complete, pages });
   }
 
   /**
@@ -583,7 +586,9 @@ export class MetadataState {
           const { ns, rank } = this.rankOf(change.namespace, change.rank);
           const untilMs = Math.max(change.untilMs, leaseUntilMs);
           // The page's holder is the deleted key, not whatever record has its name now.
-          rank.restoreDraining(newKeyRecord(change.key), change.page, untilMs);
+          const holder = newKeyRecord();
+          ns.nameDraining(holder, change.key);
+          rank.restoreDraining(holder, change.page, untilMs);
           this.deadlines.drain(ns, rank, change.page, untilMs);
           break;
         }
@@ -622,14 +627,14 @@ export class MetadataState {
     return { ns: ns!, rank };
   }
 
-  private recordReserve(namespace: string, rank: Rank, reservation: Reservation): void {
+  private recordReserve(ns: Namespace, rank: Rank, reservation: Reservation): void {
     if (!this.journal) return;
     this.record({
       kind: "reserve",
-      namespace,
+      namespace: ns.name,
       rank: rank.rank,
       page: reservation.page,
-      key: reservation.record.key,
+      key: ns.keyOf(reservation.record),
       expiresAtMs: reservation.expiresAtMs,
     });
   }
@@ -637,4 +642,20 @@ export class MetadataState {
   private record(change: Change): void {
     if (this.journal) this.changes.push(change);
   }
+}
+
+/** recordsOf is the records of the keys of a call that the namespace has. */
+function recordsOf(ns: Namespace, keys: KeyList): Set<KeyRecord> {
+  const records = new Set<KeyRecord>();
+  for (let i = 0; i < keys.length; i++) {
+    const record = ns.find(keys, i, keys.hash(i));
+    if (record !== undefined) records.add(record);
+  }
+  return records;
+}
+
+/** ownerKey names the key holding a page, undefined when it is free. */
+function ownerKey(ns: Namespace, rank: Rank, page: number): string | undefined {
+  const owner = rank.pool.ownerOf(page);
+  return owner === undefined ? undefined : ns.keyOf(owner);
 }

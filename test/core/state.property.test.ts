@@ -46,7 +46,8 @@ describe("the core under random operations", () => {
           for (const lease of leases) {
             if (lease.untilMs <= time.nowMs) continue;
             const rank = state.namespaceViews.get("kv")!.ranks.get(lease.rank)!;
-            const owner = rank.pool.ownerOf(lease.page)?.key;
+            const holder = rank.pool.ownerOf(lease.page);
+            const owner = holder && state.namespaceViews.get("kv")!.keyOf(holder);
             if (owner !== lease.key) throw new Error(`leased page ${lease.page} of ${lease.key} now held by ${owner}`);
             if (!lease.deleted && confirmedPage(state.namespaceViews.get("kv")!.lookup(lease.key), rank.slot) !== lease.page)
               throw new Error(`leased key ${lease.key} lost its page ${lease.page}`);
@@ -93,7 +94,7 @@ function apply(state: MetadataState, time: FakeClock, op: Operation, leases: Lea
       state.confirmWrite(
         "",
         op.rank,
-        reserved.map((r) => r.record.key),
+        reserved.map((r) => state.namespaceViews.get("kv")!.keyOf(r.record)),
         reserved.map((r) => r.page),
         op.release,
       );

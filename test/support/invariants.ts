@@ -28,7 +28,7 @@ export function assertInvariants(state: MetadataState): void {
       const pagesSeen = new Set<number>();
       let lastExpiry = -Infinity;
       for (const reservation of rank.reservations) {
-        const key = reservation.record.key;
+        const key = ns.keyOf(reservation.record);
         if (reservation.slot !== rank.slot) throw new Error(`${where}: reservation of ${key} for slot ${reservation.slot} on slot ${rank.slot}`);
         if (ns.lookup(key) !== reservation.record) throw new Error(`${where}: reservation of ${key}, whose record is not registered`);
         if (!chain(reservation.record).includes(reservation)) throw new Error(`${where}: reservation of ${key} missing from its record`);
@@ -38,7 +38,7 @@ export function assertInvariants(state: MetadataState): void {
         pagesSeen.add(reservation.page);
       }
       for (const record of ns.keys.values()) {
-        const key = record.key;
+        const key = ns.keyOf(record);
         const atSlot = chain(record).filter((r) => r.slot === rank.slot);
         if (atSlot.length > 1) throw new Error(`${where}: ${key} has ${atSlot.length} reservations`);
         if (atSlot.length === 1 && !rank.reservations.has(atSlot[0]!)) throw new Error(`${where}: reservation of ${key} not in the rank's order`);
@@ -65,7 +65,7 @@ export function assertInvariants(state: MetadataState): void {
       throw new Error(`namespace ${ns.name}: ${ns.confirmedKeys} confirmed records for ${confirmations.size} confirmed keys`);
     let registered = 0;
     for (const record of ns.keys.values()) {
-      const key = record.key;
+      const key = ns.keyOf(record);
       registered++;
       if (ns.lookup(key) !== record) throw new Error(`namespace ${ns.name}: ${key} is not found under its key`);
       if (record.pages.length === 0 && record.firstReservation === undefined) throw new Error(`namespace ${ns.name}: ${key} holds nothing but is registered`);

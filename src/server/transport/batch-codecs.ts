@@ -1,5 +1,5 @@
-import { create, type DescMessage, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { isAscii } from "node:buffer";
+import { create, type DescMessage, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import type {
   BatchAllocateRequest,
