@@ -1,6 +1,6 @@
 import { isAscii } from "node:buffer";
 import { create, type DescMessage, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 import type {
   BatchAllocateRequest,
   BatchAllocateResponse,
@@ -21,6 +21,8 @@ export interface MessageCodec {
   decode(bytes: Buffer, maxEntries: number): unknown;
   /** encode takes a message or an init object of the output type (what a handler returns). */
   encode(message: unknown): Uint8Array;
+  /** frame is encode inside its gRPC frame (uncompressed), for the response body. */
+  frame(message: unknown): Buffer;
 }
 
 /** reflectiveCodec is protobuf-es's generic codec for a pair of message types: right for any message; entries are counted before decoding. */
@@ -31,6 +33,7 @@ export function reflectiveCodec(input: DescMessage, output: DescMessage): Messag
       return fromBinary(input, bytes);
     },
     encode: (message) => toBinary(output, create(output, message as never)),
+    frame: (message) => envelope(toBinary(output, create(output, message as never))),
   };
 }
 
@@ -39,18 +42,33 @@ export function reflectiveCodec(input: DescMessage, output: DescMessage): Messag
  * generate them, for the four RPCs of the write-and-read cycle, by method
  * name: protobuf-es decodes through reflection, about twice as slow
  * (`bench/protobuf-probe.ts`). These read the same wire format with
- * protobuf-es's own BinaryReader and BinaryWriter, accept everything a
- * conforming encoder may send (fields in any order, repeated scalars packed
- * or not, unknown fields, a scalar's last value winning), reject malformed
- * input and invalid UTF-8, and give the same messages as the generic codec;
- * test/server/batch-codecs.test.ts checks that on random messages.
+ * protobuf-es's own BinaryReader, accept everything a conforming encoder
+ * may send (fields in any order, repeated scalars packed or not, unknown
+ * fields, a scalar's last value winning), reject malformed input and
+ * invalid UTF-8, and give the same messages as the generic codec, with
+ * their keys also as bytes (key-bytes.ts). They write answers straight into
+ * the response frame, byte for byte as protobuf-es would;
+ * test/server/batch-codecs.test.ts checks both on random messages.
  */
 export const BATCH_CODECS: Readonly<Record<string, MessageCodec>> = {
-  BatchAllocate: { decode: decodeBatchAllocate, encode: (m) => encodeBatchAllocate(m as BatchAllocateResponse) },
-  ConfirmWrite: { decode: decodeConfirmWrite, encode: (m) => encodeConfirmWrite(m as ConfirmWriteResponse) },
-  BatchExists: { decode: decodeBatchExists, encode: (m) => encodeBatchExists(m as BatchExistsResponse) },
-  GetLocations: { decode: decodeGetLocations, encode: (m) => encodeGetLocations(m as GetLocationsResponse) },
+  BatchAllocate: handCodec(decodeBatchAllocate, (m) => encodeBatchAllocate(m as BatchAllocateResponse)),
+  ConfirmWrite: handCodec(decodeConfirmWrite, (m) => encodeConfirmWrite(m as ConfirmWriteResponse)),
+  BatchExists: handCodec(decodeBatchExists, (m) => encodeBatchExists(m as BatchExistsResponse)),
+  GetLocations: handCodec(decodeGetLocations, (m) => encodeGetLocations(m as GetLocationsResponse)),
 };
+
+function handCodec(decode: MessageCodec["decode"], frame: MessageCodec["frame"]): MessageCodec {
+  return { decode, frame, encode: (message) => frame(message).subarray(5) };
+}
+
+/** envelope frames a message for a gRPC response body. */
+function envelope(message: Uint8Array): Buffer {
+  const frame = Buffer.allocUnsafe(5 + message.length);
+  frame[0] = 0;
+  frame.writeUInt32BE(message.length, 1);
+  frame.set(message, 5);
+  return frame;
+}
 
 function decodeBatchAllocate(bytes: Buffer, maxEntries: number): BatchAllocateRequest {
   const message: BatchAllocateRequest = { $typeName: "hf3fs.metadata.v1.BatchAllocateRequest", namespace: "", rank: 0, keys: [], prefixKeys: [] };
@@ -114,50 +132,115 @@ function decodeGetLocations(bytes: Buffer, maxEntries: number): GetLocationsRequ
   return message;
 }
 
-function encodeBatchAllocate(message: Partial<BatchAllocateResponse>): Uint8Array {
-  const writer = new BinaryWriter();
-  writePackedInt32s(writer, 1, message.pages);
-  writePackedInt32s(writer, 2, message.statuses);
-  return writer.finish();
+function encodeBatchAllocate(message: Partial<BatchAllocateResponse>): Buffer {
+  const pages = message.pages ?? [];
+  const statuses = message.statuses ?? [];
+  const pagesLength = int32sLength(pages);
+  const statusesLength = int32sLength(statuses);
+  const writer = new FrameWriter(packedLength(pagesLength) + packedLength(statusesLength));
+  writer.packedInt32s(1, pages, pagesLength);
+  writer.packedInt32s(2, statuses, statusesLength);
+  return writer.frame;
 }
 
-function encodeConfirmWrite(message: Partial<ConfirmWriteResponse>): Uint8Array {
-  const writer = new BinaryWriter();
-  if (message.confirmed) writer.tag(1, WireType.Varint).uint32(message.confirmed);
-  if (message.released) writer.tag(2, WireType.Varint).uint32(message.released);
-  const completed = message.completed;
-  if (completed !== undefined && completed.length > 0) {
-    let length = 0;
-    for (const position of completed) length += varintLength(position);
-    writer.tag(3, WireType.LengthDelimited).uint32(length);
-    for (const position of completed) writer.uint32(position);
+function encodeConfirmWrite(message: Partial<ConfirmWriteResponse>): Buffer {
+  const confirmed = message.confirmed ?? 0;
+  const released = message.released ?? 0;
+  const completed = message.completed ?? [];
+  const completedLength = int32sLength(completed);
+  const writer = new FrameWriter(
+    (confirmed > 0 ? 1 + varintLength(confirmed) : 0) + (released > 0 ? 1 + varintLength(released) : 0) + packedLength(completedLength),
+  );
+  if (confirmed > 0) writer.tag(1, WireType.Varint).varint(confirmed);
+  if (released > 0) writer.tag(2, WireType.Varint).varint(released);
+  writer.packedInt32s(3, completed, completedLength);
+  return writer.frame;
+}
+
+function encodeBatchExists(message: Partial<BatchExistsResponse>): Buffer {
+  const exists = message.exists ?? [];
+  const writer = new FrameWriter(packedLength(exists.length)); // a bool is one byte
+  if (exists.length > 0) {
+    writer.tag(1, WireType.LengthDelimited).varint(exists.length);
+    for (const value of exists) writer.byte(value ? 1 : 0);
   }
-  return writer.finish();
+  return writer.frame;
 }
 
-function encodeBatchExists(message: Partial<BatchExistsResponse>): Uint8Array {
-  const writer = new BinaryWriter();
-  const exists = message.exists;
-  if (exists !== undefined && exists.length > 0) {
-    writer.tag(1, WireType.LengthDelimited).uint32(exists.length); // a bool is one byte
-    for (const value of exists) writer.bool(value);
-  }
-  return writer.finish();
+function encodeGetLocations(message: Partial<GetLocationsResponse>): Buffer {
+  const pages = message.pages ?? [];
+  const pagesLength = int32sLength(pages);
+  const writer = new FrameWriter(packedLength(pagesLength));
+  writer.packedInt32s(1, pages, pagesLength);
+  return writer.frame;
 }
 
-function encodeGetLocations(message: Partial<GetLocationsResponse>): Uint8Array {
-  const writer = new BinaryWriter();
-  writePackedInt32s(writer, 1, message.pages);
-  return writer.finish();
-}
-
-/** writePackedInt32s writes a packed run, its length counted first (BinaryWriter's fork and join copy). */
-function writePackedInt32s(writer: BinaryWriter, field: number, values: readonly number[] | undefined): void {
-  if (values === undefined || values.length === 0) return;
+/** int32sLength is the size of int32 values as varints (a negative one is sign-extended to 64 bits: 10 bytes). */
+function int32sLength(values: readonly number[]): number {
   let length = 0;
   for (const value of values) length += value < 0 ? 10 : varintLength(value);
-  writer.tag(field, WireType.LengthDelimited).uint32(length);
-  for (const value of values) writer.int32(value);
+  return length;
+}
+
+/** packedLength is the size of a packed field (tag of one byte, length, values) whose values take `length` bytes; 0 when empty. */
+function packedLength(length: number): number {
+  return length === 0 ? 0 : 1 + varintLength(length) + length;
+}
+
+/**
+ * FrameWriter writes a response message straight into its gRPC frame,
+ * allocated once at its exact size (the 5-byte prefix, then the message),
+ * with no intermediate buffer to copy: the sizes are counted first.
+ */
+class FrameWriter {
+  readonly frame: Buffer;
+  private pos = 5;
+
+  constructor(length: number) {
+    this.frame = Buffer.allocUnsafe(5 + length);
+    this.frame[0] = 0;
+    this.frame.writeUInt32BE(length, 1);
+  }
+
+  byte(value: number): this {
+    this.frame[this.pos++] = value;
+    return this;
+  }
+
+  tag(field: number, wireType: WireType): this {
+    return this.varint((field << 3) | wireType);
+  }
+
+  /** varint writes a uint32. */
+  varint(value: number): this {
+    while (value > 0x7f) {
+      this.frame[this.pos++] = (value & 0x7f) | 0x80;
+      value >>>= 7;
+    }
+    this.frame[this.pos++] = value;
+    return this;
+  }
+
+  /** int32 writes an int32 as protobuf does: a negative one as its 64-bit two's complement, in 10 bytes. */
+  int32(value: number): this {
+    if (value >= 0) return this.varint(value);
+    let low = value >>> 0;
+    for (let i = 0; i < 4; i++) {
+      this.frame[this.pos++] = (low & 0x7f) | 0x80;
+      low >>>= 7;
+    }
+    this.frame[this.pos++] = low | 0x70 | 0x80; // bits 28-31, then the high word's first three bits (all ones)
+    for (let i = 0; i < 4; i++) this.frame[this.pos++] = 0xff;
+    this.frame[this.pos++] = 0x01;
+    return this;
+  }
+
+  /** packedInt32s writes a packed field whose values take `length` bytes; nothing when empty. */
+  packedInt32s(field: number, values: readonly number[], length: number): void {
+    if (length === 0) return;
+    this.tag(field, WireType.LengthDelimited).varint(length);
+    for (const value of values) this.int32(value);
+  }
 }
 
 /**

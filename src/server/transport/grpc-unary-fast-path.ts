@@ -57,7 +57,7 @@ export class GrpcUnaryFastPath {
     let trailers: http2.OutgoingHttpHeaders = OK_TRAILERS;
     try {
       const decode = (bytes: Buffer, maxEntries: number) => decodeMessage(route, unwrapEnvelope(bytes), maxEntries);
-      body = await this.edge.call(route.method.name, { body: req, decode }, async (message) => envelope(route.codec.encode(await route.handler(message))));
+      body = await this.edge.call(route.method.name, { body: req, decode }, async (message) => route.codec.frame(await route.handler(message)));
     } catch (error) {
       const connectError = error as ConnectError; // the edge throws nothing else
       const headers = setTrailerStatus(new Headers(), connectError);
@@ -83,12 +83,4 @@ function decodeMessage(route: Route, bytes: Buffer, maxEntries: number): unknown
     if (e instanceof MetadataError) throw e; // too many entries
     throw new ConnectError(`cannot decode ${route.method.input.typeName}: ${(e as Error).message}`, Code.InvalidArgument);
   }
-}
-/** envelope frames a message for the gRPC response body. */
-function envelope(message: Uint8Array): Buffer {
-  const frame = Buffer.allocUnsafe(5 + message.length);
-  frame[0] = 0;
-  frame.writeUInt32BE(message.length, 1);
-  frame.set(message, 5);
-  return frame;
 }
