@@ -54,12 +54,15 @@ export interface KeyRecord extends Linked {
   reclaimAtMs: number;
 }
 
+/** NO_PAGES is the pages of every record without any: shared, never written (addPage replaces it), so a reservation costs no array. */
+export const NO_PAGES: number[] = Object.freeze([]) as unknown as number[];
+
 /** newKeyRecord makes the record of a key that holds nothing yet; the registry files it (and keeps its name). */
 export function newKeyRecord(hash = 0): KeyRecord {
   return {
     entry: -1,
     hash,
-    pages: [],
+    pages: NO_PAGES,
     firstReservation: undefined,
     complete: false,
     leaseUntilMs: 0,

@@ -4,7 +4,7 @@ import type { Clock } from "./clock.js";
 import { Deadlines } from "./deadlines.js";
 import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
 import type { KeyList } from "./key-list.js";
-import { addPage, confirmedPage, confirmedRanks, type KeyRecord, newKeyRecord, type Reservation, reservationAt } from "./key-record.js";
+import { addPage, confirmedPage, confirmedRanks, type KeyRecord, NO_PAGES, newKeyRecord, type Reservation, reservationAt } from "./key-record.js";
 import { Namespace } from "./namespace.js";
 import type { NamespaceCounts } from "./namespace-counters.js";
 import { defaultStateOptions, MAX_NUM_PAGES, type StateOptions } from "./options.js";
@@ -525,7 +525,7 @@ export class MetadataState {
       this.record({ kind: "drain", namespace: ns.name, rank: rank.rank, page, key, untilMs });
     }
     if (pages.length > 0) ns.confirmedKeys--;
-    record.pages = [];
+    record.pages = NO_PAGES;
     record.complete = false;
     record.leaseUntilMs = 0;
     ns.forgetIfEmpty(record);
