@@ -6,6 +6,7 @@ import {
   AllocationStatus,
   BatchAllocateRequestSchema,
   BatchAllocateResponseSchema,
+  type BatchExistsRequest,
   BatchExistsRequestSchema,
   BatchExistsResponseSchema,
   ConfirmWriteRequestSchema,
@@ -16,8 +17,10 @@ import {
   Reason,
 } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { MetadataError } from "../../src/core/errors.js";
+import { KeyList } from "../../src/core/key-list.js";
 import { BATCH_CODECS } from "../../src/server/transport/batch-codecs.js";
 import { keepLeadingByteOrderMark } from "../../src/server/transport/utf8-text.js";
+import { keysOf } from "../../src/service/key-bytes.js";
 import { checkMessageEntries } from "../../src/service/message-entries.js";
 
 // As the server does: protobuf-es then keeps a leading U+FEFF, as the batch codecs do.
@@ -152,6 +155,16 @@ describe("the hand-written codecs of the cycle's messages", () => {
       pages: [-5, 6, -(2 ** 31)],
       pagesToRelease: [9],
     });
+  });
+
+  it("hand the core each key as a view of the request's bytes, and strings only when read", () => {
+    const bytes = Buffer.from(toBinary(BatchExistsRequestSchema, create(BatchExistsRequestSchema, { keys: ["k1", "ключ"] })));
+    const message = BATCH_CODECS.BatchExists!.decode(bytes, NO_LIMIT) as BatchExistsRequest;
+    const keys = keysOf(message, "keys");
+    if (!(keys instanceof KeyList)) throw new Error("the codec left no KeyList");
+    expect(keys.bytes).toBe(bytes);
+    expect([keys.key(0), keys.key(1), keys.byteLength(1)]).toEqual(["k1", "ключ", 8]);
+    expect(message.keys).toEqual(["k1", "ключ"]);
   });
 
   it("keep a leading U+FEFF, as protobuf-es does once the server configured it", () => {

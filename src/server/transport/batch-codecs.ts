@@ -11,7 +11,7 @@ import type {
   GetLocationsRequest,
   GetLocationsResponse,
 } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { attachKeyList } from "../../service/key-bytes.js";
+import { KeyBytesMessage } from "../../service/key-bytes.js";
 import { checkMessageEntries, tooManyEntries } from "../../service/message-entries.js";
 import { varintLength } from "./varint.js";
 
@@ -71,10 +71,10 @@ function envelope(message: Uint8Array): Buffer {
 }
 
 function decodeBatchAllocate(bytes: Buffer, maxEntries: number): BatchAllocateRequest {
-  const message: BatchAllocateRequest = { $typeName: "hf3fs.metadata.v1.BatchAllocateRequest", namespace: "", rank: 0, keys: [], prefixKeys: [] };
+  const message = Object.assign(new KeyBytesMessage(), { $typeName: "hf3fs.metadata.v1.BatchAllocateRequest" as const, namespace: "", rank: 0 });
   const keys = new KeyRanges();
   const prefixKeys = new KeyRanges();
-  readFields(bytes, maxEntries, message, (field, reader) => {
+  readFields(bytes, maxEntries, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) message.rank = reader.uint32Field();
     else if (field === 3) reader.keyField(keys);
@@ -82,15 +82,21 @@ function decodeBatchAllocate(bytes: Buffer, maxEntries: number): BatchAllocateRe
     else return false;
     return true;
   });
-  attachKeyList(message, "keys", keys.starts, keys.ends, bytes);
-  attachKeyList(message, "prefixKeys", prefixKeys.starts, prefixKeys.ends, bytes);
+  message.setKeys("keys", bytes, keys.starts, keys.ends);
+  message.setKeys("prefixKeys", bytes, prefixKeys.starts, prefixKeys.ends);
   return message;
 }
 
 function decodeConfirmWrite(bytes: Buffer, maxEntries: number): ConfirmWriteRequest {
-  const message: ConfirmWriteRequest = { $typeName: "hf3fs.metadata.v1.ConfirmWriteRequest", namespace: "", rank: 0, keys: [], pages: [], pagesToRelease: [] };
+  const message = Object.assign(new KeyBytesMessage(), {
+    $typeName: "hf3fs.metadata.v1.ConfirmWriteRequest" as const,
+    namespace: "",
+    rank: 0,
+    pages: [] as number[],
+    pagesToRelease: [] as number[],
+  });
   const keys = new KeyRanges();
-  readFields(bytes, maxEntries, message, (field, reader) => {
+  readFields(bytes, maxEntries, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) message.rank = reader.uint32Field();
     else if (field === 3) reader.keyField(keys);
@@ -99,28 +105,36 @@ function decodeConfirmWrite(bytes: Buffer, maxEntries: number): ConfirmWriteRequ
     else return false;
     return true;
   });
-  attachKeyList(message, "keys", keys.starts, keys.ends, bytes);
+  message.setKeys("keys", bytes, keys.starts, keys.ends);
   return message;
 }
 
 function decodeBatchExists(bytes: Buffer, maxEntries: number): BatchExistsRequest {
-  const message: BatchExistsRequest = { $typeName: "hf3fs.metadata.v1.BatchExistsRequest", namespace: "", keys: [] };
+  const message: KeyBytesMessage & { $typeName: "hf3fs.metadata.v1.BatchExistsRequest"; namespace: string; rank?: number } = Object.assign(
+    new KeyBytesMessage(),
+    { $typeName: "hf3fs.metadata.v1.BatchExistsRequest" as const, namespace: "" },
+  );
   const keys = new KeyRanges();
-  readFields(bytes, maxEntries, message, (field, reader) => {
+  readFields(bytes, maxEntries, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) reader.keyField(keys);
     else if (field === 3) message.rank = reader.uint32Field();
     else return false;
     return true;
   });
-  attachKeyList(message, "keys", keys.starts, keys.ends, bytes);
+  message.setKeys("keys", bytes, keys.starts, keys.ends);
   return message;
 }
 
 function decodeGetLocations(bytes: Buffer, maxEntries: number): GetLocationsRequest {
-  const message: GetLocationsRequest = { $typeName: "hf3fs.metadata.v1.GetLocationsRequest", namespace: "", rank: 0, keys: [], includeIncomplete: false };
+  const message = Object.assign(new KeyBytesMessage(), {
+    $typeName: "hf3fs.metadata.v1.GetLocationsRequest" as const,
+    namespace: "",
+    rank: 0,
+    includeIncomplete: false,
+  });
   const keys = new KeyRanges();
-  readFields(bytes, maxEntries, message, (field, reader) => {
+  readFields(bytes, maxEntries, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) message.rank = reader.uint32Field();
     else if (field === 3) reader.keyField(keys);
@@ -128,7 +142,7 @@ function decodeGetLocations(bytes: Buffer, maxEntries: number): GetLocationsRequ
     else return false;
     return true;
   });
-  attachKeyList(message, "keys", keys.starts, keys.ends, bytes);
+  message.setKeys("keys", bytes, keys.starts, keys.ends);
   return message;
 }
 
@@ -248,7 +262,7 @@ class FrameWriter {
  * against maxEntries as it goes: readField reads the ones it knows (with the FieldReader's methods, which check the wire type)
  * and returns false for the others, which are skipped.
  */
-function readFields<M>(bytes: Buffer, maxEntries: number, message: M, readField: (field: number, reader: FieldReader) => boolean): M {
+function readFields(bytes: Buffer, maxEntries: number, readField: (field: number, reader: FieldReader) => boolean): void {
   const reader = new FieldReader(bytes, maxEntries);
   while (reader.pos < reader.len) {
     reader.count();
@@ -256,7 +270,6 @@ function readFields<M>(bytes: Buffer, maxEntries: number, message: M, readField:
     reader.wireType = wireType;
     if (!readField(field, reader)) reader.skip(wireType, field);
   }
-  return message;
 }
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
