@@ -35,7 +35,6 @@ export function hashKey(bytes: Uint8Array, start: number, end: number): number {
 }
 
 const MIN_BUCKETS = 64;
-const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
 const MIN_ARENA = 4_096;
 
 /**
@@ -63,7 +62,7 @@ export class KeyTable {
   private lengths = new Int32Array(MIN_BUCKETS / 2);
   private records: (KeyRecord | undefined)[] = [];
   private readonly freeEntries: number[] = [];
-  private arena = new Uint8Array(MIN_ARENA);
+  private arena = Buffer.allocUnsafe(MIN_ARENA);
   private arenaUsed = 0;
   private arenaLive = 0;
   private count = 0;
@@ -73,19 +72,19 @@ export class KeyTable {
   }
 
   /** find returns the record of the key at bytes[start .. end), whose hashKey is hash. */
-  find(bytes: Uint8Array, start: number, end: number, hash: number): KeyRecord | undefined {
+  find(bytes: Buffer, start: number, end: number, hash: number): KeyRecord | undefined {
     const bucket = this.bucketOf(bytes, start, end, hash);
     return bucket < 0 ? undefined : this.records[this.buckets[bucket + 1]! - 1];
   }
 
   /** insert files a record under the key at bytes[start .. end), which is not in the table; returns the record's entry. */
-  insert(record: KeyRecord, bytes: Uint8Array, start: number, end: number, hash: number): number {
+  insert(record: KeyRecord, bytes: Buffer, start: number, end: number, hash: number): number {
     if ((this.count + 1) * 2 > this.buckets.length / 2) this.resize(this.buckets.length);
     const length = end - start;
     if (this.arenaUsed + length > this.arena.length) this.makeRoom(length);
     const entry = this.freeEntries.length > 0 ? this.freeEntries.pop()! : this.records.length;
     if (entry >= this.offsets.length) this.growEntries();
-    this.arena.set(bytes.subarray(start, end), this.arenaUsed);
+    bytes.copy(this.arena, this.arenaUsed, start, end);
     this.offsets[entry] = this.arenaUsed;
     this.lengths[entry] = length;
     this.arenaUsed += length;
@@ -113,7 +112,7 @@ export class KeyTable {
   /** keyOf is the key of entry `entry` as a string. */
   keyOf(entry: number): string {
     const offset = this.offsets[entry]!;
-    return decoder.decode(this.arena.subarray(offset, offset + this.lengths[entry]!));
+    return this.arena.toString("utf8", offset, offset + this.lengths[entry]!);
   }
 
   /** values lists the records, in no particular order; the loop may delete the record it is at. */
@@ -125,7 +124,7 @@ export class KeyTable {
   }
 
   /** bucketOf is the bucket (index of its hash) of the key at bytes[start .. end), -1 when absent. */
-  private bucketOf(bytes: Uint8Array, start: number, end: number, hash: number): number {
+  private bucketOf(bytes: Buffer, start: number, end: number, hash: number): number {
     const buckets = this.buckets;
     const wrap = this.mask * 2 + 1;
     const length = end - start;
@@ -137,10 +136,8 @@ export class KeyTable {
     }
   }
 
-  private sameBytes(offset: number, bytes: Uint8Array, start: number, length: number): boolean {
-    const arena = this.arena;
-    for (let i = 0; i < length; i++) if (arena[offset + i] !== bytes[start + i]) return false;
-    return true;
+  private sameBytes(offset: number, bytes: Buffer, start: number, length: number): boolean {
+    return bytes.compare(this.arena, offset, offset + length, start, start + length) === 0;
   }
 
   /** removeBucket empties a bucket and shifts back the entries after it that would no longer be reachable. */
@@ -189,18 +186,18 @@ export class KeyTable {
     if (this.arenaLive * 2 > this.arena.length || this.arenaLive + length > this.arena.length / 2) {
       let size = this.arena.length * 2;
       while (size < this.arenaUsed + length) size *= 2;
-      const arena = new Uint8Array(size);
-      arena.set(this.arena.subarray(0, this.arenaUsed));
+      const arena = Buffer.allocUnsafe(size);
+      this.arena.copy(arena, 0, 0, this.arenaUsed);
       this.arena = arena;
       return;
     }
-    const arena = new Uint8Array(this.arena.length);
+    const arena = Buffer.allocUnsafe(this.arena.length);
     let used = 0;
     for (let entry = 0; entry < this.records.length; entry++) {
       if (this.records[entry] === undefined) continue;
       const offset = this.offsets[entry]!;
       const entryLength = this.lengths[entry]!;
-      for (let i = 0; i < entryLength; i++) arena[used + i] = this.arena[offset + i]!;
+      this.arena.copy(arena, used, offset, offset + entryLength);
       this.offsets[entry] = used;
       used += entryLength;
     }

@@ -510,12 +510,14 @@ export class MetadataState {
    */
   private dropKey(ns: Namespace, record: KeyRecord, now = this.clock()): void {
     const untilMs = record.leaseUntilMs;
-    const key = ns.keyOf(record);
+    const pages = record.pages;
+    const drains = untilMs > now && pages.length > 0;
+    // The key is named only for whoever needs it: the journal, or the drain that outlives the registry entry.
+    const key = this.journal || drains ? ns.keyOf(record) : "";
     ns.lru.delete(record);
     ns.incomplete.delete(record);
     this.record({ kind: "forget", namespace: ns.name, key });
-    const pages = record.pages;
-    if (untilMs > now && pages.length > 0) ns.nameDraining(record, key);
+    if (drains) ns.nameDraining(record, key);
     for (let i = 0; i < pages.length; i += 2) {
       const rank = ns.slots[pages[i]!]!;
       const page = pages[i + 1]!;
