@@ -77,6 +77,35 @@ export class KeyTable {
     return bucket < 0 ? undefined : this.records[this.buckets[bucket + 1]! - 1];
   }
 
+  /**
+   * findAll is find for many keys: key i at bytes[starts[i] .. ends[i]), whose
+   * hashKey is hashes[i], its record (or undefined) into records[i]. It
+   * reads every key's bucket first and compares bytes after, so that the
+   * cache misses of different keys overlap instead of following one another.
+   */
+  findAll(bytes: Buffer, starts: readonly number[], ends: readonly number[], hashes: Int32Array, records: (KeyRecord | undefined)[]): void {
+    const buckets = this.buckets;
+    const wrap = this.mask * 2 + 1;
+    const candidates = new Int32Array(hashes.length);
+    for (let i = 0; i < hashes.length; i++) {
+      const hash = hashes[i]!;
+      let bucket = (hash & this.mask) * 2;
+      while (buckets[bucket + 1] !== 0 && buckets[bucket] !== hash) bucket = (bucket + 2) & wrap;
+      candidates[i] = bucket;
+    }
+    for (let i = 0; i < hashes.length; i++) {
+      const bucket = candidates[i]!;
+      const entry = buckets[bucket + 1]! - 1;
+      if (entry < 0) {
+        records[i] = undefined;
+        continue;
+      }
+      const length = ends[i]! - starts[i]!;
+      const same = this.lengths[entry] === length && this.sameBytes(this.offsets[entry]!, bytes, starts[i]!, length);
+      records[i] = same ? this.records[entry] : this.find(bytes, starts[i]!, ends[i]!, hashes[i]!);
+    }
+  }
+
   /** insert files a record under the key at bytes[start .. end), which is not in the table; returns the record's entry. */
   insert(record: KeyRecord, bytes: Buffer, start: number, end: number, hash: number): number {
     if ((this.count + 1) * 2 > this.buckets.length / 2) this.resize(this.buckets.length);

@@ -64,6 +64,15 @@ export class Namespace {
     return this.keys.find(keys.bytes, keys.starts[i]!, keys.ends[i]!, hash);
   }
 
+  /** findAll returns the record of every key of a call (undefined for an unknown key). */
+  findAll(keys: KeyList): (KeyRecord | undefined)[] {
+    const hashes = new Int32Array(keys.length);
+    for (let i = 0; i < keys.length; i++) hashes[i] = keys.hash(i);
+    const records = new Array<KeyRecord | undefined>(keys.length);
+    this.keys.findAll(keys.bytes, keys.starts, keys.ends, hashes, records);
+    return records;
+  }
+
   /** recordAt finds the record of key i of a call, registering a new one when the key is unknown. */
   recordAt(keys: KeyList, i: number, hash: number): KeyRecord {
     const record = this.find(keys, i, hash);

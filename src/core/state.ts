@@ -182,8 +182,9 @@ export class MetadataState {
     // The keys of this batch, built on the first eviction: none of them may be evicted for another.
     // (A key repeated in the batch finds the reservation its first position made: same page, RESERVED.)
     let batch: Set<KeyRecord> | undefined;
+    const found = ns.findAll(keys);
     for (let i = 0; i < keys.length; i++) {
-      const record = ns.recordAt(keys, i, keys.hash(i));
+      const record = found[i] ?? ns.recordAt(keys, i, keys.hash(i));
       const usedPage = confirmedPage(record, rank.slot);
       if (usedPage >= 0) {
         ns.touch(record);
@@ -203,7 +204,8 @@ export class MetadataState {
       }
       reservation = rank.reserveFree(record, expiresAtMs);
       if (reservation === undefined) {
-        batch ??= recordsOf(ns, keys);
+        // (The batch's new records hold reservations, which eviction never takes.)
+        batch ??= new Set(found.filter((r) => r !== undefined));
         if (this.evictFor(ns, rank, batch, now)) reservation = rank.reserveFree(record, expiresAtMs);
       }
       if (reservation === undefined) {
@@ -289,11 +291,10 @@ export class MetadataState {
     subject: { namespace: string; rank: number },
   ): (KeyRecord | undefined)[] {
     let lapsedPageOfKey: Map<string, number> | undefined;
-    const records = new Array<KeyRecord | undefined>(keys.length);
+    const records = ns.findAll(keys);
     for (let i = 0; i < keys.length; i++) {
       const page = pages[i]!;
-      const record = ns.find(keys, i, keys.hash(i));
-      records[i] = record;
+      const record = records[i];
       const usedPage = confirmedPage(record, rank.slot);
       const reservation = reservationAt(record, rank.slot);
       if (usedPage >= 0 ? usedPage === page : reservation?.page === page) continue;
@@ -349,10 +350,12 @@ export class MetadataState {
     if (rankNo !== undefined) {
       const rank = ns.ranks.get(rankNo);
       if (rank === undefined) return exists;
-      for (let i = 0; i < keys.length; i++) exists[i] = confirmedPage(ns.find(keys, i, keys.hash(i)), rank.slot) >= 0;
+      const records = ns.findAll(keys);
+      for (let i = 0; i < keys.length; i++) exists[i] = confirmedPage(records[i], rank.slot) >= 0;
       return exists;
     }
-    for (let i = 0; i < keys.length; i++) exists[i] = ns.find(keys, i, keys.hash(i))?.complete === true;
+    const records = ns.findAll(keys);
+    for (let i = 0; i < keys.length; i++) exists[i] = records[i]?.complete === true;
     return exists;
   }
 
@@ -367,8 +370,9 @@ export class MetadataState {
     const { ns, rank } = this.rankOf(name, rankNo);
     const leaseUntilMs = this.clock() + this.options.readLeaseTtlMs;
     const pages = new Array<number>(keys.length);
+    const records = ns.findAll(keys);
     for (let i = 0; i < keys.length; i++) {
-      const record = ns.find(keys, i, keys.hash(i));
+      const record = records[i];
       const page = record !== undefined && (record.complete || includeIncomplete) ? confirmedPage(record, rank.slot) : -1;
       if (page < 0) {
         pages[i] = -1;
@@ -389,8 +393,8 @@ export class MetadataState {
     const ns = this.namespaces.get(name);
     if (ns === undefined) return 0;
     let deleted = 0;
-    for (let i = 0; i < keys.length; i++) {
-      const record = ns.find(keys, i, keys.hash(i));
+    // A key repeated in the call finds its record already dropped: no pages left.
+    for (const record of ns.findAll(keys)) {
       if (record === undefined || record.pages.length === 0) continue;
       this.dropKey(ns, record);
       deleted++;
@@ -644,16 +648,6 @@ export class MetadataState {
   private record(change: Change): void {
     if (this.journal) this.changes.push(change);
   }
-}
-
-/** recordsOf is the records of the keys of a call that the namespace has. */
-function recordsOf(ns: Namespace, keys: KeyList): Set<KeyRecord> {
-  const records = new Set<KeyRecord>();
-  for (let i = 0; i < keys.length; i++) {
-    const record = ns.find(keys, i, keys.hash(i));
-    if (record !== undefined) records.add(record);
-  }
-  return records;
 }
 
 /** ownerKey names the key holding a page, undefined when it is free. */

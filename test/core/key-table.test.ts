@@ -31,6 +31,13 @@ function run(ops: { insert: boolean; key: string }[], bits: number): void {
     expect(table.find(keys.bytes, keys.starts[0]!, keys.ends[0]!, hashOf(keys.bytes, keys.starts[0]!, keys.ends[0]!))).toBe(record);
   }
   expect(new Set(table.values())).toEqual(new Set(model.values()));
+  // findAll agrees with the model for every key seen, present or not, in one call.
+  const seen = [...new Set(ops.map((op) => op.key))];
+  const all = keyListOf(seen);
+  const hashes = Int32Array.from(seen, (_, i) => hashOf(all.bytes, all.starts[i]!, all.ends[i]!));
+  const found = new Array(seen.length);
+  table.findAll(all.bytes, all.starts, all.ends, hashes, found);
+  expect(found).toEqual(seen.map((key) => model.get(key)));
   for (const [key, record] of model) expect(table.keyOf(record.entry)).toBe(key);
 }
 
@@ -48,7 +55,7 @@ describe("hashKey", () => {
 });
 
 describe("KeyTable", () => {
-  it("finds what a Map finds through inserts and deletes, with colliding hashes, growth and arena compaction", () => {
+  it("finds what a Map finds, one key or many at once, through inserts and deletes, with colliding hashes, growth and arena compaction", () => {
     const key = fc.oneof(
       fc.string({ maxLength: 6 }),
       fc.string({ unit: "grapheme", maxLength: 3 }),
