@@ -113,7 +113,9 @@ export class KeyTable {
     if (this.arenaUsed + length > this.arena.length) this.makeRoom(length);
     const entry = this.freeEntries.length > 0 ? this.freeEntries.pop()! : this.records.length;
     if (entry >= this.offsets.length) this.growEntries();
-    bytes.copy(this.arena, this.arenaUsed, start, end);
+    // A loop, not Buffer.copy: its argument checks cost more than copying a key of tens of bytes.
+    const arena = this.arena;
+    for (let from = start, to = this.arenaUsed; from < end; from++, to++) arena[to] = bytes[from]!;
     this.offsets[entry] = this.arenaUsed;
     this.lengths[entry] = length;
     this.arenaUsed += length;
@@ -166,7 +168,10 @@ export class KeyTable {
   }
 
   private sameBytes(offset: number, bytes: Buffer, start: number, length: number): boolean {
-    return bytes.compare(this.arena, offset, offset + length, start, start + length) === 0;
+    // A loop, not Buffer.compare: its argument checks cost more than comparing a key of tens of bytes.
+    const arena = this.arena;
+    for (let i = 0; i < length; i++) if (arena[offset + i] !== bytes[start + i]) return false;
+    return true;
   }
 
   /** removeBucket empties a bucket and shifts back the entries after it that would no longer be reachable. */
