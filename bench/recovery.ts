@@ -33,9 +33,8 @@ export async function fillStore(dir: string, keys: number, ranks: number): Promi
  * the heap and the ArrayBuffers, where typed arrays keep their contents.
  */
 export async function measureRecovery(dir: string): Promise<{ ms: number; records: number; heapMb: number }> {
-  const gc = (globalThis as { gc?: () => void }).gc;
-  gc?.();
   const held = () => process.memoryUsage().heapUsed + process.memoryUsage().arrayBuffers;
+  await settle();
   const heapBefore = held();
   const started = performance.now();
   const store = await LmdbStore.open(dir);
@@ -44,10 +43,18 @@ export async function measureRecovery(dir: string): Promise<{ ms: number; record
   state.restore(store.stored((p) => (records = p.records)));
   const ms = performance.now() - started;
   await store.close();
-  gc?.();
+  await settle();
   const heapMb = (held() - heapBefore) / 2 ** 20;
   if (state.namespaceViews.size === 0) throw new Error("nothing restored");
   return { ms, records, heapMb };
+}
+
+/** settle collects garbage (with --expose-gc) and gives V8 time to free the ArrayBuffers it found dead, which it does after the collection. */
+async function settle(): Promise<void> {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  gc?.();
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  gc?.();
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

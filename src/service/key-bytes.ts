@@ -19,11 +19,13 @@ export class KeyBytesMessage {
   readonly keyLists: Partial<Record<KeyField, KeyList>> = {};
 
   get keys(): string[] {
-    return (this.#keys ??= this.keyLists.keys?.toStrings() ?? []);
+    this.#keys ??= this.keyLists.keys?.toStrings() ?? [];
+    return this.#keys;
   }
 
   get prefixKeys(): string[] {
-    return (this.#prefixKeys ??= this.keyLists.prefixKeys?.toStrings() ?? []);
+    this.#prefixKeys ??= this.keyLists.prefixKeys?.toStrings() ?? [];
+    return this.#prefixKeys;
   }
 
   /** setKeys records where the values of a key field lie in the request's bytes. */
