@@ -1,14 +1,21 @@
 import type { KeyRecord } from "./key-record.js";
 
 /**
- * hashKey is MurmurHash3 (x86, 32 bits, seed 0) of bytes[start .. end),
+ * KEY_HASH_SEED is drawn once per process: a client that does not know it
+ * cannot pick keys that fill one run of buckets (hash flooding), as it
+ * could against a fixed seed.
+ */
+export const KEY_HASH_SEED = crypto.getRandomValues(new Uint32Array(1))[0]!;
+
+/**
+ * hashKey is MurmurHash3 (x86, 32 bits) of bytes[start .. end) with a seed,
  * four bytes per step. Written here because the libraries take a whole
  * array or a string, so a key would need a view or a string per lookup,
  * which is what this table avoids; test/core/key-table.test.ts pins it to
  * the `murmurhash` package.
  */
-export function hashKey(bytes: Uint8Array, start: number, end: number): number {
-  let h = 0;
+export function hashKey(bytes: Uint8Array, start: number, end: number, seed = KEY_HASH_SEED): number {
+  let h = seed | 0;
   let i = start;
   for (; i + 4 <= end; i += 4) {
     let k = bytes[i]! | (bytes[i + 1]! << 8) | (bytes[i + 2]! << 16) | (bytes[i + 3]! << 24);
