@@ -254,8 +254,9 @@ if (enabled("floor")) {
 if (enabled("native")) await nativeWorkload();
 
 /**
- * nativeWorkload drives B=1 read-only calls with h2load against the server
- * and against the floor server, one key confirmed beforehand.
+ * nativeWorkload drives read-only calls with h2load against the server and
+ * against the floor server: B=1 BatchExists and GetLocations of one key, and
+ * B=512 BatchExists, every key confirmed beforehand.
  */
 async function nativeWorkload(): Promise<void> {
   if (!h2loadInstalled()) {
@@ -267,23 +268,39 @@ async function nativeWorkload(): Promise<void> {
   }
   const namespace = "native";
   const keys = [benchKey(1, 0xfeed)];
-  const calls: [string, Uint8Array][] = [
-    ["BatchExists", toBinary(BatchExistsRequestSchema, create(BatchExistsRequestSchema, { namespace, keys }))],
-    ["GetLocations", toBinary(GetLocationsRequestSchema, create(GetLocationsRequestSchema, { namespace, rank: 0, keys }))],
+  // B=512: the issue's read path at the batch size engines send, every key present.
+  const batch = Array.from({ length: 512 }, (_, i) => benchKey(i + 2, 0xfeed));
+  const calls: [name: string, method: string, b: number, message: Uint8Array][] = [
+    ["BatchExists", "BatchExists", 1, toBinary(BatchExistsRequestSchema, create(BatchExistsRequestSchema, { namespace, keys }))],
+    ["GetLocations", "GetLocations", 1, toBinary(GetLocationsRequestSchema, create(GetLocationsRequestSchema, { namespace, rank: 0, keys }))],
+    ["BatchExists", "BatchExists", 512, toBinary(BatchExistsRequestSchema, create(BatchExistsRequestSchema, { namespace, keys: batch }))],
   ];
   const results: Record<string, NativeLoadResult> = {};
   for (const entry of [SERVER, "bench/floor-server.ts"]) {
     await withServer(entry, entry === SERVER ? ["--in-memory"] : [], async (server) => {
       const client = cycleClient("lean-grpc", server.url);
       await client.init(namespace, 0, 1_000);
-      await client.confirm(namespace, 0, keys, await client.allocate(namespace, 0, keys, [""]));
+      for (const confirm of [keys, batch]) {
+        await client.confirm(
+          namespace,
+          0,
+          confirm,
+          await client.allocate(
+            namespace,
+            0,
+            confirm,
+            confirm.map(() => ""),
+          ),
+        );
+      }
       client.close();
-      for (const [method, message] of calls) {
+      for (const [method, rpc, b, message] of calls) {
         const name = `${entry === SERVER ? "service" : "floor"} ${method}`;
-        const r = await nativeLoad(server.url, server.pid, method, message, { connections: 1, streams: 64, durationSec: quick ? 1 : 3 });
-        results[name] = r;
+        const r = await nativeLoad(server.url, server.pid, rpc, message, { connections: 1, streams: 64, durationSec: quick ? 1 : 3 });
+        results[`${name} B=${b}`] = r;
+        const perKey = b > 1 ? `, ${fmt(r.serverCpuPerCallUs / b, 2)} µs/key` : "";
         console.log(
-          `native    ${name.padEnd(22)} B=1, 64 in flight: ${fmt(r.callsPerSec).padStart(7)} calls/s, server ${fmt(r.serverCpuPct)}% CPU, ${fmt(r.serverCpuPerCallUs, 1)} µs/call; h2load ${fmt(r.clientCpuPct)}% CPU`,
+          `native    ${name.padEnd(22)} B=${b}, 64 in flight: ${fmt(r.callsPerSec).padStart(7)} calls/s, server ${fmt(r.serverCpuPct)}% CPU, ${fmt(r.serverCpuPerCallUs, 1)} µs/call${perKey}; h2load ${fmt(r.clientCpuPct)}% CPU`,
         );
       }
     });
