@@ -572,12 +572,16 @@ export class MetadataState {
           if (ns === undefined) throw new Error(`stored key "${change.key}" of unknown namespace "${change.namespace}"`);
           const record = ns.recordOf(change.key);
           record.leaseUntilMs = leaseUntilMs;
-          record.reclaimAtMs = now + this.options.incompleteTtlMs;
-          for (let i = 0; i < change.pages.length; i += 2) {
-            const rank = this.rankOf(change.namespace, change.pages[i]!).rank;
-            rank.restoreUsed(record, change.pages[i + 1]!);
-            addPage(record, rank.slot, change.pages[i + 1]!);
+          // A complete key is never reclaimed: it keeps no deadline (a number that would cost a heap box per key).
+          if (!change.complete) record.reclaimAtMs = now + this.options.incompleteTtlMs;
+          // Ranks become slots in a copy of exactly the stored size (growing by push would reserve more).
+          const pages = change.pages.slice();
+          for (let i = 0; i < pages.length; i += 2) {
+            const rank = this.rankOf(change.namespace, pages[i]!).rank;
+            rank.restoreUsed(record, pages[i + 1]!);
+            pages[i] = rank.slot;
           }
+          record.pages = pages.length > 0 ? pages : NO_PAGES;
           ns.confirmedKeys++;
           if (change.complete) this.markComplete(ns, record);
           else ns.incomplete.add(record);

@@ -64,6 +64,26 @@ describe("LmdbStore", () => {
     await second.store.close();
   });
 
+  it("puts each restored page back on its rank, whatever the ranks' numbers and order", async () => {
+    const dir = tempDir();
+    const time = new FakeClock();
+    const store = await LmdbStore.open(dir);
+    const state = new MetadataState(time.clock, TTL);
+    const ranks = [5, 1, 3]; // of world_size 6: rank numbers are not the slots they get, before or after a restart
+    await run(state, store, (s) => {
+      for (const r of ranks) s.initializeRank("ns", r, 8, 6);
+      for (const r of [5, 1]) s.confirmWrite("ns", r, ["k"], s.batchAllocate("ns", r, ["x", "k"]).pages.slice(1));
+      s.confirmWrite("ns", 3, ["k"], [s.batchAllocate("ns", 3, ["k"]).pages[0]!]);
+    });
+    const pages = ranks.map((r) => state.getLocations("ns", r, ["k"], true)[0]);
+    expect(pages).toEqual([1, 1, 0]);
+    await store.close();
+    const second = await reopen(dir, time);
+    expect(ranks.map((r) => second.state.getLocations("ns", r, ["k"], true)[0])).toEqual(pages);
+    assertInvariants(second.state);
+    await second.store.close();
+  });
+
   it("gives a new data dir a new server id", async () => {
     const a = await LmdbStore.open(tempDir());
     const b = await LmdbStore.open(tempDir());
