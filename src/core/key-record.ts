@@ -32,8 +32,6 @@ export interface Reservation extends Linked {
 export interface KeyRecord extends Linked {
   /** entry is the record's entry in its namespace's KeyTable, -1 while it is in none. */
   entry: number;
-  /** hash is hashKey of the key's UTF-8 bytes. */
-  hash: number;
   /**
    * pages holds (slot, page) pairs, one per rank the key is confirmed on, in
    * confirmation order: a key costs memory for the ranks it is on, not for
@@ -58,10 +56,9 @@ export interface KeyRecord extends Linked {
 export const NO_PAGES: number[] = Object.freeze([]) as unknown as number[];
 
 /** newKeyRecord makes the record of a key that holds nothing yet; the registry files it (and keeps its name). */
-export function newKeyRecord(hash = 0): KeyRecord {
+export function newKeyRecord(): KeyRecord {
   return {
     entry: -1,
-    hash,
     pages: NO_PAGES,
     firstReservation: undefined,
     complete: false,

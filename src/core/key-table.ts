@@ -53,8 +53,8 @@ const MIN_ARENA = 4_096;
  *
  * Layout: `buckets` is an open-addressing table with linear probing, two
  * int32 per bucket: the key's hash and entry + 1 (0 for an empty bucket).
- * An entry e holds its key's bytes at arena[offsets[e] .. + lengths[e]]
- * and its record at records[e]; freed entries are reused. Deleting shifts
+ * An entry e holds its key's bytes at arena[offsets[e] .. + lengths[e]],
+ * its hash at hashes[e] and its record at records[e]; freed entries are reused. Deleting shifts
  * the run after the bucket back, so there are no tombstones. The arena only
  * appends; it is compacted when more than half of it is dead.
  *
@@ -67,6 +67,7 @@ export class KeyTable {
   private mask = MIN_BUCKETS - 1;
   private offsets = new Int32Array(MIN_BUCKETS / 2);
   private lengths = new Int32Array(MIN_BUCKETS / 2);
+  private hashes = new Int32Array(MIN_BUCKETS / 2);
   private records: (KeyRecord | undefined)[] = [];
   private readonly freeEntries: number[] = [];
   private arena = Buffer.allocUnsafe(MIN_ARENA);
@@ -125,6 +126,7 @@ export class KeyTable {
     for (let from = start, to = this.arenaUsed; from < end; from++, to++) arena[to] = bytes[from]!;
     this.offsets[entry] = this.arenaUsed;
     this.lengths[entry] = length;
+    this.hashes[entry] = hash;
     this.arenaUsed += length;
     this.arenaLive += length;
     this.records[entry] = record;
@@ -136,9 +138,9 @@ export class KeyTable {
     return entry;
   }
 
-  /** delete removes the entry `entry`, whose key hashes to hash. */
-  delete(entry: number, hash: number): void {
-    let bucket = (hash & this.mask) * 2;
+  /** delete removes the entry `entry`. */
+  delete(entry: number): void {
+    let bucket = (this.hashes[entry]! & this.mask) * 2;
     while (this.buckets[bucket + 1] !== entry + 1) bucket = (bucket + 2) & (this.mask * 2 + 1);
     this.removeBucket(bucket);
     this.arenaLive -= this.lengths[entry]!;
@@ -220,6 +222,9 @@ export class KeyTable {
     const lengths = new Int32Array(this.lengths.length * 2);
     lengths.set(this.lengths);
     this.lengths = lengths;
+    const hashes = new Int32Array(this.hashes.length * 2);
+    hashes.set(this.hashes);
+    this.hashes = hashes;
   }
 
   /** makeRoom compacts the arena when at least half of it is dead, else doubles it (one copy, offsets unchanged). */

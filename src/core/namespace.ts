@@ -77,7 +77,7 @@ export class Namespace {
   recordAt(keys: KeyList, i: number, hash: number): KeyRecord {
     const record = this.find(keys, i, hash);
     if (record !== undefined) return record;
-    const created = newKeyRecord(hash);
+    const created = newKeyRecord();
     created.entry = this.keys.insert(created, keys.bytes, keys.starts[i]!, keys.ends[i]!, hash);
     return created;
   }
@@ -107,7 +107,7 @@ export class Namespace {
   /** forgetIfEmpty drops a record that holds nothing from the registry. */
   forgetIfEmpty(record: KeyRecord): void {
     if (!holdsNothing(record)) return;
-    this.keys.delete(record.entry, record.hash);
+    this.keys.delete(record.entry);
     record.entry = -1;
   }
 
