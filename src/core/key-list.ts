@@ -9,13 +9,30 @@ import { hashKey } from "./key-table.js";
  * one from keyListOf, which encodes them once.
  */
 export class KeyList {
+  /** hashCache holds every key's hashKey, computed on the first ask: a call hashes each key once, whatever it looks up. */
+  #hashCache: Int32Array | undefined;
+
   constructor(
     readonly bytes: Buffer,
-    readonly starts: readonly number[],
-    readonly ends: readonly number[],
+    private readonly keyStarts: number[] = [],
+    private readonly keyEnds: number[] = [],
     /** strings are the keys as strings when the caller had them. */
     private readonly strings?: readonly string[],
   ) {}
+
+  get starts(): readonly number[] {
+    return this.keyStarts;
+  }
+
+  get ends(): readonly number[] {
+    return this.keyEnds;
+  }
+
+  /** add appends the key at bytes[start .. end); a codec adds every key before the list is used. */
+  add(start: number, end: number): void {
+    this.keyStarts.push(start);
+    this.keyEnds.push(end);
+  }
 
   get length(): number {
     return this.starts.length;
@@ -28,7 +45,16 @@ export class KeyList {
 
   /** hash is hashKey of key i. */
   hash(i: number): number {
-    return hashKey(this.bytes, this.starts[i]!, this.ends[i]!);
+    return this.hashes()[i]!;
+  }
+
+  /** hashes is hashKey of every key, by position. */
+  hashes(): Int32Array {
+    if (this.#hashCache === undefined) {
+      this.#hashCache = new Int32Array(this.length);
+      for (let i = 0; i < this.length; i++) this.#hashCache[i] = hashKey(this.bytes, this.keyStarts[i]!, this.keyEnds[i]!);
+    }
+    return this.#hashCache;
   }
 
   /** key is key i as a string (the bytes are valid UTF-8: a codec checked them, or an encoder wrote them). */
@@ -41,6 +67,9 @@ export class KeyList {
     return Array.from({ length: this.length }, (_, i) => this.key(i));
   }
 }
+
+/** Keys are the keys of a call: bytes from a codec, or strings. */
+export type Keys = KeyList | readonly string[];
 
 /** keyListOf encodes strings (already checked to be strings) as a KeyList. A lone surrogate becomes U+FFFD, as every UTF-8 encoder writes it. */
 export function keyListOf(keys: readonly string[]): KeyList {

@@ -66,10 +66,8 @@ export class Namespace {
 
   /** findAll returns the record of every key of a call (undefined for an unknown key). */
   findAll(keys: KeyList): (KeyRecord | undefined)[] {
-    const hashes = new Int32Array(keys.length);
-    for (let i = 0; i < keys.length; i++) hashes[i] = keys.hash(i);
     const records = new Array<KeyRecord | undefined>(keys.length);
-    this.keys.findAll(keys.bytes, keys.starts, keys.ends, hashes, records);
+    this.keys.findAll(keys.bytes, keys.starts, keys.ends, keys.hashes(), records);
     return records;
   }
 

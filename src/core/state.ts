@@ -3,7 +3,7 @@ import type { Change } from "./change.js";
 import type { Clock } from "./clock.js";
 import { Deadlines } from "./deadlines.js";
 import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
-import type { KeyList } from "./key-list.js";
+import type { KeyList, Keys } from "./key-list.js";
 import { addPage, confirmedPage, confirmedRanks, type KeyRecord, NO_PAGES, newKeyRecord, type Reservation, reservationAt } from "./key-record.js";
 import { Namespace } from "./namespace.js";
 import type { NamespaceCounts } from "./namespace-counters.js";
@@ -21,9 +21,6 @@ export interface InitializeRankResult {
   numPages: number;
   freePages: number;
 }
-
-/** Keys are the keys of a call: bytes from a codec, or strings. */
-export type Keys = KeyList | readonly string[];
 
 /** AllocateResult gives a page and a status per key, in request order. */
 export interface AllocateResult {

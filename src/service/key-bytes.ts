@@ -1,5 +1,4 @@
-import { KeyList } from "../core/key-list.js";
-import type { Keys } from "../core/state.js";
+import { KeyList, type Keys } from "../core/key-list.js";
 
 /** KeyField is a repeated string field of a request that may come as bytes. */
 export type KeyField = "keys" | "prefixKeys";
@@ -12,11 +11,16 @@ export type KeyField = "keys" | "prefixKeys";
  * sets them. A class, so that a call costs no property definition.
  */
 export class KeyBytesMessage {
+  readonly #bytes: Buffer;
   #keys: string[] | undefined;
   #prefixKeys: string[] | undefined;
 
   /** keyLists are the key fields as bytes; a field the request did not carry is absent. */
   readonly keyLists: Partial<Record<KeyField, KeyList>> = {};
+
+  constructor(bytes: Buffer) {
+    this.#bytes = bytes;
+  }
 
   get keys(): string[] {
     this.#keys ??= this.keyLists.keys?.toStrings() ?? [];
@@ -28,9 +32,10 @@ export class KeyBytesMessage {
     return this.#prefixKeys;
   }
 
-  /** setKeys records where the values of a key field lie in the request's bytes. */
-  setKeys(field: KeyField, bytes: Buffer, starts: number[], ends: number[]): void {
-    if (starts.length > 0) this.keyLists[field] = new KeyList(bytes, starts, ends);
+  /** addKey appends to a key field the value at bytes[start .. end) of the request. */
+  addKey(field: KeyField, start: number, end: number): void {
+    this.keyLists[field] ??= new KeyList(this.#bytes);
+    this.keyLists[field].add(start, end);
   }
 }
 

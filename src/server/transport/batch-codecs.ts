@@ -11,7 +11,7 @@ import type {
   GetLocationsRequest,
   GetLocationsResponse,
 } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { KeyBytesMessage } from "../../service/key-bytes.js";
+import { KeyBytesMessage, type KeyField } from "../../service/key-bytes.js";
 import { checkMessageEntries, tooManyEntries } from "../../service/message-entries.js";
 import { varintLength } from "./varint.js";
 
@@ -71,78 +71,68 @@ function envelope(message: Uint8Array): Buffer {
 }
 
 function decodeBatchAllocate(bytes: Buffer, maxEntries: number): BatchAllocateRequest {
-  const message = Object.assign(new KeyBytesMessage(), { $typeName: "hf3fs.metadata.v1.BatchAllocateRequest" as const, namespace: "", rank: 0 });
-  const keys = new KeyRanges();
-  const prefixKeys = new KeyRanges();
+  const message = Object.assign(new KeyBytesMessage(bytes), { $typeName: "hf3fs.metadata.v1.BatchAllocateRequest" as const, namespace: "", rank: 0 });
   readFields(bytes, maxEntries, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) message.rank = reader.uint32Field();
-    else if (field === 3) reader.keyField(keys);
-    else if (field === 4) reader.keyField(prefixKeys);
+    else if (field === 3) reader.keyField(message, "keys");
+    else if (field === 4) reader.keyField(message, "prefixKeys");
     else return false;
     return true;
   });
-  message.setKeys("keys", bytes, keys.starts, keys.ends);
-  message.setKeys("prefixKeys", bytes, prefixKeys.starts, prefixKeys.ends);
   return message;
 }
 
 function decodeConfirmWrite(bytes: Buffer, maxEntries: number): ConfirmWriteRequest {
-  const message = Object.assign(new KeyBytesMessage(), {
+  const message = Object.assign(new KeyBytesMessage(bytes), {
     $typeName: "hf3fs.metadata.v1.ConfirmWriteRequest" as const,
     namespace: "",
     rank: 0,
     pages: [] as number[],
     pagesToRelease: [] as number[],
   });
-  const keys = new KeyRanges();
   readFields(bytes, maxEntries, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) message.rank = reader.uint32Field();
-    else if (field === 3) reader.keyField(keys);
+    else if (field === 3) reader.keyField(message, "keys");
     else if (field === 4) reader.int32Fields(message.pages);
     else if (field === 5) reader.int32Fields(message.pagesToRelease);
     else return false;
     return true;
   });
-  message.setKeys("keys", bytes, keys.starts, keys.ends);
   return message;
 }
 
 function decodeBatchExists(bytes: Buffer, maxEntries: number): BatchExistsRequest {
   const message: KeyBytesMessage & { $typeName: "hf3fs.metadata.v1.BatchExistsRequest"; namespace: string; rank?: number } = Object.assign(
-    new KeyBytesMessage(),
+    new KeyBytesMessage(bytes),
     { $typeName: "hf3fs.metadata.v1.BatchExistsRequest" as const, namespace: "" },
   );
-  const keys = new KeyRanges();
   readFields(bytes, maxEntries, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
-    else if (field === 2) reader.keyField(keys);
+    else if (field === 2) reader.keyField(message, "keys");
     else if (field === 3) message.rank = reader.uint32Field();
     else return false;
     return true;
   });
-  message.setKeys("keys", bytes, keys.starts, keys.ends);
   return message;
 }
 
 function decodeGetLocations(bytes: Buffer, maxEntries: number): GetLocationsRequest {
-  const message = Object.assign(new KeyBytesMessage(), {
+  const message = Object.assign(new KeyBytesMessage(bytes), {
     $typeName: "hf3fs.metadata.v1.GetLocationsRequest" as const,
     namespace: "",
     rank: 0,
     includeIncomplete: false,
   });
-  const keys = new KeyRanges();
   readFields(bytes, maxEntries, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) message.rank = reader.uint32Field();
-    else if (field === 3) reader.keyField(keys);
+    else if (field === 3) reader.keyField(message, "keys");
     else if (field === 4) message.includeIncomplete = reader.boolField();
     else return false;
     return true;
   });
-  message.setKeys("keys", bytes, keys.starts, keys.ends);
   return message;
 }
 
@@ -284,12 +274,6 @@ function checkUtf8(bytes: Buffer, start: number, end: number): void {
   }
 }
 
-/** KeyRanges collects where the values of a repeated string field lie in the request. */
-class KeyRanges {
-  readonly starts: number[] = [];
-  readonly ends: number[] = [];
-}
-
 /** FieldReader is protobuf-es's BinaryReader over a request Buffer, with a reader per field type that checks the field's wire type. */
 class FieldReader extends BinaryReader {
   /** wireType is the wire type of the field about to be read. */
@@ -330,7 +314,7 @@ class FieldReader extends BinaryReader {
   }
 
   /** keyField reads a repeated string's value as a byte range of the request, checked to be UTF-8 as protobuf-es checks it. */
-  keyField(into: KeyRanges): void {
+  keyField(message: KeyBytesMessage, field: KeyField): void {
     this.expect(WireType.LengthDelimited);
     const length = this.uint32();
     const start = this.pos;
@@ -340,8 +324,7 @@ class FieldReader extends BinaryReader {
     // One native check of the whole request spares a check per key when nothing in it is past ASCII (BatchExists and GetLocations of ASCII keys).
     this.ascii ??= isAscii(this.buffer);
     if (!this.ascii) checkUtf8(this.buffer, start, end);
-    into.starts.push(start);
-    into.ends.push(end);
+    message.addKey(field, start, end);
   }
 
   uint32Field(): number {
