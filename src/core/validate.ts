@@ -1,5 +1,5 @@
 import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
-import { KeyList, keyListOf } from "./key-list.js";
+import { KeyList, type Keys, keyListOf } from "./key-list.js";
 import { DEFAULT_NAMESPACE, type StateOptions } from "./options.js";
 
 /** MAX_UINT32 is the largest rank, world size or page count a request can carry. */
@@ -21,46 +21,31 @@ export function checkUint32(value: number, field: string): void {
   }
 }
 
-/** checkKeys checks the count and the length of every key of a batch. */
-function checkKeys(keys: readonly string[], field: string, options: StateOptions): void {
-  checkCount(keys, field, options);
-  const maxBytes = options.maxKeyBytes;
-  for (let i = 0; i < keys.length; i++) {
-    const key = keys[i]!;
-    if (typeof key !== "string" || key.length === 0) {
-      throw invalidArgument(field, `${field}[${i}] must be a non-empty string`);
-    }
-    // A UTF-16 unit is at most 3 UTF-8 bytes: only long keys need counting.
-    if (key.length * 3 > maxBytes && utf8Length(key) > maxBytes) {
-      throw limitExceeded(field, `${field}[${i}] is ${utf8Length(key)} bytes, more than the limit of ${maxBytes}`, { key: key.slice(0, 64) });
-    }
-  }
-}
-
 /**
- * keyListFor checks a batch of keys and gives it as a KeyList: a KeyList
- * (bytes from a codec, which checked their UTF-8) for its count and lengths, strings for their type too,
- * with the same errors either way.
+ * keyListFor checks a batch of keys and gives it as a KeyList: every key is
+ * a non-empty string of at most maxKeyBytes UTF-8 bytes, counted on the
+ * bytes, whether they came from a codec (which checked their UTF-8) or are
+ * strings encoded here.
  */
-export function keyListFor(keys: KeyList | readonly string[], field: string, options: StateOptions): KeyList {
+export function keyListFor(keys: Keys, field: string, options: StateOptions): KeyList {
+  checkCount(keys, field, options);
   if (!(keys instanceof KeyList)) {
-    checkKeys(keys, field, options);
-    return keyListOf(keys);
+    for (let i = 0; i < keys.length; i++) {
+      if (typeof keys[i] !== "string") throw invalidArgument(field, `${field}[${i}] must be a non-empty string`);
+    }
   }
-  if (keys.length > options.maxKeysPerCall) {
-    throw limitExceeded(field, `${field} has ${keys.length} entries, more than the limit of ${options.maxKeysPerCall} per call`);
-  }
+  const list = keys instanceof KeyList ? keys : keyListOf(keys);
   const maxBytes = options.maxKeyBytes;
-  for (let i = 0; i < keys.length; i++) {
-    const bytes = keys.byteLength(i);
+  for (let i = 0; i < list.length; i++) {
+    const bytes = list.byteLength(i);
     if (bytes === 0) throw invalidArgument(field, `${field}[${i}] must be a non-empty string`);
-    if (bytes > maxBytes) throw limitExceeded(field, `${field}[${i}] is ${bytes} bytes, more than the limit of ${maxBytes}`, { key: keys.key(i).slice(0, 64) });
+    if (bytes > maxBytes) throw limitExceeded(field, `${field}[${i}] is ${bytes} bytes, more than the limit of ${maxBytes}`, { key: list.key(i).slice(0, 64) });
   }
-  return keys;
+  return list;
 }
 
 /** checkCount checks that a batch field has at most maxKeysPerCall entries. */
-export function checkCount(values: readonly unknown[], field: string, options: StateOptions): void {
+export function checkCount(values: { length: number }, field: string, options: StateOptions): void {
   if (values.length > options.maxKeysPerCall) {
     throw limitExceeded(field, `${field} has ${values.length} entries, more than the limit of ${options.maxKeysPerCall} per call`);
   }
@@ -89,6 +74,6 @@ export function checkPages(pages: readonly number[], field: string, numPages: nu
 }
 
 /** utf8Length is the number of bytes of s in UTF-8 (a lone surrogate counts as the 3 bytes of U+FFFD, as encoders write it). */
-export function utf8Length(s: string): number {
+function utf8Length(s: string): number {
   return Buffer.byteLength(s, "utf8");
 }
