@@ -81,8 +81,15 @@ export class KeyTable {
 
   /** find returns the record of the key at bytes[start .. end), whose hashKey is hash. */
   find(bytes: Buffer, start: number, end: number, hash: number): KeyRecord | undefined {
-    const bucket = this.bucketOf(bytes, start, end, hash);
-    return bucket < 0 ? undefined : this.records[this.buckets[bucket + 1]! - 1];
+    const buckets = this.buckets;
+    const wrap = this.mask * 2 + 1;
+    const length = end - start;
+    for (let bucket = (hash & this.mask) * 2; ; bucket = (bucket + 2) & wrap) {
+      const entry = buckets[bucket + 1]! - 1;
+      if (entry < 0) return undefined;
+      if (buckets[bucket] !== hash || this.lengths[entry] !== length) continue;
+      if (this.sameBytes(this.offsets[entry]!, bytes, start, length)) return this.records[entry];
+    }
   }
 
   /**
@@ -160,19 +167,6 @@ export class KeyTable {
     for (let entry = 0; entry < this.records.length; entry++) {
       const record = this.records[entry];
       if (record !== undefined) yield record;
-    }
-  }
-
-  /** bucketOf is the bucket (index of its hash) of the key at bytes[start .. end), -1 when absent. */
-  private bucketOf(bytes: Buffer, start: number, end: number, hash: number): number {
-    const buckets = this.buckets;
-    const wrap = this.mask * 2 + 1;
-    const length = end - start;
-    for (let bucket = (hash & this.mask) * 2; ; bucket = (bucket + 2) & wrap) {
-      const entry = buckets[bucket + 1]! - 1;
-      if (entry < 0) return -1;
-      if (buckets[bucket] !== hash || this.lengths[entry] !== length) continue;
-      if (this.sameBytes(this.offsets[entry]!, bytes, start, length)) return bucket;
     }
   }
 

@@ -49,7 +49,9 @@ export class Rank {
 
   /** pageState derives the state of page p. */
   pageState(page: number): PageState {
-    return this.reservationOf(page) !== undefined ? "reserved" : this.pool.ownerOf(page) === undefined ? "free" : "used";
+    const owner = this.pool.ownerOf(page);
+    if (owner === undefined) return "free";
+    return reservationAt(owner, this.slot)?.page === page ? "reserved" : "used";
   }
 
   /** reservationOf is the reservation of page p, undefined when p is not RESERVED. */
