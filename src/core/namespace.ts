@@ -59,9 +59,9 @@ export class Namespace {
     return rank;
   }
 
-  /** find returns the record of key i of a call, whose hash is hash. */
-  find(keys: KeyList, i: number, hash: number): KeyRecord | undefined {
-    return this.keys.find(keys.bytes, keys.starts[i]!, keys.ends[i]!, hash);
+  /** find returns the record of key i of a call, undefined for an unknown key. */
+  find(keys: KeyList, i: number): KeyRecord | undefined {
+    return this.keys.find(keys.bytes, keys.starts[i]!, keys.ends[i]!, keys.hash(i));
   }
 
   /** findAll returns the record of every key of a call (undefined for an unknown key). */
@@ -72,24 +72,22 @@ export class Namespace {
   }
 
   /** recordAt finds the record of key i of a call, registering a new one when the key is unknown. */
-  recordAt(keys: KeyList, i: number, hash: number): KeyRecord {
-    const record = this.find(keys, i, hash);
+  recordAt(keys: KeyList, i: number): KeyRecord {
+    const record = this.find(keys, i);
     if (record !== undefined) return record;
     const created = newKeyRecord();
-    created.entry = this.keys.insert(created, keys.bytes, keys.starts[i]!, keys.ends[i]!, hash);
+    created.entry = this.keys.insert(created, keys.bytes, keys.starts[i]!, keys.ends[i]!, keys.hash(i));
     return created;
   }
 
   /** recordOf is recordAt for a key given as a string (recovery). */
   recordOf(key: string): KeyRecord {
-    const keys = keyListOf([key]);
-    return this.recordAt(keys, 0, keys.hash(0));
+    return this.recordAt(keyListOf([key]), 0);
   }
 
   /** lookup finds the record of a key given as a string (inspection and tests). */
   lookup(key: string): KeyRecord | undefined {
-    const keys = keyListOf([key]);
-    return this.find(keys, 0, keys.hash(0));
+    return this.find(keyListOf([key]), 0);
   }
 
   /** keyOf names a record's key: from the registry, or for a deleted key whose pages still drain, from drainingKeys. */

@@ -181,7 +181,7 @@ export class MetadataState {
     let batch: Set<KeyRecord> | undefined;
     const found = ns.findAll(keys);
     for (let i = 0; i < keys.length; i++) {
-      const record = found[i] ?? ns.recordAt(keys, i, keys.hash(i));
+      const record = found[i] ?? ns.recordAt(keys, i);
       const usedPage = confirmedPage(record, rank.slot);
       if (usedPage >= 0) {
         ns.touch(record);
@@ -241,7 +241,7 @@ export class MetadataState {
     for (let i = 0; i < keys.length; i++) {
       const page = pages[i]!;
       // A key repeated in the batch, or confirmed through a lapse, may have got its record at an earlier position.
-      const record = records[i] ?? ns.recordAt(keys, i, keys.hash(i));
+      const record = records[i] ?? ns.recordAt(keys, i);
       if (confirmedPage(record, rank.slot) === page) continue;
       const firstPage = record.pages.length === 0;
       if (rank.confirm(record, page, reservationAt(record, rank.slot)) && this.journal) this.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
