@@ -4,7 +4,7 @@ import { hashKey } from "./key-table.js";
  * KeyList is the keys of one call as UTF-8 bytes, where they lie: key i is
  * bytes[starts[i] .. ends[i]). The gRPC codecs make one over the request's
  * own buffer, so the registry hashes and compares keys without a string per
- * key; a string is made only where one is needed (a new record, an error).
+ * key; a string is made only where one is needed (the journal, an error).
  * Callers with strings (the JSON routes, protobuf-es messages, tests) get
  * one from keyListOf, which encodes them once.
  */
