@@ -7,7 +7,11 @@ import { backoffMs, defaultRetryPolicy, type RetryPolicy } from "./backoff.js";
 
 /** MetadataClientOptions configure createMetadataClient. */
 export interface MetadataClientOptions {
-  /** baseUrl is the server, e.g. http://127.0.0.1:18000. */
+  /**
+   * baseUrl is the server, e.g. http://127.0.0.1:18000; for a highly
+   * available cluster, its members, comma-separated
+   * (http://10.0.0.1:18000,http://10.0.0.2:18000,...).
+   */
   baseUrl: string;
   /** protocol is the wire protocol. Defaults to "grpc". */
   protocol?: "grpc" | "connect" | "grpc-web";
@@ -21,7 +25,7 @@ export interface MetadataClientOptions {
   token?: string;
   /** tls trusts `ca` for an https baseUrl (else the system's CAs) and presents a client certificate (mTLS); PEM. */
   tls?: ClientTls;
-  /** transport replaces the one built from baseUrl, protocol, token and tls (tests, custom stacks). */
+  /** transport replaces the one built from baseUrl, protocol, token and tls (tests, custom stacks); with it, baseUrl names one server. */
   transport?: Transport;
 }
 
@@ -43,9 +47,12 @@ type Method = keyof Client<typeof MetadataService>;
 
 /**
  * createMetadataClient returns a MetadataService client that
- * - retries UNAVAILABLE answers and connection failures with capped
+ * - retries UNAVAILABLE answers and broken connections with capped
  *   exponential backoff and full jitter until the retry deadline (every RPC
  *   is safe to retry), then fails with one UNAVAILABLE error naming the server;
+ * - with several servers (a cluster's members), goes to the leader that a
+ *   standby names (NOT_LEADER) at once, and to the next server after a
+ *   failure, within the same retry deadline;
  * - remembers its InitializeRank calls, and when the server answers
  *   RANK_NOT_INITIALIZED or its hf3fs-server-id changes (it restarted and
  *   lost its state), runs them again; a RANK_NOT_INITIALIZED call is then
@@ -54,7 +61,7 @@ type Method = keyof Client<typeof MetadataService>;
 export function createMetadataClient(options: MetadataClientOptions): MetadataClient {
   const policy = { ...defaultRetryPolicy, ...options.retry };
   const random = options.random ?? Math.random;
-  const inner = createClient(MetadataService, options.transport ?? transportFor(options));
+  const servers = new ServerList(options);
   const initialized = new Map<string, InitRequest>();
   let serverId: string | undefined;
 
@@ -64,7 +71,7 @@ export function createMetadataClient(options: MetadataClientOptions): MetadataCl
     for (let n = 0; ; n++) {
       let headerId: string | null = null;
       try {
-        const response = await (inner[method] as (r: unknown, o: CallOptions) => Promise<R>)(request, {
+        const response = await (servers.current()[method] as (r: unknown, o: CallOptions) => Promise<R>)(request, {
           ...callOptions,
           onHeader(headers) {
             headerId = headers.get(SERVER_ID_HEADER);
@@ -76,10 +83,13 @@ export function createMetadataClient(options: MetadataClientOptions): MetadataCl
         const error = ConnectError.from(e);
         // An error's metadata merges headers and trailers: "id, id" over gRPC.
         noteServerId(error.metadata.get(SERVER_ID_HEADER)?.split(",")[0]?.trim() ?? null);
-        if (error.code !== Code.Unavailable) throw error;
+        if (!lostConnection(error, callOptions?.signal)) throw error;
+        // A standby that names the leader: go there now. Anything else unavailable: the next server, after a backoff.
+        if (servers.follow(leaderUrlOf(error))) continue;
         const waitMs = backoffMs(policy, n, random);
         if (Date.now() - started + waitMs > policy.deadlineMs) throw unavailable(error, n + 1, Date.now() - started);
         await new Promise((resolve) => setTimeout(resolve, waitMs));
+        servers.next();
       }
     }
   }
@@ -130,6 +140,65 @@ export function createMetadataClient(options: MetadataClientOptions): MetadataCl
     MetadataService.methods.map((m) => [m.localName, (req: unknown, o?: CallOptions) => call(m.localName as Method, req, o)]),
   ) as Client<typeof MetadataService>;
   return Object.defineProperty(client, "serverId", { get: () => serverId, enumerable: true }) as MetadataClient;
+}
+
+/**
+ * ServerList holds a client per server of the options' baseUrl (made on
+ * first use) and which one calls go to: the first, until a standby names
+ * the leader (follow) or a call fails (next).
+ */
+class ServerList {
+  private readonly urls: string[];
+  private readonly clients = new Map<string, Client<typeof MetadataService>>();
+  private at = 0;
+  private leader: string | undefined;
+
+  constructor(private readonly options: MetadataClientOptions) {
+    this.urls = options.baseUrl.split(",").map((url) => url.trim().replace(/\/$/, ""));
+  }
+
+  /** current is the client of the server calls go to now. */
+  current(): Client<typeof MetadataService> {
+    const url = this.leader ?? this.urls[this.at]!;
+    let client = this.clients.get(url);
+    if (client === undefined) {
+      const transport = this.options.transport ?? transportFor({ ...this.options, baseUrl: url });
+      client = createClient(MetadataService, transport);
+      this.clients.set(url, client);
+    }
+    return client;
+  }
+
+  /** follow sends calls to the leader a standby named; false when it named none, or the one calls go to already. */
+  follow(leaderUrl: string): boolean {
+    const url = leaderUrl.replace(/\/$/, "");
+    if (url === "" || url === this.leader || this.options.transport !== undefined) return false;
+    this.leader = url;
+    return true;
+  }
+
+  /** next sends calls to the next server of the list. */
+  next(): void {
+    if (this.leader === undefined) this.at = (this.at + 1) % this.urls.length;
+    this.leader = undefined;
+  }
+}
+
+/**
+ * lostConnection is true for an error that says the server is unavailable,
+ * or that the connection broke under the call (a server killed mid-call:
+ * ECONNRESET is ABORTED, a torn-down HTTP/2 session CANCELED) unless the
+ * caller itself canceled it. Every RPC of the service is safe to retry.
+ */
+function lostConnection(error: ConnectError, signal: AbortSignal | undefined): boolean {
+  if (error.code === Code.Unavailable) return true;
+  return (error.code === Code.Aborted || error.code === Code.Canceled) && signal?.aborted !== true;
+}
+
+/** leaderUrlOf is the leader a NOT_LEADER error names, "" for other errors. */
+function leaderUrlOf(error: ConnectError): string {
+  const info = error.findDetails(ErrorInfoSchema)[0];
+  return info?.reason === Reason.NOT_LEADER ? info.leaderUrl : "";
 }
 
 function isRankNotInitialized(e: unknown): boolean {

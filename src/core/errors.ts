@@ -10,6 +10,8 @@ export interface ErrorSubject {
   page?: number;
   /** field is the request field at fault, e.g. "pages". */
   field?: string;
+  /** leaderUrl is the leader's advertise URL, with NOT_LEADER. */
+  leaderUrl?: string;
 }
 
 /**

@@ -551,66 +551,84 @@ export class MetadataState {
    * keys get a fresh incomplete TTL.
    */
   restore(stored: Iterable<Change>): void {
+    const restoring = this.restoring();
+    for (const change of stored) restoring.add(change);
+    restoring.finish();
+  }
+
+  /**
+   * restoring is restore a change at a time, for a caller that must yield
+   * to its event loop between batches (a cluster member keeping its lease
+   * alive): `add` each stored change in restore's order, then `finish`.
+   */
+  restoring(): { add(change: Change): void; finish(): void } {
     const now = this.clock();
     const leaseUntilMs = now + this.options.readLeaseTtlMs;
-    for (const change of stored) {
-      switch (change.kind) {
-        case "rank": {
-          let ns = this.namespaces.get(change.namespace);
-          if (ns === undefined) {
-            ns = new Namespace(change.namespace, change.worldSize);
-            this.namespaces.set(change.namespace, ns);
+    return {
+      add: (change) => this.restoreOne(change, now, leaseUntilMs),
+      finish: () => {
+        for (const ns of this.namespaces.values()) {
+          for (const rank of ns.ranks.values()) {
+            rank.sortReservations();
+            this.deadlines.armReservations(ns, rank);
           }
-          ns.addRank(change.rank, change.numPages);
-          break;
+          this.deadlines.armIncomplete(ns);
         }
-        case "key": {
-          const ns = this.namespaces.get(change.namespace);
-          if (ns === undefined) throw new Error(`stored key "${change.key}" of unknown namespace "${change.namespace}"`);
-          const record = ns.recordOf(change.key);
-          record.leaseUntilMs = leaseUntilMs;
-          // A complete key is never reclaimed: it keeps no deadline (a number that would cost a heap box per key).
-          if (!change.complete) record.reclaimAtMs = now + this.options.incompleteTtlMs;
-          // Ranks become slots in a copy of exactly the stored size (growing by push would reserve more).
-          const pages = change.pages.slice();
-          for (let i = 0; i < pages.length; i += 2) {
-            const rank = this.rankOf(change.namespace, pages[i]!).rank;
-            rank.restoreUsed(record, pages[i + 1]!);
-            pages[i] = rank.slot;
-          }
-          record.pages = pages.length > 0 ? pages : NO_PAGES;
-          ns.confirmedKeys++;
-          if (change.complete) this.markComplete(ns, record);
-          else ns.incomplete.add(record);
-          break;
+      },
+    };
+  }
+
+  /** restoreOne applies one stored change (restore); `now` and `leaseUntilMs` are the restore's. */
+  private restoreOne(change: Change, now: number, leaseUntilMs: number): void {
+    switch (change.kind) {
+      case "rank": {
+        let ns = this.namespaces.get(change.namespace);
+        if (ns === undefined) {
+          ns = new Namespace(change.namespace, change.worldSize);
+          this.namespaces.set(change.namespace, ns);
         }
-        case "reserve": {
-          const { ns, rank } = this.rankOf(change.namespace, change.rank);
-          rank.restoreReservation(ns.recordOf(change.key), change.page, change.expiresAtMs);
-          break;
-        }
-        case "drain": {
-          const { ns, rank } = this.rankOf(change.namespace, change.rank);
-          const untilMs = Math.max(change.untilMs, leaseUntilMs);
-          // The page's holder is the deleted key, not whatever record has its name now.
-          const holder = newKeyRecord();
-          ns.nameDraining(holder, change.key);
-          rank.restoreDraining(holder, change.page, untilMs);
-          this.deadlines.drain(ns, rank, change.page, untilMs);
-          break;
-        }
-        case "unreserve":
-        case "undrain":
-        case "forget":
-          break;
+        ns.addRank(change.rank, change.numPages);
+        break;
       }
-    }
-    for (const ns of this.namespaces.values()) {
-      for (const rank of ns.ranks.values()) {
-        rank.sortReservations();
-        this.deadlines.armReservations(ns, rank);
+      case "key": {
+        const ns = this.namespaces.get(change.namespace);
+        if (ns === undefined) throw new Error(`stored key "${change.key}" of unknown namespace "${change.namespace}"`);
+        const record = ns.recordOf(change.key);
+        record.leaseUntilMs = leaseUntilMs;
+        // A complete key is never reclaimed: it keeps no deadline (a number that would cost a heap box per key).
+        if (!change.complete) record.reclaimAtMs = now + this.options.incompleteTtlMs;
+        // Ranks become slots in a copy of exactly the stored size (growing by push would reserve more).
+        const pages = change.pages.slice();
+        for (let i = 0; i < pages.length; i += 2) {
+          const rank = this.rankOf(change.namespace, pages[i]!).rank;
+          rank.restoreUsed(record, pages[i + 1]!);
+          pages[i] = rank.slot;
+        }
+        record.pages = pages.length > 0 ? pages : NO_PAGES;
+        ns.confirmedKeys++;
+        if (change.complete) this.markComplete(ns, record);
+        else ns.incomplete.add(record);
+        break;
       }
-      this.deadlines.armIncomplete(ns);
+      case "reserve": {
+        const { ns, rank } = this.rankOf(change.namespace, change.rank);
+        rank.restoreReservation(ns.recordOf(change.key), change.page, change.expiresAtMs);
+        break;
+      }
+      case "drain": {
+        const { ns, rank } = this.rankOf(change.namespace, change.rank);
+        const untilMs = Math.max(change.untilMs, leaseUntilMs);
+        // The page's holder is the deleted key, not whatever record has its name now.
+        const holder = newKeyRecord();
+        ns.nameDraining(holder, change.key);
+        rank.restoreDraining(holder, change.page, untilMs);
+        this.deadlines.drain(ns, rank, change.page, untilMs);
+        break;
+      }
+      case "unreserve":
+      case "undrain":
+      case "forget":
+        break;
     }
   }
 

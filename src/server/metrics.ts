@@ -2,8 +2,18 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom
 import type { Change } from "../core/change.js";
 import { NAMESPACE_COUNTERS } from "../core/namespace-counters.js";
 import type { MetadataState } from "../core/state.js";
+import type { MemberRecord } from "../replication/cluster-keys.js";
 import type { LoadShedder } from "../service/load-shedder.js";
 import type { Store } from "../store/store.js";
+
+/** ClusterView is what /metrics and `status` show of a highly available cluster. */
+export interface ClusterView {
+  /** members reads every member's record from etcd. */
+  members(): Promise<MemberRecord[]>;
+  /** leading is true while this member leads. */
+  leading(): boolean;
+}
+
 import { METRICS_LIMITS, type MetricsLimits, metricsSnapshot, type NamespaceSeries, OTHER } from "./metrics-snapshot.js";
 
 /**
@@ -41,7 +51,8 @@ export class Metrics {
   private readonly callChildren = new Map<string, { inc(): void }>();
   private readonly latencyChildren = new Map<string, { observe(v: number): void }>();
 
-  constructor(state: MetadataState, limits: MetricsLimits = METRICS_LIMITS, shedder?: LoadShedder) {
+  /** state gives the state at scrape time (a cluster member gets a new one each time it starts leading); cluster reports the members of a highly available cluster. */
+  constructor(state: () => MetadataState, limits: MetricsLimits = METRICS_LIMITS, shedder?: LoadShedder, cluster?: ClusterView) {
     // prom-client's process and Node metrics: RSS, heap, GC, event-loop lag, open descriptors.
     collectDefaultMetrics({ register: this.registry });
     new Counter({
@@ -57,7 +68,7 @@ export class Metrics {
     let snapshot: NamespaceSeries[] | undefined;
     const namespaces = () => {
       if (snapshot === undefined) {
-        snapshot = metricsSnapshot(state, limits);
+        snapshot = metricsSnapshot(state(), limits);
         queueMicrotask(() => (snapshot = undefined));
       }
       return snapshot;
@@ -79,6 +90,7 @@ export class Metrics {
         }
       },
     });
+    if (cluster !== undefined) this.clusterGauges(cluster);
     // Gauges and counters alike are set from the state when scraped: reset, then add each namespace's value.
     for (const { field, kind, help } of NAMESPACE_COUNTERS) {
       const options = {
@@ -94,6 +106,28 @@ export class Metrics {
       if (kind === "gauge") new Gauge(options);
       else new Counter(options);
     }
+  }
+
+  /** clusterGauges report each member of the cluster, as etcd holds them, at scrape time. */
+  private clusterGauges(cluster: ClusterView): void {
+    new Gauge({
+      name: "hf3fs_metadata_cluster_member_applied_seq",
+      help: "The last log entry each member of the cluster applied, by member id, advertise URL and role (leader or standby).",
+      labelNames: ["member", "url", "role"],
+      registers: [this.registry],
+      async collect() {
+        this.reset();
+        for (const m of await cluster.members().catch(() => [])) this.set({ member: m.memberId, url: m.url, role: m.role }, m.appliedSeq);
+      },
+    });
+    new Gauge({
+      name: "hf3fs_metadata_cluster_leader",
+      help: "1 while this member leads the cluster, else 0.",
+      registers: [this.registry],
+      collect() {
+        this.set(cluster.leading() ? 1 : 0);
+      },
+    });
   }
 
   /** observeCall counts one call of method that ended with code ("ok" or a gRPC code name), and its latency. */

@@ -46,6 +46,14 @@ export interface ServerOptions extends StateOptions {
   tlsClientCa: string;
   /** logLevel is pino's level. Defaults to info. */
   logLevel: string;
+  /** etcdEndpoints, comma-separated etcd client URLs, turn on high availability; "" (the default) runs single-node. */
+  etcdEndpoints: string;
+  /** clusterName names the cluster: its etcd keys live under /hf3fs-metadata/<name>/. Defaults to "default". */
+  clusterName: string;
+  /** advertiseUrl is how clients and the other members reach this member; "" (the default): the URL the server listens on. */
+  advertiseUrl: string;
+  /** leaderLeaseMs is the TTL of each member's etcd lease, so the longest a cluster goes without a leader after one dies. Defaults to 2 s. */
+  leaderLeaseMs: number;
 }
 
 type Kind = "string" | "integer" | "duration" | "boolean";
@@ -110,6 +118,25 @@ export const OPTIONS: { flag: string; field: keyof ServerOptions; kind: Kind; he
   { flag: "tls-key", field: "tlsKey", kind: "string", help: "PEM private key of --tls-cert" },
   { flag: "tls-client-ca", field: "tlsClientCa", kind: "string", help: "PEM CA that client certificates must be signed by (mTLS)" },
   { flag: "log-level", field: "logLevel", kind: "string", help: "fatal, error, warn, info, debug or trace" },
+  {
+    flag: "etcd-endpoints",
+    field: "etcdEndpoints",
+    kind: "string",
+    help: "etcd client URLs (URL,URL,...): run as a member of a highly available cluster; empty: single-node",
+  },
+  { flag: "cluster-name", field: "clusterName", kind: "string", help: "the cluster's name; its etcd keys live under /hf3fs-metadata/<name>/" },
+  {
+    flag: "advertise-url",
+    field: "advertiseUrl",
+    kind: "string",
+    help: "URL at which clients and the other members reach this member (empty: the URL it listens on)",
+  },
+  {
+    flag: "leader-lease",
+    field: "leaderLeaseMs",
+    kind: "duration",
+    help: "TTL of each member's etcd lease (whole seconds): how long a dead leader is waited for",
+  },
 ];
 
 /**
@@ -155,6 +182,10 @@ export const defaultServerOptions: ServerOptions = {
   tlsKey: "",
   tlsClientCa: "",
   logLevel: "info",
+  etcdEndpoints: "",
+  clusterName: "default",
+  advertiseUrl: "",
+  leaderLeaseMs: 2_000,
 };
 
 /** envName is the environment variable of a flag, e.g. HF3FS_METADATA_RESERVATION_TTL. */
@@ -201,9 +232,27 @@ export function parseServerOptions(args: string[], env: NodeJS.ProcessEnv): Serv
     const field = OPTIONS.find((o) => o.flag === flag)!.field;
     if ((result[field] as number) < 1) throw new Error(`--${flag} must be at least 1`);
   }
+  checkCluster(result);
   if (result.maxKeyBytes > MAX_KEY_BYTES)
     throw new Error(`--max-key-bytes must be at most ${MAX_KEY_BYTES} (namespace names are keys of the store), got ${result.maxKeyBytes}`);
   return result;
+}
+
+/** checkCluster checks the options of high availability. */
+function checkCluster(options: ServerOptions): void {
+  if (options.etcdEndpoints === "") return;
+  for (const endpoint of options.etcdEndpoints.split(",")) {
+    if (!/^https?:\/\/[^/\s]+\/?$/.test(endpoint)) throw new Error(`--etcd-endpoints takes URLs like http://127.0.0.1:2379, got "${endpoint}"`);
+  }
+  if (options.inMemory) throw new Error("--etcd-endpoints needs the durable store (a member keeps the cluster's state in --data-dir): drop --in-memory");
+  if (!/^[A-Za-z0-9._-]{1,64}$/.test(options.clusterName))
+    throw new Error(`--cluster-name takes 1 to 64 letters, digits, ".", "_" or "-", got "${options.clusterName}"`);
+  if (options.advertiseUrl !== "" && !/^https?:\/\/[^/\s]+\/?$/.test(options.advertiseUrl)) {
+    throw new Error(`--advertise-url takes a URL like http://10.0.0.2:18000, got "${options.advertiseUrl}"`);
+  }
+  if (options.leaderLeaseMs < 1_000 || options.leaderLeaseMs % 1_000 !== 0) {
+    throw new Error(`--leader-lease must be whole seconds, at least 1s (etcd leases count seconds), got ${options.leaderLeaseMs} ms`);
+  }
 }
 
 function convert(raw: string | boolean, kind: Kind, flag: string): unknown {

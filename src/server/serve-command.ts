@@ -1,13 +1,16 @@
 import { readFileSync } from "node:fs";
+import { Etcd3 } from "etcd3";
 import { systemClock } from "../core/clock.js";
 import { MetadataState } from "../core/state.js";
-import { AccessPolicy } from "../service/access-policy.js";
+import { Member } from "../replication/member.js";
+import { AccessPolicy, readTokens } from "../service/access-policy.js";
+import { Leadership } from "../service/leadership.js";
 import { LmdbStore, tolerateInternalCommitRejections } from "../store/lmdb-store.js";
 import { MemoryStore } from "../store/memory-store.js";
 import type { Store } from "../store/store.js";
 import { createLogger, type Logger } from "./logger.js";
 import { parseServerOptions, type ServerOptions, usage } from "./options.js";
-import { type RunningServer, startServer } from "./server.js";
+import { type RunningServer, type ServerConfig, startServer } from "./server.js";
 import type { ListenerTls } from "./transport/dual-protocol-listener.js";
 
 /** serveCommand runs `hf3fs-metadata serve` until SIGTERM/SIGINT (exit 0) or a store failure (exit 1). */
@@ -34,6 +37,7 @@ export async function serveCommand(args: string[]): Promise<number> {
     return 1;
   }
   warnIfExposed(options, logger);
+  if (options.etcdEndpoints !== "") return serveMember(options, { access, tls }, logger);
   let store: Store;
   const state = new MetadataState(systemClock, options, !options.inMemory);
   try {
@@ -45,8 +49,50 @@ export async function serveCommand(args: string[]): Promise<number> {
     return 1;
   }
   const server = await startServer({ state, store }, { ...options, access, tls }, logger);
-  if (access !== undefined || tls !== undefined) process.on("SIGHUP", () => reload(options, access, server, logger));
+  return runUntilStopped(options, server, store, access, logger);
+}
 
+/**
+ * serveMember runs a member of a highly available cluster (--etcd-endpoints):
+ * it opens its data dir's store without loading it (the state is built when
+ * the member leads), listens, and joins the cluster at its advertise URL.
+ */
+async function serveMember(options: ServerOptions, security: Pick<ServerConfig, "access" | "tls">, logger: Logger): Promise<number> {
+  let member: Member;
+  try {
+    tolerateInternalCommitRejections();
+    const local = await LmdbStore.open(options.dataDir);
+    const client = new Etcd3({ hosts: options.etcdEndpoints.split(","), dialTimeout: 2_000, grpcOptions: ETCD_GRPC_OPTIONS });
+    const memberOptions = {
+      clusterName: options.clusterName,
+      leaderLeaseMs: options.leaderLeaseMs,
+      state: options,
+      clock: systemClock,
+      // A member presents the first token of its token files to the leader for a snapshot (an admin call).
+      token: (options.adminTokenFile || options.authTokenFile) === "" ? undefined : readTokens(options.adminTokenFile || options.authTokenFile)[0],
+    };
+    member = await Member.join(client, local, new Leadership(), memberOptions, logger).catch(async (error: Error) => {
+      client.close();
+      await local.close();
+      throw error;
+    });
+  } catch (error) {
+    logger.fatal({ err: error }, "cannot start");
+    console.error(`hf3fs-metadata serve: ${(error as Error).message}`);
+    return 1;
+  }
+  const server = await startServer(member.ledger, { ...options, ...security, leadership: member.leadership, cluster: member }, logger);
+  member.start(options.advertiseUrl === "" ? server.url : options.advertiseUrl.replace(/\/$/, ""));
+  logger.info({ cluster: options.clusterName, clusterId: member.clusterId, memberId: member.memberId }, "cluster: joined");
+  return runUntilStopped(options, server, member.ledger.store, security.access, logger);
+}
+
+/** ETCD_GRPC_OPTIONS let a catch-up read return up to 32 log entries of 1 MB each. */
+const ETCD_GRPC_OPTIONS = { "grpc.max_receive_message_length": 64 << 20 };
+
+/** runUntilStopped serves until SIGTERM/SIGINT (0) or a store failure (1), then closes the server and the store. */
+async function runUntilStopped(options: ServerOptions, server: RunningServer, store: Store, access: AccessPolicy | undefined, logger: Logger): Promise<number> {
+  if (access !== undefined || options.tlsCert !== "") process.on("SIGHUP", () => reload(options, access, server, logger));
   const code = await new Promise<number>((resolve) => {
     const stop = (signal: string) => {
       logger.info({ signal }, "shutting down");

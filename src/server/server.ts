@@ -3,20 +3,23 @@ import type * as http2 from "node:http2";
 import { file_grpc_health_v1_health, Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { file_grpc_reflection_v1_reflection, ServerReflection as ReflectionV1 } from "../../gen/grpc/reflection/v1/reflection_pb.js";
 import { file_grpc_reflection_v1alpha_reflection, ServerReflection as ReflectionV1alpha } from "../../gen/grpc/reflection/v1alpha/reflection_pb.js";
+import { ReplicationService } from "../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
 import { file_hf3fs_metadata_v1_metadata, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataError, Reason } from "../core/errors.js";
+import { replicationService, type SnapshotSource } from "../replication/snapshot.js";
 import type { AccessPolicy } from "../service/access-policy.js";
 import { Edge } from "../service/edge.js";
 import { healthService } from "../service/health-service.js";
 import { sglangRoutes } from "../service/json/sglang-routes.js";
 import { vllmRoutes } from "../service/json/vllm-routes.js";
+import type { Leadership } from "../service/leadership.js";
 import { commit, type Ledger } from "../service/ledger.js";
 import { Lifecycle } from "../service/lifecycle.js";
 import { type LagSampler, LoadShedder, loopLagSampler } from "../service/load-shedder.js";
 import { metadataService } from "../service/metadata-service.js";
 import { reflectionService } from "../service/reflection-service.js";
 import type { Logger } from "./logger.js";
-import { Metrics } from "./metrics.js";
+import { type ClusterView, Metrics } from "./metrics.js";
 import { bufferedBytesFor, defaultServerOptions } from "./options.js";
 import { connectFraming } from "./transport/connect-framing.js";
 import { DualProtocolListener, type ListenerTls } from "./transport/dual-protocol-listener.js";
@@ -59,6 +62,10 @@ export interface ServerConfig {
   idleTimeoutMs?: number;
   /** expireIntervalMs is how often due deadlines are processed without traffic. Defaults to 1 s. */
   expireIntervalMs?: number;
+  /** leadership, in a highly available cluster, admits MetadataService calls only while this member leads; undefined: single-node. */
+  leadership?: Leadership;
+  /** cluster reports the cluster's members on /metrics, and serves them snapshots; undefined: single-node. */
+  cluster?: ClusterView & SnapshotSource;
 }
 
 /** RunningServer is a server that listens until closed. */
@@ -91,9 +98,16 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
   const lifecycle = new Lifecycle();
   const lag = config.overloadLagMs && config.sampleLag === undefined ? loopLagSampler() : undefined;
   const shedder = config.overloadLagMs ? new LoadShedder(config.overloadLagMs, config.sampleLag ?? lag!.sample) : undefined;
-  const metrics = new Metrics(ledger.state, undefined, shedder);
+  const metrics = new Metrics(() => ledger.state, undefined, shedder, config.cluster);
   const serverId = ledger.store.serverId;
-  const instrumented: Ledger = { state: ledger.state, store: metrics.instrument(ledger.store) };
+  // The state is read at each use: a cluster member gets a new one each time it starts leading.
+  const store = metrics.instrument(ledger.store);
+  const instrumented: Ledger = {
+    get state() {
+      return ledger.state;
+    },
+    store,
+  };
   const observe = metrics.observeCall.bind(metrics);
   const limits = { ...defaultServerOptions, ...bufferedBytesFor(config.maxBodyBytes), ...definedOf(config) };
   const { access } = config;
@@ -107,6 +121,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     maxBufferedBytesPerConnection: limits.maxBufferedBytesPerConnection,
     access,
     shedder,
+    leadership: config.leadership,
     requestTimeoutMs: limits.requestTimeoutMs,
   });
   const metricsAccess = config.metricsAuth ? access : undefined;
@@ -115,16 +130,17 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     return error;
   });
 
-  const service = metadataService(ledger.state, serverId);
+  const service = metadataService(ledger, serverId);
   const reflection = reflectionService(
     [file_hf3fs_metadata_v1_metadata, file_grpc_health_v1_health, file_grpc_reflection_v1_reflection, file_grpc_reflection_v1alpha_reflection],
     SERVICES,
   );
-  const json = jsonRouter(ledger.state, edge, [...vllmRoutes, ...sglangRoutes]);
+  const json = jsonRouter(ledger, edge, [...vllmRoutes, ...sglangRoutes]);
   const openServices = (router: Parameters<Parameters<typeof connectFraming>[2]>[0]) => {
-    router.service(Health, healthService(lifecycle, [MetadataService.typeName], shedder));
+    router.service(Health, healthService(lifecycle, [MetadataService.typeName], shedder, config.leadership));
     router.service(ReflectionV1, reflection);
     router.service(ReflectionV1alpha, reflection as never);
+    if (config.cluster !== undefined) router.service(ReplicationService, replicationService(config.cluster, access));
   };
   const connect = connectFraming(edge, service, openServices, (req, res) => {
     if (req.method === "GET" && req.url?.split("?")[0] === "/metrics") return void serveMetrics(metrics, metricsAccess, req.headers.authorization, res);

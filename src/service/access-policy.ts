@@ -7,7 +7,7 @@ import { MetadataError, Reason } from "../core/errors.js";
  * an admin token. Every other MetadataService call and JSON route needs a
  * worker or an admin token.
  */
-export const ADMIN_METHODS: ReadonlySet<string> = new Set(["Clear", "DeleteKeys", "vllm.clear", "sglang.clear", "sglang.delete_keys"]);
+export const ADMIN_METHODS: ReadonlySet<string> = new Set(["Clear", "DeleteKeys", "vllm.clear", "sglang.clear", "sglang.delete_keys", "replication.Snapshot"]);
 
 /** AccessFiles name the token files of an AccessPolicy; at least one is given. */
 export interface AccessFiles {

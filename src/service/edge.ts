@@ -7,6 +7,7 @@ import { BodyBudget } from "./body-budget.js";
 import { checkDeadline, deadlineSignal } from "./deadline.js";
 import { toConnectError } from "./error-table.js";
 import { LargeCallLane } from "./large-call-lane.js";
+import type { Leadership } from "./leadership.js";
 import { commit, type Ledger } from "./ledger.js";
 import type { Lifecycle } from "./lifecycle.js";
 import type { LoadShedder } from "./load-shedder.js";
@@ -30,6 +31,8 @@ export interface EdgeOptions {
   readonly maxBufferedBytesPerConnection: number;
   /** access decides which calls may run, from their authorization header; undefined: every call. */
   readonly access?: AccessPolicy;
+  /** leadership refuses calls while this cluster member does not lead (NOT_LEADER); undefined: single-node, always. */
+  readonly leadership?: Leadership;
   /** shedder refuses new calls while the server is overloaded; undefined: never. */
   readonly shedder?: LoadShedder;
   /** requestTimeoutMs bounds the time to receive a body, whatever the client's deadline (slow senders are cut). */
@@ -159,23 +162,27 @@ export class Edge {
   /**
    * admit throws, in this order: UNAUTHENTICATED or PERMISSION_DENIED for a
    * call without the token it needs, the refusal every call gets while the
-   * server does not accept calls, OVERLOADED while it sheds load.
+   * server does not accept calls, NOT_LEADER on a cluster member that does
+   * not lead, OVERLOADED while it sheds load.
    */
   private admit(method: string, authorization: string | undefined): void {
     this.options.access?.check(method, authorization);
-    const refusal = this.lifecycle.refusal;
+    const refusal = this.lifecycle.refusal ?? this.options.leadership?.refusal;
     if (refusal !== undefined) throw refusal;
     this.options.shedder?.admit();
   }
 
   /**
    * beforeCore is the last check before a call is decoded and run: its
-   * deadline, and the load again (the body may have taken a while, and the
-   * loop may have fallen behind meanwhile). A call refused here costs no
-   * decoding and changes nothing; one that passes runs whole.
+   * deadline, leadership and the load again (the body may have taken a
+   * while: the member may have stepped down, and the loop may have fallen
+   * behind meanwhile). A call refused here costs no decoding and changes
+   * nothing; one that passes runs whole, in this event turn.
    */
   private beforeCore(deadline: AbortSignal | undefined): void {
     checkDeadline(deadline);
+    const notLeader = this.options.leadership?.refusal;
+    if (notLeader !== undefined) throw notLeader;
     this.options.shedder?.admit();
   }
 

@@ -21,6 +21,7 @@ export const codeOfReason: Record<Reason, Code> = {
   [Reason.UNAUTHENTICATED]: Code.Unauthenticated,
   [Reason.PERMISSION_DENIED]: Code.PermissionDenied,
   [Reason.OVERLOADED]: Code.Unavailable,
+  [Reason.NOT_LEADER]: Code.Unavailable,
 };
 
 /**
@@ -76,6 +77,7 @@ export function toConnectError(error: unknown, namespace: string): ConnectError 
           key: subject.key ?? "",
           page: subject.page,
           field: subject.field ?? "",
+          leaderUrl: subject.leaderUrl ?? "",
         },
       },
     ]);

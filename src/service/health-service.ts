@@ -1,24 +1,35 @@
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { type Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
+import type { Leadership } from "./leadership.js";
 import type { Lifecycle } from "./lifecycle.js";
 import type { LoadShedder } from "./load-shedder.js";
 
 /**
- * healthService implements grpc.health.v1.Health: the server ("") and each
- * of `services` are SERVING while the lifecycle accepts calls (the server
- * listens only after recovery), NOT_SERVING once it refuses them (draining,
- * store failed), and while a shedder says the server is overloaded (Check
- * only: a readiness probe then sends traffic elsewhere). Watch sends the
- * status, then the change to NOT_SERVING when the lifecycle refuses calls,
- * then ends, so that a draining server is not held open by watchers.
+ * healthService implements grpc.health.v1.Health. The server ("") is
+ * SERVING while the lifecycle accepts calls (the server listens only after
+ * recovery) and, in a highly available cluster, while this member is caught
+ * up with the log; each of `leaderServices` is SERVING when the server is
+ * and, in a cluster, only on the leader, so a readiness probe on it sends
+ * all traffic there. Both are NOT_SERVING once the lifecycle refuses calls
+ * (draining, store failed), and while a shedder says the server is
+ * overloaded (Check only: a readiness probe then sends traffic elsewhere).
+ * Watch sends the status, then each change of it, and ends once the
+ * lifecycle refuses calls, so that a draining server is not held open by
+ * watchers.
  */
-export function healthService(lifecycle: Lifecycle, services: readonly string[], shedder?: LoadShedder): ServiceImpl<typeof Health> {
-  const known = (service: string) => service === "" || services.includes(service);
-  const status = () => (lifecycle.refusal === undefined && shedder?.overloaded !== true ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
+export function healthService(
+  lifecycle: Lifecycle,
+  leaderServices: readonly string[],
+  shedder?: LoadShedder,
+  leadership?: Leadership,
+): ServiceImpl<typeof Health> {
+  const known = (service: string) => service === "" || leaderServices.includes(service);
+  const running = () => lifecycle.refusal === undefined && (leadership?.caughtUp ?? true);
+  const status = (service: string) => (running() && (service === "" || leadership?.refusal === undefined) ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
   return {
     check(req) {
       if (!known(req.service)) throw new ConnectError(`unknown service "${req.service}"`, Code.NotFound);
-      return { status: status() };
+      return { status: shedder?.overloaded === true ? ServingStatus.NOT_SERVING : status(req.service) };
     },
     async *watch(req, ctx) {
       if (!known(req.service)) {
@@ -26,10 +37,20 @@ export function healthService(lifecycle: Lifecycle, services: readonly string[],
         await lifecycle.refused(ctx.signal);
         return;
       }
-      yield { status: status() };
-      if (lifecycle.refusal !== undefined) return;
-      await lifecycle.refused(ctx.signal);
-      if (!ctx.signal.aborted) yield { status: status() };
+      let last = status(req.service);
+      yield { status: last };
+      while (lifecycle.refusal === undefined && !ctx.signal.aborted) {
+        const stop = new AbortController();
+        const abort = () => stop.abort();
+        ctx.signal.addEventListener("abort", abort, { once: true });
+        await Promise.race([lifecycle.refused(stop.signal), leadership?.next(stop.signal) ?? new Promise<never>(() => {})]);
+        stop.abort();
+        ctx.signal.removeEventListener("abort", abort);
+        const now = status(req.service);
+        if (ctx.signal.aborted || now === last) continue;
+        last = now;
+        yield { status: now };
+      }
     },
   };
 }

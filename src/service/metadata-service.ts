@@ -6,37 +6,38 @@ import type { MetadataState, NamespaceStatsView } from "../core/state.js";
 import { keysOf } from "./key-bytes.js";
 
 /**
- * metadataService implements MetadataService on the state. Each handler
+ * metadataService implements MetadataService on the ledger's state (read at
+ * each call: a cluster member gets a new state each time it starts leading). Each handler
  * calls the core and answers; the edge (edge.ts) commits the call's changes
  * before the reply and maps errors to status codes, whichever framing
  * serves the call.
  */
-export function metadataService(state: MetadataState, serverId: string): ServiceImpl<typeof MetadataService> {
+export function metadataService(ledger: { readonly state: MetadataState }, serverId: string): ServiceImpl<typeof MetadataService> {
   return {
     async initializeRank(req) {
-      return { ...state.initializeRank(req.namespace, req.rank, req.numPages, req.worldSize, req.role), serverId };
+      return { ...ledger.state.initializeRank(req.namespace, req.rank, req.numPages, req.worldSize, req.role), serverId };
     },
     async batchAllocate(req) {
-      return state.batchAllocate(req.namespace, req.rank, keysOf(req, "keys"), keysOf(req, "prefixKeys"));
+      return ledger.state.batchAllocate(req.namespace, req.rank, keysOf(req, "keys"), keysOf(req, "prefixKeys"));
     },
     async confirmWrite(req) {
-      return state.confirmWrite(req.namespace, req.rank, keysOf(req, "keys"), req.pages, req.pagesToRelease);
+      return ledger.state.confirmWrite(req.namespace, req.rank, keysOf(req, "keys"), req.pages, req.pagesToRelease);
     },
     async batchExists(req) {
-      return { exists: state.batchExists(req.namespace, keysOf(req, "keys"), req.rank) };
+      return { exists: ledger.state.batchExists(req.namespace, keysOf(req, "keys"), req.rank) };
     },
     async getLocations(req) {
-      return { pages: state.getLocations(req.namespace, req.rank, keysOf(req, "keys"), req.includeIncomplete) };
+      return { pages: ledger.state.getLocations(req.namespace, req.rank, keysOf(req, "keys"), req.includeIncomplete) };
     },
     async deleteKeys(req) {
-      return { deleted: state.deleteKeys(req.namespace, req.keys) };
+      return { deleted: ledger.state.deleteKeys(req.namespace, req.keys) };
     },
     async clear(req) {
-      state.clear(req.allNamespaces ? undefined : req.namespace);
+      ledger.state.clear(req.allNamespaces ? undefined : req.namespace);
       return {};
     },
     async getStats(req) {
-      return { namespaces: state.stats(req.allNamespaces ? undefined : req.namespace).map(namespaceStats) };
+      return { namespaces: ledger.state.stats(req.allNamespaces ? undefined : req.namespace).map(namespaceStats) };
     },
   };
 }

@@ -2,7 +2,7 @@ import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
-import { type Database, open, type RootDatabase } from "lmdb";
+import { type Database, open, type RootDatabase, type Transaction } from "lmdb";
 import type { Change } from "../core/change.js";
 import { MetadataError, Reason } from "../core/errors.js";
 import { dataFile, prepareDataDir } from "./data-dir.js";
@@ -24,6 +24,10 @@ import {
   writeOf,
 } from "./schema.js";
 import type { Store } from "./store.js";
+
+/** APPLIED_SEQ and CLUSTER_ID are the meta records of a member of a highly available cluster (see src/replication/). */
+const APPLIED_SEQ = "appliedSeq";
+const CLUSTER_ID = "clusterId";
 
 const VERIFIER = new URL("./verify-lmdb.mjs", import.meta.url).pathname;
 
@@ -101,42 +105,63 @@ export class LmdbStore implements Store {
    * first, then keys, reservations and draining pages (ranks first is the
    * order MetadataState.restore wants). It reports progress about once a second, and once at the end.
    */
-  *stored(progress: (p: LoadProgress) => void = () => {}): Generator<Change> {
+  *stored(progress: (p: LoadProgress) => void = () => {}, transaction?: Transaction): Generator<Change> {
     const started = Date.now();
     let records = 0;
     let nextReport = started + 1_000;
     const report = (done: boolean) => progress({ records, elapsedMs: Date.now() - started, done });
-    for (const { key, value } of this.dbs.ranks.getRange({})) {
+    for (const { key, value } of this.dbs.ranks.getRange({ transaction })) {
       const [namespace, rank] = key as RankKey;
       const [numPages, worldSize] = value as RankValue;
       records++;
       yield { kind: "rank", namespace, rank, numPages, worldSize };
     }
-    for (const { key, value } of this.dbs.keys.getRange({})) {
+    for (const { key, value } of this.dbs.keys.getRange({ transaction })) {
       if ((++records & 0x3fff) === 0 && Date.now() >= nextReport) {
         nextReport = Date.now() + 1_000;
         report(false);
       }
       yield keyChange(key as KeyKey, value as KeyValue);
     }
-    for (const { value } of this.dbs.long_keys.getRange({})) {
+    for (const { value } of this.dbs.long_keys.getRange({ transaction })) {
       records++;
       yield longKeyChange(value as LongKeyValue);
     }
-    for (const { key, value } of this.dbs.reservations.getRange({})) {
+    for (const { key, value } of this.dbs.reservations.getRange({ transaction })) {
       records++;
       yield reservationChange(key as PageKey, value as PageValue);
     }
-    for (const { key, value } of this.dbs.drains.getRange({})) {
+    for (const { key, value } of this.dbs.drains.getRange({ transaction })) {
       records++;
       yield drainChange(key as PageKey, value as PageValue);
     }
     report(true);
   }
 
+  /**
+   * snapshot reads the store at one moment, whatever is committed
+   * meanwhile: its applied log entry and every record (in stored()'s
+   * order). Call done() once read: an open read transaction keeps LMDB
+   * from reusing the pages it sees.
+   */
+  snapshot(): { appliedSeq: number; records: Generator<Change>; done(): void } {
+    const transaction = this.env.useReadTransaction();
+    const appliedSeq = (this.dbs.meta.get(APPLIED_SEQ, { transaction }) as number | undefined) ?? 0;
+    return { appliedSeq, records: this.stored(undefined, transaction), done: () => transaction.done() };
+  }
+
   commit(changes: readonly Change[]): Promise<void> {
+    return this.commitApplied(changes, undefined);
+  }
+
+  /**
+   * commitApplied commits `changes` and, in the same transaction, records
+   * that the replicated log is applied up to sequence number `appliedSeq`
+   * (a member of a highly available cluster); undefined records nothing.
+   */
+  commitApplied(changes: readonly Change[], appliedSeq: number | undefined): Promise<void> {
     if (this.failure !== undefined) return Promise.reject(this.failure);
-    if (changes.length === 0) return this.tail;
+    if (changes.length === 0 && appliedSeq === undefined) return this.tail;
     let last: Promise<unknown> = Promise.resolve();
     try {
       // Encode every write before issuing any, so a change that cannot be encoded leaves nothing half written.
@@ -145,6 +170,10 @@ export class LmdbStore implements Store {
         const db = this.dbs[write.db];
         last = write.value === undefined ? db.remove(write.key) : db.put(write.key, write.value);
         // Writes of one turn share a transaction and fail together: the last one's promise carries the failure (below).
+        last.catch(ignoreCommitError);
+      }
+      if (appliedSeq !== undefined) {
+        last = this.dbs.meta.put(APPLIED_SEQ, appliedSeq);
         last.catch(ignoreCommitError);
       }
     } catch (error) {
@@ -163,6 +192,41 @@ export class LmdbStore implements Store {
     this.failure ??= new MetadataError(Reason.STORE_UNAVAILABLE, `the store in ${this.path} failed: ${cause}`);
     this.onFailure(this.failure);
     return Promise.reject(this.failure);
+  }
+
+  /** appliedSeq is the sequence number of the last replicated log entry applied here; 0 for none (a new member, or single-node data). */
+  get appliedSeq(): number {
+    return (this.dbs.meta.get(APPLIED_SEQ) as number | undefined) ?? 0;
+  }
+
+  /** clusterId is the id of the highly available cluster whose state this is; undefined when the store never joined one. */
+  get clusterId(): string | undefined {
+    return this.dbs.meta.get(CLUSTER_ID) as string | undefined;
+  }
+
+  /** joinCluster records the cluster whose state this store keeps from now on. */
+  async joinCluster(clusterId: string): Promise<void> {
+    await this.dbs.meta.put(CLUSTER_ID, clusterId);
+  }
+
+  /** isEmpty is true when the store holds no rank (so no key, reservation or draining page either). */
+  isEmpty(): boolean {
+    return this.dbs.ranks.getKeysCount() === 0;
+  }
+
+  /**
+   * replaceAll drops every record and writes `records` (a snapshot of a
+   * cluster's state at log sequence number `appliedSeq`) in their place, in
+   * one synchronous transaction after the commits in flight.
+   */
+  async replaceAll(records: readonly Change[], appliedSeq: number): Promise<void> {
+    const writes = records.map(writeOf);
+    await this.tail;
+    this.env.transactionSync(() => {
+      for (const name of DB_NAMES) if (name !== "meta") this.dbs[name].clearSync();
+      for (const write of writes) this.dbs[write.db].putSync(write.key, write.value);
+      this.dbs.meta.putSync(APPLIED_SEQ, appliedSeq);
+    });
   }
 
   /** transactions is the number of write transactions the environment has committed, ever. */

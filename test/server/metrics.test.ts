@@ -40,7 +40,7 @@ describe("the metrics of a scrape", () => {
   });
 
   it("stay the same size whatever the number of namespaces", async () => {
-    const sizeWith = async (namespaces: number) => (await new Metrics(stateWith(namespaces, 1)).registry.metrics()).length;
+    const sizeWith = async (namespaces: number) => (await new Metrics(() => stateWith(namespaces, 1)).registry.metrics()).length;
     const small = await sizeWith(120);
     expect(await sizeWith(2_000)).toBeLessThan(small * 1.05);
   });

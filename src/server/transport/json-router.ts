@@ -1,7 +1,7 @@
 import type * as http from "node:http";
 import type * as http2 from "node:http2";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { ReasonSchema } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { ErrorInfoSchema, Reason, ReasonSchema } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { MetadataState } from "../../core/state.js";
 import { codeName, type Edge } from "../../service/edge.js";
 import { httpStatusOf, reasonOf } from "../../service/error-table.js";
@@ -26,7 +26,7 @@ export interface ErrorBody {
  * application/json): it finds the route, runs it through the edge, and
  * writes the reply, or the edge's error as an ErrorBody with its HTTP status.
  */
-export function jsonRouter(state: MetadataState, edge: Edge, routes: readonly JsonRoute[]) {
+export function jsonRouter(ledger: { readonly state: MetadataState }, edge: Edge, routes: readonly JsonRoute[]) {
   return async (req: Request, res: Response): Promise<void> => {
     const path = (req.url ?? "/").split("?")[0]!;
     const { route, params } = match(routes, path);
@@ -37,9 +37,12 @@ export function jsonRouter(state: MetadataState, edge: Edge, routes: readonly Js
     }
     let reply: JsonReply;
     try {
-      reply = await edge.call(route.name, { body: req, decode: parseJsonObject }, (body) => route.handle(state, body, params));
+      reply = await edge.call(route.name, { body: req, decode: parseJsonObject }, (body) => route.handle(ledger.state, body, params));
     } catch (error) {
       reply = errorReply(error as ConnectError); // the edge throws nothing else
+      const leaderUrl = leaderUrlOf(error as ConnectError);
+      // A standby sends the call to the leader: 307 keeps method and body (vLLM's and SGLang's clients use requests, which follows it).
+      if (leaderUrl !== "") reply = { ...reply, status: 307, headers: { location: `${leaderUrl.replace(/\/$/, "")}${req.url ?? path}` } };
     }
     send(req, res, reply);
   };
@@ -54,6 +57,11 @@ function match(routes: readonly JsonRoute[], path: string): { route?: JsonRoute;
   return { params: [] };
 }
 
+/** leaderUrlOf is the leader named by a NOT_LEADER error, "" for any other error or when no leader is known. */
+function leaderUrlOf(error: ConnectError): string {
+  return reasonOf(error) === Reason.NOT_LEADER ? (error.findDetails(ErrorInfoSchema)[0]?.leaderUrl ?? "") : "";
+}
+
 /** errorReply is an error's JSON reply: its HTTP status from the error table unless given. */
 function errorReply(error: ConnectError, status = httpStatusOf(error)): JsonReply {
   const reason = ReasonSchema.values.find((v) => v.number === reasonOf(error))!.name;
@@ -65,11 +73,11 @@ function errorReply(error: ConnectError, status = httpStatusOf(error)): JsonRepl
 function send(req: Request, res: Response, reply: JsonReply): void {
   if (!req.complete && "shouldKeepAlive" in res) res.shouldKeepAlive = false;
   if (reply.body === undefined) {
-    res.writeHead(reply.status);
+    res.writeHead(reply.status, reply.headers);
     res.end();
     return;
   }
   const json = JSON.stringify(reply.body);
-  res.writeHead(reply.status, { "content-type": "application/json", "content-length": Buffer.byteLength(json) });
+  res.writeHead(reply.status, { ...reply.headers, "content-type": "application/json", "content-length": Buffer.byteLength(json) });
   res.end(json);
 }

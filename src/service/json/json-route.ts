@@ -5,6 +5,8 @@ import type { JsonObject } from "./json-body.js";
 export interface JsonReply {
   status: number;
   body?: unknown;
+  /** headers are extra response headers (a redirect's location). */
+  headers?: Record<string, string>;
 }
 
 /** JsonRoute is one POST route of a JSON dialect. */

@@ -1,0 +1,113 @@
+import type { Etcd3, IKeyValue, Watcher } from "etcd3";
+import type { Change } from "../core/change.js";
+import type { LmdbStore } from "../store/lmdb-store.js";
+import type { ClusterKeys } from "./cluster-keys.js";
+import { decodePart, GroupAssembler } from "./log-codec.js";
+
+/** RANGE_ENTRIES is how many log entries one catch-up read asks for (each at most PART_BYTES). */
+const RANGE_ENTRIES = 32;
+
+/** LogGapError says the log no longer holds the entries after this member's applied one: it needs a snapshot. */
+export class LogGapError extends Error {
+  override name = "LogGapError";
+}
+
+/**
+ * LogReader applies the replicated log to a member's local store, in
+ * sequence order, a group at a time (log-codec.ts), recording the applied
+ * sequence number in the same store transaction. `catchUp` reads to the
+ * log's end; `follow` catches up, then watches for new entries until
+ * stopped. A standby follows; a new leader catches up before it serves.
+ */
+export class LogReader {
+  /** seenSeq is the last entry read (an unfinished group's parts included); the next read starts after it. */
+  private seenSeq: number;
+  private groups = new GroupAssembler();
+  private tail: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly client: Etcd3,
+    private readonly keys: ClusterKeys,
+    private readonly local: LmdbStore,
+  ) {
+    this.seenSeq = local.appliedSeq;
+    this.appliedSeq = this.seenSeq;
+  }
+
+  /** appliedSeq is the last entry whose group went to the local store. */
+  appliedSeq: number;
+
+  /** restart forgets what was read beyond the store's applied entry (an unfinished group), after a leader's term or a snapshot. */
+  restart(): void {
+    this.seenSeq = this.appliedSeq = this.local.appliedSeq;
+    this.groups = new GroupAssembler();
+  }
+
+  /**
+   * catchUp applies every entry after seenSeq up to the log's end, and
+   * resolves once the local store holds them, with the etcd revision it
+   * read at and the last sequence number in the log. Throws LogGapError
+   * when the entry after seenSeq was compacted away.
+   */
+  async catchUp(deadlineMs = 10_000): Promise<{ revision: string; lastSeq: number }> {
+    for (;;) {
+      const res = await this.client.kv.range(
+        { key: this.keys.logEntry(this.seenSeq + 1), range_end: this.keys.logEnd, limit: RANGE_ENTRIES },
+        { deadline: new Date(Date.now() + deadlineMs) },
+      );
+      for (const kv of res.kvs) this.apply(kv);
+      if (!res.more) {
+        await this.tail;
+        return { revision: res.header.revision, lastSeq: this.seenSeq };
+      }
+    }
+  }
+
+  /**
+   * follow watches the log from the revision after `revision`, applying
+   * each new entry, until `stop` resolves or the watch fails (it then
+   * rejects: the caller catches up again).
+   */
+  async follow(revision: string, stop: Promise<void>): Promise<void> {
+    const watcher: Watcher = await this.client
+      .watch()
+      .prefix(this.keys.log)
+      .only("put")
+      .startRevision(String(BigInt(revision) + 1n))
+      .create();
+    try {
+      await new Promise<void>((resolve, reject) => {
+        watcher.on("put", (kv) => {
+          try {
+            this.apply(kv);
+          } catch (error) {
+            reject(error);
+          }
+        });
+        watcher.on("error", reject);
+        void stop.then(resolve);
+      });
+    } finally {
+      await watcher.cancel().catch(() => undefined);
+      await this.tail;
+    }
+  }
+
+  /** stored resolves once every group applied so far is in the local store. */
+  stored(): Promise<void> {
+    return this.tail;
+  }
+
+  /** apply takes one log entry: a group it completes goes to the store. Entries already read are skipped; a gap throws LogGapError. */
+  private apply(kv: IKeyValue): void {
+    const seq = this.keys.seqOf(kv.key);
+    if (seq <= this.seenSeq) return;
+    if (seq !== this.seenSeq + 1) throw new LogGapError(`log entry ${this.seenSeq + 1} was compacted away (the oldest kept is ${seq})`);
+    this.seenSeq = seq;
+    const changes: Change[] | undefined = this.groups.add(seq, decodePart(kv.value));
+    if (changes === undefined) return;
+    this.appliedSeq = seq;
+    const commit = this.local.commitApplied(changes, seq);
+    this.tail = this.tail.then(() => commit);
+  }
+}

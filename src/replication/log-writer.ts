@@ -1,0 +1,118 @@
+import type { Etcd3 } from "etcd3";
+import type { Change } from "../core/change.js";
+import { MetadataError, Reason } from "../core/errors.js";
+import type { LmdbStore } from "../store/lmdb-store.js";
+import type { ClusterKeys } from "./cluster-keys.js";
+import { encodeGroup, splitGroup } from "./log-codec.js";
+import type { MemberLease } from "./member-lease.js";
+
+interface Pending {
+  changes: readonly Change[];
+  resolve(): void;
+  reject(error: Error): void;
+}
+
+/**
+ * LogWriter is a leader's side of the replicated log for one term. It
+ * commits like a store: the changes of every call that commits while an
+ * append is in flight form the next group (group commit), appended in one
+ * etcd transaction per part, each guarded by `create_revision(leader key)
+ * == the term's` (fencing: a deposed leader's append fails) and by the
+ * entry's key being new. A call's commit resolves once its group is in
+ * etcd and the lease is still trusted, so a leader paused past its lease
+ * acknowledges nothing; the group then goes to the local store.
+ *
+ * Any failure ends the term at once: every pending commit is rejected with
+ * NOT_LEADER (nothing of it was acknowledged), and `lost` resolves. The
+ * state that made those changes must then be dropped: it is ahead of the
+ * log.
+ */
+export class LogWriter {
+  private queue: Pending[] = [];
+  private appending = false;
+  private failure: MetadataError | undefined;
+  private localTail: Promise<void> = Promise.resolve();
+  private onLost!: (error: MetadataError) => void;
+  /** lost resolves with the cause once the term ended. */
+  readonly lost = new Promise<MetadataError>((resolve) => (this.onLost = resolve));
+
+  constructor(
+    private readonly client: Etcd3,
+    private readonly keys: ClusterKeys,
+    private readonly lease: MemberLease,
+    /** termRevision is the create_revision of the leader key this member put. */
+    private readonly termRevision: string,
+    private nextSeq: number,
+    private readonly local: LmdbStore,
+  ) {
+    void lease.lost.then(() => this.end("its etcd lease lapsed"));
+  }
+
+  /** lastSeq is the sequence number of the last entry appended in this term (or before it). */
+  get lastSeq(): number {
+    return this.nextSeq - 1;
+  }
+
+  /** commit resolves once `changes` and every earlier commit are in the log; see the class comment. */
+  commit(changes: readonly Change[]): Promise<void> {
+    if (this.failure !== undefined) return Promise.reject(this.failure);
+    return new Promise((resolve, reject) => {
+      this.queue.push({ changes, resolve, reject });
+      if (!this.appending) void this.appendQueued();
+    });
+  }
+
+  /** localDone resolves once every group appended so far is in the local store too. */
+  localDone(): Promise<void> {
+    return this.localTail.catch(() => undefined);
+  }
+
+  /** end ends the term (the member steps down); pending commits are rejected. */
+  end(why: string): void {
+    if (this.failure !== undefined) return;
+    this.failure = new MetadataError(Reason.NOT_LEADER, `this member stopped leading (${why}); the call was not acknowledged: retry on the leader`);
+    for (const pending of this.queue.splice(0)) pending.reject(this.failure);
+    this.onLost(this.failure);
+  }
+
+  private async appendQueued(): Promise<void> {
+    this.appending = true;
+    while (this.queue.length > 0 && this.failure === undefined) {
+      const batch = this.queue.splice(0);
+      const changes = batch.length === 1 ? batch[0]!.changes : batch.flatMap((p) => p.changes);
+      try {
+        if (changes.length > 0) await this.append(changes);
+        if (!this.lease.valid()) throw new Error("its etcd lease lapsed before the append was acknowledged");
+      } catch (error) {
+        this.end((error as Error).message);
+        for (const pending of batch) pending.reject(this.failure!);
+        break;
+      }
+      for (const pending of batch) pending.resolve();
+    }
+    this.appending = false;
+  }
+
+  /** append puts one group into the log, part by part, then hands it to the local store. */
+  private async append(changes: readonly Change[]): Promise<void> {
+    const first = this.nextSeq;
+    const parts = splitGroup(encodeGroup(changes), first);
+    for (const [i, value] of parts.entries()) {
+      const key = this.keys.logEntry(first + i);
+      const res = await this.client.kv.txn(
+        {
+          compare: [
+            { key: this.keys.leader, target: "Create", result: "Equal", create_revision: this.termRevision },
+            { key, target: "Version", result: "Equal", version: 0 },
+          ],
+          success: [{ request_put: { key, value } }],
+        },
+        { deadline: new Date(Date.now() + this.lease.remainingMs()) },
+      );
+      if (!res.succeeded) throw new Error("another member leads now (the fenced append was refused)");
+      this.nextSeq = first + i + 1;
+    }
+    const seq = this.nextSeq - 1;
+    this.localTail = this.localTail.then(() => this.local.commitApplied(changes, seq));
+  }
+}

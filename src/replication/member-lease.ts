@@ -1,0 +1,85 @@
+import type { Etcd3, Lease } from "etcd3";
+
+/** VALID_FRACTION of a lease's TTL, counted from when its last keepalive was sent, is how long a member trusts it: room for clocks that run at slightly different rates. */
+const VALID_FRACTION = 0.85;
+
+/**
+ * MemberLease is a member's etcd lease, kept alive by hand (the etcd3
+ * package's automatic keepalive and Election helper are not used: a probe
+ * saw Election report a leader that no longer held its lease). The member
+ * trusts the lease only until VALID_FRACTION of its TTL after the last
+ * keepalive that etcd answered was sent; etcd cannot have expired it before.
+ * A process that was paused (SIGSTOP) finds it lapsed when it wakes,
+ * whatever its timers did meanwhile, since validity is read from the
+ * monotonic clock at each use.
+ */
+export class MemberLease {
+  private validUntil: number;
+  private timer: NodeJS.Timeout | undefined;
+  private ended = false;
+  private onLost!: () => void;
+  /** lost resolves once the lease is no longer trusted. */
+  readonly lost = new Promise<void>((resolve) => (this.onLost = resolve));
+
+  private constructor(
+    private readonly lease: Lease,
+    readonly id: string,
+    private readonly ttlMs: number,
+    grantedAt: number,
+  ) {
+    this.validUntil = grantedAt + ttlMs * VALID_FRACTION;
+    this.timer = setInterval(() => void this.keepAlive(), Math.max(ttlMs / 4, 50));
+  }
+
+  /** grant asks etcd for a lease of ttlMs (whole seconds, at least 1), within ttlMs. */
+  static async grant(client: Etcd3, ttlMs: number): Promise<MemberLease> {
+    const lease = client.lease(Math.max(1, Math.ceil(ttlMs / 1_000)), { autoKeepAlive: false, deadline: new Date(Date.now() + ttlMs) });
+    lease.on("lost", () => undefined); // loss is read from validity; the package's own event only mirrors it
+    const sentAt = performance.now();
+    const id = await lease.grant();
+    return new MemberLease(lease, id, Math.max(1, Math.ceil(ttlMs / 1_000)) * 1_000, sentAt);
+  }
+
+  /** valid is true while the lease is trusted; false for good once it lapsed. */
+  valid(): boolean {
+    if (!this.ended && performance.now() >= this.validUntil) this.end();
+    return !this.ended;
+  }
+
+  /** remainingMs is how long the lease is still trusted (0 once lapsed): the deadline of anything that needs it. */
+  remainingMs(): number {
+    return this.valid() ? this.validUntil - performance.now() : 0;
+  }
+
+  /** revoke ends the lease in etcd (best effort within a second), so that whatever it holds is deleted now rather than at expiry. */
+  async revoke(): Promise<void> {
+    this.end();
+    await this.lease.revoke({ deadline: new Date(Date.now() + 1_000) }).catch(() => undefined);
+  }
+
+  /** release stops keeping the lease alive; etcd expires it after its TTL. */
+  release(): void {
+    this.end();
+    this.lease.release();
+  }
+
+  private async keepAlive(): Promise<void> {
+    if (!this.valid()) return;
+    const sentAt = performance.now();
+    try {
+      const res = await this.lease.keepaliveOnce({ deadline: new Date(Date.now() + this.remainingMs()) });
+      if (Number(res.TTL) <= 0) return this.end();
+      this.validUntil = Math.max(this.validUntil, sentAt + this.ttlMs * VALID_FRACTION);
+    } catch {
+      // Unanswered: the lease stays trusted until validUntil, and lapses then.
+    }
+    this.valid();
+  }
+
+  private end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    clearInterval(this.timer);
+    this.onLost();
+  }
+}

@@ -1,0 +1,429 @@
+import { randomUUID } from "node:crypto";
+import type { Etcd3 } from "etcd3";
+import type { Change } from "../core/change.js";
+import type { Clock } from "../core/clock.js";
+import { MetadataError, Reason } from "../core/errors.js";
+import type { StateOptions } from "../core/options.js";
+import { MetadataState } from "../core/state.js";
+import type { Logger } from "../server/logger.js";
+import type { Leadership } from "../service/leadership.js";
+import type { LmdbStore } from "../store/lmdb-store.js";
+import type { Store } from "../store/store.js";
+import { ClusterKeys, type LeaderRecord, type MemberRecord } from "./cluster-keys.js";
+import { LogGapError, LogReader } from "./log-reader.js";
+import { LogWriter } from "./log-writer.js";
+import { MemberLease } from "./member-lease.js";
+import { fetchSnapshot } from "./snapshot.js";
+
+/** MemberOptions configure a member of a highly available cluster. */
+export interface MemberOptions {
+  clusterName: string;
+  /** leaderLeaseMs is the TTL of the member's etcd lease (whole seconds in etcd). */
+  leaderLeaseMs: number;
+  /** state options of the MetadataState the member builds when it leads. */
+  state: StateOptions;
+  clock: Clock;
+  /** logRetainEntries is how many of the last log entries are kept even once every member applied them, so a member back from a short outage catches up from the log. Defaults to 1,000. */
+  logRetainEntries?: number;
+  /** maxLogEntries bounds the log: older entries are deleted even if a member has not applied them (it then loads a snapshot). Defaults to 10,000. */
+  maxLogEntries?: number;
+  /** token is sent to the leader when this member asks it for a snapshot (servers with token files need an admin token). */
+  token?: string;
+}
+
+/** PUBLISH_MS is how often a member refreshes its record (applied entry, role). */
+const PUBLISH_MS = 500;
+/** COMPACT_MS is how often a leader deletes log entries that every member applied. */
+const COMPACT_MS = 2_000;
+/** RESTORE_BATCH is how many stored records a new leader restores between two turns of the event loop. */
+const RESTORE_BATCH = 20_000;
+/** RETRY_MS is the pause before a member tries etcd again after a failure. */
+const RETRY_MS = 250;
+
+/**
+ * Member is one server of a highly available cluster on etcd. Members
+ * campaign for one leader key, each with its own lease (MemberLease). The
+ * leader serves: before it does, it applies the log up to its end to its
+ * store and rebuilds its state from the store, as a restart does; then it
+ * appends each group commit to the log, fenced (LogWriter). A standby
+ * applies the log to its store (LogReader) and refuses calls with
+ * NOT_LEADER naming the leader (Leadership). A leader whose lease lapses or
+ * whose append fails drops its state and follows again.
+ */
+export class Member {
+  readonly keys: ClusterKeys;
+  /** ledger is the state this member serves (empty unless it leads) and its store. */
+  readonly ledger: { state: MetadataState; readonly store: ReplicatedStore };
+  private readonly reader: LogReader;
+  private writer: LogWriter | undefined;
+  private leaderUrl = "";
+  private advertiseUrl = "";
+  /** compactedBelow is the first log entry this leader's compaction kept; entries below it are gone. */
+  private compactedBelow = 1;
+  private closed = false;
+  private readonly stop = new AbortController();
+  private running: Promise<void> = Promise.resolve();
+
+  private constructor(
+    private readonly client: Etcd3,
+    readonly local: LmdbStore,
+    readonly clusterId: string,
+    readonly leadership: Leadership,
+    private readonly options: MemberOptions,
+    private readonly logger: Logger,
+  ) {
+    this.keys = new ClusterKeys(options.clusterName);
+    this.reader = new LogReader(client, this.keys, local);
+    this.ledger = { state: new MetadataState(options.clock, options.state), store: new ReplicatedStore(this, clusterId, local, client) };
+  }
+
+  /**
+   * join checks that the local store belongs to the cluster (or is new and
+   * empty), and returns a member that starts campaigning and following with
+   * `start`. The state in `ledger` is empty until the member leads.
+   */
+  static async join(client: Etcd3, local: LmdbStore, leadership: Leadership, options: MemberOptions, logger: Logger): Promise<Member> {
+    const keys = new ClusterKeys(options.clusterName);
+    const clusterId = await ensureClusterId(client, keys);
+    if (local.clusterId === undefined) {
+      if (!local.isEmpty()) {
+        throw new Error(`the data dir ${local.path} holds a single-node store; a member of cluster "${options.clusterName}" starts from an empty data dir`);
+      }
+      await local.joinCluster(clusterId);
+    } else if (local.clusterId !== clusterId) {
+      throw new Error(
+        `the data dir ${local.path} belongs to another cluster (${local.clusterId}), not to "${options.clusterName}" (${clusterId}) on these etcd endpoints`,
+      );
+    }
+    return new Member(client, local, clusterId, leadership, options, logger);
+  }
+
+  /** memberId is this member's id: its data dir's server id. */
+  get memberId(): string {
+    return this.local.serverId;
+  }
+
+  /** appliedSeq is the last log entry in this member's store. */
+  get appliedSeq(): number {
+    return this.writer?.lastSeq ?? this.reader.appliedSeq;
+  }
+
+  /** start runs the member's terms in the background until close; advertiseUrl is how clients and the other members reach it. */
+  start(advertiseUrl: string): void {
+    this.advertiseUrl = advertiseUrl;
+    this.running = this.run();
+  }
+
+  /** commit is the leader's commit of a call's changes; refused with NOT_LEADER on a standby. */
+  commit(changes: readonly Change[]): Promise<void> {
+    if (this.writer === undefined) return Promise.reject(this.leadership.refusal ?? new MetadataError(Reason.NOT_LEADER, "not leading"));
+    return this.writer.commit(changes);
+  }
+
+  /** close steps down (revoking the lease, so another member leads at once) and stops. */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.stop.abort();
+    await this.running;
+  }
+
+  /** run campaigns and follows, term after term, until close. */
+  private async run(): Promise<void> {
+    while (!this.closed) {
+      try {
+        await this.term();
+      } catch (error) {
+        if (this.closed) break;
+        this.logger.warn({ err: (error as Error).message }, "cluster: etcd failed; retrying");
+        this.leadership.follow(this.leaderUrl, false);
+        await sleep(RETRY_MS, this.stop.signal);
+      }
+    }
+  }
+
+  /** term runs on one lease: follow the log, campaign when no one leads, lead when elected; it ends when the lease lapses. */
+  private async term(): Promise<void> {
+    const lease = await MemberLease.grant(this.client, this.options.leaderLeaseMs);
+    const publisher = setInterval(() => void this.publish(lease), PUBLISH_MS);
+    try {
+      await this.publish(lease);
+      while (lease.valid() && !this.closed) {
+        const following = new AbortController();
+        const follower = this.followLog(following.signal);
+        const won = await this.awaitTurn(lease);
+        following.abort();
+        await follower;
+        if (won === undefined) continue;
+        await this.lead(lease, won);
+        return; // a term that led ends with its lease (revoked below), so that the leader key goes at once
+      }
+    } finally {
+      clearInterval(publisher);
+      await lease.revoke();
+    }
+  }
+
+  /** followLog applies the log to the store until signal aborts, catching up again after a failed watch. */
+  private async followLog(signal: AbortSignal): Promise<void> {
+    const stopped = new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+    while (!signal.aborted) {
+      try {
+        const { revision } = await this.reader.catchUp();
+        this.leadership.follow(this.leaderUrl, true);
+        await this.reader.follow(revision, stopped);
+      } catch (error) {
+        if (signal.aborted) break;
+        this.leadership.follow(this.leaderUrl, false);
+        if (error instanceof LogGapError)
+          await this.loadSnapshot(error, signal).catch((e: Error) => this.logger.warn({ err: e.message }, "cluster: loading a snapshot failed"));
+        else this.logger.warn({ err: (error as Error).message }, "cluster: following the log failed; catching up again");
+        await sleep(RETRY_MS, signal);
+      }
+    }
+  }
+
+  /**
+   * loadSnapshot replaces the local store's records with the leader's
+   * (this member's next log entry is gone), and reads the log on from the
+   * snapshot's entry.
+   */
+  private async loadSnapshot(gap: LogGapError, signal: AbortSignal): Promise<void> {
+    while (this.leaderUrl === "" && !signal.aborted) await sleep(100, signal);
+    if (signal.aborted) return;
+    this.logger.info({ why: gap.message, leader: this.leaderUrl }, "cluster: loading a snapshot from the leader");
+    const started = performance.now();
+    const { appliedSeq, records } = await fetchSnapshot(this.leaderUrl, this.clusterId, this.options.token, signal);
+    await this.reader.stored();
+    await this.local.replaceAll(records, appliedSeq);
+    this.reader.restart();
+    this.logger.info({ appliedSeq, records: records.length, tookMs: Math.round(performance.now() - started) }, "cluster: snapshot loaded");
+  }
+
+  /**
+   * awaitTurn waits, while the lease holds, until this member is elected
+   * (it resolves with the leader key's create revision) or the lease lapses
+   * (undefined). It campaigns whenever no one leads and its store is caught
+   * up; meanwhile it names the leader to the edge.
+   */
+  private async awaitTurn(lease: MemberLease): Promise<string | undefined> {
+    while (lease.valid() && !this.closed) {
+      const res = await this.client.kv.range({ key: this.keys.leader }, { deadline: deadlineIn(lease.remainingMs()) });
+      const current = res.kvs[0];
+      if (current === undefined) {
+        if (this.leadership.caughtUp) {
+          const won = await this.campaign(lease);
+          if (won !== undefined) return won;
+        }
+        await sleep(50, this.stop.signal);
+        continue;
+      }
+      const leader = JSON.parse(current.value.toString()) as LeaderRecord;
+      this.leaderUrl = leader.memberId === this.memberId ? "" : leader.url;
+      this.leadership.follow(this.leaderUrl, this.leadership.caughtUp);
+      await this.leaderKeyChange(res.header.revision, lease);
+    }
+    return undefined;
+  }
+
+  /** campaign puts the leader key with this member's lease unless it exists; it resolves with its create revision when it won. */
+  private async campaign(lease: MemberLease): Promise<string | undefined> {
+    const record: LeaderRecord = { memberId: this.memberId, url: this.advertiseUrl };
+    const res = await this.client.kv.txn(
+      {
+        compare: [{ key: this.keys.leader, target: "Create", result: "Equal", create_revision: 0 }],
+        success: [{ request_put: { key: this.keys.leader, value: Buffer.from(JSON.stringify(record)), lease: lease.id } }],
+      },
+      { deadline: deadlineIn(lease.remainingMs()) },
+    );
+    return res.succeeded ? res.header.revision : undefined;
+  }
+
+  /** leaderKeyChange resolves when the leader key changes after `revision`, the lease lapses, or the member closes. */
+  private async leaderKeyChange(revision: string, lease: MemberLease): Promise<void> {
+    const watcher = await this.client
+      .watch()
+      .key(this.keys.leader)
+      .startRevision(String(BigInt(revision) + 1n))
+      .create();
+    try {
+      await new Promise<void>((resolve) => {
+        watcher.on("data", () => resolve());
+        watcher.on("error", () => resolve());
+        void lease.lost.then(resolve);
+        this.stop.signal.addEventListener("abort", () => resolve(), { once: true });
+      });
+    } finally {
+      await watcher.cancel().catch(() => undefined);
+    }
+  }
+
+  /**
+   * lead serves as leader for as long as it can: it applies the whole log
+   * (no one else appends now: appends are fenced by the leader key it
+   * holds), rebuilds the state from its store, opens to calls, and returns
+   * once the term ended (lease lapsed, append failed, or close), with the
+   * member closed to calls and its state dropped.
+   */
+  private async lead(lease: MemberLease, termRevision: string): Promise<void> {
+    const started = performance.now();
+    const { lastSeq } = await this.reader.catchUp(lease.remainingMs());
+    const state = await this.restoreState();
+    const writer = new LogWriter(this.client, this.keys, lease, termRevision, lastSeq + 1, this.local);
+    if (!lease.valid()) return;
+    this.ledger.state = state;
+    this.writer = writer;
+    this.leaderUrl = "";
+    this.leadership.lead(() => lease.valid());
+    this.logger.info({ lastSeq, tookMs: Math.round(performance.now() - started) }, "cluster: leading");
+    const compactor = setInterval(() => void this.compact(lease, termRevision), COMPACT_MS);
+    const cause = await Promise.race([writer.lost, lease.lost.then(() => "its etcd lease lapsed"), closedSignal(this.stop.signal)]);
+    clearInterval(compactor);
+    writer.end(this.closed ? "the member is shutting down" : "its term ended");
+    this.leadership.follow("", false);
+    this.writer = undefined;
+    this.ledger.state = new MetadataState(this.options.clock, this.options.state);
+    await writer.localDone();
+    this.reader.restart();
+    this.logger.warn({ cause: typeof cause === "string" ? cause : cause?.message }, "cluster: stopped leading");
+  }
+
+  /**
+   * restoreState builds a state from the local store, as a restart does,
+   * yielding to the event loop between batches so that the lease is kept
+   * alive while a large state loads.
+   */
+  private async restoreState(): Promise<MetadataState> {
+    const state = new MetadataState(this.options.clock, this.options.state, true);
+    const restoring = state.restoring();
+    let n = 0;
+    for (const change of this.local.stored()) {
+      restoring.add(change);
+      if (++n % RESTORE_BATCH === 0) await new Promise((resolve) => setImmediate(resolve));
+    }
+    restoring.finish();
+    return state;
+  }
+
+  /** publish writes this member's record (role, applied entry) under its lease. */
+  private async publish(lease: MemberLease): Promise<void> {
+    if (!lease.valid()) return;
+    const record: MemberRecord = {
+      memberId: this.memberId,
+      url: this.advertiseUrl,
+      role: this.writer === undefined ? "standby" : "leader",
+      appliedSeq: this.appliedSeq,
+      atMs: Date.now(),
+    };
+    await this.client.kv
+      .put({ key: this.keys.member(this.memberId), value: Buffer.from(JSON.stringify(record)), lease: lease.id }, { deadline: deadlineIn(lease.remainingMs()) })
+      .catch(() => undefined);
+  }
+
+  /** leading is true while this member leads. */
+  leading(): boolean {
+    return this.writer !== undefined;
+  }
+
+  /** members reads every member's record. */
+  async members(): Promise<MemberRecord[]> {
+    const res = await this.client.kv.range({ key: this.keys.members, range_end: this.keys.membersEnd }, { deadline: deadlineIn(2_000) });
+    return res.kvs.map((kv) => JSON.parse(kv.value.toString()) as MemberRecord);
+  }
+
+  /**
+   * compact deletes the log entries that every live member applied, but
+   * for the last logRetainEntries, and those more than maxLogEntries behind
+   * the last; it always keeps the last entry (the next leader reads its
+   * sequence number). The delete is fenced like an append; etcd's history
+   * is compacted after it.
+   */
+  private async compact(lease: MemberLease, termRevision: string): Promise<void> {
+    const writer = this.writer;
+    if (writer === undefined || !lease.valid()) return;
+    try {
+      const members = await this.members();
+      const last = writer.lastSeq;
+      const applied = Math.min(last, ...members.map((m) => m.appliedSeq));
+      const retained = Math.min(applied + 1, last - (this.options.logRetainEntries ?? 1_000));
+      const keepFrom = Math.min(last, Math.max(retained, last - (this.options.maxLogEntries ?? 10_000)));
+      if (keepFrom <= this.compactedBelow) return;
+      const res = await this.client.kv.txn(
+        {
+          compare: [{ key: this.keys.leader, target: "Create", result: "Equal", create_revision: termRevision }],
+          success: [{ request_delete_range: { key: this.keys.log, range_end: this.keys.logEntry(keepFrom) } }],
+        },
+        { deadline: deadlineIn(lease.remainingMs()) },
+      );
+      if (!res.succeeded) return;
+      this.compactedBelow = keepFrom;
+      // etcd keeps every deleted entry in its history until compacted: compact it too, or its database grows to its quota.
+      await this.client.kv.compact({ revision: res.header.revision }, { deadline: deadlineIn(lease.remainingMs()) });
+    } catch (error) {
+      this.logger.warn({ err: (error as Error).message }, "cluster: compacting the log failed");
+    }
+  }
+}
+
+/**
+ * ReplicatedStore is the Store of a member: a call's changes are durable
+ * once they are in the cluster's log (LogWriter), and only the leader
+ * commits. Its server id is the cluster's: the state outlives any member.
+ */
+export class ReplicatedStore implements Store {
+  readonly failed: Promise<Error>;
+
+  constructor(
+    private readonly member: Member,
+    readonly serverId: string,
+    private readonly local: LmdbStore,
+    private readonly client: Etcd3,
+  ) {
+    this.failed = local.failed;
+  }
+
+  commit(changes: readonly Change[]): Promise<void> {
+    return this.member.commit(changes);
+  }
+
+  async close(): Promise<void> {
+    await this.member.close();
+    await this.local.close();
+    this.client.close();
+  }
+}
+
+/** ensureClusterId reads the cluster's id, making it if this is the cluster's first member. */
+async function ensureClusterId(client: Etcd3, keys: ClusterKeys): Promise<string> {
+  const id = randomUUID();
+  const res = await client.kv.txn(
+    {
+      compare: [{ key: keys.id, target: "Create", result: "Equal", create_revision: 0 }],
+      success: [{ request_put: { key: keys.id, value: Buffer.from(id) } }],
+      failure: [{ request_range: { key: keys.id } }],
+    },
+    { deadline: deadlineIn(10_000) },
+  );
+  return res.succeeded ? id : res.responses[0]!.response_range!.kvs[0]!.value.toString();
+}
+
+function deadlineIn(ms: number): Date {
+  return new Date(Date.now() + Math.max(ms, 1));
+}
+
+function closedSignal(signal: AbortSignal): Promise<string> {
+  return new Promise((resolve) => signal.addEventListener("abort", () => resolve("the member is shutting down"), { once: true }));
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(timer);
+        resolve();
+      },
+      { once: true },
+    );
+  });
+}

@@ -1,0 +1,75 @@
+import { Code, ConnectError, createClient, type ServiceImpl } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { ReplicationService } from "../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
+import type { Change } from "../core/change.js";
+import type { AccessPolicy } from "../service/access-policy.js";
+import { toConnectError } from "../service/error-table.js";
+import type { LmdbStore } from "../store/lmdb-store.js";
+import { decodeGroup, encodeGroup } from "./log-codec.js";
+
+/** SNAPSHOT_RECORDS is how many records one piece of a snapshot holds. */
+const SNAPSHOT_RECORDS = 20_000;
+
+/** SNAPSHOT_METHOD names the Snapshot call in the access policy, whose ADMIN_METHODS list it. */
+export const SNAPSHOT_METHOD = "replication.Snapshot";
+
+/** SnapshotSource is what serves a snapshot: the member, while it leads, and its store. */
+export interface SnapshotSource {
+  readonly clusterId: string;
+  leading(): boolean;
+  readonly local: LmdbStore;
+}
+
+/**
+ * replicationService serves ReplicationService: Snapshot streams the
+ * leader's store as it is at one moment (one LMDB read transaction), in
+ * pieces of SNAPSHOT_RECORDS records.
+ */
+export function replicationService(source: SnapshotSource, access: AccessPolicy | undefined): ServiceImpl<typeof ReplicationService> {
+  return {
+    async *snapshot(req, ctx) {
+      try {
+        access?.check(SNAPSHOT_METHOD, ctx.requestHeader.get("authorization") ?? undefined);
+      } catch (error) {
+        throw toConnectError(error, "");
+      }
+      if (req.clusterId !== source.clusterId) {
+        throw new ConnectError(`this member belongs to cluster ${source.clusterId}, not ${req.clusterId}`, Code.FailedPrecondition);
+      }
+      if (!source.leading()) throw new ConnectError("this member does not lead: ask the leader for a snapshot", Code.FailedPrecondition);
+      const snapshot = source.local.snapshot();
+      try {
+        const appliedSeq = BigInt(snapshot.appliedSeq);
+        let piece: Change[] = [];
+        for (const record of snapshot.records) {
+          piece.push(record);
+          if (piece.length < SNAPSHOT_RECORDS) continue;
+          yield { appliedSeq, records: encodeGroup(piece) };
+          piece = [];
+        }
+        yield { appliedSeq, records: encodeGroup(piece) };
+      } finally {
+        snapshot.done();
+      }
+    },
+  };
+}
+
+/** fetchSnapshot asks the leader at leaderUrl for its state, and returns it whole. */
+export async function fetchSnapshot(
+  leaderUrl: string,
+  clusterId: string,
+  token: string | undefined,
+  signal: AbortSignal,
+): Promise<{ appliedSeq: number; records: Change[] }> {
+  const client = createClient(ReplicationService, createGrpcTransport({ baseUrl: leaderUrl }));
+  const headers = token === undefined ? undefined : { authorization: `Bearer ${token}` };
+  let appliedSeq = -1;
+  const records: Change[] = [];
+  for await (const piece of client.snapshot({ clusterId }, { headers, signal })) {
+    appliedSeq = Number(piece.appliedSeq);
+    for (const record of decodeGroup(Buffer.from(piece.records))) records.push(record);
+  }
+  if (appliedSeq < 0) throw new Error(`the snapshot from ${leaderUrl} was empty`);
+  return { appliedSeq, records };
+}

@@ -1,0 +1,70 @@
+import { MetadataError, Reason } from "../core/errors.js";
+
+/**
+ * Leadership says whether this member of a highly available cluster
+ * (--etcd-endpoints) answers MetadataService calls: only while it leads.
+ * A standby refuses them with NOT_LEADER naming the leader, and is
+ * "caught up" once its store holds the log up to its end (health: the
+ * server is SERVING then). The edge checks it on every call; the member
+ * (src/replication/member.ts) moves it.
+ */
+export class Leadership {
+  private current: MetadataError | undefined = notLeader("");
+  private caught = false;
+  private leaseValid: () => boolean = () => false;
+  private waiters: (() => void)[] = [];
+
+  /**
+   * refusal is the error of a call while this member does not lead;
+   * undefined while it leads and its lease is valid. The lease is read at
+   * every call: a leader that was paused refuses as soon as it wakes, before
+   * any timer of its own has run.
+   */
+  get refusal(): MetadataError | undefined {
+    if (this.current === undefined && !this.leaseValid()) return LEASE_LAPSED;
+    return this.current;
+  }
+
+  /** caughtUp is true while this member leads, or follows with the log applied to its end. */
+  get caughtUp(): boolean {
+    return this.caught;
+  }
+
+  /** lead opens the member to calls while leaseValid() holds. */
+  lead(leaseValid: () => boolean): void {
+    this.leaseValid = leaseValid;
+    this.current = undefined;
+    this.caught = true;
+    this.changed();
+  }
+
+  /** follow closes the member to calls, naming the leader ("" when unknown). */
+  follow(leaderUrl: string, caughtUp: boolean): void {
+    if (this.current?.subject.leaderUrl === leaderUrl && this.caught === caughtUp) return;
+    this.current = notLeader(leaderUrl);
+    this.caught = caughtUp;
+    this.changed();
+  }
+
+  /** next resolves at the next change, or when signal aborts. */
+  next(signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.waiters.push(resolve);
+      signal.addEventListener("abort", () => resolve(), { once: true });
+    });
+  }
+
+  private changed(): void {
+    for (const waiter of this.waiters.splice(0)) waiter();
+  }
+}
+
+/** LEASE_LAPSED is the refusal of a leader whose lease lapsed before it noticed. */
+const LEASE_LAPSED = new MetadataError(Reason.NOT_LEADER, "this member's leadership lapsed: retry shortly, or on another member", { leaderUrl: "" });
+
+/** notLeader is the refusal of a standby. */
+function notLeader(leaderUrl: string): MetadataError {
+  const where = leaderUrl === "" ? "no leader is known yet: retry shortly, or on another member" : `retry on the leader at ${leaderUrl}`;
+  return new MetadataError(Reason.NOT_LEADER, `this member of the cluster is a standby: ${where}`, { leaderUrl });
+}

@@ -1,0 +1,85 @@
+import { ConnectError } from "@connectrpc/connect";
+import { afterEach, describe, expect, it } from "vitest";
+import { AllocationStatus } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { createMetadataClient, type MetadataClient } from "../../src/client/index.js";
+import { etcdMissing, startEtcdCluster } from "../support/etcd-cluster.js";
+import { kill9, restartServer, type Server, startServer, waitForConvergence, waitForLeader } from "../support/ha-cluster.js";
+
+const missing = etcdMissing();
+if (missing !== "") console.log(`skipping the HA failover tests: ${missing}`);
+
+const NS = "ha";
+const PAGES = 1 << 20;
+
+/** Ledger is what the writers were told: every acknowledged reservation and confirmation, by key. */
+interface Acked {
+  reserved: Map<string, number>;
+  confirmed: Map<string, number>;
+  errors: string[];
+}
+
+/** writer loops BatchAllocate → ConfirmWrite of 4 new keys until stop, recording what was acknowledged. */
+async function writer(client: MetadataClient, id: number, acked: Acked, stop: () => boolean): Promise<void> {
+  for (let i = 0; !stop(); i++) {
+    const keys = [0, 1, 2, 3].map((k) => `w${id}-${i}-${k}`);
+    try {
+      const res = await client.batchAllocate({ namespace: NS, rank: 0, keys });
+      const mine = keys.flatMap((key, k) => (res.statuses[k] === AllocationStatus.NEW ? [[key, res.pages[k]!] as const] : []));
+      for (const [key, page] of mine) acked.reserved.set(key, page);
+      await client.confirmWrite({ namespace: NS, rank: 0, keys: mine.map(([key]) => key), pages: mine.map(([, page]) => page) });
+      for (const [key, page] of mine) acked.confirmed.set(key, page);
+    } catch (error) {
+      acked.errors.push(`${keys[0]}: ${ConnectError.from(error).message}`);
+    }
+  }
+}
+
+describe.skipIf(missing !== "")("high availability on etcd: failover", () => {
+  let servers: Server[] = [];
+  afterEach(() => {
+    servers = [];
+  });
+
+  it("kill -9 of the leader, five times, under 4 writers: a new leader serves, every acknowledged write is there, members converge", async () => {
+    const etcd = await startEtcdCluster(3);
+    servers = await Promise.all([0, 1, 2].map(() => startServer(etcd)));
+    await waitForLeader(servers);
+    const client = createMetadataClient({ baseUrl: servers.map((s) => s.url).join(","), retry: { deadlineMs: 30_000 } });
+    await client.initializeRank({ namespace: NS, rank: 0, numPages: PAGES, worldSize: 1 });
+
+    const acked: Acked = { reserved: new Map(), confirmed: new Map(), errors: [] };
+    let stopping = false;
+    const writers = [0, 1, 2, 3].map((id) => writer(client, id, acked, () => stopping));
+    const confirmedAfter: number[] = [];
+    for (let round = 0; round < 5; round++) {
+      await new Promise((r) => setTimeout(r, 1_000));
+      const leader = await waitForLeader(servers);
+      await kill9(leader);
+      const before = acked.confirmed.size;
+      await waitForLeader(servers.filter((s) => s !== leader));
+      await restartServer(leader);
+      // The new leader acknowledges writes: the writers make progress past the failover.
+      const deadline = Date.now() + 15_000;
+      while (acked.confirmed.size <= before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      confirmedAfter.push(acked.confirmed.size - before);
+    }
+    stopping = true;
+    await Promise.all(writers);
+
+    expect(acked.errors).toEqual([]);
+    expect(confirmedAfter.every((n) => n > 0)).toBe(true);
+    // Every acknowledged reservation was confirmed (a lost one would have failed RESERVATION_NOT_FOUND), at the same page.
+    expect(Object.fromEntries(acked.reserved)).toEqual(Object.fromEntries(acked.confirmed));
+    const keys = [...acked.confirmed.keys()];
+    const { pages } = await client.getLocations({ namespace: NS, rank: 0, keys });
+    expect(pages).toEqual(keys.map((k) => acked.confirmed.get(k)));
+    expect(new Set(pages).size).toBe(pages.length);
+
+    // Every member's store restores to a state that keeps every invariant, and they hold the same records.
+    const converged = await waitForConvergence(servers.map((s) => s.dataDir)).catch((e) => {
+      for (const s of servers) console.log(s.process.lines.filter((l) => l.includes("cluster")).join("\n"));
+      throw e;
+    });
+    expect(converged.records.filter((r) => r.includes('"kind":"key"'))).toHaveLength(keys.length);
+  }, 180_000);
+});

@@ -1,0 +1,100 @@
+import { HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
+import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { createHealthClient } from "../../src/client/index.js";
+import type { Change } from "../../src/core/change.js";
+import { systemClock } from "../../src/core/clock.js";
+import { MetadataState } from "../../src/core/state.js";
+import { LmdbStore } from "../../src/store/lmdb-store.js";
+import { type ChildServer, startChildServer } from "./child-server.js";
+import { type EtcdCluster, freePort } from "./etcd-cluster.js";
+import { assertInvariants } from "./invariants.js";
+import { tempDir } from "./temp-dir.js";
+
+/** Server is one member of a test cluster: its process (replaced on restart), its data dir and the arguments it runs with. */
+export class Server {
+  constructor(
+    readonly dataDir: string,
+    readonly args: string[],
+    public process: ChildServer,
+  ) {}
+
+  get url(): string {
+    return this.process.url;
+  }
+}
+
+/** startServer runs a member on etcd with its own data dir (a new one unless given), on a port of its own. */
+export async function startServer(etcd: EtcdCluster, dataDir = tempDir(), extra: string[] = []): Promise<Server> {
+  const port = await freePort();
+  const args = ["--data-dir", dataDir, "--etcd-endpoints", etcd.endpoints, "--port", String(port), ...extra];
+  return new Server(dataDir, args, await startChildServer(args));
+}
+
+/** restartServer starts a member again on its data dir and port: the URL clients know stays good. */
+export async function restartServer(server: Server): Promise<void> {
+  server.process = await startChildServer(server.args);
+}
+
+/** kill9 kills a member's process with SIGKILL and waits until it is gone. */
+export async function kill9(server: Server): Promise<void> {
+  server.process.child.kill("SIGKILL");
+  await server.process.exited;
+}
+
+/** serving reads a member's health of `service` ("" for the server); NOT_SERVING when it does not answer. */
+export async function serving(server: Server, service: string): Promise<boolean> {
+  const health = createHealthClient({ baseUrl: server.url });
+  const res = await health.check({ service }, { timeoutMs: 1_000 }).catch(() => undefined);
+  return res?.status === ServingStatus.SERVING;
+}
+
+/** waitForLeader polls the members' health until exactly one serves MetadataService, and returns it. */
+export async function waitForLeader(servers: readonly Server[], timeoutMs = 20_000): Promise<Server> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const alive = servers.filter((s) => s.process.child.exitCode === null && s.process.child.signalCode === null);
+    const leading = await Promise.all(alive.map((s) => serving(s, MetadataService.typeName)));
+    const leaders = alive.filter((_, i) => leading[i]);
+    if (leaders.length === 1) return leaders[0]!;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`no single leader within ${timeoutMs} ms`);
+}
+
+/** StoredState is what a member's data dir holds: its applied log entry and every record, in a canonical order. */
+export interface StoredState {
+  appliedSeq: number;
+  records: string[];
+}
+
+/**
+ * readStored opens a member's store read-only (the member may run: LMDB
+ * readers do not block its writer), checks the state it restores to
+ * against every invariant, and returns its records.
+ */
+export async function readStored(dataDir: string): Promise<StoredState> {
+  const store = await LmdbStore.open(dataDir, { readOnly: true });
+  try {
+    const appliedSeq = store.appliedSeq;
+    const changes: Change[] = [...store.stored()];
+    const state = new MetadataState(systemClock, undefined, false);
+    state.restore(changes);
+    assertInvariants(state);
+    return { appliedSeq, records: changes.map((c) => JSON.stringify(c)).sort() };
+  } finally {
+    await store.close();
+  }
+}
+
+/** waitForConvergence waits until every data dir holds the same applied entry and records, and returns that state. */
+export async function waitForConvergence(dataDirs: readonly string[], timeoutMs = 20_000): Promise<StoredState> {
+  const deadline = Date.now() + timeoutMs;
+  let last: StoredState[] = [];
+  while (Date.now() < deadline) {
+    last = await Promise.all(dataDirs.map(readStored));
+    const first = JSON.stringify(last[0]);
+    if (last.every((s) => JSON.stringify(s) === first)) return last[0]!;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`members did not converge within ${timeoutMs} ms: applied ${last.map((s) => s.appliedSeq).join(", ")}`);
+}
