@@ -85,7 +85,7 @@ export function createMetadataClient(options: MetadataClientOptions): MetadataCl
         noteServerId(error.metadata.get(SERVER_ID_HEADER)?.split(",")[0]?.trim() ?? null);
         if (!lostConnection(error, callOptions?.signal)) throw error;
         // A standby that names the leader: go there now. Anything else unavailable: the next server, after a backoff.
-        if (servers.follow(leaderUrlOf(error))) continue;
+        if (Date.now() - started < policy.deadlineMs && servers.follow(leaderUrlOf(error))) continue;
         const waitMs = backoffMs(policy, n, random);
         if (Date.now() - started + waitMs > policy.deadlineMs) throw unavailable(error, n + 1, Date.now() - started);
         await new Promise((resolve) => setTimeout(resolve, waitMs));

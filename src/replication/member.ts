@@ -13,7 +13,7 @@ import { ClusterKeys, type LeaderRecord, type MemberRecord } from "./cluster-key
 import { LogGapError, LogReader } from "./log-reader.js";
 import { LogWriter } from "./log-writer.js";
 import { MemberLease } from "./member-lease.js";
-import { fetchSnapshot } from "./snapshot.js";
+import { fetchSnapshot } from "./replication-service.js";
 
 /** MemberOptions configure a member of a highly available cluster. */
 export interface MemberOptions {
@@ -96,6 +96,11 @@ export class Member {
       );
     }
     return new Member(client, local, clusterId, leadership, options, logger);
+  }
+
+  /** clusterName is the cluster's name (--cluster-name). */
+  get clusterName(): string {
+    return this.options.clusterName;
   }
 
   /** memberId is this member's id: its data dir's server id. */
@@ -274,6 +279,7 @@ export class Member {
     this.writer = writer;
     this.leaderUrl = "";
     this.leadership.lead(() => lease.valid());
+    void this.publish(lease);
     this.logger.info({ lastSeq, tookMs: Math.round(performance.now() - started) }, "cluster: leading");
     const compactor = setInterval(() => void this.compact(lease, termRevision), COMPACT_MS);
     const cause = await Promise.race([writer.lost, lease.lost.then(() => "its etcd lease lapsed"), closedSignal(this.stop.signal)]);

@@ -1,6 +1,7 @@
 import { inspectCommand } from "./inspect-command.js";
 import { healthCommand, statsCommand } from "./operator-commands.js";
 import { serveCommand } from "./serve-command.js";
+import { statusCommand } from "./status-command.js";
 
 const COMMANDS = `usage: hf3fs-metadata <command> [options]
 
@@ -9,8 +10,9 @@ commands:
   inspect   print what a data dir holds (inspect --data-dir DIR)
   stats     print a running server's page usage per namespace and rank (stats [--server URL] [--namespace NS])
   health    exit 0 only when a running server is SERVING (health [--server URL])
+  status    print the members of a highly available cluster, its leader and each member's lag (status [--server URL])
 
-stats and health also take --token-file FILE (or env HF3FS_METADATA_TOKEN), and for an
+stats, health and status also take --token-file FILE (or env HF3FS_METADATA_TOKEN), and for an
 https:// server --ca-file FILE and, for mTLS, --cert-file FILE --key-file FILE.`;
 
 /** main runs one CLI command and returns the process exit code. */
@@ -25,6 +27,8 @@ export async function main(argv: string[]): Promise<number> {
       return statsCommand(args);
     case "health":
       return healthCommand(args);
+    case "status":
+      return statusCommand(args);
     case "--help":
     case "-h":
       console.log(COMMANDS);

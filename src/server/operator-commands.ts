@@ -9,14 +9,14 @@ import { defaultServerOptions } from "./options.js";
 import { renderStats } from "./render-stats.js";
 
 /** DEFAULT_SERVER is where `serve` listens by default. */
-const DEFAULT_SERVER = `http://${defaultServerOptions.host}:${defaultServerOptions.port}`;
+export const DEFAULT_SERVER = `http://${defaultServerOptions.host}:${defaultServerOptions.port}`;
 
 /**
  * parse reads --server (or HF3FS_METADATA_SERVER), the token (--token-file,
  * or HF3FS_METADATA_TOKEN) and the other flags of an operator command;
  * undefined after --help.
  */
-function parse(args: string[], usage: string, extra: Record<string, { type: "string" }> = {}) {
+export function parseOperatorArgs(args: string[], usage: string, extra: Record<string, { type: "string" }> = {}) {
   const { values } = parseArgs({
     args,
     options: {
@@ -41,7 +41,7 @@ function parse(args: string[], usage: string, extra: Record<string, { type: "str
 }
 
 /** CONNECTION_HELP describes the token and TLS flags every operator command takes. */
-const CONNECTION_HELP = `--token-file FILE sends the first token of FILE (or env HF3FS_METADATA_TOKEN, the token itself).
+export const CONNECTION_HELP = `--token-file FILE sends the first token of FILE (or env HF3FS_METADATA_TOKEN, the token itself).
 --ca-file, --cert-file, --key-file: for an https:// server, the CA to trust and a client certificate and key (mTLS), PEM.`;
 
 const STATS_USAGE = `usage: hf3fs-metadata stats [--server URL] [--token-file FILE] [--ca-file FILE [--cert-file FILE --key-file FILE]] [--namespace NS]
@@ -52,7 +52,7 @@ ${CONNECTION_HELP}`;
 
 /** statsCommand prints the stats of a running server. */
 export async function statsCommand(args: string[]): Promise<number> {
-  const parsed = tryParse(() => parse(args, STATS_USAGE, { namespace: { type: "string" } }), STATS_USAGE);
+  const parsed = tryParse(() => parseOperatorArgs(args, STATS_USAGE, { namespace: { type: "string" } }), STATS_USAGE);
   if (typeof parsed === "number") return parsed;
   const namespace = (parsed.values as { namespace?: string }).namespace;
   try {
@@ -78,7 +78,7 @@ ${CONNECTION_HELP}`;
 
 /** healthCommand exits 0 only when the server answers SERVING. */
 export async function healthCommand(args: string[]): Promise<number> {
-  const parsed = tryParse(() => parse(args, HEALTH_USAGE), HEALTH_USAGE);
+  const parsed = tryParse(() => parseOperatorArgs(args, HEALTH_USAGE), HEALTH_USAGE);
   if (typeof parsed === "number") return parsed;
   try {
     const { status } = await createHealthClient({ baseUrl: parsed.server, token: parsed.token, tls: parsed.tls }).check({}, { timeoutMs: 3_000 });
@@ -92,7 +92,8 @@ export async function healthCommand(args: string[]): Promise<number> {
   }
 }
 
-function tryParse<T>(parse: () => T | undefined, usage: string): T | number {
+/** tryParse runs an operator command's parse: 0 after --help, 2 (with the usage) on a bad flag. */
+export function tryParse<T>(parse: () => T | undefined, usage: string): T | number {
   try {
     return parse() ?? 0;
   } catch (e) {

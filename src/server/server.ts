@@ -6,7 +6,7 @@ import { file_grpc_reflection_v1alpha_reflection, ServerReflection as Reflection
 import { ReplicationService } from "../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
 import { file_hf3fs_metadata_v1_metadata, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataError, Reason } from "../core/errors.js";
-import { replicationService, type SnapshotSource } from "../replication/snapshot.js";
+import { replicationService, type SnapshotSource } from "../replication/replication-service.js";
 import type { AccessPolicy } from "../service/access-policy.js";
 import { Edge } from "../service/edge.js";
 import { healthService } from "../service/health-service.js";

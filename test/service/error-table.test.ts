@@ -18,6 +18,7 @@ const expected: Record<string, Code> = {
   UNAUTHENTICATED: Code.Unauthenticated,
   PERMISSION_DENIED: Code.PermissionDenied,
   OVERLOADED: Code.Unavailable,
+  NOT_LEADER: Code.Unavailable,
   UNSPECIFIED: Code.Internal,
 };
 
@@ -34,6 +35,11 @@ describe("the error table", () => {
   it("covers every reason of the contract", () => {
     expect(Object.keys(codeOfReason).length).toBe(ReasonSchema.values.length);
     expect(Object.keys(expected).length).toBe(ReasonSchema.values.length);
+  });
+
+  it("names the leader in the ErrorInfo of NOT_LEADER", () => {
+    const error = toConnectError(new MetadataError(Reason.NOT_LEADER, "standby", { leaderUrl: "http://10.0.0.2:18000" }), "kv");
+    expect(error.findDetails(ErrorInfoSchema)[0]).toMatchObject({ reason: Reason.NOT_LEADER, leaderUrl: "http://10.0.0.2:18000" });
   });
 
   it("turns anything else into INTERNAL and keeps the cause", () => {

@@ -2,15 +2,124 @@
 // @generated from file hf3fs/metadata/internal/v1/replication.proto (package hf3fs.metadata.internal.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file hf3fs/metadata/internal/v1/replication.proto.
  */
 export const file_hf3fs_metadata_internal_v1_replication: GenFile = /*@__PURE__*/
-  fileDesc("CixoZjNmcy9tZXRhZGF0YS9pbnRlcm5hbC92MS9yZXBsaWNhdGlvbi5wcm90bxIaaGYzZnMubWV0YWRhdGEuaW50ZXJuYWwudjEiJQoPU25hcHNob3RSZXF1ZXN0EhIKCmNsdXN0ZXJfaWQYASABKAkiOAoQU25hcHNob3RSZXNwb25zZRITCgthcHBsaWVkX3NlcRgBIAEoBBIPCgdyZWNvcmRzGAIgASgMMn0KElJlcGxpY2F0aW9uU2VydmljZRJnCghTbmFwc2hvdBIrLmhmM2ZzLm1ldGFkYXRhLmludGVybmFsLnYxLlNuYXBzaG90UmVxdWVzdBosLmhmM2ZzLm1ldGFkYXRhLmludGVybmFsLnYxLlNuYXBzaG90UmVzcG9uc2UwAWIGcHJvdG8z");
+  fileDesc("CixoZjNmcy9tZXRhZGF0YS9pbnRlcm5hbC92MS9yZXBsaWNhdGlvbi5wcm90bxIaaGYzZnMubWV0YWRhdGEuaW50ZXJuYWwudjEiDwoNU3RhdHVzUmVxdWVzdCKKAQoOU3RhdHVzUmVzcG9uc2USFAoMY2x1c3Rlcl9uYW1lGAEgASgJEhIKCmNsdXN0ZXJfaWQYAiABKAkSOQoHbWVtYmVycxgDIAMoCzIoLmhmM2ZzLm1ldGFkYXRhLmludGVybmFsLnYxLk1lbWJlclN0YXR1cxITCgthbnN3ZXJlZF9ieRgEIAEoCSKSAQoMTWVtYmVyU3RhdHVzEhEKCW1lbWJlcl9pZBgBIAEoCRILCgN1cmwYAiABKAkSNAoEcm9sZRgDIAEoDjImLmhmM2ZzLm1ldGFkYXRhLmludGVybmFsLnYxLk1lbWJlclJvbGUSEwoLYXBwbGllZF9zZXEYBCABKAQSFwoPcHVibGlzaGVkX2F0X21zGAUgASgDIiUKD1NuYXBzaG90UmVxdWVzdBISCgpjbHVzdGVyX2lkGAEgASgJIjgKEFNuYXBzaG90UmVzcG9uc2USEwoLYXBwbGllZF9zZXEYASABKAQSDwoHcmVjb3JkcxgCIAEoDCpaCgpNZW1iZXJSb2xlEhsKF01FTUJFUl9ST0xFX1VOU1BFQ0lGSUVEEAASFgoSTUVNQkVSX1JPTEVfTEVBREVSEAESFwoTTUVNQkVSX1JPTEVfU1RBTkRCWRACMt4BChJSZXBsaWNhdGlvblNlcnZpY2USZwoIU25hcHNob3QSKy5oZjNmcy5tZXRhZGF0YS5pbnRlcm5hbC52MS5TbmFwc2hvdFJlcXVlc3QaLC5oZjNmcy5tZXRhZGF0YS5pbnRlcm5hbC52MS5TbmFwc2hvdFJlc3BvbnNlMAESXwoGU3RhdHVzEikuaGYzZnMubWV0YWRhdGEuaW50ZXJuYWwudjEuU3RhdHVzUmVxdWVzdBoqLmhmM2ZzLm1ldGFkYXRhLmludGVybmFsLnYxLlN0YXR1c1Jlc3BvbnNlYgZwcm90bzM");
+
+/**
+ * StatusRequest asks for the cluster's status; it has no fields.
+ *
+ * @generated from message hf3fs.metadata.internal.v1.StatusRequest
+ */
+export type StatusRequest = Message<"hf3fs.metadata.internal.v1.StatusRequest"> & {
+};
+
+/**
+ * Describes the message hf3fs.metadata.internal.v1.StatusRequest.
+ * Use `create(StatusRequestSchema)` to create a new message.
+ */
+export const StatusRequestSchema: GenMessage<StatusRequest> = /*@__PURE__*/
+  messageDesc(file_hf3fs_metadata_internal_v1_replication, 0);
+
+/**
+ * StatusResponse is the cluster's status.
+ *
+ * @generated from message hf3fs.metadata.internal.v1.StatusResponse
+ */
+export type StatusResponse = Message<"hf3fs.metadata.internal.v1.StatusResponse"> & {
+  /**
+   * cluster_name is the cluster's name (--cluster-name).
+   *
+   * @generated from field: string cluster_name = 1;
+   */
+  clusterName: string;
+
+  /**
+   * cluster_id is the cluster's id, the server id its members answer with.
+   *
+   * @generated from field: string cluster_id = 2;
+   */
+  clusterId: string;
+
+  /**
+   * members are the members that run, by member id.
+   *
+   * @generated from field: repeated hf3fs.metadata.internal.v1.MemberStatus members = 3;
+   */
+  members: MemberStatus[];
+
+  /**
+   * answered_by is the member id of the member that answered.
+   *
+   * @generated from field: string answered_by = 4;
+   */
+  answeredBy: string;
+};
+
+/**
+ * Describes the message hf3fs.metadata.internal.v1.StatusResponse.
+ * Use `create(StatusResponseSchema)` to create a new message.
+ */
+export const StatusResponseSchema: GenMessage<StatusResponse> = /*@__PURE__*/
+  messageDesc(file_hf3fs_metadata_internal_v1_replication, 1);
+
+/**
+ * MemberStatus is one member, as it last published itself (about twice a
+ * second).
+ *
+ * @generated from message hf3fs.metadata.internal.v1.MemberStatus
+ */
+export type MemberStatus = Message<"hf3fs.metadata.internal.v1.MemberStatus"> & {
+  /**
+   * member_id is the member's id (its data dir's server id).
+   *
+   * @generated from field: string member_id = 1;
+   */
+  memberId: string;
+
+  /**
+   * url is the member's advertise URL.
+   *
+   * @generated from field: string url = 2;
+   */
+  url: string;
+
+  /**
+   * role is whether the member leads.
+   *
+   * @generated from field: hf3fs.metadata.internal.v1.MemberRole role = 3;
+   */
+  role: MemberRole;
+
+  /**
+   * applied_seq is the last log entry the member applied; on the leader,
+   * the last it appended.
+   *
+   * @generated from field: uint64 applied_seq = 4;
+   */
+  appliedSeq: bigint;
+
+  /**
+   * published_at_ms is the member's wall clock, in ms since the epoch, when
+   * it published this.
+   *
+   * @generated from field: int64 published_at_ms = 5;
+   */
+  publishedAtMs: bigint;
+};
+
+/**
+ * Describes the message hf3fs.metadata.internal.v1.MemberStatus.
+ * Use `create(MemberStatusSchema)` to create a new message.
+ */
+export const MemberStatusSchema: GenMessage<MemberStatus> = /*@__PURE__*/
+  messageDesc(file_hf3fs_metadata_internal_v1_replication, 2);
 
 /**
  * SnapshotRequest asks a leader for its state.
@@ -33,7 +142,7 @@ export type SnapshotRequest = Message<"hf3fs.metadata.internal.v1.SnapshotReques
  * Use `create(SnapshotRequestSchema)` to create a new message.
  */
 export const SnapshotRequestSchema: GenMessage<SnapshotRequest> = /*@__PURE__*/
-  messageDesc(file_hf3fs_metadata_internal_v1_replication, 0);
+  messageDesc(file_hf3fs_metadata_internal_v1_replication, 3);
 
 /**
  * SnapshotResponse is one piece of a snapshot. The pieces, in order, hold
@@ -64,7 +173,43 @@ export type SnapshotResponse = Message<"hf3fs.metadata.internal.v1.SnapshotRespo
  * Use `create(SnapshotResponseSchema)` to create a new message.
  */
 export const SnapshotResponseSchema: GenMessage<SnapshotResponse> = /*@__PURE__*/
-  messageDesc(file_hf3fs_metadata_internal_v1_replication, 1);
+  messageDesc(file_hf3fs_metadata_internal_v1_replication, 4);
+
+/**
+ * MemberRole is what a member does in its cluster.
+ *
+ * @generated from enum hf3fs.metadata.internal.v1.MemberRole
+ */
+export enum MemberRole {
+  /**
+   * MEMBER_ROLE_UNSPECIFIED is never sent.
+   *
+   * @generated from enum value: MEMBER_ROLE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * MEMBER_ROLE_LEADER: the member serves MetadataService and appends the
+   * log.
+   *
+   * @generated from enum value: MEMBER_ROLE_LEADER = 1;
+   */
+  LEADER = 1,
+
+  /**
+   * MEMBER_ROLE_STANDBY: the member applies the log and refuses
+   * MetadataService calls with REASON_NOT_LEADER.
+   *
+   * @generated from enum value: MEMBER_ROLE_STANDBY = 2;
+   */
+  STANDBY = 2,
+}
+
+/**
+ * Describes the enum hf3fs.metadata.internal.v1.MemberRole.
+ */
+export const MemberRoleSchema: GenEnum<MemberRole> = /*@__PURE__*/
+  enumDesc(file_hf3fs_metadata_internal_v1_replication, 0);
 
 /**
  * ReplicationService is what the members of a highly available cluster
@@ -89,6 +234,19 @@ export const ReplicationService: GenService<{
     methodKind: "server_streaming";
     input: typeof SnapshotRequestSchema;
     output: typeof SnapshotResponseSchema;
+  },
+  /**
+   * Status reports the cluster as etcd holds it: every member that runs,
+   * its role and the last log entry it applied. Any member answers (it
+   * needs a token when the server has token files). UNAVAILABLE when the
+   * member cannot reach etcd.
+   *
+   * @generated from rpc hf3fs.metadata.internal.v1.ReplicationService.Status
+   */
+  status: {
+    methodKind: "unary";
+    input: typeof StatusRequestSchema;
+    output: typeof StatusResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_hf3fs_metadata_internal_v1_replication, 0);

@@ -1,10 +1,11 @@
 import { Code, ConnectError, createClient, type ServiceImpl } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { ReplicationService } from "../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
+import { MemberRole, ReplicationService } from "../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
 import type { Change } from "../core/change.js";
 import type { AccessPolicy } from "../service/access-policy.js";
 import { toConnectError } from "../service/error-table.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
+import type { MemberRecord } from "./cluster-keys.js";
 import { decodeGroup, encodeGroup } from "./log-codec.js";
 
 /** SNAPSHOT_RECORDS is how many records one piece of a snapshot holds. */
@@ -13,20 +14,48 @@ const SNAPSHOT_RECORDS = 20_000;
 /** SNAPSHOT_METHOD names the Snapshot call in the access policy, whose ADMIN_METHODS list it. */
 export const SNAPSHOT_METHOD = "replication.Snapshot";
 
-/** SnapshotSource is what serves a snapshot: the member, while it leads, and its store. */
+/** STATUS_METHOD names the Status call in the access policy: any token. */
+const STATUS_METHOD = "replication.Status";
+
+/** SnapshotSource is what ReplicationService answers from: the member (a snapshot only while it leads), its store and etcd's records of the members. */
 export interface SnapshotSource {
   readonly clusterId: string;
+  readonly clusterName: string;
+  readonly memberId: string;
   leading(): boolean;
   readonly local: LmdbStore;
+  members(): Promise<MemberRecord[]>;
 }
 
 /**
  * replicationService serves ReplicationService: Snapshot streams the
  * leader's store as it is at one moment (one LMDB read transaction), in
- * pieces of SNAPSHOT_RECORDS records.
+ * pieces of SNAPSHOT_RECORDS records; Status reports the members.
  */
 export function replicationService(source: SnapshotSource, access: AccessPolicy | undefined): ServiceImpl<typeof ReplicationService> {
   return {
+    async status(_req, ctx) {
+      try {
+        access?.check(STATUS_METHOD, ctx.requestHeader.get("authorization") ?? undefined);
+      } catch (error) {
+        throw toConnectError(error, "");
+      }
+      const members = await source.members().catch((error: Error) => {
+        throw new ConnectError(`cannot read the members from etcd: ${error.message}`, Code.Unavailable);
+      });
+      return {
+        clusterName: source.clusterName,
+        clusterId: source.clusterId,
+        answeredBy: source.memberId,
+        members: members.map((m) => ({
+          memberId: m.memberId,
+          url: m.url,
+          role: m.role === "leader" ? MemberRole.LEADER : MemberRole.STANDBY,
+          appliedSeq: BigInt(m.appliedSeq),
+          publishedAtMs: BigInt(m.atMs),
+        })),
+      };
+    },
     async *snapshot(req, ctx) {
       try {
         access?.check(SNAPSHOT_METHOD, ctx.requestHeader.get("authorization") ?? undefined);

@@ -1,0 +1,81 @@
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { describe, expect, it } from "vitest";
+import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { runCli, startChildServer } from "../support/child-server.js";
+import { etcdMissing, startEtcdCluster } from "../support/etcd-cluster.js";
+import { serving, startServer, waitForLeader } from "../support/ha-cluster.js";
+
+const missing = etcdMissing();
+if (missing !== "") console.log(`skipping the HA redirect tests: ${missing}`);
+
+const exec = promisify(execFile);
+
+/** PYTHON_POST posts a JSON body with requests, as vLLM's and SGLang's clients do, and prints the status and body it ends with. */
+const PYTHON_POST = `
+import json, sys, requests
+r = requests.post(sys.argv[1], json=json.loads(sys.argv[2]), timeout=10)
+print(json.dumps({"status": r.status_code, "history": [h.status_code for h in r.history], "body": r.json() if r.content else None}))
+`;
+
+describe.skipIf(missing !== "")("high availability on etcd: a standby's answers", () => {
+  it("a standby is healthy but not for MetadataService, and redirects a vLLM call to the leader (307): a client that follows it succeeds", async () => {
+    const etcd = await startEtcdCluster(1);
+    const servers = await Promise.all([startServer(etcd), startServer(etcd)]);
+    const leader = await waitForLeader(servers);
+    const standby = servers.find((s) => s !== leader)!;
+    // The standby names the leader once it has read the leader key.
+    const init = async () => fetch(`${standby.url}/rank/0/initialize`, { method: "POST", body: JSON.stringify({ num_pages: 16 }), redirect: "manual" });
+    let redirect = await init();
+    const deadline = Date.now() + 10_000;
+    while (redirect.status !== 307 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      redirect = await init();
+    }
+    expect(redirect.status).toBe(307);
+    // Health: both serve (they are caught up), only the leader serves MetadataService.
+    expect(await serving(standby, "")).toBe(true);
+    expect(await serving(standby, MetadataService.typeName)).toBe(false);
+    expect(await serving(leader, MetadataService.typeName)).toBe(true);
+    expect(redirect.headers.get("location")).toBe(`${leader.url}/rank/0/initialize`);
+    expect(await redirect.json()).toMatchObject({ reason: "REASON_NOT_LEADER" });
+
+    const followed = await fetch(`${standby.url}/keys/batch_allocate`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ rank: 0, keys: [["k", ""]] }),
+    });
+    expect(followed.status).toBe(404); // the rank is not initialized yet: the leader answered
+    const { stdout } = await exec("/usr/bin/python3", ["-c", PYTHON_POST, `${standby.url}/rank/0/initialize`, JSON.stringify({ num_pages: 16 })]);
+    expect(JSON.parse(stdout)).toEqual({ status: 200, history: [307], body: { message: "rank 0 initialized with 16 pages" } });
+    const { stdout: allocated } = await exec("/usr/bin/python3", [
+      "-c",
+      PYTHON_POST,
+      `${standby.url}/keys/batch_allocate`,
+      JSON.stringify({ rank: 0, keys: [["k", ""]] }),
+    ]);
+    expect(JSON.parse(allocated)).toEqual({ status: 200, history: [307], body: { rank: 0, results: [["k", 0]] } });
+  }, 60_000);
+
+  it("status and /metrics, on any member, show the members, the leader and each one's applied log entry", async () => {
+    const etcd = await startEtcdCluster(1);
+    const servers = await Promise.all([startServer(etcd), startServer(etcd)]);
+    const leader = await waitForLeader(servers);
+    const standby = servers.find((s) => s !== leader)!;
+    const { code, stdout } = await runCli(["status", "--server", standby.url]);
+    expect(code).toBe(0);
+    const lines = stdout.trim().split("\n");
+    expect(lines[0]).toMatch(new RegExp(`^cluster default \\([0-9a-f-]{36}\\): leader ${leader.url}$`));
+    expect(lines[1]).toMatch(/^MEMBER +URL +ROLE +APPLIED +LAG$/);
+    expect(lines[2]).toMatch(new RegExp(`^[0-9a-f-]{36}  ${leader.url} +leader +\\d+ +0$`));
+    expect(lines[3]).toMatch(new RegExp(`^[0-9a-f-]{36}  ${standby.url} +standby +\\d+ +\\d+$`));
+    const metrics = await (await fetch(`${standby.url}/metrics`)).text();
+    expect(metrics).toMatch(new RegExp(`hf3fs_metadata_cluster_member_applied_seq\\{member="[0-9a-f-]{36}",url="${leader.url}",role="leader"\\} \\d+`));
+    expect(metrics).toMatch(/^hf3fs_metadata_cluster_leader 0$/m);
+    expect(await (await fetch(`${leader.url}/metrics`)).text()).toMatch(/^hf3fs_metadata_cluster_leader 1$/m);
+
+    const single = await runCli(["status", "--server", (await startChildServer()).url]);
+    expect(single.code).toBe(1);
+    expect(single.stderr).toMatch(/runs single-node/);
+  }, 60_000);
+});
