@@ -8,7 +8,9 @@ from the grpc-status-details-bin trailer, so callers branch on `reason`.
 """
 
 import os
+import random
 import sys
+import time
 
 import grpc
 
@@ -31,32 +33,69 @@ class MetadataError(Exception):
 
 
 class MetadataClient:
-    """Calls MetadataService over one channel; `target` is host:port.
+    """Calls MetadataService; `target` is host:port, or for a highly available
+    cluster its members, comma-separated (host:port,host:port,...).
+
+    A call that fails UNAVAILABLE (the server is down, restarting, or a
+    standby) is retried for up to `retry_seconds`: at once on the leader that
+    a standby names (REASON_NOT_LEADER), else on the next member after a
+    backoff (capped exponential, full jitter). Every call of the service is
+    safe to retry.
 
     `token` is sent on every call as `authorization: Bearer <token>` (a server
     started with --auth-token-file needs one); by default it is read from the
     environment variable HF3FS_METADATA_TOKEN. With `root_certificates` (PEM
-    bytes of the CA to trust) the channel uses TLS; `private_key` and
+    bytes of the CA to trust) the channels use TLS; `private_key` and
     `certificate_chain` add a client certificate (a server started with
     --tls-client-ca needs one).
     """
 
-    def __init__(self, target, timeout_seconds=10.0, token=None, root_certificates=None, private_key=None, certificate_chain=None):
-        if root_certificates is None:
-            self._channel = grpc.insecure_channel(target)
-        else:
-            credentials = grpc.ssl_channel_credentials(root_certificates, private_key, certificate_chain)
-            self._channel = grpc.secure_channel(target, credentials)
+    def __init__(self, target, timeout_seconds=10.0, token=None, root_certificates=None, private_key=None, certificate_chain=None, retry_seconds=30.0):
+        self._targets = [t.strip() for t in target.split(",") if t.strip()]
+        self._credentials = None if root_certificates is None else grpc.ssl_channel_credentials(root_certificates, private_key, certificate_chain)
+        self._channels = {}
+        self._at = 0
+        self._leader = None
         self._timeout = timeout_seconds
+        self._retry_seconds = retry_seconds
         token = token if token is not None else os.environ.get("HF3FS_METADATA_TOKEN")
         self._metadata = (("authorization", f"Bearer {token}"),) if token else None
         self.server_id = None
 
     def close(self):
-        self._channel.close()
+        for channel in self._channels.values():
+            channel.close()
+
+    def _channel(self):
+        """The channel of the member calls go to now: the named leader, else the current target."""
+        target = self._leader or self._targets[self._at]
+        if target not in self._channels:
+            secure = self._credentials is not None
+            self._channels[target] = grpc.secure_channel(target, self._credentials) if secure else grpc.insecure_channel(target)
+        return self._channels[target]
 
     def _call(self, method, request, response_type):
-        stub = self._channel.unary_unary(
+        started = time.monotonic()
+        for attempt in range(1_000_000):
+            try:
+                return self._call_once(method, request, response_type)
+            except MetadataError as error:
+                if error.code != grpc.StatusCode.UNAVAILABLE:
+                    raise
+                leader = _target_of(error.info.leader_url) if error.reason == "REASON_NOT_LEADER" else ""
+                if leader and leader != self._leader and time.monotonic() - started < self._retry_seconds:
+                    self._leader = leader  # a standby named the leader: go there now
+                    continue
+                wait = random.random() * min(2.0, 0.05 * 2 ** min(attempt, 30))
+                if time.monotonic() - started + wait > self._retry_seconds:
+                    raise
+                time.sleep(wait)
+                if self._leader is None:
+                    self._at = (self._at + 1) % len(self._targets)
+                self._leader = None
+
+    def _call_once(self, method, request, response_type):
+        stub = self._channel().unary_unary(
             SERVICE + method,
             request_serializer=lambda m: m.SerializeToString(),
             response_deserializer=response_type.FromString,
@@ -88,6 +127,11 @@ class MetadataClient:
     def get_locations(self, rank, keys, namespace=""):
         req = pb.GetLocationsRequest(namespace=namespace, rank=rank, keys=keys)
         return self._call("GetLocations", req, pb.GetLocationsResponse)
+
+
+def _target_of(url):
+    """host:port of an advertise URL such as http://10.0.0.2:18000 ("" for "")."""
+    return url.split("://", 1)[-1].rstrip("/") if url else ""
 
 
 def _error_info(trailing_metadata):

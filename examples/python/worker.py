@@ -16,7 +16,7 @@ from hf3fs_metadata_client import MetadataClient, MetadataError
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--server", default="127.0.0.1:18000", help="host:port of the metadata server")
+    parser.add_argument("--server", default="127.0.0.1:18000", help="host:port of the metadata server, or of a cluster's members, comma-separated")
     parser.add_argument("--namespace", default="python-worker")
     parser.add_argument("--rank", type=int, default=0)
     parser.add_argument("--token-file", help="file whose first line is the token (default: env HF3FS_METADATA_TOKEN)")

@@ -1,15 +1,17 @@
-import { execFile } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { createMetadataClient } from "../../src/client/index.js";
 import { runCli, startChildServer } from "../support/child-server.js";
 import { etcdMissing, startEtcdCluster } from "../support/etcd-cluster.js";
-import { serving, startServer, waitForLeader } from "../support/ha-cluster.js";
+import { type Server, serving, startServer, waitForLeader } from "../support/ha-cluster.js";
 
 const missing = etcdMissing();
 if (missing !== "") console.log(`skipping the HA redirect tests: ${missing}`);
 
 const exec = promisify(execFile);
+const ROOT = new URL("../..", import.meta.url).pathname;
 
 /** PYTHON_POST posts a JSON body with requests, as vLLM's and SGLang's clients do, and prints the status and body it ends with. */
 const PYTHON_POST = `
@@ -18,20 +20,25 @@ r = requests.post(sys.argv[1], json=json.loads(sys.argv[2]), timeout=10)
 print(json.dumps({"status": r.status_code, "history": [h.status_code for h in r.history], "body": r.json() if r.content else None}))
 `;
 
+/** untilNamesLeader polls a standby until it names the leader (it does once it has read the leader key), and returns its redirect of an InitializeRank. */
+async function untilNamesLeader(standby: Server): Promise<Response> {
+  const init = async () => fetch(`${standby.url}/rank/0/initialize`, { method: "POST", body: JSON.stringify({ num_pages: 16 }), redirect: "manual" });
+  let redirect = await init();
+  const deadline = Date.now() + 10_000;
+  while (redirect.status !== 307 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 100));
+    redirect = await init();
+  }
+  return redirect;
+}
+
 describe.skipIf(missing !== "")("high availability on etcd: a standby's answers", () => {
   it("a standby is healthy but not for MetadataService, and redirects a vLLM call to the leader (307): a client that follows it succeeds", async () => {
     const etcd = await startEtcdCluster(1);
     const servers = await Promise.all([startServer(etcd), startServer(etcd)]);
     const leader = await waitForLeader(servers);
     const standby = servers.find((s) => s !== leader)!;
-    // The standby names the leader once it has read the leader key.
-    const init = async () => fetch(`${standby.url}/rank/0/initialize`, { method: "POST", body: JSON.stringify({ num_pages: 16 }), redirect: "manual" });
-    let redirect = await init();
-    const deadline = Date.now() + 10_000;
-    while (redirect.status !== 307 && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 100));
-      redirect = await init();
-    }
+    const redirect = await untilNamesLeader(standby);
     expect(redirect.status).toBe(307);
     // Health: both serve (they are caught up), only the leader serves MetadataService.
     expect(await serving(standby, "")).toBe(true);
@@ -55,6 +62,23 @@ describe.skipIf(missing !== "")("high availability on etcd: a standby's answers"
       JSON.stringify({ rank: 0, keys: [["k", ""]] }),
     ]);
     expect(JSON.parse(allocated)).toEqual({ status: 200, history: [307], body: { rank: 0, results: [["k", 0]] } });
+  }, 60_000);
+
+  it("the Python and TypeScript clients, given only a standby, go to the leader it names", async () => {
+    execFileSync("bash", [`${ROOT}examples/python/generate.sh`]);
+    const etcd = await startEtcdCluster(1);
+    const servers = await Promise.all([startServer(etcd), startServer(etcd)]);
+    const leader = await waitForLeader(servers);
+    const standby = servers.find((s) => s !== leader)!;
+    await untilNamesLeader(standby);
+    // Given only the standby, the client can succeed only by going where it points.
+    const targets = standby.url.replace("http://", "");
+    const run = await exec("/usr/bin/python3", [`${ROOT}examples/python/worker.py`, "--server", targets], { encoding: "utf8", timeout: 30_000 });
+    const lines = run.stdout.trim().split("\n");
+    expect(lines[1]).toBe("allocated 4 keys: pages [0, 1, 2, 3]");
+    expect(lines[3]).toBe("exists [True, True, True, True, False]");
+    const client = createMetadataClient({ baseUrl: standby.url, retry: { deadlineMs: 5_000 } });
+    expect((await client.batchExists({ namespace: "python-worker", keys: ["x"] })).exists).toEqual([false]);
   }, 60_000);
 
   it("status and /metrics, on any member, show the members, the leader and each one's applied log entry", async () => {
