@@ -9,6 +9,7 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { BatchExistsRequestSchema, GetLocationsRequestSchema } from "../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { coreRates } from "./core-bench.js";
 import { cycleClient, type TransportName } from "./cycle-clients.js";
+import { clusterCpuMs, leaderOf, measureFailover, sampleLag, startHaCluster } from "./ha.js";
 import { benchKey } from "./keys.js";
 import type { LoadConfig, LoadResult } from "./load.js";
 import { h2loadInstalled, type NativeLoadResult, nativeLoad } from "./native-load.js";
@@ -348,6 +349,51 @@ if (enabled("durable")) {
   console.log(
     `durable   recovery of ${fmt(keys)} keys on ${RANKS} ranks: ${fmt(recovery.ms)} ms; heap ${fmt(recovery.heapMb)} MB = ${fmt((recovery.heapMb * 2 ** 20) / (keys * RANKS))} bytes per key per rank`,
   );
+}
+
+if (enabled("ha")) {
+  // Side by side in one run: the single-node default (LMDB) and a cluster of 3 servers on 3 etcd members, all on this machine.
+  const dataDir = join(tmpdir(), "hf3fs-metadata-bench-single");
+  rmSync(dataDir, { recursive: true, force: true });
+  const single = await withServer(SERVER, ["--data-dir", dataDir], (s) => cycle(s, "single", "lean-grpc", 64, 16));
+  rmSync(dataDir, { recursive: true, force: true });
+  const cluster = await startHaCluster(SERVER, serverArgs);
+  try {
+    const leader = await leaderOf(cluster);
+    const cpuBefore = clusterCpuMs(cluster, leader);
+    const loadStarted = performance.now();
+    const load = cycle(leader.process, "ha", "lean-grpc", 64, 16);
+    const lag = await sampleLag(cluster.urls.find((u) => u !== leader.process.url)!, load);
+    const ha = await load;
+    const cpuAfter = clusterCpuMs(cluster, leader);
+    // The whole run, warm-up included: the share of the machine's cores the rest of the cluster took while the leader served.
+    const elapsed = performance.now() - loadStarted;
+    const others = {
+      standbysCpuPct: ((cpuAfter.standbysMs - cpuBefore.standbysMs) / elapsed) * 100,
+      etcdCpuPct: ((cpuAfter.etcdMs - cpuBefore.etcdMs) / elapsed) * 100,
+    };
+    console.log(
+      `ha        meanwhile: the 2 standbys took ${fmt(others.standbysCpuPct)}% of a core, the 3 etcd members ${fmt(others.etcdCpuPct)}% (of ${cpus().length} cores)`,
+    );
+    const failover = await measureFailover(cluster, quick ? 1 : 5);
+    const sorted = [...failover].sort((a, b) => a - b);
+    report.ha = {
+      haOverSingle: ha.keysPerSec / single.keysPerSec,
+      lag,
+      ...others,
+      failoverMs: failover,
+      failoverMedianMs: sorted[Math.floor(sorted.length / 2)],
+    };
+    console.log(`ha        HA/single-node keys/s at B=64 C=16: ${fmt(ha.keysPerSec / single.keysPerSec, 2)}`);
+    console.log(
+      `ha        standby lag under that load: mean ${fmt(lag.meanEntries, 1)}, max ${fmt(lag.maxEntries)} log entries (${lag.samples} samples; leader appends ${fmt(lag.entriesPerSec)} entries/s, so max ≈ ${fmt((lag.maxEntries / Math.max(lag.entriesPerSec, 1)) * 1_000)} ms)`,
+    );
+    console.log(
+      `ha        failover (kill -9 of the leader to the first acknowledged ConfirmWrite): ${failover.map((ms) => fmt(ms)).join(", ")} ms; median ${fmt(sorted[Math.floor(sorted.length / 2)]!)} ms`,
+    );
+  } finally {
+    await cluster.stop();
+  }
 }
 
 report.rows = rows;

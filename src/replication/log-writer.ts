@@ -29,6 +29,8 @@ interface Pending {
  */
 export class LogWriter {
   private queue: Pending[] = [];
+  /** last is the commit issued last (settled once it and every earlier one are in the log, or failed). */
+  private last: Promise<void> = Promise.resolve();
   private appending = false;
   private failure: MetadataError | undefined;
   private localTail: Promise<void> = Promise.resolve();
@@ -53,13 +55,26 @@ export class LogWriter {
     return this.nextSeq - 1;
   }
 
-  /** commit resolves once `changes` and every earlier commit are in the log; see the class comment. */
+  /**
+   * commit resolves once `changes` and every earlier commit are in the log;
+   * see the class comment. A call that changed nothing (a read) waits only
+   * for the commits before it: its answer may show their changes.
+   */
   commit(changes: readonly Change[]): Promise<void> {
     if (this.failure !== undefined) return Promise.reject(this.failure);
-    return new Promise((resolve, reject) => {
+    if (changes.length === 0) return this.afterPending();
+    const done = new Promise<void>((resolve, reject) => {
       this.queue.push({ changes, resolve, reject });
       if (!this.appending) void this.appendQueued();
     });
+    this.last = done;
+    return done;
+  }
+
+  /** afterPending resolves once every commit issued so far is in the log (at once when none is pending), if the lease still holds then. */
+  private async afterPending(): Promise<void> {
+    await this.last;
+    if (!this.lease.valid()) throw this.failure ?? new MetadataError(Reason.NOT_LEADER, "this member's leadership lapsed: retry on the leader");
   }
 
   /** localDone resolves once every group appended so far is in the local store too. */
@@ -106,10 +121,14 @@ export class LogWriter {
             { key, target: "Version", result: "Equal", version: 0 },
           ],
           success: [{ request_put: { key, value } }],
+          failure: [{ request_range: { key: this.keys.leader } }, { request_range: { key } }],
         },
         { deadline: new Date(Date.now() + this.lease.remainingMs()) },
       );
-      if (!res.succeeded) throw new Error("another member leads now (the fenced append was refused)");
+      const [leader, entry] = res.succeeded ? [] : res.responses.map((r) => r.response_range?.kvs[0]);
+      if (!res.succeeded && leader?.create_revision !== this.termRevision) throw new Error("another member leads now (the fenced append was refused)");
+      // Only this term writes entries past its first: an entry that exists is this very append, landed on a retry whose first answer was lost.
+      if (!res.succeeded && entry === undefined) throw new Error(`the append of log entry ${first + i} was refused`);
       this.nextSeq = first + i + 1;
     }
     const seq = this.nextSeq - 1;

@@ -61,7 +61,7 @@ async function serveMember(options: ServerOptions, security: Pick<ServerConfig, 
   let member: Member;
   try {
     tolerateInternalCommitRejections();
-    const local = await LmdbStore.open(options.dataDir);
+    const local = await LmdbStore.open(options.dataDir, { overlappingSync: true });
     const client = new Etcd3({ hosts: options.etcdEndpoints.split(","), dialTimeout: 2_000, grpcOptions: ETCD_GRPC_OPTIONS });
     const memberOptions = {
       clusterName: options.clusterName,

@@ -72,7 +72,7 @@ export class LmdbStore implements Store {
    * store is locked, unreadable, corrupt, truncated or of another format
    * version; it never starts empty over existing data.
    */
-  static async open(dataDir: string, { readOnly = false } = {}): Promise<LmdbStore> {
+  static async open(dataDir: string, { readOnly = false, overlappingSync = false } = {}): Promise<LmdbStore> {
     const path = resolve(dataDir);
     try {
       prepareDataDir(path, readOnly);
@@ -89,7 +89,7 @@ export class LmdbStore implements Store {
       if (existed) verifyReadable(path);
       if (readOnly && !existed) throw new StoreOpenError(`data dir ${path} holds no store (no data.mdb)`);
       // noSubdir false: lmdb-js would take a path with a dot (hf3fs.data) for a file.
-      const env = open({ path, noSubdir: false, readOnly, overlappingSync: false, noSync: false, maxDbs: 8 });
+      const env = open({ path, noSubdir: false, readOnly, overlappingSync, noSync: false, maxDbs: 8 });
       const dbs = Object.fromEntries(DB_NAMES.map((name) => [name, env.openDB(name, {})])) as LmdbStore["dbs"];
       const serverId = await initMeta(path, dbs, readOnly);
       return new LmdbStore(path, serverId, env, dbs, lock);

@@ -1,0 +1,152 @@
+// The high-availability benchmark's parts: a cluster of 3 etcd members and 3
+// servers on this machine, the failover time, and a standby's lag under load.
+
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { HealthCheckResponse_ServingStatus as ServingStatus } from "../gen/grpc/health/v1/health_pb.js";
+import { MemberRole, ReplicationService } from "../gen/hf3fs/metadata/internal/v1/replication_pb.js";
+import { MetadataService } from "../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { createHealthClient, createMetadataClient } from "../src/client/index.js";
+import { type EtcdCluster, freePort, running, startEtcdCluster } from "../test/support/etcd-process.js";
+import { cpuMs, type ServerProcess, startProcess } from "./processes.js";
+
+/** HaMember is one server of the cluster, with what it takes to start it again on its data dir and port. */
+export interface HaMember {
+  process: ServerProcess;
+  readonly args: string[];
+}
+
+/** HaCluster is 3 etcd members and `size` servers, all on loopback. */
+export interface HaCluster {
+  etcd: EtcdCluster;
+  members: HaMember[];
+  urls: string[];
+  stop(): Promise<void>;
+}
+
+/** startHaCluster starts etcd and the servers (`serverArgs` adds the benchmark's common flags) and waits for a leader. */
+export async function startHaCluster(entry: string, serverArgs: (extra: string[]) => string[], size = 3): Promise<HaCluster> {
+  const root = mkdtempSync(join(tmpdir(), "hf3fs-metadata-bench-ha-"));
+  const etcd = await startEtcdCluster(3, join(root, "etcd"));
+  const members = await Promise.all(
+    Array.from({ length: size }, async (_, i) => {
+      const args = serverArgs(["--data-dir", join(root, `member${i}`), "--etcd-endpoints", etcd.endpoints, "--port", String(await freePort())]);
+      return { process: await startProcess(entry, args), args };
+    }),
+  );
+  const cluster: HaCluster = {
+    etcd,
+    members,
+    urls: members.map((m) => m.process.url),
+    async stop() {
+      await Promise.all(members.map((m) => m.process.stop()));
+      for (const child of running) if (child.exitCode === null) child.kill("SIGKILL");
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+  await leaderOf(cluster);
+  return cluster;
+}
+
+/** clusterCpuMs reads the CPU time so far of the standbys and of the etcd members (the leader's is the benchmark row's own). */
+export function clusterCpuMs(cluster: HaCluster, leader: HaMember): { standbysMs: number; etcdMs: number } {
+  const standbysMs = cluster.members.filter((m) => m !== leader).reduce((sum, m) => sum + cpuMs(m.process.pid), 0);
+  const etcdMs = cluster.etcd.members.reduce((sum, m) => sum + (m.process?.pid === undefined ? 0 : cpuMs(m.process.pid)), 0);
+  return { standbysMs, etcdMs };
+}
+
+/** leaderOf polls the members' health until one serves MetadataService. */
+export async function leaderOf(cluster: HaCluster, except?: HaMember): Promise<HaMember> {
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    for (const member of cluster.members) {
+      if (member === except) continue;
+      const health = createHealthClient({ baseUrl: member.process.url });
+      const res = await health.check({ service: MetadataService.typeName }, { timeoutMs: 500 }).catch(() => undefined);
+      if (res?.status === ServingStatus.SERVING) return member;
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error("no leader within 30 s");
+}
+
+/**
+ * measureFailover runs one writer (BatchAllocate then ConfirmWrite of one
+ * new key, over and over, through a client given every member) and kills
+ * the leader with SIGKILL `rounds` times, restarting it on its data dir
+ * after the next leader serves. A round's time is from the kill to the
+ * first acknowledged ConfirmWrite of a cycle begun after the kill (so one
+ * the new leader acknowledged).
+ */
+export async function measureFailover(cluster: HaCluster, rounds: number): Promise<number[]> {
+  const client = createMetadataClient({ baseUrl: cluster.urls.join(","), retry: { deadlineMs: 30_000, initialBackoffMs: 20, maxBackoffMs: 200 } });
+  await client.initializeRank({ namespace: "failover", rank: 0, numPages: 1 << 20, worldSize: 1 });
+  let stop = false;
+  let lastAck = 0;
+  let ackedAt = 0;
+  const writer = (async () => {
+    for (let i = 0; !stop; i++) {
+      const keys = [`f-${i}`];
+      const started = performance.now();
+      const { pages } = await client.batchAllocate({ namespace: "failover", rank: 0, keys });
+      await client.confirmWrite({ namespace: "failover", rank: 0, keys, pages });
+      // A cycle begun before the kill may have been acknowledged by the old leader: count only those begun after it.
+      lastAck = started;
+      ackedAt = performance.now();
+    }
+  })();
+  const times: number[] = [];
+  try {
+    for (let round = 0; round < rounds; round++) {
+      await new Promise((r) => setTimeout(r, 1_000));
+      const leader = await leaderOf(cluster);
+      const killedAt = performance.now();
+      process.kill(leader.process.pid, "SIGKILL");
+      while (lastAck <= killedAt) await new Promise((r) => setTimeout(r, 5));
+      times.push(ackedAt - killedAt);
+      leader.process = await startProcess("src/server/main.ts", leader.args);
+    }
+  } finally {
+    stop = true;
+    await writer;
+  }
+  return times;
+}
+
+/** LagSample is how far the standbys were behind the leader, in log entries, over a run. */
+export interface LagSummary {
+  samples: number;
+  meanEntries: number;
+  maxEntries: number;
+  /** entriesPerSec is the leader's append rate over the run, to read lag in time (entries / rate). */
+  entriesPerSec: number;
+}
+
+/** sampleLag reads the cluster's status every 250 ms until `done` resolves. The members publish their applied entry about twice a second, so each sample is ±0.5 s old. */
+export async function sampleLag(url: string, done: Promise<unknown>): Promise<LagSummary> {
+  const client = createClient(ReplicationService, createGrpcTransport({ baseUrl: url }));
+  const lags: number[] = [];
+  const seqs: [number, number][] = [];
+  let finished = false;
+  void done.then(() => (finished = true));
+  while (!finished) {
+    const status = await client.status({}).catch(() => undefined);
+    const leader = status?.members.find((m) => m.role === MemberRole.LEADER);
+    if (status !== undefined && leader !== undefined) {
+      seqs.push([performance.now(), Number(leader.appliedSeq)]);
+      for (const m of status.members) if (m !== leader) lags.push(Math.max(0, Number(leader.appliedSeq - m.appliedSeq)));
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  const [first, last] = [seqs[0], seqs.at(-1)];
+  const entriesPerSec = first !== undefined && last !== undefined && last[0] > first[0] ? ((last[1] - first[1]) * 1_000) / (last[0] - first[0]) : 0;
+  return {
+    samples: lags.length,
+    meanEntries: lags.reduce((a, b) => a + b, 0) / Math.max(lags.length, 1),
+    maxEntries: Math.max(0, ...lags),
+    entriesPerSec,
+  };
+}
