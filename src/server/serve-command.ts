@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { hostname } from "node:os";
 import { Etcd3 } from "etcd3";
 import { systemClock } from "../core/clock.js";
 import { MetadataState } from "../core/state.js";
@@ -82,9 +83,20 @@ async function serveMember(options: ServerOptions, security: Pick<ServerConfig, 
     return 1;
   }
   const server = await startServer(member.ledger, { ...options, ...security, leadership: member.leadership, cluster: member }, logger);
-  member.start(options.advertiseUrl === "" ? server.url : options.advertiseUrl.replace(/\/$/, ""));
+  member.start(advertiseUrlOf(options, server));
   logger.info({ cluster: options.clusterName, clusterId: member.clusterId, memberId: member.memberId }, "cluster: joined");
   return runUntilStopped(options, server, member.ledger.store, security.access, logger);
+}
+
+/**
+ * advertiseUrlOf is --advertise-url, else the URL the server listens on;
+ * on a wildcard address (0.0.0.0, ::) the host name stands for it, since
+ * other machines cannot reach a wildcard.
+ */
+function advertiseUrlOf(options: ServerOptions, server: RunningServer): string {
+  if (options.advertiseUrl !== "") return options.advertiseUrl.replace(/\/$/, "");
+  if (options.host !== "0.0.0.0" && options.host !== "::") return server.url;
+  return `${options.tlsCert === "" ? "http" : "https"}://${hostname()}:${server.port}`;
 }
 
 /** ETCD_GRPC_OPTIONS let a catch-up read return up to 32 log entries of 1 MB each. */
