@@ -155,9 +155,14 @@ export class Member {
       while (lease.valid() && !this.closed) {
         const following = new AbortController();
         const follower = this.followLog(following.signal);
-        const won = await this.awaitTurn(lease);
-        following.abort();
-        await follower;
+        let won: string | undefined;
+        try {
+          won = await this.awaitTurn(lease);
+        } finally {
+          // One follower at a time, whatever ended the wait: the next term, or the lead, reads the log itself.
+          following.abort();
+          await follower;
+        }
         if (won === undefined) continue;
         await this.lead(lease, won);
         return; // a term that led ends with its lease (revoked below), so that the leader key goes at once

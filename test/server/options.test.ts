@@ -40,6 +40,32 @@ describe("parseServerOptions", () => {
   });
 });
 
+describe("the options of high availability", () => {
+  const etcd = ["--etcd-endpoints", "http://127.0.0.1:2379,http://10.0.0.2:2379"];
+
+  it("are off by default, and read from flags or HF3FS_METADATA_* variables", () => {
+    expect(defaultServerOptions).toMatchObject({ etcdEndpoints: "", clusterName: "default", advertiseUrl: "", leaderLeaseMs: 2_000 });
+    expect(parseServerOptions([...etcd, "--cluster-name", "kv-a", "--leader-lease", "3s"], {})).toMatchObject({
+      etcdEndpoints: "http://127.0.0.1:2379,http://10.0.0.2:2379",
+      clusterName: "kv-a",
+      leaderLeaseMs: 3_000,
+    });
+    expect(parseServerOptions([], { [envName("etcd-endpoints")]: "http://e:2379", [envName("advertise-url")]: "http://10.0.0.2:18000" })).toMatchObject({
+      etcdEndpoints: "http://e:2379",
+      advertiseUrl: "http://10.0.0.2:18000",
+    });
+  });
+
+  it.each([
+    [["--etcd-endpoints", "127.0.0.1:2379"], /--etcd-endpoints takes URLs like http:\/\/127\.0\.0\.1:2379, got "127\.0\.0\.1:2379"/],
+    [[...etcd, "--in-memory"], /--etcd-endpoints needs the durable store/],
+    [[...etcd, "--cluster-name", "a/b"], /--cluster-name takes 1 to 64 letters/],
+    [[...etcd, "--advertise-url", "10.0.0.2:18000"], /--advertise-url takes a URL/],
+    [[...etcd, "--leader-lease", "1500ms"], /--leader-lease must be whole seconds, at least 1s/],
+    [[...etcd, "--leader-lease", "0s"], /--leader-lease must be whole seconds, at least 1s/],
+  ])("refuse %j", (args, message) => expect(() => parseServerOptions(args, {})).toThrow(message));
+});
+
 describe("the body limit", () => {
   /** largestAllocate is the largest BatchAllocate the key limits allow, with multibyte keys of exactly maxKeyBytes. */
   function largestAllocate(maxKeysPerCall: number, maxKeyBytes: number) {
