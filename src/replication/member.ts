@@ -8,11 +8,11 @@ import { MetadataState } from "../core/state.js";
 import type { Logger } from "../server/logger.js";
 import type { Leadership } from "../service/leadership.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
-import type { Store } from "../store/store.js";
 import { ClusterKeys, type LeaderRecord, type MemberRecord } from "./cluster-keys.js";
 import { LogGapError, LogReader } from "./log-reader.js";
 import { LogWriter } from "./log-writer.js";
 import { MemberLease } from "./member-lease.js";
+import { ReplicatedStore } from "./replicated-store.js";
 import { fetchSnapshot } from "./replication-service.js";
 
 /** MemberOptions configure a member of a highly available cluster. */
@@ -372,34 +372,6 @@ export class Member {
     } catch (error) {
       this.logger.warn({ err: (error as Error).message }, "cluster: compacting the log failed");
     }
-  }
-}
-
-/**
- * ReplicatedStore is the Store of a member: a call's changes are durable
- * once they are in the cluster's log (LogWriter), and only the leader
- * commits. Its server id is the cluster's: the state outlives any member.
- */
-export class ReplicatedStore implements Store {
-  readonly failed: Promise<Error>;
-
-  constructor(
-    private readonly member: Member,
-    readonly serverId: string,
-    private readonly local: LmdbStore,
-    private readonly client: Etcd3,
-  ) {
-    this.failed = local.failed;
-  }
-
-  commit(changes: readonly Change[]): Promise<void> {
-    return this.member.commit(changes);
-  }
-
-  async close(): Promise<void> {
-    await this.member.close();
-    await this.local.close();
-    this.client.close();
   }
 }
 

@@ -35,11 +35,7 @@ export interface SnapshotSource {
 export function replicationService(source: SnapshotSource, access: AccessPolicy | undefined): ServiceImpl<typeof ReplicationService> {
   return {
     async status(_req, ctx) {
-      try {
-        access?.check(STATUS_METHOD, ctx.requestHeader.get("authorization") ?? undefined);
-      } catch (error) {
-        throw toConnectError(error, "");
-      }
+      checkAccess(access, STATUS_METHOD, ctx.requestHeader);
       const members = await source.members().catch((error: Error) => {
         throw new ConnectError(`cannot read the members from etcd: ${error.message}`, Code.Unavailable);
       });
@@ -57,11 +53,7 @@ export function replicationService(source: SnapshotSource, access: AccessPolicy 
       };
     },
     async *snapshot(req, ctx) {
-      try {
-        access?.check(SNAPSHOT_METHOD, ctx.requestHeader.get("authorization") ?? undefined);
-      } catch (error) {
-        throw toConnectError(error, "");
-      }
+      checkAccess(access, SNAPSHOT_METHOD, ctx.requestHeader);
       if (req.clusterId !== source.clusterId) {
         throw new ConnectError(`this member belongs to cluster ${source.clusterId}, not ${req.clusterId}`, Code.FailedPrecondition);
       }
@@ -82,6 +74,15 @@ export function replicationService(source: SnapshotSource, access: AccessPolicy 
       }
     },
   };
+}
+
+/** checkAccess throws the call's UNAUTHENTICATED or PERMISSION_DENIED, with its ErrorInfo, unless its token may call `method`. */
+function checkAccess(access: AccessPolicy | undefined, method: string, headers: Headers): void {
+  try {
+    access?.check(method, headers.get("authorization") ?? undefined);
+  } catch (error) {
+    throw toConnectError(error, "");
+  }
 }
 
 /** fetchSnapshot asks the leader at leaderUrl for its state, and returns it whole. */

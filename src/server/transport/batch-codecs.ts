@@ -296,18 +296,25 @@ class FieldReader extends BinaryReader {
     if (++this.entries > this.maxEntries) throw tooManyEntries(this.maxEntries);
   }
 
-  /**
-   * stringField reads a UTF-8 string straight from the Buffer. Node's
-   * decoder puts U+FFFD in place of invalid UTF-8; only then is the strict
-   * decoder asked, to reject it as protobuf-es does.
-   */
-  stringField(): string {
+  /** lengthDelimited reads a length-delimited field's header and returns where its bytes start; pos is left at their end. */
+  private lengthDelimited(): number {
     this.expect(WireType.LengthDelimited);
     const length = this.uint32();
     const start = this.pos;
     const end = start + length;
     if (end > this.len) throw new RangeError("premature EOF");
     this.pos = end;
+    return start;
+  }
+
+  /**
+   * stringField reads a UTF-8 string straight from the Buffer. Node's
+   * decoder puts U+FFFD in place of invalid UTF-8; only then is the strict
+   * decoder asked, to reject it as protobuf-es does.
+   */
+  stringField(): string {
+    const start = this.lengthDelimited();
+    const end = this.pos;
     const text = this.buffer.toString("utf8", start, end);
     if (text.includes("\uFFFD")) strictUtf8.decode(this.buffer.subarray(start, end));
     return text;
@@ -315,12 +322,8 @@ class FieldReader extends BinaryReader {
 
   /** keyField reads a repeated string's value as a byte range of the request, checked to be UTF-8 as protobuf-es checks it. */
   keyField(message: KeyBytesMessage, field: KeyField): void {
-    this.expect(WireType.LengthDelimited);
-    const length = this.uint32();
-    const start = this.pos;
-    const end = start + length;
-    if (end > this.len) throw new RangeError("premature EOF");
-    this.pos = end;
+    const start = this.lengthDelimited();
+    const end = this.pos;
     // One native check of the whole request spares a check per key when nothing in it is past ASCII (BatchExists and GetLocations of ASCII keys).
     this.ascii ??= isAscii(this.buffer);
     if (!this.ascii) checkUtf8(this.buffer, start, end);

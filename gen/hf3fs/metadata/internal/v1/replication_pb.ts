@@ -213,9 +213,11 @@ export const MemberRoleSchema: GenEnum<MemberRole> = /*@__PURE__*/
 
 /**
  * ReplicationService is what the members of a highly available cluster
- * (hf3fs-metadata serve --etcd-endpoints) call on each other, on the same
- * port as MetadataService. Clients of the metadata service never call it;
- * it needs an admin token when the server has token files.
+ * (hf3fs-metadata serve --etcd-endpoints) call on each other, and what
+ * `hf3fs-metadata status` calls, on the same port as MetadataService.
+ * Clients of the metadata service never call it. Reflection does not list
+ * it. When the server has token files, Snapshot needs an admin token and
+ * Status any token.
  *
  * @generated from service hf3fs.metadata.internal.v1.ReplicationService
  */

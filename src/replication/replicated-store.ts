@@ -1,0 +1,38 @@
+import type { Etcd3 } from "etcd3";
+import type { Change } from "../core/change.js";
+import type { LmdbStore } from "../store/lmdb-store.js";
+import type { Store } from "../store/store.js";
+
+/** Committer is what a ReplicatedStore commits through: the member, which appends to the log while it leads. */
+export interface Committer {
+  commit(changes: readonly Change[]): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * ReplicatedStore is the Store of a member: a call's changes are durable
+ * once they are in the cluster's log (LogWriter), and only the leader
+ * commits. Its server id is the cluster's: the state outlives any member.
+ */
+export class ReplicatedStore implements Store {
+  readonly failed: Promise<Error>;
+
+  constructor(
+    private readonly member: Committer,
+    readonly serverId: string,
+    private readonly local: LmdbStore,
+    private readonly client: Etcd3,
+  ) {
+    this.failed = local.failed;
+  }
+
+  commit(changes: readonly Change[]): Promise<void> {
+    return this.member.commit(changes);
+  }
+
+  async close(): Promise<void> {
+    await this.member.close();
+    await this.local.close();
+    this.client.close();
+  }
+}
