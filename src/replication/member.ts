@@ -84,7 +84,9 @@ export class Member {
    */
   static async join(client: Etcd3, local: LmdbStore, leadership: Leadership, options: MemberOptions, logger: Logger): Promise<Member> {
     const keys = new ClusterKeys(options.clusterName);
-    const clusterId = await ensureClusterId(client, keys);
+    const clusterId = await ensureClusterId(client, keys).catch((error: Error) => {
+      throw new Error(`cannot reach etcd to join cluster "${options.clusterName}": ${error.message}`);
+    });
     if (local.clusterId === undefined) {
       if (!local.isEmpty()) {
         throw new Error(`the data dir ${local.path} holds a single-node store; a member of cluster "${options.clusterName}" starts from an empty data dir`);

@@ -3,6 +3,7 @@ import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { createMetadataClient } from "../../src/client/index.js";
 import { runCli, startChildServer } from "../support/child-server.js";
+import { tempDir } from "../support/temp-dir.js";
 
 const exec = promisify(execFile);
 const BUF = new URL("../../node_modules/.bin/buf", import.meta.url).pathname;
@@ -33,6 +34,12 @@ describe("hf3fs-metadata serve", () => {
       `${server.url}/hf3fs.metadata.v1.MetadataService/InitializeRank`,
     ]);
     expect(JSON.parse(stdout)).toMatchObject({ created: true, numPages: 1024, freePages: 1024 });
+  });
+
+  it("exits 1 naming etcd when a cluster member cannot reach it", async () => {
+    const { code, stderr } = await runCli(["serve", "--port", "0", "--data-dir", tempDir(), "--etcd-endpoints", "http://127.0.0.1:1"]);
+    expect(code).toBe(1);
+    expect(stderr).toMatch(/cannot reach etcd to join cluster "default": .*ECONNREFUSED/);
   });
 
   it("refuses a malformed option with exit code 2 and the usage", async () => {
