@@ -1,5 +1,6 @@
 import type { Code, ConnectError } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
+import { MetadataError } from "../core/errors.js";
 import { DEFAULT_NAMESPACE } from "../core/options.js";
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
 import type { AccessPolicy } from "./access-policy.js";
@@ -76,6 +77,8 @@ export class Edge {
   private readonly budget: BodyBudget;
   private readonly largeCalls = new LargeCallLane();
   private readonly slowReads: SlowReads;
+  /** refusals holds the answer of each refusal error thrown so far (see refusal). */
+  private readonly refusals = new WeakMap<MetadataError, ConnectError>();
 
   constructor(private readonly options: EdgeOptions) {
     this.lifecycle = options.lifecycle;
@@ -195,10 +198,31 @@ export class Edge {
 
   /** fail maps a failure to the ConnectError the client gets, stamped with the server id, and reports it. */
   private fail(method: string, started: number, error: unknown, message: unknown): ConnectError {
-    const connectError = toConnectError(error, namespaceOf(message));
-    connectError.metadata.set(SERVER_ID_HEADER, this.serverId);
+    const connectError = message === undefined && error instanceof MetadataError ? this.refusal(error) : this.stamped(toConnectError(error, namespaceOf(message)));
     this.options.observe(method, codeName(connectError.code), (performance.now() - started) / 1_000);
     return connectError;
+  }
+
+  /**
+   * refusal is the answer to a call refused before it was decoded. The
+   * refusals (overloaded, not leader, shutting down) are errors made once
+   * and thrown again and again, so their answer is made once too: under a
+   * flood of calls, a shed call then costs no new error (and no stack
+   * trace) of its own.
+   */
+  private refusal(error: MetadataError): ConnectError {
+    let answer = this.refusals.get(error);
+    if (answer === undefined) {
+      answer = this.stamped(toConnectError(error, namespaceOf(undefined)));
+      this.refusals.set(error, answer);
+    }
+    return answer;
+  }
+
+  /** stamped puts the server id in an error's metadata. */
+  private stamped(error: ConnectError): ConnectError {
+    error.metadata.set(SERVER_ID_HEADER, this.serverId);
+    return error;
   }
 }
 

@@ -15,10 +15,15 @@ export class LoadShedder {
   /** shedCalls counts the calls refused as overloaded since the start. */
   shedCalls = 0;
 
+  /** refusal is the one error every shed call gets (made once: a flood of shed calls makes no error each). */
+  private readonly refusal: MetadataError;
+
   constructor(
     readonly thresholdMs: number,
     private readonly sampleLag: LagSampler,
-  ) {}
+  ) {
+    this.refusal = new MetadataError(Reason.OVERLOADED, `the server is overloaded (its event loop is more than ${thresholdMs} ms behind); retry with backoff`);
+  }
 
   /** overloaded reads the lag and says whether new calls are shed. */
   get overloaded(): boolean {
@@ -32,7 +37,7 @@ export class LoadShedder {
   admit(): void {
     if (!this.overloaded) return;
     this.shedCalls++;
-    throw new MetadataError(Reason.OVERLOADED, `the server is overloaded (its event loop is more than ${this.thresholdMs} ms behind); retry with backoff`);
+    throw this.refusal;
   }
 }
 

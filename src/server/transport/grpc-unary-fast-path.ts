@@ -59,10 +59,7 @@ export class GrpcUnaryFastPath {
       const decode = (bytes: Buffer, maxEntries: number) => decodeMessage(route, unwrapEnvelope(bytes), maxEntries);
       body = await this.edge.call(route.method.name, { body: req, decode }, async (message) => route.codec.frame(await route.handler(message)));
     } catch (error) {
-      const connectError = error as ConnectError; // the edge throws nothing else
-      const headers = setTrailerStatus(new Headers(), connectError);
-      for (const [key, value] of connectError.metadata) headers.set(key, value);
-      trailers = Object.fromEntries(headers);
+      trailers = trailersOf(error as ConnectError); // the edge throws nothing else
     }
     if (res.stream.destroyed) return;
     res.writeHead(200, RESPONSE_HEADERS);
@@ -71,6 +68,20 @@ export class GrpcUnaryFastPath {
     else res.end(body);
   }
 }
+
+/** trailersOf is the gRPC trailers of an error, made once per error (a refusal is one error answered to every call it refuses). */
+function trailersOf(error: ConnectError): http2.OutgoingHttpHeaders {
+  let trailers = errorTrailers.get(error);
+  if (trailers === undefined) {
+    const headers = setTrailerStatus(new Headers(), error);
+    for (const [key, value] of error.metadata) headers.set(key, value);
+    trailers = Object.fromEntries(headers);
+    errorTrailers.set(error, trailers);
+  }
+  return trailers;
+}
+
+const errorTrailers = new WeakMap<ConnectError, http2.OutgoingHttpHeaders>();
 
 const RESPONSE_HEADERS = { "content-type": "application/grpc+proto" };
 const OK_TRAILERS = { "grpc-status": "0" };
