@@ -198,7 +198,8 @@ export class Edge {
 
   /** fail maps a failure to the ConnectError the client gets, stamped with the server id, and reports it. */
   private fail(method: string, started: number, error: unknown, message: unknown): ConnectError {
-    const connectError = message === undefined && error instanceof MetadataError ? this.refusal(error) : this.stamped(toConnectError(error, namespaceOf(message)));
+    const connectError =
+      message === undefined && error instanceof MetadataError ? this.refusal(error) : this.stamped(toConnectError(error, namespaceOf(message)));
     this.options.observe(method, codeName(connectError.code), (performance.now() - started) / 1_000);
     return connectError;
   }
