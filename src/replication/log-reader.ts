@@ -1,8 +1,12 @@
-import type { Etcd3, IKeyValue, Watcher } from "etcd3";
+import type { Etcd3, IKeyValue } from "etcd3";
 import type { Change } from "../core/change.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
 import type { ClusterKeys } from "./cluster-keys.js";
 import { decodePart, GroupAssembler } from "./log-codec.js";
+import { watch } from "./watch.js";
+
+/** RENEW_MS is how long one watch of the log is kept before it is renewed. */
+const RENEW_MS = 10_000;
 
 /** RANGE_ENTRIES is how many log entries one catch-up read asks for (each at most PART_BYTES). */
 const RANGE_ENTRIES = 32;
@@ -65,30 +69,34 @@ export class LogReader {
 
   /**
    * follow watches the log from the revision after `revision`, applying
-   * each new entry, until `stop` resolves or the watch fails (it then
-   * rejects: the caller catches up again).
+   * each new entry, until `stop` resolves or RENEW_MS passed (it resolves:
+   * the caller catches up and follows again), or the watch ends (it
+   * rejects).
    */
   async follow(revision: string, stop: Promise<void>): Promise<void> {
-    const watcher: Watcher = await this.client
-      .watch()
-      .prefix(this.keys.log)
-      .only("put")
-      .startRevision(String(BigInt(revision) + 1n))
-      .create();
+    let ended!: (error: Error) => void;
+    const failed = new Promise<never>((_, reject) => (ended = reject));
+    const close = await watch(
+      this.client
+        .watch()
+        .prefix(this.keys.log)
+        .only("put")
+        .startRevision(String(BigInt(revision) + 1n)),
+      {
+        put: (kv) => this.apply(kv),
+        ended,
+      },
+    );
+    let timer: NodeJS.Timeout | undefined;
+    // A watch is renewed (after a read of the log) every RENEW_MS: a watch that went silent without a word costs at most that.
+    const renew = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, RENEW_MS);
+    });
     try {
-      await new Promise<void>((resolve, reject) => {
-        watcher.on("put", (kv) => {
-          try {
-            this.apply(kv);
-          } catch (error) {
-            reject(error);
-          }
-        });
-        watcher.on("error", reject);
-        void stop.then(resolve);
-      });
+      await Promise.race([stop, failed, renew]);
     } finally {
-      await watcher.cancel().catch(() => undefined);
+      clearTimeout(timer);
+      await close();
       await this.tail;
     }
   }

@@ -14,6 +14,7 @@ import { LogWriter } from "./log-writer.js";
 import { MemberLease } from "./member-lease.js";
 import { ReplicatedStore } from "./replicated-store.js";
 import { fetchSnapshot } from "./replication-service.js";
+import { watch } from "./watch.js";
 
 /** MemberOptions configure a member of a highly available cluster. */
 export interface MemberOptions {
@@ -37,6 +38,8 @@ const PUBLISH_MS = 500;
 const COMPACT_MS = 2_000;
 /** RESTORE_BATCH is how many stored records a new leader restores between two turns of the event loop. */
 const RESTORE_BATCH = 20_000;
+/** LEADER_RECHECK_MS is how often a standby reads the leader key even when its watch says nothing. */
+const LEADER_RECHECK_MS = 2_000;
 /** RETRY_MS is the pause before a member tries etcd again after a failure. */
 const RETRY_MS = 250;
 
@@ -252,20 +255,24 @@ export class Member {
 
   /** leaderKeyChange resolves when the leader key changes after `revision`, the lease lapses, or the member closes. */
   private async leaderKeyChange(revision: string, lease: MemberLease): Promise<void> {
-    const watcher = await this.client
-      .watch()
-      .key(this.keys.leader)
-      .startRevision(String(BigInt(revision) + 1n))
-      .create();
+    let changed!: () => void;
+    const change = new Promise<void>((resolve) => (changed = resolve));
+    const close = await watch(
+      this.client
+        .watch()
+        .key(this.keys.leader)
+        .startRevision(String(BigInt(revision) + 1n)),
+      {
+        put: changed,
+        delete: changed,
+        ended: changed,
+      },
+    );
     try {
-      await new Promise<void>((resolve) => {
-        watcher.on("data", () => resolve());
-        watcher.on("error", () => resolve());
-        void lease.lost.then(resolve);
-        this.stop.signal.addEventListener("abort", () => resolve(), { once: true });
-      });
+      // Read the key again at least every LEADER_RECHECK_MS, whatever the watch says: a silent watch must not keep a member from campaigning.
+      await Promise.race([change, lease.lost, closedSignal(this.stop.signal), sleep(LEADER_RECHECK_MS, this.stop.signal)]);
     } finally {
-      await watcher.cancel().catch(() => undefined);
+      await close();
     }
   }
 
