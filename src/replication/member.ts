@@ -65,6 +65,10 @@ export class Member {
   private compactedBelow = 1;
   private closed = false;
   private readonly stop = new AbortController();
+  /** closing resolves, once, when the member starts shutting down. */
+  private readonly closing = new Promise<string>((resolve) =>
+    this.stop.signal.addEventListener("abort", () => resolve("the member is shutting down"), { once: true }),
+  );
   private running: Promise<void> = Promise.resolve();
 
   private constructor(
@@ -270,7 +274,7 @@ export class Member {
     );
     try {
       // Read the key again at least every LEADER_RECHECK_MS, whatever the watch says: a silent watch must not keep a member from campaigning.
-      await Promise.race([change, lease.lost, closedSignal(this.stop.signal), sleep(LEADER_RECHECK_MS, this.stop.signal)]);
+      await Promise.race([change, lease.lost, this.closing, sleep(LEADER_RECHECK_MS, this.stop.signal)]);
     } finally {
       await close();
     }
@@ -296,7 +300,7 @@ export class Member {
     void this.publish(lease);
     this.logger.info({ lastSeq, tookMs: Math.round(performance.now() - started) }, "cluster: leading");
     const compactor = setInterval(() => void this.compact(lease, termRevision), COMPACT_MS);
-    const cause = await Promise.race([writer.lost, lease.lost.then(() => "its etcd lease lapsed"), closedSignal(this.stop.signal)]);
+    const cause = await Promise.race([writer.lost, lease.lost.then(() => "its etcd lease lapsed"), this.closing]);
     clearInterval(compactor);
     writer.end(this.closed ? "the member is shutting down" : "its term ended");
     this.leadership.follow("", false);
@@ -402,20 +406,16 @@ function deadlineIn(ms: number): Date {
   return new Date(Date.now() + Math.max(ms, 1));
 }
 
-function closedSignal(signal: AbortSignal): Promise<string> {
-  return new Promise((resolve) => signal.addEventListener("abort", () => resolve("the member is shutting down"), { once: true }));
-}
-
+/** sleep resolves after ms, or at once when signal aborts; it leaves no listener behind. */
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
   return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener(
-      "abort",
-      () => {
-        clearTimeout(timer);
-        resolve();
-      },
-      { once: true },
-    );
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
   });
 }

@@ -4,11 +4,13 @@ import { Etcd3 } from "etcd3";
 import { systemClock } from "../core/clock.js";
 import { MetadataState } from "../core/state.js";
 import { Member } from "../replication/member.js";
+import { isOrphanWatchResponse } from "../replication/watch.js";
 import { AccessPolicy, readTokens } from "../service/access-policy.js";
 import { Leadership } from "../service/leadership.js";
-import { LmdbStore, tolerateInternalCommitRejections } from "../store/lmdb-store.js";
+import { isInternalCommitRejection, LmdbStore } from "../store/lmdb-store.js";
 import { MemoryStore } from "../store/memory-store.js";
 import type { Store } from "../store/store.js";
+import { tolerateKnownRejections } from "./known-rejections.js";
 import { createLogger, type Logger } from "./logger.js";
 import { parseServerOptions, type ServerOptions, usage } from "./options.js";
 import { type RunningServer, type ServerConfig, startServer } from "./server.js";
@@ -42,7 +44,7 @@ export async function serveCommand(args: string[]): Promise<number> {
   let store: Store;
   const state = new MetadataState(systemClock, options, !options.inMemory);
   try {
-    if (!options.inMemory) tolerateInternalCommitRejections();
+    if (!options.inMemory) tolerateKnownRejections([isInternalCommitRejection]);
     store = options.inMemory ? new MemoryStore() : await openAndLoad(options.dataDir, state, logger);
   } catch (error) {
     logger.fatal({ err: error }, "cannot start");
@@ -61,7 +63,7 @@ export async function serveCommand(args: string[]): Promise<number> {
 async function serveMember(options: ServerOptions, security: Pick<ServerConfig, "access" | "tls">, logger: Logger): Promise<number> {
   let member: Member;
   try {
-    tolerateInternalCommitRejections();
+    tolerateKnownRejections([isInternalCommitRejection, isOrphanWatchResponse]);
     const local = await LmdbStore.open(options.dataDir, { overlappingSync: true });
     const client = new Etcd3({ hosts: options.etcdEndpoints.split(","), dialTimeout: 2_000, grpcOptions: ETCD_GRPC_OPTIONS });
     const memberOptions = {

@@ -288,23 +288,18 @@ async function initMeta(path: string, dbs: LmdbStore["dbs"], readOnly: boolean):
 }
 
 /**
- * tolerateInternalCommitRejections keeps the process alive when lmdb-js
- * rejects a promise of its own that nobody can handle: each event turn's
- * write batch starts with an internal write whose promise is rejected,
- * unhandled, when the commit fails (disk full, I/O error), which killed the
- * server before the calls in flight were answered. Our own writes' promises
- * see the same failure, and the store fails (every call UNAVAILABLE
- * STORE_UNAVAILABLE, then exit). Any other unhandled rejection is thrown
- * on, which crashes the process as Node's default does.
+ * isInternalCommitRejection recognizes (and handles) the rejection of a
+ * promise lmdb-js makes for itself and nobody can handle: each event
+ * turn's write batch starts with an internal write whose promise is
+ * rejected, unhandled, when the commit fails (disk full, I/O error), which
+ * killed the server before the calls in flight were answered. Our own
+ * writes' promises see the same failure, and the store fails (every call
+ * UNAVAILABLE STORE_UNAVAILABLE, then exit).
  */
-export function tolerateInternalCommitRejections(): void {
-  process.on("unhandledRejection", (reason) => {
-    if (reason instanceof Error && reason.message.startsWith("Commit failed") && "commitError" in reason) {
-      ignoreCommitError(reason);
-      return;
-    }
-    throw reason;
-  });
+export function isInternalCommitRejection(reason: unknown): boolean {
+  if (!(reason instanceof Error && reason.message.startsWith("Commit failed") && "commitError" in reason)) return false;
+  ignoreCommitError(reason);
+  return true;
 }
 
 /**

@@ -77,7 +77,10 @@ describe.skipIf(missing !== "")("high availability on etcd: failover", () => {
 
     // Every member's store restores to a state that keeps every invariant, and they hold the same records.
     const converged = await waitForConvergence(servers.map((s) => s.dataDir)).catch((e) => {
-      for (const s of servers) console.log(s.process.lines.filter((l) => l.includes("cluster")).join("\n"));
+      for (const s of servers)
+        console.log(
+          `DIAG ${s.url} exit=${s.process.child.exitCode} signal=${s.process.child.signalCode}\n${s.process.lines.slice(-8).join("\n")}\n${s.process.stderr.slice(-2000)}`,
+        );
       throw e;
     });
     expect(converged.records.filter((r) => r.includes('"kind":"key"'))).toHaveLength(keys.length);
