@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { createMetadataClient } from "../../src/client/index.js";
 import { runCli, startChildServer } from "../support/child-server.js";
-import { etcdMissing, startEtcdCluster } from "../support/etcd-cluster.js";
+import { etcdMissing, freePort, startEtcdCluster } from "../support/etcd-cluster.js";
 import { type Server, serving, startServer, waitForLeader } from "../support/ha-cluster.js";
 
 const missing = etcdMissing();
@@ -64,7 +64,7 @@ describe.skipIf(missing !== "")("high availability on etcd: a standby's answers"
     expect(JSON.parse(allocated)).toEqual({ status: 200, history: [307], body: { rank: 0, results: [["k", 0]] } });
   }, 60_000);
 
-  it("the Python and TypeScript clients, given only a standby, go to the leader it names", async () => {
+  it("the Python and TypeScript clients go to the leader a standby names, past a member that is down", async () => {
     execFileSync("bash", [`${ROOT}examples/python/generate.sh`]);
     const etcd = await startEtcdCluster(1);
     const servers = await Promise.all([startServer(etcd), startServer(etcd)]);
@@ -79,6 +79,13 @@ describe.skipIf(missing !== "")("high availability on etcd: a standby's answers"
     expect(lines[3]).toBe("exists [True, True, True, True, False]");
     const client = createMetadataClient({ baseUrl: standby.url, retry: { deadlineMs: 5_000 } });
     expect((await client.batchExists({ namespace: "python-worker", keys: ["x"] })).exists).toEqual([false]);
+
+    // A member that is down first in the list: both clients move on to the next, which points them to the leader.
+    const down = `127.0.0.1:${await freePort()}`;
+    const past = await exec("/usr/bin/python3", [`${ROOT}examples/python/worker.py`, "--server", `${down},${targets}`], { encoding: "utf8", timeout: 30_000 });
+    expect(past.stdout.trim().split("\n")[0]).toMatch(/^initialized rank 0: created=False /);
+    const pastDown = createMetadataClient({ baseUrl: `http://${down},${standby.url}`, retry: { deadlineMs: 5_000 } });
+    expect((await pastDown.batchExists({ namespace: "python-worker", keys: ["x"] })).exists).toEqual([false]);
   }, 60_000);
 
   it("status and /metrics, on any member, show the members, the leader and each one's applied log entry", async () => {
