@@ -1,3 +1,5 @@
+import type { ICompare } from "etcd3";
+
 /**
  * ClusterKeys names the etcd keys of one cluster, all under
  * `/hf3fs-metadata/<cluster name>/`:
@@ -25,6 +27,20 @@ export class ClusterKeys {
     this.membersEnd = Buffer.from(`${this.prefix}members0`); // "0" follows "/"
     this.log = Buffer.from(`${this.prefix}log/`);
     this.logEnd = Buffer.from(`${this.prefix}log0`);
+  }
+
+  /**
+   * heldBy is the fence of every write of a leader's term: the leader key
+   * is still the one it put (create_revision `termRevision`). A deposed
+   * leader's write fails it.
+   */
+  heldBy(termRevision: string): ICompare {
+    return { key: this.leader, target: "Create", result: "Equal", create_revision: termRevision };
+  }
+
+  /** absent is the compare of a create-if-absent: `key` does not exist. */
+  absent(key: Buffer): ICompare {
+    return { key, target: "Create", result: "Equal", create_revision: 0 };
   }
 
   /** member is the key of a member's record. */

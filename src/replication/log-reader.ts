@@ -4,6 +4,7 @@ import type { LmdbStore } from "../store/lmdb-store.js";
 import type { ClusterKeys } from "./cluster-keys.js";
 import { decodePart, GroupAssembler } from "./log-codec.js";
 import { watch } from "./watch.js";
+import { within } from "./within.js";
 
 /** RENEW_MS is how long one watch of the log is kept before it is renewed. */
 const RENEW_MS = 10_000;
@@ -57,7 +58,7 @@ export class LogReader {
     for (;;) {
       const res = await this.client.kv.range(
         { key: this.keys.logEntry(this.seenSeq + 1), range_end: this.keys.logEnd, limit: RANGE_ENTRIES },
-        { deadline: new Date(Date.now() + deadlineMs) },
+        within(deadlineMs),
       );
       for (const kv of res.kvs) this.apply(kv);
       if (!res.more) {

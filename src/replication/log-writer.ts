@@ -116,14 +116,11 @@ export class LogWriter {
       const key = this.keys.logEntry(first + i);
       const res = await this.client.kv.txn(
         {
-          compare: [
-            { key: this.keys.leader, target: "Create", result: "Equal", create_revision: this.termRevision },
-            { key, target: "Version", result: "Equal", version: 0 },
-          ],
+          compare: [this.keys.heldBy(this.termRevision), { key, target: "Version", result: "Equal", version: 0 }],
           success: [{ request_put: { key, value } }],
           failure: [{ request_range: { key: this.keys.leader } }, { request_range: { key } }],
         },
-        { deadline: new Date(Date.now() + this.lease.remainingMs()) },
+        this.lease.callOptions(),
       );
       const [leader, entry] = res.succeeded ? [] : res.responses.map((r) => r.response_range?.kvs[0]);
       if (!res.succeeded && leader?.create_revision !== this.termRevision) throw new Error("another member leads now (the fenced append was refused)");

@@ -1,4 +1,6 @@
+import type { CallOptions } from "@grpc/grpc-js";
 import type { Etcd3, Lease } from "etcd3";
+import { within } from "./within.js";
 
 /** VALID_FRACTION of a lease's TTL, counted from when its last keepalive was sent, is how long a member trusts it: room for clocks that run at slightly different rates. */
 const VALID_FRACTION = 0.85;
@@ -33,11 +35,12 @@ export class MemberLease {
 
   /** grant asks etcd for a lease of ttlMs (whole seconds, at least 1), within ttlMs. */
   static async grant(client: Etcd3, ttlMs: number): Promise<MemberLease> {
-    const lease = client.lease(Math.max(1, Math.ceil(ttlMs / 1_000)), { autoKeepAlive: false, deadline: new Date(Date.now() + ttlMs) });
+    const ttlSeconds = Math.max(1, Math.ceil(ttlMs / 1_000));
+    const lease = client.lease(ttlSeconds, { autoKeepAlive: false, ...within(ttlMs) });
     lease.on("lost", () => undefined); // loss is read from validity; the package's own event only mirrors it
     const sentAt = performance.now();
     const id = await lease.grant();
-    return new MemberLease(lease, id, Math.max(1, Math.ceil(ttlMs / 1_000)) * 1_000, sentAt);
+    return new MemberLease(lease, id, ttlSeconds * 1_000, sentAt);
   }
 
   /** valid is true while the lease is trusted; false for good once it lapsed. */
@@ -51,10 +54,15 @@ export class MemberLease {
     return this.valid() ? this.validUntil - performance.now() : 0;
   }
 
+  /** callOptions bound an etcd call by the lease: what needs it must be answered while it is trusted. */
+  callOptions(): CallOptions {
+    return within(this.remainingMs());
+  }
+
   /** revoke ends the lease in etcd (best effort within a second), so that whatever it holds is deleted now rather than at expiry. */
   async revoke(): Promise<void> {
     this.end();
-    await this.lease.revoke({ deadline: new Date(Date.now() + 1_000) }).catch(() => undefined);
+    await this.lease.revoke(within(1_000)).catch(() => undefined);
   }
 
   /** release stops keeping the lease alive; etcd expires it after its TTL. */
@@ -67,7 +75,7 @@ export class MemberLease {
     if (!this.valid()) return;
     const sentAt = performance.now();
     try {
-      const res = await this.lease.keepaliveOnce({ deadline: new Date(Date.now() + this.remainingMs()) });
+      const res = await this.lease.keepaliveOnce(this.callOptions());
       if (Number(res.TTL) <= 0) return this.end();
       this.validUntil = Math.max(this.validUntil, sentAt + this.ttlMs * VALID_FRACTION);
     } catch {

@@ -15,6 +15,7 @@ import { MemberLease } from "./member-lease.js";
 import { ReplicatedStore } from "./replicated-store.js";
 import { fetchSnapshot } from "./replication-service.js";
 import { watch } from "./watch.js";
+import { within } from "./within.js";
 
 /** MemberOptions configure a member of a highly available cluster. */
 export interface MemberOptions {
@@ -226,7 +227,7 @@ export class Member {
    */
   private async awaitTurn(lease: MemberLease): Promise<string | undefined> {
     while (lease.valid() && !this.closed) {
-      const res = await this.client.kv.range({ key: this.keys.leader }, { deadline: deadlineIn(lease.remainingMs()) });
+      const res = await this.client.kv.range({ key: this.keys.leader }, lease.callOptions());
       const current = res.kvs[0];
       if (current === undefined) {
         if (this.leadership.caughtUp) {
@@ -249,10 +250,10 @@ export class Member {
     const record: LeaderRecord = { memberId: this.memberId, url: this.advertiseUrl };
     const res = await this.client.kv.txn(
       {
-        compare: [{ key: this.keys.leader, target: "Create", result: "Equal", create_revision: 0 }],
+        compare: [this.keys.absent(this.keys.leader)],
         success: [{ request_put: { key: this.keys.leader, value: Buffer.from(JSON.stringify(record)), lease: lease.id } }],
       },
-      { deadline: deadlineIn(lease.remainingMs()) },
+      lease.callOptions(),
     );
     return res.succeeded ? res.header.revision : undefined;
   }
@@ -291,8 +292,8 @@ export class Member {
     const started = performance.now();
     const { lastSeq } = await this.reader.catchUp(lease.remainingMs());
     const state = await this.restoreState();
-    const writer = new LogWriter(this.client, this.keys, lease, termRevision, lastSeq + 1, this.local);
     if (!lease.valid()) return;
+    const writer = new LogWriter(this.client, this.keys, lease, termRevision, lastSeq + 1, this.local);
     this.ledger.state = state;
     this.writer = writer;
     this.leaderUrl = "";
@@ -339,7 +340,7 @@ export class Member {
       atMs: Date.now(),
     };
     await this.client.kv
-      .put({ key: this.keys.member(this.memberId), value: Buffer.from(JSON.stringify(record)), lease: lease.id }, { deadline: deadlineIn(lease.remainingMs()) })
+      .put({ key: this.keys.member(this.memberId), value: Buffer.from(JSON.stringify(record)), lease: lease.id }, lease.callOptions())
       .catch(() => undefined);
   }
 
@@ -350,7 +351,7 @@ export class Member {
 
   /** members reads every member's record. */
   async members(): Promise<MemberRecord[]> {
-    const res = await this.client.kv.range({ key: this.keys.members, range_end: this.keys.membersEnd }, { deadline: deadlineIn(2_000) });
+    const res = await this.client.kv.range({ key: this.keys.members, range_end: this.keys.membersEnd }, within(2_000));
     return res.kvs.map((kv) => JSON.parse(kv.value.toString()) as MemberRecord);
   }
 
@@ -373,15 +374,15 @@ export class Member {
       if (keepFrom <= this.compactedBelow) return;
       const res = await this.client.kv.txn(
         {
-          compare: [{ key: this.keys.leader, target: "Create", result: "Equal", create_revision: termRevision }],
+          compare: [this.keys.heldBy(termRevision)],
           success: [{ request_delete_range: { key: this.keys.log, range_end: this.keys.logEntry(keepFrom) } }],
         },
-        { deadline: deadlineIn(lease.remainingMs()) },
+        lease.callOptions(),
       );
       if (!res.succeeded) return;
       this.compactedBelow = keepFrom;
       // etcd keeps every deleted entry in its history until compacted: compact it too, or its database grows to its quota.
-      await this.client.kv.compact({ revision: res.header.revision }, { deadline: deadlineIn(lease.remainingMs()) });
+      await this.client.kv.compact({ revision: res.header.revision }, lease.callOptions());
     } catch (error) {
       this.logger.warn({ err: (error as Error).message }, "cluster: compacting the log failed");
     }
@@ -393,17 +394,13 @@ async function ensureClusterId(client: Etcd3, keys: ClusterKeys): Promise<string
   const id = randomUUID();
   const res = await client.kv.txn(
     {
-      compare: [{ key: keys.id, target: "Create", result: "Equal", create_revision: 0 }],
+      compare: [keys.absent(keys.id)],
       success: [{ request_put: { key: keys.id, value: Buffer.from(id) } }],
       failure: [{ request_range: { key: keys.id } }],
     },
-    { deadline: deadlineIn(10_000) },
+    within(10_000),
   );
   return res.succeeded ? id : res.responses[0]!.response_range!.kvs[0]!.value.toString();
-}
-
-function deadlineIn(ms: number): Date {
-  return new Date(Date.now() + Math.max(ms, 1));
 }
 
 /** sleep resolves after ms, or at once when signal aborts; it leaves no listener behind. */

@@ -17,8 +17,8 @@ export const SNAPSHOT_METHOD = "replication.Snapshot";
 /** STATUS_METHOD names the Status call in the access policy: any token. */
 const STATUS_METHOD = "replication.Status";
 
-/** SnapshotSource is what ReplicationService answers from: the member (a snapshot only while it leads), its store and etcd's records of the members. */
-export interface SnapshotSource {
+/** ReplicationSource is what ReplicationService answers from: the member (a snapshot only while it leads), its store and etcd's records of the members. */
+export interface ReplicationSource {
   readonly clusterId: string;
   readonly clusterName: string;
   readonly memberId: string;
@@ -32,7 +32,7 @@ export interface SnapshotSource {
  * leader's store as it is at one moment (one LMDB read transaction), in
  * pieces of SNAPSHOT_RECORDS records; Status reports the members.
  */
-export function replicationService(source: SnapshotSource, access: AccessPolicy | undefined): ServiceImpl<typeof ReplicationService> {
+export function replicationService(source: ReplicationSource, access: AccessPolicy | undefined): ServiceImpl<typeof ReplicationService> {
   return {
     async status(_req, ctx) {
       checkAccess(access, STATUS_METHOD, ctx.requestHeader);

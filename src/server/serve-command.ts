@@ -93,7 +93,8 @@ async function serveMember(options: ServerOptions, security: Pick<ServerConfig, 
 /**
  * advertiseUrlOf is --advertise-url, else the URL the server listens on;
  * on a wildcard address (0.0.0.0, ::) the host name stands for it, since
- * other machines cannot reach a wildcard.
+ * other machines cannot reach a wildcard. Never with a trailing slash: the
+ * JSON routes append the request path to it when they redirect there.
  */
 function advertiseUrlOf(options: ServerOptions, server: RunningServer): string {
   if (options.advertiseUrl !== "") return options.advertiseUrl.replace(/\/$/, "");

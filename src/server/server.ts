@@ -6,7 +6,7 @@ import { file_grpc_reflection_v1alpha_reflection, ServerReflection as Reflection
 import { ReplicationService } from "../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
 import { file_hf3fs_metadata_v1_metadata, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataError, Reason } from "../core/errors.js";
-import { replicationService, type SnapshotSource } from "../replication/replication-service.js";
+import { type ReplicationSource, replicationService } from "../replication/replication-service.js";
 import type { AccessPolicy } from "../service/access-policy.js";
 import { Edge } from "../service/edge.js";
 import { healthService } from "../service/health-service.js";
@@ -65,7 +65,7 @@ export interface ServerConfig {
   /** leadership, in a highly available cluster, admits MetadataService calls only while this member leads; undefined: single-node. */
   leadership?: Leadership;
   /** cluster reports the cluster's members on /metrics, and serves them snapshots; undefined: single-node. */
-  cluster?: ClusterView & SnapshotSource;
+  cluster?: ClusterView & ReplicationSource;
 }
 
 /** RunningServer is a server that listens until closed. */

@@ -42,7 +42,7 @@ export function jsonRouter(ledger: { readonly state: MetadataState }, edge: Edge
       reply = errorReply(error as ConnectError); // the edge throws nothing else
       const leaderUrl = leaderUrlOf(error as ConnectError);
       // A standby sends the call to the leader: 307 keeps method and body (vLLM's and SGLang's clients use requests, which follows it).
-      if (leaderUrl !== "") reply = { ...reply, status: 307, headers: { location: `${leaderUrl.replace(/\/$/, "")}${req.url ?? path}` } };
+      if (leaderUrl !== "") reply = { ...reply, status: 307, headers: { location: `${leaderUrl}${req.url ?? path}` } };
     }
     send(req, res, reply);
   };
