@@ -1,8 +1,3 @@
-import { inspectCommand } from "./inspect-command.js";
-import { healthCommand, statsCommand } from "./operator-commands.js";
-import { serveCommand } from "./serve-command.js";
-import { statusCommand } from "./status-command.js";
-
 const COMMANDS = `usage: hf3fs-metadata <command> [options]
 
 commands:
@@ -15,20 +10,20 @@ commands:
 stats, health and status also take --token-file FILE (or env HF3FS_METADATA_TOKEN), and for an
 https:// server --ca-file FILE and, for mTLS, --cert-file FILE --key-file FILE.`;
 
-/** main runs one CLI command and returns the process exit code. */
+/** main runs one CLI command and returns the process exit code. Each command loads its own modules, so a start loads only what it runs. */
 export async function main(argv: string[]): Promise<number> {
   const [command, ...args] = argv;
   switch (command) {
     case "serve":
-      return serveCommand(args);
+      return (await import("./serve-command.js")).serveCommand(args);
     case "inspect":
-      return inspectCommand(args);
+      return (await import("./inspect-command.js")).inspectCommand(args);
     case "stats":
-      return statsCommand(args);
+      return (await import("./operator-commands.js")).statsCommand(args);
     case "health":
-      return healthCommand(args);
+      return (await import("./operator-commands.js")).healthCommand(args);
     case "status":
-      return statusCommand(args);
+      return (await import("./status-command.js")).statusCommand(args);
     case "--help":
     case "-h":
       console.log(COMMANDS);
