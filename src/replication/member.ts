@@ -8,6 +8,7 @@ import { MetadataState } from "../core/state.js";
 import type { Logger } from "../server/logger.js";
 import type { Leadership } from "../service/leadership.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
+import { loadState } from "../store/load-state.js";
 import { ClusterKeys, type LeaderRecord, type MemberRecord } from "./cluster-keys.js";
 import { LogGapError, LogReader } from "./log-reader.js";
 import { LogWriter } from "./log-writer.js";
@@ -37,8 +38,6 @@ export interface MemberOptions {
 const PUBLISH_MS = 500;
 /** COMPACT_MS is how often a leader deletes log entries that every member applied. */
 const COMPACT_MS = 2_000;
-/** RESTORE_BATCH is how many stored records a new leader restores between two turns of the event loop. */
-const RESTORE_BATCH = 20_000;
 /** LEADER_RECHECK_MS is how often a standby reads the leader key even when its watch says nothing. */
 const LEADER_RECHECK_MS = 2_000;
 /** RETRY_MS is the pause before a member tries etcd again after a failure. */
@@ -291,7 +290,9 @@ export class Member {
   private async lead(lease: MemberLease, termRevision: string): Promise<void> {
     const started = performance.now();
     const { lastSeq } = await this.reader.catchUp(lease.remainingMs());
-    const state = await this.restoreState();
+    // The state is rebuilt from the store, as a restart does.
+    const state = new MetadataState(this.options.clock, this.options.state, true);
+    await loadState(state, this.local.stored());
     if (!lease.valid()) return;
     const writer = new LogWriter(this.client, this.keys, lease, termRevision, lastSeq + 1, this.local);
     this.ledger.state = state;
@@ -310,23 +311,6 @@ export class Member {
     await writer.localDone();
     this.reader.restart();
     this.logger.warn({ cause: typeof cause === "string" ? cause : cause?.message }, "cluster: stopped leading");
-  }
-
-  /**
-   * restoreState builds a state from the local store, as a restart does,
-   * yielding to the event loop between batches so that the lease is kept
-   * alive while a large state loads.
-   */
-  private async restoreState(): Promise<MetadataState> {
-    const state = new MetadataState(this.options.clock, this.options.state, true);
-    const restoring = state.restoring();
-    let n = 0;
-    for (const change of this.local.stored()) {
-      restoring.add(change);
-      if (++n % RESTORE_BATCH === 0) await new Promise((resolve) => setImmediate(resolve));
-    }
-    restoring.finish();
-    return state;
   }
 
   /** publish writes this member's record (role, applied entry) under its lease. */

@@ -1,6 +1,6 @@
 import { parseArgs } from "node:util";
 import { defaultStateOptions, type StateOptions } from "../core/options.js";
-import { ENVELOPE_BYTES } from "../service/edge.js";
+import { ENVELOPE_BYTES } from "../protocol/envelope.js";
 import { parseDuration } from "./duration.js";
 
 /** ServerOptions configure `hf3fs-metadata serve`. */
@@ -33,6 +33,8 @@ export interface ServerOptions extends StateOptions {
   idleTimeoutMs: number;
   /** shutdownTimeoutMs bounds how long SIGTERM waits for calls in flight. Defaults to 10 s. */
   shutdownTimeoutMs: number;
+  /** startupHoldMs bounds how long a call waits for the state to load, or for a cluster to elect a leader; 0: it fails at once. Defaults to 60 s. */
+  startupHoldMs: number;
   /** authTokenFile holds the tokens every MetadataService call and JSON route needs; "" for none (open). */
   authTokenFile: string;
   /** adminTokenFile holds the tokens Clear, DeleteKeys and the JSON clear and delete routes need; "" for none. */
@@ -106,6 +108,12 @@ export const OPTIONS: { flag: string; field: keyof ServerOptions; kind: Kind; he
   { flag: "request-timeout", field: "requestTimeoutMs", kind: "duration", help: "time to receive a request's headers and body; slower senders are cut" },
   { flag: "idle-timeout", field: "idleTimeoutMs", kind: "duration", help: "a connection without a call in flight this long is closed" },
   { flag: "shutdown-timeout", field: "shutdownTimeoutMs", kind: "duration", help: "how long shutdown waits for calls in flight" },
+  {
+    flag: "startup-hold",
+    field: "startupHoldMs",
+    kind: "duration",
+    help: "how long a call waits while the state loads or no cluster leader is known, before UNAVAILABLE; 0: no wait",
+  },
   { flag: "auth-token-file", field: "authTokenFile", kind: "string", help: "file of tokens (one per line) that every call needs; re-read on SIGHUP" },
   {
     flag: "admin-token-file",
@@ -175,6 +183,7 @@ export const defaultServerOptions: ServerOptions = {
   requestTimeoutMs: 60_000,
   idleTimeoutMs: 300_000,
   shutdownTimeoutMs: 10_000,
+  startupHoldMs: 60_000,
   authTokenFile: "",
   adminTokenFile: "",
   metricsAuth: false,

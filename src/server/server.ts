@@ -66,6 +66,14 @@ export interface ServerConfig {
   leadership?: Leadership;
   /** cluster reports the cluster's members on /metrics, and serves them snapshots; undefined: single-node. */
   cluster?: ClusterView & ReplicationSource;
+  /**
+   * starting: the server listens before its state is loaded; calls wait
+   * (at most startupHoldMs) until its owner calls `lifecycle.started()`, or
+   * fail with the refusal it gives `lifecycle.refuse()` if loading failed.
+   */
+  starting?: boolean;
+  /** startupHoldMs bounds how long a call waits while the state loads or no leader is known (defaultServerOptions when absent). */
+  startupHoldMs?: number;
 }
 
 /** RunningServer is a server that listens until closed. */
@@ -95,7 +103,7 @@ const SERVICES = [MetadataService.typeName, Health.typeName, ReflectionV1.typeNa
  */
 export async function startServer(ledger: Ledger, config: ServerConfig, logger: Logger): Promise<RunningServer> {
   keepLeadingByteOrderMark();
-  const lifecycle = new Lifecycle();
+  const lifecycle = new Lifecycle(config.starting);
   const lag = config.overloadLagMs && config.sampleLag === undefined ? loopLagSampler() : undefined;
   const shedder = config.overloadLagMs ? new LoadShedder(config.overloadLagMs, config.sampleLag ?? lag!.sample) : undefined;
   const metrics = new Metrics(() => ledger.state, undefined, shedder, config.cluster);
@@ -123,6 +131,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     shedder,
     leadership: config.leadership,
     requestTimeoutMs: limits.requestTimeoutMs,
+    startupHoldMs: limits.startupHoldMs,
   });
   const metricsAccess = config.metricsAuth ? access : undefined;
   const failed = ledger.store.failed.then((error) => {
@@ -158,6 +167,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
   const url = `${config.tls === undefined ? "http" : "https"}://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
 
   const expiry = setInterval(() => {
+    if (lifecycle.starting) return; // the state is still loading
     ledger.state.expire();
     commit(instrumented).catch(() => undefined); // a failure resolves ledger.store.failed
   }, config.expireIntervalMs ?? 1_000);

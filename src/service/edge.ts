@@ -1,7 +1,8 @@
 import type { Code, ConnectError } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
-import { MetadataError } from "../core/errors.js";
+import { MetadataError, Reason } from "../core/errors.js";
 import { DEFAULT_NAMESPACE } from "../core/options.js";
+import { ENVELOPE_BYTES } from "../protocol/envelope.js";
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
 import type { AccessPolicy } from "./access-policy.js";
 import { BodyBudget } from "./body-budget.js";
@@ -38,6 +39,8 @@ export interface EdgeOptions {
   readonly shedder?: LoadShedder;
   /** requestTimeoutMs bounds the time to receive a body, whatever the client's deadline (slow senders are cut). */
   readonly requestTimeoutMs: number;
+  /** startupHoldMs bounds how long a call waits for the state to load, or for a cluster to elect a leader (--startup-hold). */
+  readonly startupHoldMs: number;
 }
 
 /**
@@ -50,9 +53,6 @@ export interface Undecoded<Req> {
   decode(bytes: Buffer, maxEntries: number): Req;
 }
 
-/** ENVELOPE_BYTES is the gRPC and Connect framing around a message, allowed on top of the body limit. */
-export const ENVELOPE_BYTES = 5;
-
 /** LARGE_BODY_BYTES is the body from which a call runs in the LargeCallLane. */
 const LARGE_BODY_BYTES = 1 << 20;
 
@@ -60,9 +60,10 @@ const LARGE_BODY_BYTES = 1 << 20;
  * Edge is the one boundary between the wire and the core, whatever the
  * framing (gRPC fast path, connect-node's gRPC, gRPC-Web and Connect, the
  * JSON dialects). For every call, in this order: it refuses the call if
- * the server does not accept calls, reads the body within the limit,
- * decodes it, calls the core, commits the call's changes before any reply,
- * and reports the call to the observer. Every failure leaves as a
+ * the server does not accept calls, reads the body within the limit, waits
+ * while the state loads or no leader is known (hold), decodes it, calls the
+ * core, commits the call's changes before any reply, and reports the call
+ * to the observer. Every failure leaves as a
  * ConnectError with an ErrorInfo detail (error-table.ts) and the server id
  * in its metadata; the framings only translate it.
  */
@@ -98,6 +99,7 @@ export class Edge {
       this.admit(method, headerOf(request.body, "authorization"));
       const deadline = deadlineSignal(request.body.headers);
       const bytes = await readBody(request.body, this.bodyLimit, this.budget, deadline, this.slowReads);
+      if (this.waiting()) await this.hold(deadline);
       if (bytes.length < LARGE_BODY_BYTES) {
         this.beforeCore(deadline);
         message = request.decode(bytes, this.maxEntries);
@@ -149,7 +151,9 @@ export class Edge {
     const started = performance.now();
     try {
       this.admit(method, headerOf(body, "authorization"));
-      const bytes = await readBody(body, this.bodyLimit, this.budget, deadlineSignal(body.headers), this.slowReads);
+      const deadline = deadlineSignal(body.headers);
+      const bytes = await readBody(body, this.bodyLimit, this.budget, deadline, this.slowReads);
+      if (this.waiting()) await this.hold(deadline);
       inspect(bytes, this.maxEntries);
       return bytes;
     } catch (error) {
@@ -166,13 +170,44 @@ export class Edge {
    * admit throws, in this order: UNAUTHENTICATED or PERMISSION_DENIED for a
    * call without the token it needs, the refusal every call gets while the
    * server does not accept calls, NOT_LEADER on a cluster member that does
-   * not lead, OVERLOADED while it sheds load.
+   * not lead and names the leader, OVERLOADED while it sheds load. A call
+   * to a member that knows no leader passes: it waits for one (hold).
    */
   private admit(method: string, authorization: string | undefined): void {
     this.options.access?.check(method, authorization);
-    const refusal = this.lifecycle.refusal ?? this.options.leadership?.refusal;
+    const refusal = this.lifecycle.refusal ?? (this.options.leadership?.leaderless === true ? undefined : this.options.leadership?.refusal);
     if (refusal !== undefined) throw refusal;
     this.options.shedder?.admit();
+  }
+
+  /** waiting is true while calls wait rather than fail: the server loads its state, or this cluster member knows no leader. */
+  private waiting(): boolean {
+    return this.lifecycle.starting || (this.lifecycle.refusal === undefined && this.options.leadership?.leaderless === true);
+  }
+
+  /**
+   * hold waits while `waiting`, at most startupHoldMs and within the call's
+   * deadline. Then the call goes on, or gets DEADLINE_EXCEEDED, the
+   * server's refusal (loading failed, shutting down), STARTING while the
+   * state still loads, or NOT_LEADER (naming the leader now known, or none:
+   * beforeCore) — with nothing applied.
+   */
+  private async hold(deadline: AbortSignal | undefined): Promise<void> {
+    const limit = AbortSignal.timeout(this.options.startupHoldMs);
+    const until = deadline === undefined ? limit : AbortSignal.any([limit, deadline]);
+    while (this.waiting() && !until.aborted) {
+      const turn = new AbortController();
+      const end = () => turn.abort();
+      until.addEventListener("abort", end, { once: true });
+      const changes = [this.lifecycle.next(turn.signal)];
+      if (this.options.leadership !== undefined) changes.push(this.options.leadership.next(turn.signal));
+      await Promise.race(changes);
+      turn.abort();
+      until.removeEventListener("abort", end);
+    }
+    checkDeadline(deadline);
+    const refusal = this.lifecycle.refusal ?? (this.lifecycle.starting ? STILL_STARTING : undefined);
+    if (refusal !== undefined) throw refusal;
   }
 
   /**
@@ -226,6 +261,9 @@ export class Edge {
     return error;
   }
 }
+
+/** STILL_STARTING is the answer to a call that waited --startup-hold while the state was still loading. */
+const STILL_STARTING = new MetadataError(Reason.STARTING, "the server is still loading its state after --startup-hold; retry shortly");
 
 /** headerOf reads a request header that must appear once; undefined when absent or repeated. */
 function headerOf(body: BodyStream, name: string): string | undefined {

@@ -22,6 +22,7 @@ export const codeOfReason: Record<Reason, Code> = {
   [Reason.PERMISSION_DENIED]: Code.PermissionDenied,
   [Reason.OVERLOADED]: Code.Unavailable,
   [Reason.NOT_LEADER]: Code.Unavailable,
+  [Reason.STARTING]: Code.Unavailable,
 };
 
 /**

@@ -6,8 +6,7 @@ import type { LoadShedder } from "./load-shedder.js";
 
 /**
  * healthService implements grpc.health.v1.Health. The server ("") is
- * SERVING while the lifecycle accepts calls (the server listens only after
- * recovery) and, in a highly available cluster, while this member is caught
+ * SERVING while the lifecycle accepts calls (not while the state loads) and, in a highly available cluster, while this member is caught
  * up with the log; each of `leaderServices` is SERVING when the server is
  * and, in a cluster, only on the leader, so a readiness probe on it sends
  * all traffic there. Both are NOT_SERVING once the lifecycle refuses calls
@@ -24,7 +23,7 @@ export function healthService(
   leadership?: Leadership,
 ): ServiceImpl<typeof Health> {
   const known = (service: string) => service === "" || leaderServices.includes(service);
-  const running = () => lifecycle.refusal === undefined && (leadership?.caughtUp ?? true);
+  const running = () => lifecycle.refusal === undefined && !lifecycle.starting && (leadership?.caughtUp ?? true);
   const status = (service: string) => (running() && (service === "" || leadership?.refusal === undefined) ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
   return {
     check(req) {
@@ -43,7 +42,7 @@ export function healthService(
         const stop = new AbortController();
         const abort = () => stop.abort();
         ctx.signal.addEventListener("abort", abort, { once: true });
-        await Promise.race([lifecycle.refused(stop.signal), leadership?.next(stop.signal) ?? new Promise<never>(() => {})]);
+        await Promise.race([lifecycle.next(stop.signal), leadership?.next(stop.signal) ?? new Promise<never>(() => {})]);
         stop.abort();
         ctx.signal.removeEventListener("abort", abort);
         const now = status(req.service);

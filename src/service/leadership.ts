@@ -1,4 +1,5 @@
 import { MetadataError, Reason } from "../core/errors.js";
+import { Changes } from "./changes.js";
 
 /**
  * Leadership says whether this member of a highly available cluster
@@ -12,7 +13,7 @@ export class Leadership {
   private current: MetadataError | undefined = notLeader("");
   private caught = false;
   private leaseValid: () => boolean = () => false;
-  private waiters: (() => void)[] = [];
+  private readonly changes = new Changes();
 
   /**
    * refusal is the error of a call while this member does not lead;
@@ -25,6 +26,11 @@ export class Leadership {
     return this.current;
   }
 
+  /** leaderless is true while this member does not lead and knows no leader: calls then wait for one (Edge) rather than fail. */
+  get leaderless(): boolean {
+    return this.refusal?.subject.leaderUrl === "";
+  }
+
   /** caughtUp is true while this member leads, or follows with the log applied to its end. */
   get caughtUp(): boolean {
     return this.caught;
@@ -35,7 +41,7 @@ export class Leadership {
     this.leaseValid = leaseValid;
     this.current = undefined;
     this.caught = true;
-    this.changed();
+    this.changes.notify();
   }
 
   /** follow closes the member to calls, naming the leader ("" when unknown). */
@@ -43,20 +49,12 @@ export class Leadership {
     if (this.current?.subject.leaderUrl === leaderUrl && this.caught === caughtUp) return;
     this.current = notLeader(leaderUrl);
     this.caught = caughtUp;
-    this.changed();
+    this.changes.notify();
   }
 
   /** next resolves at the next change, or when signal aborts. */
   next(signal: AbortSignal): Promise<void> {
-    if (signal.aborted) return Promise.resolve();
-    return new Promise((resolve) => {
-      this.waiters.push(resolve);
-      signal.addEventListener("abort", () => resolve(), { once: true });
-    });
-  }
-
-  private changed(): void {
-    for (const waiter of this.waiters.splice(0)) waiter();
+    return this.changes.next(signal);
   }
 }
 

@@ -1,4 +1,4 @@
-import { spawnSync } from "node:child_process";
+import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
@@ -86,7 +86,7 @@ export class LmdbStore implements Store {
         });
     try {
       const existed = checkDataFile(path);
-      if (existed) verifyReadable(path);
+      if (existed) await verifyReadable(path);
       if (readOnly && !existed) throw new StoreOpenError(`data dir ${path} holds no store (no data.mdb)`);
       // noSubdir false: lmdb-js would take a path with a dot (hf3fs.data) for a file.
       const env = open({ path, noSubdir: false, readOnly, overlappingSync, noSync: false, maxDbs: 8 });
@@ -250,15 +250,21 @@ function checkDataFile(path: string): boolean {
   return true;
 }
 
-/** verifyReadable walks the whole store in a child process, so a corrupt file kills the child, not the server. */
-function verifyReadable(path: string): void {
-  const child = spawnSync(process.execPath, [VERIFIER, path, ...DB_NAMES], { encoding: "utf8" });
-  if (child.signal !== null) {
-    throw new StoreOpenError(`store in ${path} is corrupt or truncated: reading it crashed the reader (${child.signal})`);
-  }
-  if (child.status !== 0) {
-    throw new StoreOpenError(`store in ${path} is unreadable: ${child.stderr.trim() || `verifier exited with ${child.status}`}`);
-  }
+/**
+ * verifyReadable walks the whole store in a child process, so a corrupt file
+ * kills the child, not the server. It runs beside the caller: a starting
+ * server loads its modules meanwhile.
+ */
+function verifyReadable(path: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [VERIFIER, path, ...DB_NAMES], { encoding: "utf8", maxBuffer: 1 << 20 }, (error, _stdout, stderr) => {
+      if (error === null) return resolve();
+      if (error.signal != null) {
+        return reject(new StoreOpenError(`store in ${path} is corrupt or truncated: reading it crashed the reader (${error.signal})`));
+      }
+      reject(new StoreOpenError(`store in ${path} is unreadable: ${stderr.trim() || `verifier exited with ${error.code}`}`));
+    });
+  });
 }
 
 /** initMeta checks the format version of an existing store, or writes it and a new server id into a new one. */

@@ -19,6 +19,7 @@ const expected: Record<string, Code> = {
   PERMISSION_DENIED: Code.PermissionDenied,
   OVERLOADED: Code.Unavailable,
   NOT_LEADER: Code.Unavailable,
+  STARTING: Code.Unavailable,
   UNSPECIFIED: Code.Internal,
 };
 

@@ -1,0 +1,62 @@
+import type { AccessPolicy } from "../service/access-policy.js";
+import type { Store } from "../store/store.js";
+import type { Logger } from "./logger.js";
+import type { ServerOptions } from "./options.js";
+import type { RunningServer } from "./server.js";
+import { tlsOf } from "./tls-files.js";
+
+/**
+ * runUntilStopped serves until SIGTERM/SIGINT (0), a store failure (1) or a
+ * failed `loading` (1: a store that cannot be loaded is refused, whatever
+ * calls wait for it), then closes the server and the store. SIGHUP re-reads
+ * the token and TLS files.
+ */
+export async function runUntilStopped(
+  options: ServerOptions,
+  server: RunningServer,
+  store: Store,
+  access: AccessPolicy | undefined,
+  logger: Logger,
+  loading: Promise<void> = Promise.resolve(),
+): Promise<number> {
+  if (access !== undefined || options.tlsCert !== "") process.on("SIGHUP", () => reload(options, access, server, logger));
+  const code = await new Promise<number>((resolve) => {
+    const stop = (signal: string) => {
+      logger.info({ signal }, "shutting down");
+      resolve(0);
+    };
+    process.once("SIGTERM", () => stop("SIGTERM"));
+    process.once("SIGINT", () => stop("SIGINT"));
+    void server.failed.then((error) => {
+      logger.fatal({ err: error }, "store failed; exiting so a supervisor restarts from the last durable state");
+      resolve(1);
+    });
+    loading.catch((error: Error) => {
+      logger.fatal({ err: error }, "cannot load the store");
+      console.error(`hf3fs-metadata serve: cannot load the store: ${error.message}`);
+      resolve(1);
+    });
+  });
+  await server.close();
+  await store.close().catch((error: Error) => logger.error({ err: error }, "closing the store failed"));
+  return code;
+}
+
+/** reload re-reads the token files and the TLS files (SIGHUP); what fails to load keeps its previous value and is logged. Tokens are never logged. */
+function reload(options: ServerOptions, access: AccessPolicy | undefined, server: RunningServer, logger: Logger): void {
+  if (access !== undefined) {
+    try {
+      logger.info({ tokens: access.reload() }, "token files reloaded");
+    } catch (error) {
+      logger.error({ err: (error as Error).message }, "token files not reloaded; the previous tokens stay");
+    }
+  }
+  if (options.tlsCert !== "") {
+    try {
+      server.reloadTls(tlsOf(options)!);
+      logger.info({ cert: options.tlsCert }, "TLS certificates reloaded");
+    } catch (error) {
+      logger.error({ err: (error as Error).message }, "TLS certificates not reloaded; the previous ones stay");
+    }
+  }
+}

@@ -1,0 +1,71 @@
+import { hostname } from "node:os";
+import { Etcd3 } from "etcd3";
+import { systemClock } from "../core/clock.js";
+import { Member } from "../replication/member.js";
+import { isOrphanWatchResponse } from "../replication/watch.js";
+import { readTokens } from "../service/access-policy.js";
+import { Leadership } from "../service/leadership.js";
+import { isInternalCommitRejection, LmdbStore } from "../store/lmdb-store.js";
+import { tolerateKnownRejections } from "./known-rejections.js";
+import type { Logger } from "./logger.js";
+import type { ServerOptions } from "./options.js";
+import { runUntilStopped } from "./run-until-stopped.js";
+import { type RunningServer, type ServerConfig, startServer } from "./server.js";
+
+/**
+ * serveMember runs a member of a highly available cluster (--etcd-endpoints):
+ * it opens its data dir's store without loading it (the state is built when
+ * the member leads), joins the cluster, listens, and starts following and
+ * campaigning at its advertise URL. Calls wait (--startup-hold) while no
+ * leader is known. The serve command imports this module only with
+ * --etcd-endpoints, so a single-node start does not load the etcd client.
+ */
+export async function serveMember(options: ServerOptions, security: Pick<ServerConfig, "access" | "tls">, logger: Logger): Promise<number> {
+  let member: Member;
+  try {
+    tolerateKnownRejections([isInternalCommitRejection, isOrphanWatchResponse]);
+    const local = await LmdbStore.open(options.dataDir, { overlappingSync: true });
+    const client = new Etcd3({ hosts: options.etcdEndpoints.split(","), dialTimeout: 2_000, grpcOptions: ETCD_GRPC_OPTIONS });
+    const memberOptions = {
+      clusterName: options.clusterName,
+      leaderLeaseMs: options.leaderLeaseMs,
+      state: options,
+      clock: systemClock,
+      token: snapshotToken(options),
+    };
+    member = await Member.join(client, local, new Leadership(), memberOptions, logger).catch(async (error: Error) => {
+      client.close();
+      await local.close();
+      throw error;
+    });
+  } catch (error) {
+    logger.fatal({ err: error }, "cannot start");
+    console.error(`hf3fs-metadata serve: ${(error as Error).message}`);
+    return 1;
+  }
+  const server = await startServer(member.ledger, { ...options, ...security, leadership: member.leadership, cluster: member }, logger);
+  member.start(advertiseUrlOf(options, server));
+  logger.info({ cluster: options.clusterName, clusterId: member.clusterId, memberId: member.memberId }, "cluster: joined");
+  return runUntilStopped(options, server, member.ledger.store, security.access, logger);
+}
+
+/** snapshotToken is the first token of the member's token files: it presents it to the leader for a snapshot (an admin call). */
+function snapshotToken(options: ServerOptions): string | undefined {
+  const file = options.adminTokenFile || options.authTokenFile;
+  return file === "" ? undefined : readTokens(file)[0];
+}
+
+/**
+ * advertiseUrlOf is --advertise-url, else the URL the server listens on;
+ * on a wildcard address (0.0.0.0, ::) the host name stands for it, since
+ * other machines cannot reach a wildcard. Never with a trailing slash: the
+ * JSON routes append the request path to it when they redirect there.
+ */
+function advertiseUrlOf(options: ServerOptions, server: RunningServer): string {
+  if (options.advertiseUrl !== "") return options.advertiseUrl.replace(/\/$/, "");
+  if (options.host !== "0.0.0.0" && options.host !== "::") return server.url;
+  return `${options.tlsCert === "" ? "http" : "https"}://${hostname()}:${server.port}`;
+}
+
+/** ETCD_GRPC_OPTIONS let a catch-up read return up to 32 log entries of 1 MB each. */
+const ETCD_GRPC_OPTIONS = { "grpc.max_receive_message_length": 64 << 20 };

@@ -1,0 +1,27 @@
+/**
+ * Changes wakes those who wait for the next change of a piece of state
+ * (Lifecycle, Leadership): `next` resolves at the next `notify`, or when
+ * its signal aborts, and leaves no listener behind either way.
+ */
+export class Changes {
+  private readonly waiters = new Set<() => void>();
+
+  /** next resolves at the next change, or at once when signal aborted, or when it aborts. */
+  next(signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        this.waiters.delete(done);
+        signal.removeEventListener("abort", done);
+        resolve();
+      };
+      this.waiters.add(done);
+      signal.addEventListener("abort", done);
+    });
+  }
+
+  /** notify wakes every waiter. */
+  notify(): void {
+    for (const waiter of [...this.waiters]) waiter();
+  }
+}
