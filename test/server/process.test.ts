@@ -1,4 +1,6 @@
 import { execFile } from "node:child_process";
+import { once } from "node:events";
+import { connect } from "node:net";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { createMetadataClient } from "../../src/client/index.js";
@@ -18,6 +20,29 @@ describe("hf3fs-metadata serve", () => {
     await client.initializeRank({ rank: 0, numPages: 4 });
     server.child.kill("SIGTERM");
     expect(await server.exited).toBe(0);
+  });
+
+  it("on SIGTERM it keeps accepting while a call in flight finishes: a new connection gets 503 REASON_SHUTTING_DOWN, not a refused connection", async () => {
+    const server = await startChildServer(["--in-memory"]);
+    const { port } = new URL(server.url);
+    // A vLLM call whose body is not all sent yet: in flight until the rest comes.
+    const body = JSON.stringify({ keys: ["k"] });
+    const inFlight = connect(Number(port), "127.0.0.1");
+    await once(inFlight, "connect");
+    inFlight.write(
+      `POST /keys/batch_exists HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body.slice(0, 3)}`,
+    );
+    let answer = "";
+    inFlight.on("data", (d) => (answer += d));
+    server.child.kill("SIGTERM");
+    while (!server.lines.some((l) => l.includes('"shutting down"'))) await once(server.child.stdout!, "data");
+    const late = await fetch(`${server.url}/keys/batch_exists`, { method: "POST", headers: { "content-type": "application/json" }, body });
+    expect(late.status).toBe(503);
+    expect(await late.json()).toMatchObject({ reason: "REASON_SHUTTING_DOWN" });
+    inFlight.write(body.slice(3));
+    expect(await server.exited).toBe(0);
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+    expect(answer).toContain('{"exists":[false]}');
   });
 
   it("answers a buf curl call", async () => {

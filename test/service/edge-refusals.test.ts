@@ -4,7 +4,7 @@ import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { compressionGzip, createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
-import { ErrorInfoSchema, MetadataService, Reason, ReasonSchema } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { AllocationStatus, ErrorInfoSchema, MetadataService, Reason, ReasonSchema } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataError } from "../../src/core/errors.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
 
@@ -156,5 +156,75 @@ describe("every framing answers each refusal of the edge alike", () => {
     const server = await startTestServer();
     server.state.initializeRank("", 0, 8, 1);
     for (const [, call] of FRAMINGS) expect((await call(server.url, 0, ["k"])).code).toBe("ok");
+  });
+});
+
+describe("while the server loads its state (it listens first)", () => {
+  /** startLoadingServer is a server that listens before its state is loaded: calls wait at the edge until started() or refuse(). */
+  const startLoadingServer = (startupHoldMs = 60_000) => startTestServer({}, undefined, 0, { starting: true, startupHoldMs });
+
+  it.each(FRAMINGS)("%s waits, and is served with the loaded state once it is loaded", async (_, call) => {
+    const server = await startLoadingServer();
+    let answered = false;
+    const held = call(server.url, 0, ["k"]).finally(() => (answered = true));
+    const health = createClient(Health, createGrpcTransport({ baseUrl: server.url }));
+    expect((await health.check({})).status).toBe(ServingStatus.NOT_SERVING);
+    // The health call went and came back, and the held call is still unanswered.
+    expect(answered).toBe(false);
+    server.state.initializeRank("", 0, 8, 1); // what loading the store restores
+    server.lifecycle.started();
+    expect((await held).code).toBe("ok");
+    expect((await health.check({})).status).toBe(ServingStatus.SERVING);
+  });
+
+  it.each(FRAMINGS)("%s gets UNAVAILABLE REASON_STARTING (503) when loading outlasts --startup-hold", async (_, call) => {
+    const server = await startLoadingServer(50);
+    const answer = await call(server.url, 0, ["k"]);
+    expect([answer.code, answer.reason]).toEqual(["unavailable", "REASON_STARTING"]);
+    if (answer.status !== undefined) expect(answer.status).toBe(503);
+  });
+
+  it.each(FRAMINGS)("%s gets UNAVAILABLE REASON_STORE_UNAVAILABLE (503) when loading fails", async (_, call) => {
+    const server = await startLoadingServer();
+    const held = call(server.url, 0, ["k"]);
+    await createClient(Health, createGrpcTransport({ baseUrl: server.url })).check({});
+    server.lifecycle.refuse(new MetadataError(Reason.STORE_UNAVAILABLE, "the server could not load its store"));
+    const answer = await held;
+    expect([answer.code, answer.reason]).toEqual(["unavailable", "REASON_STORE_UNAVAILABLE"]);
+    if (answer.status !== undefined) expect(answer.status).toBe(503);
+  });
+
+  it("held calls run in the order they came, once the state is loaded", async () => {
+    const server = await startLoadingServer();
+    const client = createClient(MetadataService, createGrpcTransport({ baseUrl: server.url }));
+    // Five single-key allocations on a rank of three pages: whichever run first get the pages.
+    const held: Promise<AllocationStatus>[] = [];
+    for (let i = 0; i < 5; i++) {
+      held.push(client.batchAllocate({ rank: 0, keys: [`k${i}`] }).then((res) => res.statuses[0]!));
+      // Each call reaches the server before the next is sent (a health call behind it on the same connection comes back).
+      await createClient(Health, createGrpcTransport({ baseUrl: server.url })).check({});
+    }
+    server.state.initializeRank("", 0, 3, 1);
+    server.lifecycle.started();
+    expect(await Promise.all(held)).toEqual([
+      AllocationStatus.NEW,
+      AllocationStatus.NEW,
+      AllocationStatus.NEW,
+      AllocationStatus.NO_SPACE,
+      AllocationStatus.NO_SPACE,
+    ]);
+  });
+
+  it("a call whose own deadline passes while it waits gets DEADLINE_EXCEEDED and changes nothing", async () => {
+    const server = await startLoadingServer();
+    const client = createClient(MetadataService, createGrpcTransport({ baseUrl: server.url }));
+    const error = await client.batchAllocate({ rank: 0, keys: ["late"] }, { timeoutMs: 100 }).then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
+    expect(error?.code).toBe(Code.DeadlineExceeded);
+    server.state.initializeRank("", 0, 3, 1);
+    server.lifecycle.started();
+    expect((await client.batchExists({ keys: ["late"] })).exists).toEqual([false]);
   });
 });
