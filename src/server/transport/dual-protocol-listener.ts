@@ -103,20 +103,25 @@ export class DualProtocolListener {
   }
 
   /**
-   * close stops accepting connections, sends GOAWAY to every HTTP/2 session
-   * and closes idle HTTP/1.1 connections, then waits up to timeoutMs for
-   * calls in flight before destroying what is left.
+   * close drains, then stops. It sends GOAWAY to every HTTP/2 session and
+   * closes idle HTTP/1.1 connections, waits up to timeoutMs for the
+   * connections open now to finish their calls, and only then stops
+   * accepting and destroys what is left. Connections that come meanwhile are
+   * still accepted, and closed once their calls are answered: a client that
+   * reconnects during the drain gets an answer it can retry (the server's
+   * refusal), not a refused connection.
    */
   async close(timeoutMs: number): Promise<void> {
     this.closing = true;
-    const stopped = new Promise<void>((resolve) => this.tcp.close(() => resolve()));
     for (const session of this.sessions) {
       session.close();
       this.endIfIdle(session);
     }
     for (const [socket, inFlight] of this.h1InFlight) if (inFlight === 0) socket.end();
+    const draining = [...this.sockets];
     const deadline = Date.now() + timeoutMs;
-    while (this.sockets.size > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    while (draining.some((socket) => !socket.destroyed) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    const stopped = new Promise<void>((resolve) => this.tcp.close(() => resolve()));
     for (const session of this.sessions) session.destroy();
     for (const socket of this.sockets) socket.destroy();
     await stopped;
@@ -146,6 +151,8 @@ export class DualProtocolListener {
     idle.unref();
     session.on("stream", (stream) => {
       this.openStreams.set(session, this.openStreams.get(session)! + 1);
+      // A session opened while the server drains serves the calls it has, then ends.
+      if (this.closing && !session.closed) session.close();
       stream.once("close", () => {
         const left = this.openStreams.get(session)! - 1;
         this.openStreams.set(session, left);
