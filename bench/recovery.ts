@@ -5,15 +5,16 @@ import { LmdbStore } from "../src/store/lmdb-store.js";
 import { benchKey } from "./keys.js";
 
 /**
- * fillStore writes `keys` complete keys, confirmed on `ranks` ranks, into a
- * fresh store in dir, through the store's own commit path (the state machine
- * is skipped: recovery is what is measured).
+ * fillStore writes `keys` complete keys, confirmed on `ranks` ranks of
+ * namespace "kv" (world size `worldSize`; 0: unknown, as the vLLM routes
+ * make them), into a fresh store in dir, through the store's own commit
+ * path (the state machine is skipped: recovery is what is measured).
  */
-export async function fillStore(dir: string, keys: number, ranks: number): Promise<void> {
+export async function fillStore(dir: string, keys: number, ranks: number, worldSize = ranks): Promise<void> {
   rmSync(dir, { recursive: true, force: true });
   const store = await LmdbStore.open(dir);
   const numPages = Math.ceil(keys * 1.1);
-  await store.commit(Array.from({ length: ranks }, (_, rank): Change => ({ kind: "rank", namespace: "kv", rank, numPages, worldSize: ranks })));
+  await store.commit(Array.from({ length: ranks }, (_, rank): Change => ({ kind: "rank", namespace: "kv", rank, numPages, worldSize })));
   const BATCH = 20_000;
   for (let done = 0; done < keys; done += BATCH) {
     const changes: Change[] = [];

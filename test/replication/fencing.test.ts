@@ -62,7 +62,8 @@ describe.skipIf(missing !== "")("high availability on etcd: fencing", () => {
 
   it("etcd: one member down, the service goes on; two down, writes fail UNAVAILABLE; both back, it resumes by itself", async () => {
     const etcd = await startEtcdCluster(3);
-    const servers = await Promise.all([0, 1].map(() => startServer(etcd)));
+    // Without a leader, calls wait --startup-hold for one (60 s by default): half a second here, so the loop below sees many refusals.
+    const servers = await Promise.all([0, 1].map(() => startServer(etcd, undefined, ["--startup-hold", "500ms"])));
     await waitForLeader(servers);
     const cluster = createMetadataClient({ baseUrl: servers.map((s) => s.url).join(","), retry: { deadlineMs: 30_000 } });
     await cluster.initializeRank({ namespace: "q", rank: 0, numPages: 1024, worldSize: 1 });
