@@ -15,6 +15,7 @@ import type { LoadConfig, LoadResult } from "./load.js";
 import { h2loadInstalled, type NativeLoadResult, nativeLoad } from "./native-load.js";
 import { runLoad, type ServerProcess, startProcess } from "./processes.js";
 import { fillStore, measureRecovery } from "./recovery.js";
+import { measureStartup } from "./startup.js";
 
 const args = process.argv.slice(2);
 const quick = args.includes("--quick");
@@ -349,6 +350,11 @@ if (enabled("durable")) {
   console.log(
     `durable   recovery of ${fmt(keys)} keys on ${RANKS} ranks: ${fmt(recovery.ms)} ms; heap ${fmt(recovery.heapMb)} MB = ${fmt((recovery.heapMb * 2 ** 20) / (keys * RANKS))} bytes per key per rank`,
   );
+}
+
+if (enabled("startup")) {
+  // From spawning the CLI (the compiled build, as `npm start` runs it) to listening, and to serving with its store loaded.
+  report.startup = await measureStartup(quick ? 20_000 : 1_000_000, RANKS, quick ? 2 : 5);
 }
 
 if (enabled("ha")) {
