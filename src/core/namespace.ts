@@ -1,9 +1,12 @@
 import { type KeyList, keyListOf } from "./key-list.js";
 import { holdsNothing, type KeyRecord, newKeyRecord } from "./key-record.js";
-import { KeyTable } from "./key-table.js";
+import { hashKey, KeyTable } from "./key-table.js";
 import { type EventCounts, type NamespaceCounts, zeroEventCounts } from "./namespace-counters.js";
 import { Rank } from "./rank.js";
 import { RecordList } from "./record-list.js";
+
+/** SCRATCH holds one key's UTF-8 bytes at a time while a store loads (recordOf). */
+const SCRATCH = Buffer.allocUnsafe(4 * 1024);
 
 /**
  * Namespace is an independent page space: its ranks, the registry of its
@@ -73,16 +76,28 @@ export class Namespace {
 
   /** recordAt finds the record of key i of a call, registering a new one when the key is unknown. */
   recordAt(keys: KeyList, i: number): KeyRecord {
-    const record = this.find(keys, i);
-    if (record !== undefined) return record;
-    const created = newKeyRecord();
-    created.entry = this.keys.insert(created, keys.bytes, keys.starts[i]!, keys.ends[i]!, keys.hash(i));
-    return created;
+    return this.registered(keys.bytes, keys.starts[i]!, keys.ends[i]!, keys.hash(i));
   }
 
-  /** recordOf is recordAt for a key given as a string (recovery). */
+  /**
+   * recordOf is recordAt for a key given as a string (recovery, a record at
+   * a time): it encodes the key into one scratch buffer, so loading a store
+   * makes no buffer, list or hash array per key.
+   */
   recordOf(key: string): KeyRecord {
-    return this.recordAt(keyListOf([key]), 0);
+    // A UTF-16 unit is at most 3 UTF-8 bytes, so a key that may not fit takes the general path.
+    if (key.length * 3 > SCRATCH.length) return this.recordAt(keyListOf([key]), 0);
+    const end = SCRATCH.write(key, 0, "utf8");
+    return this.registered(SCRATCH, 0, end, hashKey(SCRATCH, 0, end));
+  }
+
+  /** registered finds the record of the key at bytes[start .. end), registering a new one when the key is unknown. */
+  private registered(bytes: Buffer, start: number, end: number, hash: number): KeyRecord {
+    const record = this.keys.find(bytes, start, end, hash);
+    if (record !== undefined) return record;
+    const created = newKeyRecord();
+    created.entry = this.keys.insert(created, bytes, start, end, hash);
+    return created;
   }
 
   /** lookup finds the record of a key given as a string (inspection and tests). */
