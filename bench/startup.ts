@@ -21,12 +21,11 @@ async function startOnce(args: string[]): Promise<StartTimes> {
   let stderr = "";
   child.stderr.on("data", (d) => (stderr += d));
   const times: Partial<StartTimes> = {};
-  const inMemory = args.includes("--in-memory");
   await new Promise<void>((resolve, reject) => {
     createInterface({ input: child.stdout }).on("line", (line) => {
       const msg = (JSON.parse(line) as { msg?: string }).msg;
       if (msg === "listening") times.listeningMs = performance.now() - started;
-      if (msg === "ready" || (msg === "listening" && inMemory)) {
+      if (msg === "ready") {
         times.readyMs = performance.now() - started;
         resolve();
       }

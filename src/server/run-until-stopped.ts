@@ -6,7 +6,19 @@ import type { RunningServer } from "./server.js";
 import { tlsOf } from "./tls-files.js";
 
 /**
- * runUntilStopped serves until SIGTERM/SIGINT (0), a store failure (1) or a
+ * stopSignal resolves with the first SIGTERM or SIGINT the process gets
+ * from now on. The serve command listens for them first thing, so a stop
+ * that comes while the server is still starting is kept until it can drain.
+ */
+export function stopSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    process.once("SIGTERM", () => resolve("SIGTERM"));
+    process.once("SIGINT", () => resolve("SIGINT"));
+  });
+}
+
+/**
+ * runUntilStopped serves until `stopped` (0), a store failure (1) or a
  * failed `loading` (1: a store that cannot be loaded is refused, whatever
  * calls wait for it), then closes the server and the store. SIGHUP re-reads
  * the token and TLS files.
@@ -17,16 +29,15 @@ export async function runUntilStopped(
   store: Store,
   access: AccessPolicy | undefined,
   logger: Logger,
+  stopped: Promise<NodeJS.Signals>,
   loading: Promise<void> = Promise.resolve(),
 ): Promise<number> {
   if (access !== undefined || options.tlsCert !== "") process.on("SIGHUP", () => reload(options, access, server, logger));
   const code = await new Promise<number>((resolve) => {
-    const stop = (signal: string) => {
+    void stopped.then((signal) => {
       logger.info({ signal }, "shutting down");
       resolve(0);
-    };
-    process.once("SIGTERM", () => stop("SIGTERM"));
-    process.once("SIGINT", () => stop("SIGINT"));
+    });
     void server.failed.then((error) => {
       logger.fatal({ err: error }, "store failed; exiting so a supervisor restarts from the last durable state");
       resolve(1);

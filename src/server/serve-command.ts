@@ -1,19 +1,18 @@
-import { systemClock } from "../core/clock.js";
-import { MetadataError, Reason } from "../core/errors.js";
-import { MetadataState } from "../core/state.js";
 import { AccessPolicy } from "../service/access-policy.js";
-import { isInternalCommitRejection, LmdbStore } from "../store/lmdb-store.js";
-import { loadState } from "../store/load-state.js";
-import { MemoryStore } from "../store/memory-store.js";
-import { tolerateKnownRejections } from "./known-rejections.js";
 import { createLogger, type Logger } from "./logger.js";
 import { parseServerOptions, type ServerOptions, usage } from "./options.js";
-import { runUntilStopped } from "./run-until-stopped.js";
-import type { RunningServer } from "./server.js";
+import { stopSignal } from "./run-until-stopped.js";
+import type { ServerConfig } from "./server.js";
 import { tlsOf } from "./tls-files.js";
 import type { ListenerTls } from "./transport/dual-protocol-listener.js";
+import { EarlyPort } from "./transport/early-port.js";
 
-/** serveCommand runs `hf3fs-metadata serve` until SIGTERM/SIGINT (exit 0) or a store failure (exit 1). */
+/**
+ * serveCommand runs `hf3fs-metadata serve` until SIGTERM/SIGINT (exit 0) or
+ * a store failure (exit 1). It binds the port as soon as the options are
+ * read, then loads the single-node server (serve-node.ts) or the cluster
+ * member (serve-member.ts), which serve the connections that waited.
+ */
 export async function serveCommand(args: string[]): Promise<number> {
   if (args.includes("--help") || args.includes("-h")) {
     console.log(usage());
@@ -36,54 +35,34 @@ export async function serveCommand(args: string[]): Promise<number> {
     console.error(`hf3fs-metadata serve: ${(error as Error).message}`);
     return 1;
   }
+  const stopped = stopSignal();
   warnIfExposed(options, logger);
-  if (options.etcdEndpoints !== "") return (await import("./serve-member.js")).serveMember(options, { access, tls }, logger);
-  const state = new MetadataState(systemClock, options, !options.inMemory);
-  if (!options.inMemory) tolerateKnownRejections([isInternalCommitRejection]);
-  // Opening checks the store (format, owner; a child process reads it whole) and refuses a bad one before
-  // listening, while the server's modules load; loading the state comes after listening.
-  const opening = options.inMemory ? Promise.resolve(undefined) : LmdbStore.open(options.dataDir);
-  const settled = opening.then(
-    (durable) => ({ durable }),
-    (error: Error) => ({ error }),
-  );
-  const { startServer } = await import("./server.js");
-  const opened = await settled;
-  if ("error" in opened) {
-    logger.fatal({ err: opened.error }, "cannot start");
-    console.error(`hf3fs-metadata serve: ${opened.error.message}`);
+  // The port is bound before the rest of the server loads: from here on a client's connection waits rather than being refused.
+  let port: EarlyPort;
+  try {
+    port = await EarlyPort.bind(options.host, options.port, options.maxConnections);
+  } catch (error) {
+    console.error(`hf3fs-metadata serve: cannot listen on ${options.host}:${options.port}: ${(error as Error).message}`);
     return 1;
   }
-  const { durable } = opened;
-  const store = durable ?? new MemoryStore();
-  const server = await startServer({ state, store }, { ...options, access, tls, starting: durable !== undefined }, logger);
-  const loading = durable === undefined ? undefined : load(durable, state, server, logger);
-  return runUntilStopped(options, server, store, access, logger, loading);
+  logger.info({ url: urlOf(options, port.port) }, "listening");
+  const start = { options, security: { access, tls }, port, stopped, logger };
+  if (options.etcdEndpoints !== "") return (await import("./serve-member.js")).serveMember(start);
+  return (await import("./serve-node.js")).serveNode(start);
 }
 
-/**
- * load restores the store into state while the server listens (calls
- * wait), logging progress every second, then lets the held calls go on;
- * if loading fails they get STORE_UNAVAILABLE, and the promise rejects.
- */
-async function load(store: LmdbStore, state: MetadataState, server: RunningServer, logger: Logger): Promise<void> {
-  const started = Date.now();
-  logger.info({ path: store.path, serverId: store.serverId }, "loading the store");
-  try {
-    await loadState(
-      state,
-      store.stored(({ records, elapsedMs, done }) => {
-        const recordsPerSecond = Math.round((records / Math.max(elapsedMs, 1)) * 1_000);
-        if (!done) logger.info({ records, recordsPerSecond }, "loading");
-        else logger.info({ records, recordsPerSecond, elapsedMs: Date.now() - started }, "loaded");
-      }),
-    );
-  } catch (error) {
-    server.lifecycle.refuse(new MetadataError(Reason.STORE_UNAVAILABLE, `the server could not load its store: ${(error as Error).message}`));
-    throw error;
-  }
-  server.lifecycle.started();
-  logger.info({ tookMs: Date.now() - started }, "ready");
+/** Start is what the serve command hands the server it starts: the options, the security files read, the port bound, the stop signal awaited. */
+export interface Start {
+  options: ServerOptions;
+  security: Pick<ServerConfig, "access" | "tls">;
+  port: EarlyPort;
+  stopped: Promise<NodeJS.Signals>;
+  logger: Logger;
+}
+
+/** urlOf is the URL of a server listening on options.host and `port`. */
+export function urlOf(options: ServerOptions, port: number): string {
+  return `${options.tlsCert === "" ? "http" : "https"}://${options.host.includes(":") ? `[${options.host}]` : options.host}:${port}`;
 }
 
 /** accessPolicyOf builds the access policy of the token file options; undefined when none is given. Throws naming an unreadable or empty file. */

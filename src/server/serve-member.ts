@@ -7,20 +7,20 @@ import { readTokens } from "../service/access-policy.js";
 import { Leadership } from "../service/leadership.js";
 import { isInternalCommitRejection, LmdbStore } from "../store/lmdb-store.js";
 import { tolerateKnownRejections } from "./known-rejections.js";
-import type { Logger } from "./logger.js";
 import type { ServerOptions } from "./options.js";
 import { runUntilStopped } from "./run-until-stopped.js";
-import { type RunningServer, type ServerConfig, startServer } from "./server.js";
+import type { Start } from "./serve-command.js";
+import { type RunningServer, startServer } from "./server.js";
 
 /**
- * serveMember runs a member of a highly available cluster (--etcd-endpoints):
- * it opens its data dir's store without loading it (the state is built when
- * the member leads), joins the cluster, listens, and starts following and
+ * serveMember runs a member of a highly available cluster (--etcd-endpoints)
+ * on a port bound already: it opens its data dir's store without loading it
+ * (the state is built when the member leads), joins the cluster, serves, and starts following and
  * campaigning at its advertise URL. Calls wait (--startup-hold) while no
  * leader is known. The serve command imports this module only with
  * --etcd-endpoints, so a single-node start does not load the etcd client.
  */
-export async function serveMember(options: ServerOptions, security: Pick<ServerConfig, "access" | "tls">, logger: Logger): Promise<number> {
+export async function serveMember({ options, security, port, stopped, logger }: Start): Promise<number> {
   let member: Member;
   try {
     tolerateKnownRejections([isInternalCommitRejection, isOrphanWatchResponse]);
@@ -43,10 +43,10 @@ export async function serveMember(options: ServerOptions, security: Pick<ServerC
     console.error(`hf3fs-metadata serve: ${(error as Error).message}`);
     return 1;
   }
-  const server = await startServer(member.ledger, { ...options, ...security, leadership: member.leadership, cluster: member }, logger);
+  const server = await startServer(member.ledger, { ...options, ...security, port, leadership: member.leadership, cluster: member }, logger);
   member.start(advertiseUrlOf(options, server));
   logger.info({ cluster: options.clusterName, clusterId: member.clusterId, memberId: member.memberId }, "cluster: joined");
-  return runUntilStopped(options, server, member.ledger.store, security.access, logger);
+  return runUntilStopped(options, server, member.ledger.store, security.access, logger, stopped);
 }
 
 /** snapshotToken is the first token of the member's token files: it presents it to the leader for a snapshot (an admin call). */

@@ -23,6 +23,7 @@ import { type ClusterView, Metrics } from "./metrics.js";
 import { bufferedBytesFor, defaultServerOptions } from "./options.js";
 import { connectFraming } from "./transport/connect-framing.js";
 import { DualProtocolListener, type ListenerTls } from "./transport/dual-protocol-listener.js";
+import type { EarlyPort } from "./transport/early-port.js";
 import { GrpcUnaryFastPath } from "./transport/grpc-unary-fast-path.js";
 import { jsonRouter } from "./transport/json-router.js";
 import { requestHandler } from "./transport/request-handler.js";
@@ -31,7 +32,8 @@ import { keepLeadingByteOrderMark } from "./transport/utf8-text.js";
 /** ServerConfig is what a running server needs beyond its ledger. */
 export interface ServerConfig {
   host: string;
-  port: number;
+  /** port is the TCP port to bind (0: any free one), or a port bound already (EarlyPort: its owner logged "listening"). */
+  port: number | EarlyPort;
   maxBodyBytes: number;
   /** maxBufferedBytes and maxBufferedBytesPerConnection bound unfinished request bodies (bufferedBytesFor(maxBodyBytes) when absent). */
   maxBufferedBytes?: number;
@@ -163,7 +165,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     requestTimeoutMs: limits.requestTimeoutMs,
     idleTimeoutMs: limits.idleTimeoutMs,
   });
-  const port = await listener.listen(config.host, config.port);
+  const port = typeof config.port === "number" ? await listener.listen(config.host, config.port) : listener.adopt(config.port);
   const url = `${config.tls === undefined ? "http" : "https"}://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
 
   const expiry = setInterval(() => {
@@ -183,7 +185,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
       edge.close();
       logger.info({ url }, "stopped");
     })());
-  logger.info({ url, serverId }, "listening");
+  logger.info({ url, serverId }, typeof config.port === "number" ? "listening" : "serving");
   return { url, port, lifecycle, close, failed, reloadTls: (tls) => listener.reloadTls(tls) };
 }
 

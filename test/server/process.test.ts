@@ -24,6 +24,7 @@ describe("hf3fs-metadata serve", () => {
 
   it("on SIGTERM it keeps accepting while a call in flight finishes: a new connection gets 503 REASON_SHUTTING_DOWN, not a refused connection", async () => {
     const server = await startChildServer(["--in-memory"]);
+    await server.logged("ready");
     const { port } = new URL(server.url);
     // A vLLM call whose body is not all sent yet: in flight until the rest comes.
     const body = JSON.stringify({ keys: ["k"] });

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
 import { createInterface } from "node:readline";
 import { afterEach } from "vitest";
 
@@ -9,6 +10,8 @@ export interface ChildServer {
   child: ChildProcess;
   /** lines are the stdout lines so far. */
   lines: string[];
+  /** logged resolves once the server logged a line with this msg (e.g. "ready": its state is loaded and calls are served). */
+  logged(msg: string): Promise<void>;
   /** exited resolves with the exit code. */
   exited: Promise<number | null>;
   /** stderr is what the server wrote to stderr so far. */
@@ -57,10 +60,17 @@ export async function startChildServer(args: string[] = ["--in-memory"], env: No
     });
     exited.then((code) => reject(new Error(`server exited with ${code} before listening: ${stderr}`)));
   });
+  const logged = async (msg: string) => {
+    const has = () => lines.some((line) => (JSON.parse(line) as { msg?: string }).msg === msg);
+    const died = exited.then(() => Promise.reject(new Error(`server exited before logging "${msg}"`)));
+    died.catch(() => undefined); // it rejects once the server exits, whether or not anyone still waits
+    while (!has()) await Promise.race([once(child.stdout!, "data"), died]);
+  };
   return {
     url,
     child,
     lines,
+    logged,
     exited,
     get stderr() {
       return stderr;

@@ -2,6 +2,7 @@ import * as http from "node:http";
 import * as http2 from "node:http2";
 import * as net from "node:net";
 import * as tls from "node:tls";
+import { EarlyPort } from "./early-port.js";
 
 /** RequestHandler serves a request of either HTTP version through Node's compatibility API. */
 export type RequestHandler = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => void;
@@ -48,7 +49,9 @@ const H2_PREFACE = Buffer.from("PRI * HTTP/2.0");
 export class DualProtocolListener {
   readonly h1: http.Server;
   readonly h2: http2.Http2Server;
+  /** tcp takes each connection the port accepts (and, with TLS, does the handshake); the port itself is an EarlyPort. */
   private readonly tcp: net.Server | tls.Server;
+  private port: EarlyPort | undefined;
   private readonly sockets = new Set<net.Socket>();
   private readonly sessions = new Set<http2.ServerHttp2Session>();
   /** openStreams counts the streams of each HTTP/2 session that are not closed. */
@@ -59,6 +62,7 @@ export class DualProtocolListener {
   /** handingOver is the socket being handed to the http2 server, while it makes that socket's session. */
   private handingOver: net.Socket | undefined;
 
+  private readonly maxConnections: number;
   private readonly keepaliveMs: number;
   private readonly requestTimeoutMs: number;
   private readonly idleTimeoutMs: number;
@@ -82,7 +86,7 @@ export class DualProtocolListener {
       secure === undefined
         ? net.createServer({ noDelay: true }, (socket) => this.route(socket))
         : tls.createServer({ ...secureContextOptions(secure), ALPNProtocols: ["h2", "http/1.1"] }, (socket) => this.route(socket));
-    this.tcp.maxConnections = options.maxConnections;
+    this.maxConnections = options.maxConnections;
   }
 
   /** reloadTls puts new certificates in place for the connections to come (SIGHUP); the open ones keep theirs. */
@@ -92,14 +96,16 @@ export class DualProtocolListener {
   }
 
   /** listen binds host:port (0 for any free port) and returns the bound port. */
-  listen(host: string, port: number): Promise<number> {
-    return new Promise((resolve, reject) => {
-      this.tcp.once("error", reject);
-      this.tcp.listen(port, host, () => {
-        this.tcp.off("error", reject);
-        resolve((this.tcp.address() as net.AddressInfo).port);
-      });
-    });
+  async listen(host: string, port: number): Promise<number> {
+    return this.adopt(await EarlyPort.bind(host, port, this.maxConnections));
+  }
+
+  /** adopt serves the connections of a port bound early (those that waited first) and returns its number. */
+  adopt(port: EarlyPort): number {
+    this.port = port;
+    // A connection emitted on the TLS server is wrapped and handshaken by it first.
+    port.handTo((socket) => this.tcp.emit("connection", socket));
+    return port.port;
   }
 
   /**
@@ -121,7 +127,7 @@ export class DualProtocolListener {
     const draining = [...this.sockets];
     const deadline = Date.now() + timeoutMs;
     while (draining.some((socket) => !socket.destroyed) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
-    const stopped = new Promise<void>((resolve) => this.tcp.close(() => resolve()));
+    const stopped = this.port?.close();
     for (const session of this.sessions) session.destroy();
     for (const socket of this.sockets) socket.destroy();
     await stopped;

@@ -1,0 +1,59 @@
+import { systemClock } from "../core/clock.js";
+import { MetadataError, Reason } from "../core/errors.js";
+import { MetadataState } from "../core/state.js";
+import { isInternalCommitRejection, LmdbStore } from "../store/lmdb-store.js";
+import { loadState } from "../store/load-state.js";
+import { MemoryStore } from "../store/memory-store.js";
+import { tolerateKnownRejections } from "./known-rejections.js";
+import type { Logger } from "./logger.js";
+import { runUntilStopped } from "./run-until-stopped.js";
+import type { Start } from "./serve-command.js";
+import { type RunningServer, startServer } from "./server.js";
+
+/**
+ * serveNode runs the single-node server on a port bound already: it opens
+ * and checks its store (a bad one exits 1), serves, and loads the store's
+ * state while calls wait for it (--startup-hold).
+ */
+export async function serveNode({ options, security, port, stopped, logger }: Start): Promise<number> {
+  const state = new MetadataState(systemClock, options, !options.inMemory);
+  let durable: LmdbStore | undefined;
+  try {
+    if (!options.inMemory) tolerateKnownRejections([isInternalCommitRejection]);
+    durable = options.inMemory ? undefined : await LmdbStore.open(options.dataDir);
+  } catch (error) {
+    logger.fatal({ err: error }, "cannot start");
+    console.error(`hf3fs-metadata serve: ${(error as Error).message}`);
+    return 1;
+  }
+  const store = durable ?? new MemoryStore();
+  const server = await startServer({ state, store }, { ...options, ...security, port, starting: durable !== undefined }, logger);
+  const loading = durable === undefined ? undefined : load(durable, state, server, logger);
+  if (durable === undefined) logger.info({ tookMs: 0 }, "ready"); // nothing to load
+  return runUntilStopped(options, server, store, security.access, logger, stopped, loading);
+}
+
+/**
+ * load restores the store into state while the server serves (calls
+ * wait), logging progress every second, then lets the held calls go on;
+ * if loading fails they get STORE_UNAVAILABLE, and the promise rejects.
+ */
+async function load(store: LmdbStore, state: MetadataState, server: RunningServer, logger: Logger): Promise<void> {
+  const started = Date.now();
+  logger.info({ path: store.path, serverId: store.serverId }, "loading the store");
+  try {
+    await loadState(
+      state,
+      store.stored(({ records, elapsedMs, done }) => {
+        const recordsPerSecond = Math.round((records / Math.max(elapsedMs, 1)) * 1_000);
+        if (!done) logger.info({ records, recordsPerSecond }, "loading");
+        else logger.info({ records, recordsPerSecond, elapsedMs: Date.now() - started }, "loaded");
+      }),
+    );
+  } catch (error) {
+    server.lifecycle.refuse(new MetadataError(Reason.STORE_UNAVAILABLE, `the server could not load its store: ${(error as Error).message}`));
+    throw error;
+  }
+  server.lifecycle.started();
+  logger.info({ tookMs: Date.now() - started }, "ready");
+}
