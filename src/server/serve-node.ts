@@ -8,7 +8,7 @@ import { tolerateKnownRejections } from "./known-rejections.js";
 import type { Logger } from "./logger.js";
 import { runUntilStopped } from "./run-until-stopped.js";
 import type { Start } from "./serve-command.js";
-import { type RunningServer, startServer } from "./server.js";
+import type { RunningServer } from "./server.js";
 
 /**
  * serveNode runs the single-node server on a port bound already: it opens
@@ -17,15 +17,20 @@ import { type RunningServer, startServer } from "./server.js";
  */
 export async function serveNode({ options, security, port, stopped, logger }: Start): Promise<number> {
   const state = new MetadataState(systemClock, options, !options.inMemory);
-  let durable: LmdbStore | undefined;
-  try {
-    if (!options.inMemory) tolerateKnownRejections([isInternalCommitRejection]);
-    durable = options.inMemory ? undefined : await LmdbStore.open(options.dataDir);
-  } catch (error) {
-    logger.fatal({ err: error }, "cannot start");
-    console.error(`hf3fs-metadata serve: ${(error as Error).message}`);
+  if (!options.inMemory) tolerateKnownRejections([isInternalCommitRejection]);
+  // Opening checks the store (a child process reads it whole) while the server's modules load.
+  const opening = (options.inMemory ? Promise.resolve(undefined) : LmdbStore.open(options.dataDir)).then(
+    (durable) => ({ durable }),
+    (error: Error) => ({ error }),
+  );
+  const { startServer } = await import("./server.js");
+  const opened = await opening;
+  if ("error" in opened) {
+    logger.fatal({ err: opened.error }, "cannot start");
+    console.error(`hf3fs-metadata serve: ${opened.error.message}`);
     return 1;
   }
+  const { durable } = opened;
   const store = durable ?? new MemoryStore();
   const server = await startServer({ state, store }, { ...options, ...security, port, starting: durable !== undefined }, logger);
   const loading = durable === undefined ? undefined : load(durable, state, server, logger);
