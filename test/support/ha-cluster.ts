@@ -23,16 +23,23 @@ export class Server {
   }
 }
 
-/** startServer runs a member on etcd with its own data dir (a new one unless given), on a port of its own. */
+/** startServer runs a member on etcd with its own data dir (a new one unless given), on a port of its own, and returns once it joined the cluster (its store is open). */
 export async function startServer(etcd: EtcdCluster, dataDir = tempDir(), extra: string[] = []): Promise<Server> {
   const port = await freePort();
   const args = ["--data-dir", dataDir, "--etcd-endpoints", etcd.endpoints, "--port", String(port), ...extra];
-  return new Server(dataDir, args, await startChildServer(args));
+  return new Server(dataDir, args, await startMember(args));
 }
 
-/** restartServer starts a member again on its data dir and port: the URL clients know stays good. */
+/** restartServer starts a member again on its data dir and port (the URL clients know stays good), and returns once it joined. */
 export async function restartServer(server: Server): Promise<void> {
-  server.process = await startChildServer(server.args);
+  server.process = await startMember(server.args);
+}
+
+/** startMember starts a member's process and waits until it joined the cluster: it listens from its first moments, before it opened its store. */
+async function startMember(args: string[]): Promise<ChildServer> {
+  const process = await startChildServer(args);
+  await process.logged("cluster: joined");
+  return process;
 }
 
 /** kill9 kills a member's process with SIGKILL and waits until it is gone. */
