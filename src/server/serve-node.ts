@@ -41,24 +41,28 @@ export async function serveNode({ options, security, port, stopped, logger }: St
 /**
  * load restores the store into state while the server serves (calls
  * wait), logging progress every second, then lets the held calls go on;
- * if loading fails they get STORE_UNAVAILABLE, and the promise rejects.
+ * if loading fails they get STORE_UNAVAILABLE, and the promise rejects. A
+ * server told to stop meanwhile stops loading (its calls got its refusal).
  */
 async function load(store: LmdbStore, state: MetadataState, server: RunningServer, logger: Logger): Promise<void> {
   const started = Date.now();
   logger.info({ path: store.path, serverId: store.serverId }, "loading the store");
+  let loaded: boolean;
   try {
-    await loadState(
+    loaded = await loadState(
       state,
       store.stored(({ records, elapsedMs, done }) => {
         const recordsPerSecond = Math.round((records / Math.max(elapsedMs, 1)) * 1_000);
         if (!done) logger.info({ records, recordsPerSecond }, "loading");
         else logger.info({ records, recordsPerSecond, elapsedMs: Date.now() - started }, "loaded");
       }),
+      () => server.lifecycle.refusal !== undefined,
     );
   } catch (error) {
     server.lifecycle.refuse(new MetadataError(Reason.STORE_UNAVAILABLE, `the server could not load its store: ${(error as Error).message}`));
     throw error;
   }
+  if (!loaded) return; // stopped while loading: the calls that waited got the server's refusal
   server.lifecycle.started();
   logger.info({ tookMs: Date.now() - started }, "ready");
 }

@@ -34,6 +34,23 @@ describe("a server listens before it loads its store", () => {
     expect(loggedBefore(server.lines, "ready")).toBe(true);
   });
 
+  it("a SIGTERM while it loads: the calls that wait get UNAVAILABLE REASON_SHUTTING_DOWN, and it exits 0", async () => {
+    const dir = tempDir();
+    await fillStore(dir, KEYS, 2);
+    const server = await startChildServer(["--data-dir", dir]);
+    const client = createClient(MetadataService, createGrpcTransport({ baseUrl: server.url }));
+    const held = client.batchExists({ namespace: "kv", keys: [benchKey(0)] }).then(
+      () => "answered",
+      (e: Error) => e.message,
+    );
+    await server.logged("loading the store");
+    server.child.kill("SIGTERM");
+    expect(await held).toMatch(/^\[unavailable\] the server is shutting down/);
+    expect(await server.exited).toBe(0);
+    expect(loggedBefore(server.lines, "ready")).toBe(false);
+    expect(server.stderr).toBe("");
+  });
+
   it("when the store cannot be loaded, calls that wait get UNAVAILABLE and the process exits 1", async () => {
     const dir = tempDir();
     await fillStore(dir, KEYS, 2);
