@@ -578,6 +578,100 @@ export class MetadataState {
     };
   }
 
+  /**
+   * replaying keeps this state equal to what restoring the store would
+   * give, one stored change at a time, as a hot standby of a cluster applies
+   * the leader's log (`apply`: a key record replaces the key's confirmed
+   * pages whole, as the store replaces it). It neither journals nor runs
+   * deadlines, and must not serve meanwhile. `takeOver` then readies it to
+   * serve as a restart would: every key with pages gets a read lease of
+   * readLeaseTtlMs and, if incomplete, a fresh incomplete TTL; draining
+   * pages are held at least as long; the deadlines are armed.
+   */
+  replaying(): { apply(change: Change): void; takeOver(): void } {
+    return { apply: (change) => this.replayOne(change), takeOver: () => this.takeOver() };
+  }
+
+  /** replayOne applies one change of the leader's journal (replaying). */
+  private replayOne(change: Change): void {
+    const now = this.clock();
+    switch (change.kind) {
+      case "rank":
+        if (!this.namespaces.get(change.namespace)?.ranks.has(change.rank)) this.restoreOne(change, now, 0);
+        return;
+      case "reserve": {
+        const { ns, rank } = this.rankOf(change.namespace, change.rank);
+        const held = rank.reservationOf(change.page);
+        // A renewal comes as the same reservation again.
+        if (held !== undefined && held.record === ns.recordOf(change.key)) rank.renew(held, change.expiresAtMs);
+        else this.restoreOne(change, now, 0);
+        return;
+      }
+      case "unreserve": {
+        const { ns, rank } = this.rankOf(change.namespace, change.rank);
+        const reservation = rank.reservationOf(change.page);
+        if (reservation === undefined) return;
+        rank.releaseReservation(reservation);
+        ns.forgetIfEmpty(reservation.record);
+        return;
+      }
+      case "key":
+      case "forget": {
+        const ns = this.namespaces.get(change.namespace);
+        if (ns === undefined) throw new Error(`replayed key "${change.key}" of unknown namespace "${change.namespace}"`);
+        const record = ns.recordOf(change.key);
+        this.unconfirm(ns, record);
+        if (change.kind === "key") this.restoreOne(change, now, 0);
+        else ns.forgetIfEmpty(record);
+        return;
+      }
+      case "drain":
+        this.restoreOne(change, now, 0);
+        return;
+      case "undrain": {
+        const { rank } = this.rankOf(change.namespace, change.rank);
+        const untilMs = rank.draining.get(change.page);
+        if (untilMs !== undefined) rank.endDrain(change.page, untilMs);
+        return;
+      }
+    }
+  }
+
+  /** unconfirm takes a record's confirmed pages away and frees them: a replayed key record replaces them, or the key is forgotten. */
+  private unconfirm(ns: Namespace, record: KeyRecord): void {
+    const pages = record.pages;
+    if (pages.length === 0) return;
+    for (let i = 0; i < pages.length; i += 2) ns.slots[pages[i]!]!.pool.release(pages[i + 1]!);
+    ns.lru.delete(record);
+    ns.incomplete.delete(record);
+    ns.confirmedKeys--;
+    record.pages = NO_PAGES;
+    record.complete = false;
+  }
+
+  /** takeOver readies a replayed state to serve (replaying). */
+  private takeOver(): void {
+    const now = this.clock();
+    const leaseUntilMs = now + this.options.readLeaseTtlMs;
+    for (const ns of this.namespaces.values()) {
+      for (const record of ns.keys.values()) {
+        if (record.pages.length === 0) continue;
+        record.leaseUntilMs = leaseUntilMs;
+        if (!record.complete) record.reclaimAtMs = now + this.options.incompleteTtlMs;
+      }
+      for (const rank of ns.ranks.values()) {
+        for (const [page, untilMs] of rank.draining) {
+          if (untilMs >= leaseUntilMs) continue;
+          rank.draining.set(page, leaseUntilMs);
+          this.deadlines.drain(ns, rank, page, leaseUntilMs);
+        }
+        rank.sortReservations();
+        this.deadlines.armReservations(ns, rank);
+      }
+      this.deadlines.armIncomplete(ns);
+    }
+  }
+
   /** restoreOne applies one stored change (restore); `now` and `leaseUntilMs` are the restore's. */
   private restoreOne(change: Change, now: number, leaseUntilMs: number): void {
     switch (change.kind) {

@@ -1,0 +1,93 @@
+import type { Change } from "../../src/core/change.js";
+import type { MetadataState } from "../../src/core/state.js";
+
+/**
+ * RecordModel is the store's record semantics in a few maps (what LMDB
+ * keeps: one record per rank, key, reservation and draining page), for
+ * property tests: apply the journal, then `stored()` is what a restart
+ * restores, in restore's order.
+ */
+export class RecordModel {
+  private readonly ranks = new Map<string, Change>();
+  private readonly keys = new Map<string, Change>();
+  private readonly reservations = new Map<string, Change>();
+  private readonly drains = new Map<string, Change>();
+
+  apply(change: Change): void {
+    switch (change.kind) {
+      case "rank":
+        this.ranks.set(`${change.namespace}\0${change.rank}`, change);
+        break;
+      case "key":
+        this.keys.set(`${change.namespace}\0${change.key}`, change);
+        break;
+      case "forget":
+        this.keys.delete(`${change.namespace}\0${change.key}`);
+        break;
+      case "reserve":
+        this.reservations.set(`${change.namespace}\0${change.rank}\0${change.page}`, change);
+        break;
+      case "unreserve":
+        this.reservations.delete(`${change.namespace}\0${change.rank}\0${change.page}`);
+        break;
+      case "drain":
+        this.drains.set(`${change.namespace}\0${change.rank}\0${change.page}`, change);
+        break;
+      case "undrain":
+        this.drains.delete(`${change.namespace}\0${change.rank}\0${change.page}`);
+        break;
+    }
+  }
+
+  /** stored is every record as the change that restores it: ranks first. */
+  stored(): Change[] {
+    return [...this.ranks.values(), ...this.keys.values(), ...this.reservations.values(), ...this.drains.values()];
+  }
+}
+
+/**
+ * dumpState describes a state by what a restart must give back, in a
+ * canonical order: per namespace its counts, per rank its page counts,
+ * reservations and draining pages, per key its pages, completeness, read
+ * lease and reclaim deadline. (Not the LRU order: the store does not keep
+ * it.) Without `timing` it leaves out what a restart sets anew (read
+ * leases, reclaim deadlines, how long pages drain): what the store holds.
+ */
+export function dumpState(state: MetadataState, timing = true): unknown {
+  return [...state.namespaceViews.values()]
+    .sort((a, b) => (a.name < b.name ? -1 : 1))
+    .map((ns) => ({
+      name: ns.name,
+      worldSize: ns.worldSize,
+      confirmedKeys: ns.confirmedKeys,
+      complete: ns.lru.size,
+      incomplete: ns.incomplete.size,
+      registered: ns.keys.size,
+      ranks: [...ns.ranks.values()]
+        .sort((a, b) => a.rank - b.rank)
+        .map((rank) => ({
+          rank: rank.rank,
+          numPages: rank.numPages,
+          free: rank.pool.freePages,
+          reserved: rank.reservedPages,
+          used: rank.usedPages,
+          reservations: [...rank.reservations].map((r) => `${r.page} ${ns.keyOf(r.record)} ${r.expiresAtMs}`).sort(),
+          firstExpiryMs: rank.firstExpiryMs(),
+          draining: [...rank.draining].map(([page, untilMs]) => `${page} ${ns.keyOf(rank.pool.ownerOf(page)!)}${timing ? ` ${untilMs}` : ""}`).sort(),
+        })),
+      keys: [...ns.keys.values()]
+        .filter((record) => record.pages.length > 0)
+        .map((record) => {
+          const pages: string[] = [];
+          for (let i = 0; i < record.pages.length; i += 2) pages.push(`${ns.slots[record.pages[i]!]!.rank}:${record.pages[i + 1]}`);
+          return {
+            key: ns.keyOf(record),
+            pages: pages.sort(),
+            complete: record.complete,
+            leaseUntilMs: timing ? record.leaseUntilMs : undefined,
+            reclaimAtMs: timing && !record.complete ? record.reclaimAtMs : undefined,
+          };
+        })
+        .sort((a, b) => (a.key < b.key ? -1 : 1)),
+    }));
+}

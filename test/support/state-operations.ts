@@ -1,0 +1,93 @@
+import fc from "fast-check";
+import type { MetadataState } from "../../src/core/state.js";
+import type { FakeClock } from "./fake-clock.js";
+
+/** The operations the property tests of the core draw: on namespace "" (kv), RANKS ranks of PAGES pages, keys k0 … k7. */
+export const RANKS = 3;
+export const PAGES = 3;
+const key = fc.constantFrom("k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7");
+const keys = fc.array(key, { maxLength: 6 });
+const rank = fc.integer({ min: 0, max: RANKS - 1 });
+const page = fc.integer({ min: 0, max: PAGES - 1 });
+
+export const operation = fc.oneof(
+  fc.record({ op: fc.constant("cycle" as const), keys }),
+  fc.record({ op: fc.constant("confirmLapsed" as const), rank }),
+  fc.record({ op: fc.constant("allocate" as const), rank, keys }),
+  fc.record({ op: fc.constant("confirmReserved" as const), rank, take: fc.nat(6), release: fc.array(page, { maxLength: 2 }) }),
+  fc.record({ op: fc.constant("confirmAny" as const), rank, keys, pages: fc.array(page, { maxLength: 6 }) }),
+  fc.record({ op: fc.constant("locate" as const), rank, keys, includeIncomplete: fc.boolean() }),
+  fc.record({ op: fc.constant("delete" as const), keys }),
+  fc.record({ op: fc.constant("clear" as const) }),
+  fc.record({ op: fc.constant("advance" as const), ms: fc.integer({ min: 0, max: 1_500 }) }),
+);
+
+/** Lease is a read lease the test saw granted; deleted once the test itself deleted the key. */
+export type Lease = { key: string; rank: number; page: number; untilMs: number; deleted: boolean };
+
+export type Operation = typeof operation extends fc.Arbitrary<infer T> ? T : never;
+
+/** apply runs one drawn operation on the state; a lease the test saw granted goes into leases. */
+export function apply(state: MetadataState, time: FakeClock, op: Operation, leases: Lease[]): void {
+  const ranks = state.namespaceViews.get("kv")!.ranks;
+  switch (op.op) {
+    case "cycle":
+      for (let r = 0; r < RANKS; r++) {
+        const { pages } = state.batchAllocate("", r, op.keys);
+        const written = op.keys.filter((_, i) => pages[i]! >= 0);
+        state.confirmWrite(
+          "",
+          r,
+          written,
+          pages.filter((p) => p >= 0),
+        );
+      }
+      break;
+    case "confirmLapsed": {
+      const lapsed = [...ranks.get(op.rank)!.lapsed];
+      state.confirmWrite(
+        "",
+        op.rank,
+        lapsed.map(([, k]) => k),
+        lapsed.map(([p]) => p),
+      );
+      break;
+    }
+    case "allocate":
+      state.batchAllocate("", op.rank, op.keys);
+      break;
+    case "confirmReserved": {
+      const reserved = [...ranks.get(op.rank)!.reservations].slice(0, op.take);
+      state.confirmWrite(
+        "",
+        op.rank,
+        reserved.map((r) => state.namespaceViews.get("kv")!.keyOf(r.record)),
+        reserved.map((r) => r.page),
+        op.release,
+      );
+      break;
+    }
+    case "confirmAny":
+      state.confirmWrite("", op.rank, op.keys.slice(0, op.pages.length), op.pages.slice(0, op.keys.length));
+      break;
+    case "locate": {
+      const pages = state.getLocations("", op.rank, op.keys, op.includeIncomplete);
+      pages.forEach((p, i) => {
+        if (p >= 0) leases.push({ key: op.keys[i]!, rank: op.rank, page: p, untilMs: time.nowMs + 700, deleted: false });
+      });
+      break;
+    }
+    case "delete":
+      state.deleteKeys("", op.keys);
+      for (const lease of leases) if ((op.keys as string[]).includes(lease.key)) lease.deleted = true;
+      break;
+    case "clear":
+      state.clear("");
+      for (const lease of leases) lease.deleted = true;
+      break;
+    case "advance":
+      time.advance(op.ms);
+      state.expire();
+      break;
+  }
+}
