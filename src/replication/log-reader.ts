@@ -23,6 +23,8 @@ export class LogGapError extends Error {
  * sequence number in the same store transaction. `catchUp` reads to the
  * log's end; `follow` catches up, then watches for new entries until
  * stopped. A standby follows; a new leader catches up before it serves.
+ * Each group also goes, in log order, to `applied` (the member's hot
+ * standby state), as it goes to the store.
  */
 export class LogReader {
   /** seenSeq is the last entry read (an unfinished group's parts included); the next read starts after it. */
@@ -34,6 +36,7 @@ export class LogReader {
     private readonly client: Etcd3,
     private readonly keys: ClusterKeys,
     private readonly local: LmdbStore,
+    private readonly applied: (changes: readonly Change[]) => void,
   ) {
     this.seenSeq = local.appliedSeq;
     this.appliedSeq = this.seenSeq;
@@ -116,6 +119,7 @@ export class LogReader {
     const changes: Change[] | undefined = this.groups.add(seq, decodePart(kv.value));
     if (changes === undefined) return;
     this.appliedSeq = seq;
+    this.applied(changes);
     const commit = this.local.commitApplied(changes, seq);
     this.tail = this.tail.then(() => commit);
   }

@@ -46,18 +46,21 @@ const RETRY_MS = 250;
 /**
  * Member is one server of a highly available cluster on etcd. Members
  * campaign for one leader key, each with its own lease (MemberLease). The
- * leader serves: before it does, it applies the log up to its end to its
- * store and rebuilds its state from the store, as a restart does; then it
- * appends each group commit to the log, fenced (LogWriter). A standby
- * applies the log to its store (LogReader) and refuses calls with
- * NOT_LEADER naming the leader (Leadership). A leader whose lease lapses or
- * whose append fails drops its state and follows again.
+ * leader serves: before it does, it applies the log up to its end, then
+ * takes over its hot state; then it appends each group commit to the log,
+ * fenced (LogWriter). A standby applies the log to its store and to a hot
+ * state (LogReader, MetadataState.replaying), which it loaded from its store
+ * when it began to follow, and refuses calls with NOT_LEADER naming the
+ * leader (Leadership). A leader whose lease lapses or whose append fails
+ * drops its state and follows again (loading a hot state anew).
  */
 export class Member {
   readonly keys: ClusterKeys;
   /** ledger is the state this member serves (empty unless it leads) and its store. */
   readonly ledger: { state: MetadataState; readonly store: ReplicatedStore };
   private readonly reader: LogReader;
+  /** hot is the standby's state, equal to its store at the applied entry, that it takes over when it leads; undefined until (re)loaded. */
+  private hot: { state: MetadataState; replay: ReturnType<MetadataState["replaying"]> } | undefined;
   private writer: LogWriter | undefined;
   private leaderUrl = "";
   private advertiseUrl = "";
@@ -80,7 +83,7 @@ export class Member {
     private readonly logger: Logger,
   ) {
     this.keys = new ClusterKeys(options.clusterName);
-    this.reader = new LogReader(client, this.keys, local);
+    this.reader = new LogReader(client, this.keys, local, (changes) => this.replay(changes));
     this.ledger = { state: new MetadataState(options.clock, options.state), store: new ReplicatedStore(this, clusterId, local, client) };
   }
 
@@ -182,11 +185,12 @@ export class Member {
     }
   }
 
-  /** followLog applies the log to the store until signal aborts, catching up again after a failed watch. */
+  /** followLog applies the log to the store and the hot state until signal aborts, catching up again after a failed watch. */
   private async followLog(signal: AbortSignal): Promise<void> {
     const stopped = new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
     while (!signal.aborted) {
       try {
+        await this.loadHot();
         const { revision } = await this.reader.catchUp();
         this.leadership.follow(this.leaderUrl, true);
         await this.reader.follow(revision, stopped);
@@ -214,6 +218,7 @@ export class Member {
     const { appliedSeq, records } = await fetchSnapshot(this.leaderUrl, this.clusterId, this.options.token, signal);
     await this.reader.stored();
     await this.local.replaceAll(records, appliedSeq);
+    this.hot = undefined; // loaded anew from the store
     this.reader.restart();
     this.logger.info({ appliedSeq, records: records.length, tookMs: Math.round(performance.now() - started) }, "cluster: snapshot loaded");
   }
@@ -290,9 +295,8 @@ export class Member {
   private async lead(lease: MemberLease, termRevision: string): Promise<void> {
     const started = performance.now();
     const { lastSeq } = await this.reader.catchUp(lease.remainingMs());
-    // The state is rebuilt from the store, as a restart does.
-    const state = new MetadataState(this.options.clock, this.options.state, true);
-    await loadState(state, this.local.stored());
+    const hot = this.hot !== undefined;
+    const state = await this.takeOverHot();
     if (!lease.valid()) return;
     const writer = new LogWriter(this.client, this.keys, lease, termRevision, lastSeq + 1, this.local);
     this.ledger.state = state;
@@ -300,7 +304,8 @@ export class Member {
     this.leaderUrl = "";
     this.leadership.lead(() => lease.valid());
     void this.publish(lease);
-    this.logger.info({ lastSeq, tookMs: Math.round(performance.now() - started) }, "cluster: leading");
+    // hot: it took over the state it kept as a standby (false: it loaded it from its store first, as a restart does).
+    this.logger.info({ lastSeq, hot, tookMs: Math.round(performance.now() - started) }, "cluster: leading");
     const compactor = setInterval(() => void this.compact(lease, termRevision), COMPACT_MS);
     const cause = await Promise.race([writer.lost, lease.lost.then(() => "its etcd lease lapsed"), this.closing]);
     clearInterval(compactor);
@@ -311,6 +316,37 @@ export class Member {
     await writer.localDone();
     this.reader.restart();
     this.logger.warn({ cause: typeof cause === "string" ? cause : cause?.message }, "cluster: stopped leading");
+  }
+
+  /** loadHot loads the hot state from the store (which holds every group applied so far), unless it is loaded. */
+  private async loadHot(): Promise<void> {
+    if (this.hot !== undefined) return;
+    await this.reader.stored();
+    const started = performance.now();
+    const state = new MetadataState(this.options.clock, this.options.state, true);
+    await loadState(state, this.local.stored());
+    this.hot = { state, replay: state.replaying() };
+    this.logger.info({ appliedSeq: this.local.appliedSeq, tookMs: Math.round(performance.now() - started) }, "cluster: standby state loaded");
+  }
+
+  /** replay applies a group of the log to the hot state; one that fails to apply is dropped, and loaded anew from the store. */
+  private replay(changes: readonly Change[]): void {
+    if (this.hot === undefined) return;
+    try {
+      for (const change of changes) this.hot.replay.apply(change);
+    } catch (error) {
+      this.hot = undefined;
+      this.logger.error({ err: (error as Error).message }, "cluster: the standby state could not apply the log; it is loaded again from the store");
+    }
+  }
+
+  /** takeOverHot readies the hot state to serve, loading it first if it is not loaded (as a restart does). */
+  private async takeOverHot(): Promise<MetadataState> {
+    await this.loadHot();
+    const { state, replay } = this.hot!;
+    this.hot = undefined; // it leads now: it is this term's state, not a standby's
+    replay.takeOver();
+    return state;
   }
 
   /** publish writes this member's record (role, applied entry) under its lease. */

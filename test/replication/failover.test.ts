@@ -68,6 +68,12 @@ describe.skipIf(missing !== "")("high availability on etcd: failover", () => {
 
     expect(acked.errors).toEqual([]);
     expect(confirmedAfter.every((n) => n > 0)).toBe(true);
+    // Each new leader took over the state it kept as a hot standby; none had to load it from its store, and none failed to apply the log.
+    const lines = servers.flatMap((s) => [...s.earlier, s.process].flatMap((p) => p.lines));
+    const leading = lines.filter((l) => l.includes('"cluster: leading"')).map((l) => JSON.parse(l) as { hot: boolean });
+    expect(leading.length).toBeGreaterThanOrEqual(6); // the first leader and the five after it (more if a lease lapsed under load)
+    expect(leading.filter((l) => !l.hot)).toEqual([]);
+    expect(lines.filter((l) => l.includes("could not apply the log"))).toEqual([]);
     // Every acknowledged reservation was confirmed (a lost one would have failed RESERVATION_NOT_FOUND), at the same page.
     expect(Object.fromEntries(acked.reserved)).toEqual(Object.fromEntries(acked.confirmed));
     const keys = [...acked.confirmed.keys()];

@@ -12,6 +12,9 @@ import { tempDir } from "./temp-dir.js";
 
 /** Server is one member of a test cluster: its process (replaced on restart), its data dir and the arguments it runs with. */
 export class Server {
+  /** earlier are the member's processes before its restarts, oldest first, for their logs. */
+  readonly earlier: ChildServer[] = [];
+
   constructor(
     readonly dataDir: string,
     readonly args: string[],
@@ -32,6 +35,7 @@ export async function startServer(etcd: EtcdCluster, dataDir = tempDir(), extra:
 
 /** restartServer starts a member again on its data dir and port (the URL clients know stays good), and returns once it joined. */
 export async function restartServer(server: Server): Promise<void> {
+  server.earlier.push(server.process);
   server.process = await startMember(server.args);
 }
 
