@@ -12,7 +12,7 @@ export interface ChildServer {
   lines: string[];
   /** logged resolves once the server logged a line with this msg (e.g. "ready": its state is loaded and calls are served). */
   logged(msg: string): Promise<void>;
-  /** exited resolves with the exit code. */
+  /** exited resolves with the exit code, once the process ended and all its output was read. */
   exited: Promise<number | null>;
   /** stderr is what the server wrote to stderr so far. */
   readonly stderr: string;
@@ -33,7 +33,7 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ c
   let stderr = "";
   child.stdout.on("data", (d) => (stdout += d));
   child.stderr.on("data", (d) => (stderr += d));
-  return new Promise((resolve) => child.on("exit", (code) => resolve({ code, stdout, stderr })));
+  return new Promise((resolve) => child.on("close", (code) => resolve({ code, stdout, stderr })));
 }
 
 /**
@@ -48,7 +48,7 @@ export async function startChildServer(args: string[] = ["--in-memory"], env: No
     stdio: ["ignore", "pipe", "pipe"],
   });
   children.add(child);
-  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  const exited = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)));
   const lines: string[] = [];
   let stderr = "";
   child.stderr.on("data", (d) => (stderr += d));
