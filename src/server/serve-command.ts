@@ -3,6 +3,7 @@ import { createLogger, type Logger } from "./logger.js";
 import { parseServerOptions, type ServerOptions, usage } from "./options.js";
 import { stopSignal } from "./run-until-stopped.js";
 import type { ServerConfig } from "./server.js";
+import { serverUrl } from "./server-url.js";
 import { tlsOf } from "./tls-files.js";
 import type { ListenerTls } from "./transport/dual-protocol-listener.js";
 import { EarlyPort } from "./transport/early-port.js";
@@ -45,7 +46,7 @@ export async function serveCommand(args: string[]): Promise<number> {
     console.error(`hf3fs-metadata serve: cannot listen on ${options.host}:${options.port}: ${(error as Error).message}`);
     return 1;
   }
-  logger.info({ url: urlOf(options, port.port) }, "listening");
+  logger.info({ url: serverUrl(options.host, port.port, options.tlsCert !== "") }, "listening");
   const start = { options, security: { access, tls }, port, stopped, logger };
   if (options.etcdEndpoints !== "") return (await import("./serve-member.js")).serveMember(start);
   return (await import("./serve-node.js")).serveNode(start);
@@ -58,11 +59,6 @@ export interface Start {
   port: EarlyPort;
   stopped: Promise<NodeJS.Signals>;
   logger: Logger;
-}
-
-/** urlOf is the URL of a server listening on options.host and `port`. */
-export function urlOf(options: ServerOptions, port: number): string {
-  return `${options.tlsCert === "" ? "http" : "https"}://${options.host.includes(":") ? `[${options.host}]` : options.host}:${port}`;
 }
 
 /** accessPolicyOf builds the access policy of the token file options; undefined when none is given. Throws naming an unreadable or empty file. */

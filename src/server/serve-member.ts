@@ -11,13 +11,14 @@ import type { ServerOptions } from "./options.js";
 import { runUntilStopped } from "./run-until-stopped.js";
 import type { Start } from "./serve-command.js";
 import { type RunningServer, startServer } from "./server.js";
+import { serverUrl } from "./server-url.js";
 
 /**
  * serveMember runs a member of a highly available cluster (--etcd-endpoints)
- * on a port bound already: it opens its data dir's store without loading it
- * (the state is built when the member leads), joins the cluster, serves, and starts following and
- * campaigning at its advertise URL. Calls wait (--startup-hold) while no
- * leader is known. The serve command imports this module only with
+ * on a port bound already: it opens its data dir's store, joins the
+ * cluster, serves, and starts following (with a hot state it loads from the
+ * store) and campaigning at its advertise URL. Calls wait (--startup-hold)
+ * while no leader is known. The serve command imports this module only with
  * --etcd-endpoints, so a single-node start does not load the etcd client.
  */
 export async function serveMember({ options, security, port, stopped, logger }: Start): Promise<number> {
@@ -64,7 +65,7 @@ function snapshotToken(options: ServerOptions): string | undefined {
 function advertiseUrlOf(options: ServerOptions, server: RunningServer): string {
   if (options.advertiseUrl !== "") return options.advertiseUrl.replace(/\/$/, "");
   if (options.host !== "0.0.0.0" && options.host !== "::") return server.url;
-  return `${options.tlsCert === "" ? "http" : "https"}://${hostname()}:${server.port}`;
+  return serverUrl(hostname(), server.port, options.tlsCert !== "");
 }
 
 /** ETCD_GRPC_OPTIONS let a catch-up read return up to 32 log entries of 1 MB each. */

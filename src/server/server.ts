@@ -21,6 +21,7 @@ import { reflectionService } from "../service/reflection-service.js";
 import type { Logger } from "./logger.js";
 import { type ClusterView, Metrics } from "./metrics.js";
 import { bufferedBytesFor, defaultServerOptions } from "./options.js";
+import { serverUrl } from "./server-url.js";
 import { connectFraming } from "./transport/connect-framing.js";
 import { DualProtocolListener, type ListenerTls } from "./transport/dual-protocol-listener.js";
 import type { EarlyPort } from "./transport/early-port.js";
@@ -166,7 +167,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     idleTimeoutMs: limits.idleTimeoutMs,
   });
   const port = typeof config.port === "number" ? await listener.listen(config.host, config.port) : listener.adopt(config.port);
-  const url = `${config.tls === undefined ? "http" : "https"}://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
+  const url = serverUrl(config.host, port, config.tls !== undefined);
 
   const expiry = setInterval(() => {
     if (lifecycle.starting) return; // the state is still loading

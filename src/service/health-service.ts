@@ -6,8 +6,9 @@ import type { LoadShedder } from "./load-shedder.js";
 
 /**
  * healthService implements grpc.health.v1.Health. The server ("") is
- * SERVING while the lifecycle accepts calls (not while the state loads) and, in a highly available cluster, while this member is caught
- * up with the log; each of `leaderServices` is SERVING when the server is
+ * SERVING while the lifecycle accepts calls (not while the state loads)
+ * and, in a highly available cluster, while this member is caught up with
+ * the log; each of `leaderServices` is SERVING when the server is
  * and, in a cluster, only on the leader, so a readiness probe on it sends
  * all traffic there. Both are NOT_SERVING once the lifecycle refuses calls
  * (draining, store failed), and while a shedder says the server is
