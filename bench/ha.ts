@@ -31,23 +31,34 @@ export interface HaCluster {
 export async function startHaCluster(entry: string, serverArgs: (extra: string[]) => string[], size = 3): Promise<HaCluster> {
   const root = mkdtempSync(join(tmpdir(), "hf3fs-metadata-bench-ha-"));
   const etcd = await startEtcdCluster(3, join(root, "etcd"));
-  const members = await Promise.all(
-    Array.from({ length: size }, async (_, i) => {
-      const args = serverArgs(["--data-dir", join(root, `member${i}`), "--etcd-endpoints", etcd.endpoints, "--port", String(await freePort())]);
-      return { process: await startProcess(entry, args), args };
-    }),
-  );
+  const members: HaMember[] = [];
   const cluster: HaCluster = {
     etcd,
     members,
-    urls: members.map((m) => m.process.url),
+    urls: [],
     async stop() {
       await Promise.all(members.map((m) => m.process.stop()));
       for (const child of running) if (child.exitCode === null) child.kill("SIGKILL");
       rmSync(root, { recursive: true, force: true });
     },
   };
-  await leaderOf(cluster);
+  // A member that fails to start, or a cluster without a leader, stops everything started so far: no etcd is left running.
+  try {
+    const started = await Promise.allSettled(
+      Array.from({ length: size }, async (_, i) => {
+        const args = serverArgs(["--data-dir", join(root, `member${i}`), "--etcd-endpoints", etcd.endpoints, "--port", String(await freePort())]);
+        return { process: await startProcess(entry, args), args };
+      }),
+    );
+    for (const result of started) if (result.status === "fulfilled") members.push(result.value);
+    const failed = started.find((result) => result.status === "rejected");
+    if (failed !== undefined) throw failed.reason;
+    cluster.urls.push(...members.map((m) => m.process.url));
+    await leaderOf(cluster);
+  } catch (error) {
+    await cluster.stop();
+    throw error;
+  }
   return cluster;
 }
 
