@@ -974,7 +974,9 @@ export enum Reason {
    * (--etcd-endpoints) is a standby, or lost its leadership, and answers no
    * MetadataService call (code UNAVAILABLE). ErrorInfo.leader_url names the
    * leader when this member knows it; retry there (or on another member
-   * when it is empty). Nothing of the call was applied.
+   * when it is empty). A member that knows no leader first holds the call
+   * up to --startup-hold for one to be elected. Nothing of the call was
+   * applied.
    *
    * @generated from enum value: REASON_NOT_LEADER = 14;
    */
