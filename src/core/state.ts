@@ -52,6 +52,18 @@ export interface NamespaceStatsView extends NamespaceCounts {
   ranks: RankStatsView[];
 }
 
+/** Replay applies stored changes to a state, then readies it to serve (MetadataState.replaying). */
+export interface Replay {
+  apply(change: Change): void;
+  takeOver(): void;
+}
+
+/** RestartTerms are what a state grants as it starts to serve after a restart or a takeover (MetadataState.restartTerms). */
+interface RestartTerms {
+  leaseUntilMs: number;
+  reclaimAtMs: number;
+}
+
 /**
  * MetadataState is the whole state machine: namespaces of ranks of pages,
  * the key registry, reservations, read leases and eviction.
@@ -544,11 +556,9 @@ export class MetadataState {
 
   /**
    * restore rebuilds an empty MetadataState from stored state, without
-   * journaling it. `stored` yields all "rank" changes first, then "key",
-   * "reserve" and "drain" changes in any order. Read leases are not stored,
-   * so every restored key gets one of readLeaseTtlMs: for one TTL after a
-   * restart no key is evicted and no deleted key's page is freed. Incomplete
-   * keys get a fresh incomplete TTL.
+   * journaling it, and grants the restart terms (restartTerms). `stored`
+   * yields all "rank" changes first, then "key", "reserve" and "drain"
+   * changes in any order.
    */
   restore(stored: Iterable<Change>): void {
     const restoring = this.restoring();
@@ -562,10 +572,9 @@ export class MetadataState {
    * alive): `add` each stored change in restore's order, then `finish`.
    */
   restoring(): { add(change: Change): void; finish(): void } {
-    const now = this.clock();
-    const leaseUntilMs = now + this.options.readLeaseTtlMs;
+    const terms = this.restartTerms();
     return {
-      add: (change) => this.restoreOne(change, now, leaseUntilMs),
+      add: (change) => this.restoreOne(change, terms),
       finish: () => {
         for (const ns of this.namespaces.values()) {
           for (const rank of ns.ranks.values()) {
@@ -584,27 +593,25 @@ export class MetadataState {
    * the leader's log (`apply`: a key record replaces the key's confirmed
    * pages whole, as the store replaces it). It neither journals nor runs
    * deadlines, and must not serve meanwhile. `takeOver` then readies it to
-   * serve as a restart would: every key with pages gets a read lease of
-   * readLeaseTtlMs and, if incomplete, a fresh incomplete TTL; draining
-   * pages are held at least as long; the deadlines are armed.
+   * serve as a restart would: the restart terms (restartTerms), then the
+   * deadlines.
    */
-  replaying(): { apply(change: Change): void; takeOver(): void } {
+  replaying(): Replay {
     return { apply: (change) => this.replayOne(change), takeOver: () => this.takeOver() };
   }
 
-  /** replayOne applies one change of the leader's journal (replaying). */
+  /** replayOne applies one change of the leader's journal (replaying); the restart terms come at takeOver. */
   private replayOne(change: Change): void {
-    const now = this.clock();
     switch (change.kind) {
       case "rank":
-        if (!this.namespaces.get(change.namespace)?.ranks.has(change.rank)) this.restoreOne(change, now, 0);
+        if (!this.namespaces.get(change.namespace)?.ranks.has(change.rank)) this.restoreOne(change, undefined);
         return;
       case "reserve": {
         const { ns, rank } = this.rankOf(change.namespace, change.rank);
         const held = rank.reservationOf(change.page);
         // A renewal comes as the same reservation again.
         if (held !== undefined && held.record === ns.recordOf(change.key)) rank.renew(held, change.expiresAtMs);
-        else this.restoreOne(change, now, 0);
+        else this.restoreOne(change, undefined);
         return;
       }
       case "unreserve": {
@@ -621,12 +628,12 @@ export class MetadataState {
         if (ns === undefined) throw new Error(`replayed key "${change.key}" of unknown namespace "${change.namespace}"`);
         const record = ns.recordOf(change.key);
         this.unconfirm(ns, record);
-        if (change.kind === "key") this.restoreOne(change, now, 0);
+        if (change.kind === "key") this.restoreOne(change, undefined);
         else ns.forgetIfEmpty(record);
         return;
       }
       case "drain":
-        this.restoreOne(change, now, 0);
+        this.restoreOne(change, undefined);
         return;
       case "undrain": {
         const { rank } = this.rankOf(change.namespace, change.rank);
@@ -649,21 +656,17 @@ export class MetadataState {
     record.complete = false;
   }
 
-  /** takeOver readies a replayed state to serve (replaying). */
+  /** takeOver readies a replayed state to serve (replaying): the restart terms, then the deadlines. */
   private takeOver(): void {
-    const now = this.clock();
-    const leaseUntilMs = now + this.options.readLeaseTtlMs;
+    const terms = this.restartTerms();
     for (const ns of this.namespaces.values()) {
-      for (const record of ns.keys.values()) {
-        if (record.pages.length === 0) continue;
-        record.leaseUntilMs = leaseUntilMs;
-        if (!record.complete) record.reclaimAtMs = now + this.options.incompleteTtlMs;
-      }
+      for (const record of ns.keys.values()) if (record.pages.length > 0) grantRestartTerms(record, terms);
       for (const rank of ns.ranks.values()) {
         for (const [page, untilMs] of rank.draining) {
-          if (untilMs >= leaseUntilMs) continue;
-          rank.draining.set(page, leaseUntilMs);
-          this.deadlines.drain(ns, rank, page, leaseUntilMs);
+          const held = drainedUntil(untilMs, terms);
+          if (held === untilMs) continue;
+          rank.draining.set(page, held);
+          this.deadlines.drain(ns, rank, page, held);
         }
         rank.sortReservations();
         this.deadlines.armReservations(ns, rank);
@@ -672,8 +675,20 @@ export class MetadataState {
     }
   }
 
-  /** restoreOne applies one stored change (restore); `now` and `leaseUntilMs` are the restore's. */
-  private restoreOne(change: Change, now: number, leaseUntilMs: number): void {
+  /**
+   * restartTerms: read leases are not stored, so a state that starts to
+   * serve after a restart or a takeover grants every key with pages a read
+   * lease of readLeaseTtlMs, for one TTL no key is evicted and no deleted
+   * key's page is freed (draining pages are held at least as long), and
+   * every incomplete key a fresh incomplete TTL.
+   */
+  private restartTerms(): RestartTerms {
+    const now = this.clock();
+    return { leaseUntilMs: now + this.options.readLeaseTtlMs, reclaimAtMs: now + this.options.incompleteTtlMs };
+  }
+
+  /** restoreOne applies one stored change; with the restore's terms (restartTerms), or without them when the takeover grants them later (replaying). */
+  private restoreOne(change: Change, terms: RestartTerms | undefined): void {
     switch (change.kind) {
       case "rank": {
         let ns = this.namespaces.get(change.namespace);
@@ -688,9 +703,6 @@ export class MetadataState {
         const ns = this.namespaces.get(change.namespace);
         if (ns === undefined) throw new Error(`stored key "${change.key}" of unknown namespace "${change.namespace}"`);
         const record = ns.recordOf(change.key);
-        record.leaseUntilMs = leaseUntilMs;
-        // A complete key is never reclaimed: it keeps no deadline (a number that would cost a heap box per key).
-        if (!change.complete) record.reclaimAtMs = now + this.options.incompleteTtlMs;
         // Ranks become slots in a copy of exactly the stored size (growing by push would reserve more).
         const pages = change.pages.slice();
         for (let i = 0; i < pages.length; i += 2) {
@@ -702,6 +714,7 @@ export class MetadataState {
         ns.confirmedKeys++;
         if (change.complete) this.markComplete(ns, record);
         else ns.incomplete.add(record);
+        if (terms !== undefined) grantRestartTerms(record, terms);
         break;
       }
       case "reserve": {
@@ -711,7 +724,7 @@ export class MetadataState {
       }
       case "drain": {
         const { ns, rank } = this.rankOf(change.namespace, change.rank);
-        const untilMs = Math.max(change.untilMs, leaseUntilMs);
+        const untilMs = terms === undefined ? change.untilMs : drainedUntil(change.untilMs, terms);
         // The page's holder is the deleted key, not whatever record has its name now.
         const holder = newKeyRecord();
         ns.nameDraining(holder, change.key);
@@ -767,4 +780,16 @@ export class MetadataState {
 function ownerKey(ns: Namespace, rank: Rank, page: number): string | undefined {
   const owner = rank.pool.ownerOf(page);
   return owner === undefined ? undefined : ns.keyOf(owner);
+}
+
+/** grantRestartTerms gives a key with pages its read lease and, if it is incomplete, its reclaim deadline after a restart (restartTerms). */
+function grantRestartTerms(record: KeyRecord, terms: RestartTerms): void {
+  record.leaseUntilMs = terms.leaseUntilMs;
+  // A complete key is never reclaimed: it keeps no deadline (a number that would cost a heap box per key).
+  if (!record.complete) record.reclaimAtMs = terms.reclaimAtMs;
+}
+
+/** drainedUntil is how long a stored draining page is held after a restart: at least the restart's read lease (restartTerms). */
+function drainedUntil(untilMs: number, terms: RestartTerms): number {
+  return Math.max(untilMs, terms.leaseUntilMs);
 }

@@ -4,7 +4,7 @@ import type { Change } from "../core/change.js";
 import type { Clock } from "../core/clock.js";
 import { MetadataError, Reason } from "../core/errors.js";
 import type { StateOptions } from "../core/options.js";
-import { MetadataState } from "../core/state.js";
+import { MetadataState, type Replay } from "../core/state.js";
 import type { Logger } from "../server/logger.js";
 import type { Leadership } from "../service/leadership.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
@@ -23,7 +23,7 @@ export interface MemberOptions {
   clusterName: string;
   /** leaderLeaseMs is the TTL of the member's etcd lease (whole seconds in etcd). */
   leaderLeaseMs: number;
-  /** state options of the MetadataState the member builds when it leads. */
+  /** state options of the MetadataState the member keeps as a standby and serves when it leads. */
   state: StateOptions;
   clock: Clock;
   /** logRetainEntries is how many of the last log entries are kept even once every member applied them, so a member back from a short outage catches up from the log. Defaults to 1,000. */
@@ -60,7 +60,7 @@ export class Member {
   readonly ledger: { state: MetadataState; readonly store: ReplicatedStore };
   private readonly reader: LogReader;
   /** hot is the standby's state, equal to its store at the applied entry, that it takes over when it leads; undefined until (re)loaded. */
-  private hot: { state: MetadataState; replay: ReturnType<MetadataState["replaying"]> } | undefined;
+  private hot: { state: MetadataState; replay: Replay } | undefined;
   private writer: LogWriter | undefined;
   private leaderUrl = "";
   private advertiseUrl = "";
@@ -288,7 +288,7 @@ export class Member {
   /**
    * lead serves as leader for as long as it can: it applies the whole log
    * (no one else appends now: appends are fenced by the leader key it
-   * holds), rebuilds the state from its store, opens to calls, and returns
+   * holds), takes over its hot state, opens to calls, and returns
    * once the term ended (lease lapsed, append failed, or close), with the
    * member closed to calls and its state dropped.
    */
