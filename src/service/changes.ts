@@ -25,3 +25,22 @@ export class Changes {
     for (const waiter of [...this.waiters]) waiter();
   }
 }
+
+/** Changing is a piece of state whose changes can be awaited (Lifecycle, Leadership). */
+export interface Changing {
+  next(signal: AbortSignal): Promise<void>;
+}
+
+/** nextChange resolves at the next change of any of `sources` (undefined ones are skipped), or when signal aborts, and leaves no listener behind on any of them. */
+export async function nextChange(sources: readonly (Changing | undefined)[], signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return;
+  const turn = new AbortController();
+  const end = () => turn.abort();
+  signal.addEventListener("abort", end, { once: true });
+  try {
+    await Promise.race(sources.flatMap((source) => (source === undefined ? [] : [source.next(turn.signal)])));
+  } finally {
+    turn.abort();
+    signal.removeEventListener("abort", end);
+  }
+}

@@ -6,6 +6,7 @@ import { ENVELOPE_BYTES } from "../protocol/envelope.js";
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
 import type { AccessPolicy } from "./access-policy.js";
 import { BodyBudget } from "./body-budget.js";
+import { nextChange } from "./changes.js";
 import { checkDeadline, deadlineSignal } from "./deadline.js";
 import { toConnectError } from "./error-table.js";
 import { LargeCallLane } from "./large-call-lane.js";
@@ -195,16 +196,7 @@ export class Edge {
   private async hold(deadline: AbortSignal | undefined): Promise<void> {
     const limit = AbortSignal.timeout(this.options.startupHoldMs);
     const until = deadline === undefined ? limit : AbortSignal.any([limit, deadline]);
-    while (this.waiting() && !until.aborted) {
-      const turn = new AbortController();
-      const end = () => turn.abort();
-      until.addEventListener("abort", end, { once: true });
-      const changes = [this.lifecycle.next(turn.signal)];
-      if (this.options.leadership !== undefined) changes.push(this.options.leadership.next(turn.signal));
-      await Promise.race(changes);
-      turn.abort();
-      until.removeEventListener("abort", end);
-    }
+    while (this.waiting() && !until.aborted) await nextChange([this.lifecycle, this.options.leadership], until);
     checkDeadline(deadline);
     const refusal = this.lifecycle.refusal ?? (this.lifecycle.starting ? STILL_STARTING : undefined);
     if (refusal !== undefined) throw refusal;

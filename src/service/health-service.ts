@@ -1,5 +1,6 @@
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { type Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
+import { nextChange } from "./changes.js";
 import type { Leadership } from "./leadership.js";
 import type { Lifecycle } from "./lifecycle.js";
 import type { LoadShedder } from "./load-shedder.js";
@@ -40,12 +41,7 @@ export function healthService(
       let last = status(req.service);
       yield { status: last };
       while (lifecycle.refusal === undefined && !ctx.signal.aborted) {
-        const stop = new AbortController();
-        const abort = () => stop.abort();
-        ctx.signal.addEventListener("abort", abort, { once: true });
-        await Promise.race([lifecycle.next(stop.signal), leadership?.next(stop.signal) ?? new Promise<never>(() => {})]);
-        stop.abort();
-        ctx.signal.removeEventListener("abort", abort);
+        await nextChange([lifecycle, leadership], ctx.signal);
         const now = status(req.service);
         if (ctx.signal.aborted || now === last) continue;
         last = now;
