@@ -53,6 +53,13 @@ export async function runUntilStopped(
   return code;
 }
 
+/** cannotStart reports why the server cannot start, in the log and in one line on stderr, and gives the exit code (1). */
+export function cannotStart(logger: Logger, error: Error): number {
+  logger.fatal({ err: error }, "cannot start");
+  console.error(`hf3fs-metadata serve: ${error.message}`);
+  return 1;
+}
+
 /** reload re-reads the token files and the TLS files (SIGHUP); what fails to load keeps its previous value and is logged. Tokens are never logged. */
 function reload(options: ServerOptions, access: AccessPolicy | undefined, server: RunningServer, logger: Logger): void {
   if (access !== undefined) {

@@ -8,7 +8,7 @@ import { Leadership } from "../service/leadership.js";
 import { isInternalCommitRejection, LmdbStore } from "../store/lmdb-store.js";
 import { tolerateKnownRejections } from "./known-rejections.js";
 import type { ServerOptions } from "./options.js";
-import { runUntilStopped } from "./run-until-stopped.js";
+import { cannotStart, runUntilStopped } from "./run-until-stopped.js";
 import type { Start } from "./serve-command.js";
 import { type RunningServer, startServer } from "./server.js";
 import { serverUrl } from "./server-url.js";
@@ -40,9 +40,7 @@ export async function serveMember({ options, security, port, stopped, logger }: 
       throw error;
     });
   } catch (error) {
-    logger.fatal({ err: error }, "cannot start");
-    console.error(`hf3fs-metadata serve: ${(error as Error).message}`);
-    return 1;
+    return cannotStart(logger, error as Error);
   }
   const server = await startServer(member.ledger, { ...options, ...security, port, leadership: member.leadership, cluster: member }, logger);
   member.start(advertiseUrlOf(options, server));

@@ -6,7 +6,7 @@ import { loadState } from "../store/load-state.js";
 import { MemoryStore } from "../store/memory-store.js";
 import { tolerateKnownRejections } from "./known-rejections.js";
 import type { Logger } from "./logger.js";
-import { runUntilStopped } from "./run-until-stopped.js";
+import { cannotStart, runUntilStopped } from "./run-until-stopped.js";
 import type { Start } from "./serve-command.js";
 import type { RunningServer } from "./server.js";
 
@@ -25,11 +25,7 @@ export async function serveNode({ options, security, port, stopped, logger }: St
   );
   const { startServer } = await import("./server.js");
   const opened = await opening;
-  if ("error" in opened) {
-    logger.fatal({ err: opened.error }, "cannot start");
-    console.error(`hf3fs-metadata serve: ${opened.error.message}`);
-    return 1;
-  }
+  if ("error" in opened) return cannotStart(logger, opened.error);
   const { durable } = opened;
   const store = durable ?? new MemoryStore();
   const server = await startServer({ state, store }, { ...options, ...security, port, starting: durable !== undefined }, logger);
