@@ -42,9 +42,9 @@ export class Deadlines {
   /** armIncomplete schedules the reclaim of the namespace's earliest incomplete key, unless an entry for it is pending. */
   armIncomplete(ns: Namespace): void {
     const first = ns.incomplete.first;
-    if (first === undefined || this.armed.has(ns)) return;
+    if (first < 0 || this.armed.has(ns)) return;
     this.armed.add(ns);
-    this.queue.push({ atMs: first.reclaimAtMs, kind: "incomplete", ns });
+    this.queue.push({ atMs: ns.columns.reclaimAtMs[first]!, kind: "incomplete", ns });
   }
 
   /** drain schedules the end of a draining page. */

@@ -1,5 +1,3 @@
-import type { KeyRecord } from "./key-record.js";
-
 /**
  * KEY_HASH_SEED is drawn once per process: a client that does not know it
  * cannot pick keys that fill one run of buckets (hash flooding), as it
@@ -45,7 +43,9 @@ const MIN_BUCKETS = 64;
 const MIN_ARENA = 4_096;
 
 /**
- * KeyTable is a namespace's key registry: key bytes → record, without a
+ * KeyTable is a namespace's key registry: key bytes → entry, a small
+ * integer that numbers the key's state in the namespace's columns
+ * (KeyColumns, Rank.pageOf), without a
  * JavaScript string per lookup. A `Map<string, …>` needs a string made from
  * the request's bytes for every key of every call, and its lookup follows
  * three pointers; here a lookup hashes the bytes where they lie, reads one
@@ -53,8 +53,8 @@ const MIN_ARENA = 4_096;
  *
  * Layout: `buckets` is an open-addressing table with linear probing, two
  * int32 per bucket: the key's hash and entry + 1 (0 for an empty bucket).
- * An entry e holds its key's bytes at arena[offsets[e] .. + lengths[e]],
- * its hash at hashes[e] and its record at records[e]; freed entries are reused. Deleting shifts
+ * An entry e holds its key's bytes at arena[offsets[e] .. + lengths[e]]
+ * and its hash at hashes[e]; a free entry has length -1 and is reused. Deleting shifts
  * the run after the bucket back, so there are no tombstones. The arena only
  * appends; it is compacted when more than half of it is dead.
  *
@@ -68,7 +68,8 @@ export class KeyTable {
   private offsets = new Int32Array(MIN_BUCKETS / 2);
   private lengths = new Int32Array(MIN_BUCKETS / 2);
   private hashes = new Int32Array(MIN_BUCKETS / 2);
-  private records: (KeyRecord | undefined)[] = [];
+  /** entries is the high-water mark: every entry in use is below it. */
+  private entries = 0;
   private readonly freeEntries: number[] = [];
   private arena = Buffer.allocUnsafe(MIN_ARENA);
   private arenaUsed = 0;
@@ -79,26 +80,26 @@ export class KeyTable {
     return this.count;
   }
 
-  /** find returns the record of the key at bytes[start .. end), whose hashKey is hash. */
-  find(bytes: Buffer, start: number, end: number, hash: number): KeyRecord | undefined {
+  /** find returns the entry of the key at bytes[start .. end), whose hashKey is hash; -1 when it is not registered. */
+  find(bytes: Buffer, start: number, end: number, hash: number): number {
     const buckets = this.buckets;
     const wrap = this.mask * 2 + 1;
     const length = end - start;
     for (let bucket = (hash & this.mask) * 2; ; bucket = (bucket + 2) & wrap) {
       const entry = buckets[bucket + 1]! - 1;
-      if (entry < 0) return undefined;
+      if (entry < 0) return -1;
       if (buckets[bucket] !== hash || this.lengths[entry] !== length) continue;
-      if (this.sameBytes(this.offsets[entry]!, bytes, start, length)) return this.records[entry];
+      if (this.sameBytes(this.offsets[entry]!, bytes, start, length)) return entry;
     }
   }
 
   /**
    * findAll is find for many keys: key i at bytes[starts[i] .. ends[i]), whose
-   * hashKey is hashes[i], its record (or undefined) into records[i]. It
+   * hashKey is hashes[i], its entry (or -1) into found[i]. It
    * reads every key's bucket first and compares bytes after, so that the
    * cache misses of different keys overlap instead of following one another.
    */
-  findAll(bytes: Buffer, starts: readonly number[], ends: readonly number[], hashes: Int32Array, records: (KeyRecord | undefined)[]): void {
+  findAll(bytes: Buffer, starts: readonly number[], ends: readonly number[], hashes: Int32Array, found: Int32Array): void {
     const buckets = this.buckets;
     const wrap = this.mask * 2 + 1;
     const candidates = new Int32Array(hashes.length);
@@ -112,21 +113,21 @@ export class KeyTable {
       const bucket = candidates[i]!;
       const entry = buckets[bucket + 1]! - 1;
       if (entry < 0) {
-        records[i] = undefined;
+        found[i] = -1;
         continue;
       }
       const length = ends[i]! - starts[i]!;
       const same = this.lengths[entry] === length && this.sameBytes(this.offsets[entry]!, bytes, starts[i]!, length);
-      records[i] = same ? this.records[entry] : this.find(bytes, starts[i]!, ends[i]!, hashes[i]!);
+      found[i] = same ? entry : this.find(bytes, starts[i]!, ends[i]!, hashes[i]!);
     }
   }
 
-  /** insert files a record under the key at bytes[start .. end), which is not in the table; returns the record's entry. */
-  insert(record: KeyRecord, bytes: Buffer, start: number, end: number, hash: number): number {
+  /** insert registers the key at bytes[start .. end), which is not in the table; returns its entry. */
+  insert(bytes: Buffer, start: number, end: number, hash: number): number {
     if ((this.count + 1) * 2 > this.buckets.length / 2) this.resize(this.buckets.length);
     const length = end - start;
     if (this.arenaUsed + length > this.arena.length) this.makeRoom(length);
-    const entry = this.freeEntries.length > 0 ? this.freeEntries.pop()! : this.records.length;
+    const entry = this.freeEntries.length > 0 ? this.freeEntries.pop()! : this.entries++;
     if (entry >= this.offsets.length) this.growEntries();
     // A loop, not Buffer.copy: its argument checks cost more than copying a key of tens of bytes.
     const arena = this.arena;
@@ -136,7 +137,6 @@ export class KeyTable {
     this.hashes[entry] = hash;
     this.arenaUsed += length;
     this.arenaLive += length;
-    this.records[entry] = record;
     let bucket = (hash & this.mask) * 2;
     while (this.buckets[bucket + 1] !== 0) bucket = (bucket + 2) & (this.mask * 2 + 1);
     this.buckets[bucket] = hash;
@@ -151,7 +151,7 @@ export class KeyTable {
     while (this.buckets[bucket + 1] !== entry + 1) bucket = (bucket + 2) & (this.mask * 2 + 1);
     this.removeBucket(bucket);
     this.arenaLive -= this.lengths[entry]!;
-    this.records[entry] = undefined;
+    this.lengths[entry] = -1;
     this.freeEntries.push(entry);
     this.count--;
   }
@@ -162,12 +162,9 @@ export class KeyTable {
     return this.arena.toString("utf8", offset, offset + this.lengths[entry]!);
   }
 
-  /** values lists the records, in no particular order; the loop may delete the record it is at. */
-  *values(): IterableIterator<KeyRecord> {
-    for (let entry = 0; entry < this.records.length; entry++) {
-      const record = this.records[entry];
-      if (record !== undefined) yield record;
-    }
+  /** live lists the entries in use, in no particular order; the loop may delete the entry it is at. */
+  *live(): IterableIterator<number> {
+    for (let entry = 0; entry < this.entries; entry++) if (this.lengths[entry]! >= 0) yield entry;
   }
 
   private sameBytes(offset: number, bytes: Buffer, start: number, length: number): boolean {
@@ -233,8 +230,8 @@ export class KeyTable {
     }
     const arena = Buffer.allocUnsafe(this.arena.length);
     let used = 0;
-    for (let entry = 0; entry < this.records.length; entry++) {
-      if (this.records[entry] === undefined) continue;
+    for (let entry = 0; entry < this.entries; entry++) {
+      if (this.lengths[entry]! < 0) continue;
       const offset = this.offsets[entry]!;
       const entryLength = this.lengths[entry]!;
       this.arena.copy(arena, used, offset, offset + entryLength);

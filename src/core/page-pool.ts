@@ -1,24 +1,38 @@
-import type { KeyRecord } from "./key-record.js";
+/** PageKind is what a page of a rank is used for, one byte per page (the constants below). */
+export type PageKind = 0 | 1 | 2 | 3;
+/** FREE: nobody holds the page. */
+export const FREE = 0;
+/** RESERVED: a write in flight; the page is handed to its owner and expires unless confirmed. */
+export const RESERVED = 1;
+/** USED: a confirmed key's page. */
+export const USED = 2;
+/** DRAINING: a deleted, read-leased key's page, freed when the lease ends (it has no owner entry). */
+export const DRAINING = 3;
+
+/** NO_OWNER is the owner of a FREE or DRAINING page. */
+export const NO_OWNER = -1;
 
 /**
- * PagePool records which key holds each page of a rank and hands out free
- * pages in O(1), whatever the rank's size or fill.
+ * PagePool records what each page of a rank is (PageKind) and which key
+ * holds it (its registry entry), and hands out free pages in O(1), whatever
+ * the rank's size or fill.
  *
  * Pages at or above `nextFresh` have never been handed out and are free; no
  * memory is spent on them, so a rank of 10,000,000 pages costs nothing until
- * it is used. Below `nextFresh`, `owner[p]` is the holding key's record, or undefined
- * when p is free. `freed` is a stack of pages that became free again; it may
- * also hold stale entries of pages that were claimed directly by `claim`
- * (a confirmation after a reservation lapsed) — `take` skips those, and each
+ * it is used, and its columns grow by doubling as pages are handed out.
+ * `freed` is a stack of pages that became free again; it may also hold
+ * stale entries of pages that were claimed directly by `claim` (a
+ * confirmation after a reservation lapsed) — `take` skips those, and each
  * stale entry is popped at most once, so the cost stays O(1) amortized.
  *
- * Example, numPages 4: take("a") → 0, take("b") → 1, release(0),
- * take("c") → 0 (from freed), take("d") → 2 (fresh), take("e") → 3,
- * take("f") → -1 (full).
+ * Example, numPages 4: take → 0, take → 1, release(0), take → 0 (from
+ * freed), take → 2 (fresh), take → 3, take → -1 (full).
  */
 export class PagePool {
-  /** owner[p] is the record of the key holding page p, undefined when p is free; length === nextFresh. */
-  private readonly owner: (KeyRecord | undefined)[] = [];
+  /** owner[p] is the entry of the key holding page p (RESERVED or USED), NO_OWNER otherwise; valid below nextFresh. */
+  private owner = new Int32Array(0);
+  /** kind[p] is page p's PageKind; valid below nextFresh. */
+  private kind = new Uint8Array(0);
   /** freed holds free pages below nextFresh, plus stale entries of claimed ones. */
   private readonly freed: number[] = [];
   private nextFresh = 0;
@@ -37,43 +51,80 @@ export class PagePool {
     return this.nextFresh;
   }
 
-  /** ownerOf returns the record of the key holding page p, undefined when p is free. */
-  ownerOf(page: number): KeyRecord | undefined {
-    return page < this.nextFresh ? this.owner[page] : undefined;
+  /** capacity is the size of the page columns: every page handed out is below it. */
+  get capacity(): number {
+    return this.kind.length;
   }
 
-  /** take gives a free page to key and returns it, or -1 when none is free. */
-  take(key: KeyRecord): number {
+  /** ownerOf is the entry of the key holding page p, NO_OWNER when p is FREE or DRAINING. */
+  ownerOf(page: number): number {
+    return page < this.nextFresh ? this.owner[page]! : NO_OWNER;
+  }
+
+  /** kindOf is page p's PageKind. */
+  kindOf(page: number): PageKind {
+    return page < this.nextFresh ? (this.kind[page] as PageKind) : FREE;
+  }
+
+  /** take gives a free page to entry as `kind` and returns it, or -1 when none is free. */
+  take(entry: number, kind: PageKind): number {
     while (this.freed.length > 0) {
       const page = this.freed.pop()!;
-      if (this.owner[page] === undefined) {
-        this.owner[page] = key;
-        this.heldPages++;
+      if (this.kind[page] === FREE) {
+        this.hold(page, entry, kind);
         return page;
       }
     }
     if (this.nextFresh === this.numPages) return -1;
-    const page = this.nextFresh++;
-    this.owner.push(key);
-    this.heldPages++;
+    const page = this.nextFresh;
+    this.handOutTo(page + 1);
+    this.hold(page, entry, kind);
     return page;
   }
 
-  /** claim gives the free page `page` to key. The caller checks that it is free. */
-  claim(page: number, key: KeyRecord): void {
-    while (this.nextFresh <= page) {
-      if (this.nextFresh < page) this.freed.push(this.nextFresh);
-      this.owner.push(undefined);
-      this.nextFresh++;
+  /** claim gives the free page `page` to entry (NO_OWNER for a DRAINING page) as `kind`. The caller checks that it is free. */
+  claim(page: number, entry: number, kind: PageKind): void {
+    if (page >= this.nextFresh) {
+      for (let fresh = this.nextFresh; fresh < page; fresh++) this.freed.push(fresh);
+      this.handOutTo(page + 1);
     }
-    this.owner[page] = key;
-    this.heldPages++;
+    this.hold(page, entry, kind);
+  }
+
+  /** change makes a held page `kind`, with owner entry (NO_OWNER for DRAINING), without freeing it. */
+  change(page: number, entry: number, kind: PageKind): void {
+    this.owner[page] = entry;
+    this.kind[page] = kind;
   }
 
   /** release makes a held page free. */
   release(page: number): void {
-    this.owner[page] = undefined;
+    this.owner[page] = NO_OWNER;
+    this.kind[page] = FREE;
     this.heldPages--;
     this.freed.push(page);
+  }
+
+  private hold(page: number, entry: number, kind: PageKind): void {
+    this.owner[page] = entry;
+    this.kind[page] = kind;
+    this.heldPages++;
+  }
+
+  /** handOutTo moves nextFresh up to `end`, growing the columns by doubling (up to numPages); the new pages are FREE. */
+  private handOutTo(end: number): void {
+    if (end > this.kind.length) {
+      let capacity = Math.max(64, this.kind.length * 2);
+      while (capacity < end) capacity *= 2;
+      capacity = Math.min(capacity, this.numPages);
+      const owner = new Int32Array(capacity);
+      owner.set(this.owner);
+      this.owner = owner;
+      const kind = new Uint8Array(capacity);
+      kind.set(this.kind);
+      this.kind = kind;
+    }
+    this.owner.fill(NO_OWNER, this.nextFresh, end);
+    this.nextFresh = end;
   }
 }

@@ -1,65 +1,105 @@
-import { type KeyRecord, linkReservation, type Reservation, reservationAt, unlinkReservation } from "./key-record.js";
-import { PagePool } from "./page-pool.js";
-import { RecordList } from "./record-list.js";
+import { IndexList, Links, NONE } from "./index-list.js";
+import type { KeyColumns } from "./key-columns.js";
+import { DRAINING, FREE, NO_OWNER, PagePool, RESERVED, USED } from "./page-pool.js";
 
-/** PageState is the state of one page. */
+/** PageState is the state of one page, as the contract names it. */
 export type PageState = "free" | "reserved" | "used";
 
+/** Drain is a page of a deleted, read-leased key: held until untilMs, the key named for the journal and errors. */
+export interface Drain {
+  untilMs: number;
+  readonly key: string;
+}
+
 /**
- * Rank is the page file of one tensor-parallel rank of a namespace. What a
- * key holds on the rank (its confirmed page, its reservation) is kept on the
- * key's record at this rank's `slot`; the rank keeps the page holders, the
- * expiry order of reservations, lapses and drains.
+ * Rank is the page file of one tensor-parallel rank of a namespace: which
+ * key holds each page and how (the pool), each key's page on this rank
+ * (pageOf, by registry entry), the expiry order of reservations, lapses and
+ * drains. It keeps its namespace's per-key counts (KeyColumns.confirmed,
+ * .reserved) in step with its pages.
  *
  * Invariants (asserted by the property tests):
- * - every page is in exactly one state, derived from the pool and the records:
- *   FREE      pool.ownerOf(p) is undefined;
- *   RESERVED  pool.ownerOf(p) = r and r has a reservation of p at this slot;
- *   USED      pool.ownerOf(p) = r otherwise: either r has p at this slot in
- *             its pages (confirmed), or draining.has(p) (r was deleted while
- *             read-leased; p is freed when the lease ends);
- * - so free + reserved + used = numPages, and no page has two keys;
- * - a key has at most one reservation and one confirmed page on a rank, and
- *   never both;
- * - `reservations` holds exactly the reservations at this slot;
+ * - every page is FREE, RESERVED, USED or DRAINING (the pool's kind), and
+ *   a RESERVED or USED page p has an owner entry e with pageOf(e) = p, while
+ *   pageOf(e) = p ≥ 0 only for such a page: so a key holds at most one page
+ *   here, reserved or used, and no page has two keys;
+ * - free + reserved + used (draining counted as used) = numPages;
+ * - `reservations` holds exactly the RESERVED pages, earliest expiry first;
+ * - draining has exactly the DRAINING pages;
  * - lapsed.get(p) = k only while p is FREE: k's reservation of p expired
  *   unconfirmed, and a late ConfirmWrite of (k, p) is still accepted.
  */
 export class Rank {
   readonly pool: PagePool;
+  /** pageLinks order the RESERVED pages (by page number) in `reservations`. */
+  private readonly pageLinks = new Links();
   /**
-   * reservations are this rank's reservations in expiry order: the TTL is
+   * reservations are this rank's RESERVED pages in expiry order: the TTL is
    * one server option, so appending (and moving to the back on renewal)
    * keeps the earliest expiry first, and expiring is a scan of the front.
    */
-  readonly reservations = new RecordList<Reservation>();
+  readonly reservations = new IndexList(this.pageLinks, 1);
+  /** expiresAtMs[p] is when the RESERVED page p returns to FREE unless confirmed (ms since the epoch). */
+  private expiresAt = new Float64Array(0);
+  /**
+   * pageByEntry[e] is key e's page on this rank, -1 for none, unless the
+   * key keeps it inline (KeyColumns.firstSlot); grown only as far as the
+   * entries that held a page here that way.
+   */
+  private pageByEntry = new Int32Array(0);
   /** lapsed maps a FREE page to the key whose reservation of it expired. */
   readonly lapsed = new Map<number, string>();
-  /** draining maps a page of a deleted, read-leased key to the end of the lease (ms since the epoch). */
-  readonly draining = new Map<number, number>();
+  /** draining maps each DRAINING page to its drain. */
+  readonly draining = new Map<number, Drain>();
 
   constructor(
     readonly rank: number,
     readonly numPages: number,
-    /** slot is the rank's index in its namespace, by which key records name it. */
+    /** slot is the rank's index in its namespace. */
     readonly slot: number,
+    /** keys are the namespace's per-key columns, whose counts this rank keeps. */
+    private readonly keys: KeyColumns,
   ) {
     this.pool = new PagePool(numPages);
   }
 
-  /** pageState derives the state of page p. */
-  pageState(page: number): PageState {
-    const owner = this.pool.ownerOf(page);
-    if (owner === undefined) return "free";
-    return reservationAt(owner, this.slot)?.page === page ? "reserved" : "used";
+  /** pageOf is key e's page on this rank, RESERVED or USED; -1 for none. */
+  pageOf(entry: number): number {
+    if (this.keys.firstSlot[entry] === this.slot) return this.keys.firstPage[entry]!;
+    return entry < this.pageByEntry.length ? this.pageByEntry[entry]! : -1;
   }
 
-  /** reservationOf is the reservation of page p, undefined when p is not RESERVED. */
-  reservationOf(page: number): Reservation | undefined {
-    const owner = this.pool.ownerOf(page);
-    if (owner === undefined) return undefined;
-    const reservation = reservationAt(owner, this.slot);
-    return reservation?.page === page ? reservation : undefined;
+  /** isUsed tells whether page p is USED (held by a confirmed key). */
+  isUsed(page: number): boolean {
+    return this.pool.kindOf(page) === USED;
+  }
+
+  /** confirmedPage is key e's USED page on this rank, -1 for none. */
+  confirmedPage(entry: number): number {
+    const page = this.pageOf(entry);
+    return page >= 0 && this.pool.kindOf(page) === USED ? page : -1;
+  }
+
+  /** reservedPage is key e's RESERVED page on this rank, -1 for none. */
+  reservedPage(entry: number): number {
+    const page = this.pageOf(entry);
+    return page >= 0 && this.pool.kindOf(page) === RESERVED ? page : -1;
+  }
+
+  /** pageState derives the state of page p. */
+  pageState(page: number): PageState {
+    const kind = this.pool.kindOf(page);
+    return kind === FREE ? "free" : kind === RESERVED ? "reserved" : "used";
+  }
+
+  /** reservedBy is the entry of the key holding page p RESERVED, -1 when p is not RESERVED. */
+  reservedBy(page: number): number {
+    return this.pool.kindOf(page) === RESERVED ? this.pool.ownerOf(page) : -1;
+  }
+
+  /** expiresAtMs is when the RESERVED page p expires. */
+  expiresAtMs(page: number): number {
+    return this.expiresAt[page]!;
   }
 
   /** reservedPages is the number of RESERVED pages. */
@@ -72,91 +112,72 @@ export class Rank {
     return this.pool.heldPages - this.reservations.size;
   }
 
-  /** reserveFree reserves a free page for the record's key; undefined when none is free. */
-  reserveFree(record: KeyRecord, expiresAtMs: number): Reservation | undefined {
-    const page = this.pool.take(record);
-    if (page < 0) return undefined;
+  /** freePages is the number of FREE pages. */
+  get freePages(): number {
+    return this.pool.freePages;
+  }
+
+  /** reserveFree reserves a free page for key e, which holds none here, until expiresAtMs; -1 when none is free. */
+  reserveFree(entry: number, expiresAtMs: number): number {
+    const page = this.pool.take(entry, RESERVED);
+    if (page < 0) return -1;
     if (this.lapsed.size > 0) this.lapsed.delete(page);
-    return this.addReservation(record, page, expiresAtMs);
+    this.addReservation(entry, page, expiresAtMs);
+    return page;
   }
 
-  /** renew moves a reservation's expiry to expiresAtMs, at the back of the expiry order. */
-  renew(reservation: Reservation, expiresAtMs: number): void {
-    reservation.expiresAtMs = expiresAtMs;
-    this.reservations.moveToBack(reservation);
+  /** restoreReservation reserves the free page `page` for key e until expiresAtMs (recovery). */
+  restoreReservation(entry: number, page: number, expiresAtMs: number): void {
+    this.pool.claim(page, entry, RESERVED);
+    this.addReservation(entry, page, expiresAtMs);
   }
 
-  /** expireReservations frees every reservation expired by nowMs and returns them; the caller marks them lapsed (lapse). */
-  expireReservations(nowMs: number): Reservation[] | undefined {
-    let expired: Reservation[] | undefined;
-    for (const reservation of this.reservations) {
-      if (reservation.expiresAtMs > nowMs) break;
-      this.releaseReservation(reservation);
-      expired ??= [];
-      expired.push(reservation);
+  private addReservation(entry: number, page: number, expiresAtMs: number): void {
+    if (page >= this.expiresAt.length) this.growPageColumns();
+    this.expiresAt[page] = expiresAtMs;
+    this.reservations.add(page);
+    this.setPageOf(entry, page);
+    this.keys.reserved[entry]!++;
+  }
+
+  /** renew moves the RESERVED page p's expiry to expiresAtMs, at the back of the expiry order. */
+  renew(page: number, expiresAtMs: number): void {
+    this.expiresAt[page] = expiresAtMs;
+    this.reservations.moveToBack(page);
+  }
+
+  /** expireReservations frees every reservation expired by nowMs, earliest first, telling `expired` each page and the entry that held it. */
+  expireReservations(nowMs: number, expired: (page: number, entry: number) => void): void {
+    for (let page = this.reservations.first; page >= 0 && this.expiresAt[page]! <= nowMs; page = this.reservations.first) {
+      expired(page, this.releaseReservation(page));
     }
-    return expired;
   }
 
   /** firstExpiryMs is the earliest reservation expiry, Infinity for none. */
   firstExpiryMs(): number {
-    return this.reservations.first?.expiresAtMs ?? Infinity;
+    const first = this.reservations.first;
+    return first === NONE ? Infinity : this.expiresAt[first]!;
   }
 
   /** sortReservations restores the expiry order after reservations were restored in page order. */
   sortReservations(): void {
-    const sorted = [...this.reservations].sort((a, b) => a.expiresAtMs - b.expiresAtMs);
-    for (const reservation of sorted) this.reservations.moveToBack(reservation);
+    const sorted = [...this.reservations].sort((a, b) => this.expiresAt[a]! - this.expiresAt[b]!);
+    for (const page of sorted) this.reservations.moveToBack(page);
   }
 
-  /** restoreReservation reserves the free page `page` for the record's key (recovery). */
-  restoreReservation(record: KeyRecord, page: number, expiresAtMs: number): Reservation {
-    this.pool.claim(page, record);
-    return this.addReservation(record, page, expiresAtMs);
-  }
-
-  private addReservation(record: KeyRecord, page: number, expiresAtMs: number): Reservation {
-    const reservation: Reservation = { record, slot: this.slot, page, nextOfKey: undefined, expiresAtMs, prev: undefined, next: undefined, list: undefined };
-    this.reservations.add(reservation);
-    linkReservation(reservation);
-    return reservation;
+  /** releaseReservation makes the RESERVED page p FREE and returns the entry of the key that held it. */
+  releaseReservation(page: number): number {
+    const entry = this.pool.ownerOf(page);
+    this.reservations.delete(page);
+    this.clearPageOf(entry);
+    this.keys.reserved[entry]!--;
+    this.pool.release(page);
+    return entry;
   }
 
   /** isLapsed tells whether page is FREE after key's reservation of it expired, so a late confirmation of (key, page) is accepted. */
   isLapsed(key: string, page: number): boolean {
-    return this.lapsed.get(page) === key && this.pool.ownerOf(page) === undefined;
-  }
-
-  /**
-   * confirm makes page USED by the record's key: it ends the key's
-   * reservation of page (and returns true) or claims the lapsed page
-   * (false). The caller checked isConfirmable and records the page on the record.
-   */
-  confirm(record: KeyRecord, page: number, reservation: Reservation | undefined): boolean {
-    if (reservation?.page === page) {
-      this.endReservation(reservation);
-      return true;
-    }
-    this.lapsed.delete(page);
-    this.pool.claim(page, record);
-    return false;
-  }
-
-  /** restoreUsed holds the free page `page` for a confirmed key (recovery). */
-  restoreUsed(record: KeyRecord, page: number): void {
-    this.pool.claim(page, record);
-  }
-
-  /** restoreDraining holds the free page `page` for a deleted key until untilMs (recovery). */
-  restoreDraining(record: KeyRecord, page: number, untilMs: number): void {
-    this.pool.claim(page, record);
-    this.draining.set(page, untilMs);
-  }
-
-  /** releaseReservation makes a RESERVED page FREE. */
-  releaseReservation(reservation: Reservation): void {
-    this.endReservation(reservation);
-    this.pool.release(reservation.page);
+    return this.lapsed.get(page) === key && this.pool.kindOf(page) === FREE;
   }
 
   /** lapse remembers that key's reservation of the FREE page `page` expired, for a late confirmation. */
@@ -164,23 +185,91 @@ export class Rank {
     this.lapsed.set(page, key);
   }
 
-  /** endReservation takes a reservation off the rank and its record; its page stays held. */
-  private endReservation(reservation: Reservation): void {
-    this.reservations.delete(reservation);
-    unlinkReservation(reservation);
+  /**
+   * confirm makes page USED by key e: it ends e's reservation of page (and
+   * returns true) or claims the lapsed page (false). The caller checked
+   * that e may confirm it (checkConfirmable).
+   */
+  confirm(entry: number, page: number): boolean {
+    const reserved = this.pool.kindOf(page) === RESERVED && this.pool.ownerOf(page) === entry;
+    if (reserved) {
+      this.reservations.delete(page);
+      this.pool.change(page, entry, USED);
+      this.keys.reserved[entry]!--;
+    } else {
+      this.lapsed.delete(page);
+      this.pool.claim(page, entry, USED);
+      this.setPageOf(entry, page);
+    }
+    this.keys.confirmed[entry]!++;
+    return reserved;
   }
 
-  /** dropConfirmed gives up a dropped key's page: freed at once, or draining until untilMs when that is later than nowMs. */
-  dropConfirmed(page: number, untilMs: number, nowMs: number): void {
-    if (untilMs > nowMs) this.draining.set(page, untilMs);
-    else this.pool.release(page);
+  /** restoreUsed holds the free page `page` for the confirmed key e (recovery). */
+  restoreUsed(entry: number, page: number): void {
+    this.pool.claim(page, entry, USED);
+    this.setPageOf(entry, page);
+    this.keys.confirmed[entry]!++;
+  }
+
+  /** dropConfirmed takes key e's USED page `page` away: DRAINING as `drain` says, or without one freed at once. */
+  dropConfirmed(entry: number, page: number, drain: Drain | undefined): void {
+    this.clearPageOf(entry);
+    this.keys.confirmed[entry]!--;
+    if (drain === undefined) {
+      this.pool.release(page);
+      return;
+    }
+    this.pool.change(page, NO_OWNER, DRAINING);
+    this.draining.set(page, drain);
+  }
+
+  /** restoreDraining holds the free page `page` for the deleted `key` until untilMs (recovery). */
+  restoreDraining(page: number, untilMs: number, key: string): void {
+    this.pool.claim(page, NO_OWNER, DRAINING);
+    this.draining.set(page, { untilMs, key });
   }
 
   /** endDrain frees a draining page whose lease ended by untilMs; false when it is not draining until then. */
   endDrain(page: number, untilMs: number): boolean {
-    if (this.draining.get(page) !== untilMs) return false;
+    if (this.draining.get(page)?.untilMs !== untilMs) return false;
     this.draining.delete(page);
     this.pool.release(page);
     return true;
+  }
+
+  /** holderKey names the key holding page p (by the registry's names for live keys), undefined when p is FREE. */
+  holderKey(page: number, keyOf: (entry: number) => string): string | undefined {
+    const kind = this.pool.kindOf(page);
+    if (kind === FREE) return undefined;
+    return kind === DRAINING ? this.draining.get(page)!.key : keyOf(this.pool.ownerOf(page));
+  }
+
+  private setPageOf(entry: number, page: number): void {
+    if (this.keys.firstSlot[entry] === -1) {
+      this.keys.firstSlot[entry] = this.slot;
+      this.keys.firstPage[entry] = page;
+      return;
+    }
+    if (entry >= this.pageByEntry.length) {
+      const grown = new Int32Array(Math.max(64, this.pageByEntry.length * 2, entry + 1)).fill(-1);
+      grown.set(this.pageByEntry);
+      this.pageByEntry = grown;
+    }
+    this.pageByEntry[entry] = page;
+  }
+
+  private clearPageOf(entry: number): void {
+    if (this.keys.firstSlot[entry] === this.slot) this.keys.firstSlot[entry] = -1;
+    else this.pageByEntry[entry] = -1;
+  }
+
+  /** growPageColumns sizes the reservation columns to the pool's. */
+  private growPageColumns(): void {
+    const capacity = this.pool.capacity;
+    const expiresAt = new Float64Array(capacity);
+    expiresAt.set(this.expiresAt);
+    this.expiresAt = expiresAt;
+    this.pageLinks.grow(capacity);
   }
 }

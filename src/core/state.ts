@@ -4,7 +4,6 @@ import type { Clock } from "./clock.js";
 import { Deadlines } from "./deadlines.js";
 import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
 import type { KeyList, Keys } from "./key-list.js";
-import { addPage, confirmedPage, confirmedRanks, type KeyRecord, NO_PAGES, newKeyRecord, type Reservation, reservationAt } from "./key-record.js";
 import { Namespace } from "./namespace.js";
 import type { NamespaceCounts } from "./namespace-counters.js";
 import { defaultStateOptions, MAX_NUM_PAGES, type StateOptions } from "./options.js";
@@ -155,7 +154,7 @@ export class MetadataState {
           field: "num_pages",
         });
       }
-      return { created: false, numPages, freePages: existing.pool.freePages };
+      return { created: false, numPages, freePages: existing.freePages };
     }
     if (ns === undefined && this.namespaces.size >= this.options.maxNamespaces) {
       throw limitExceeded("namespace", `the server has ${this.namespaces.size} namespaces, the limit (--max-namespaces)`, { namespace: name, rank: rankNo });
@@ -190,41 +189,40 @@ export class MetadataState {
     const statuses = new Array<AllocationStatus>(keys.length);
     // The keys of this batch, built on the first eviction: none of them may be evicted for another.
     // (A key repeated in the batch finds the reservation its first position made: same page, RESERVED.)
-    let batch: Set<KeyRecord> | undefined;
+    let batch: Set<number> | undefined;
     const found = ns.findAll(keys);
     for (let i = 0; i < keys.length; i++) {
-      const record = found[i] ?? ns.recordAt(keys, i);
-      const usedPage = confirmedPage(record, rank.slot);
-      if (usedPage >= 0) {
-        ns.touch(record);
-        pages[i] = usedPage;
+      const entry = found[i]! >= 0 ? found[i]! : ns.entryAt(keys, i);
+      const held = rank.pageOf(entry);
+      if (held >= 0 && rank.isUsed(held)) {
+        ns.touch(entry);
+        pages[i] = held;
         statuses[i] = AllocationStatus.EXISTING;
         continue;
       }
-      let reservation = reservationAt(record, rank.slot);
-      if (reservation !== undefined) {
-        if (reservation.expiresAtMs !== expiresAtMs) {
-          rank.renew(reservation, expiresAtMs);
-          this.recordReserve(ns, rank, reservation);
+      if (held >= 0) {
+        if (rank.expiresAtMs(held) !== expiresAtMs) {
+          rank.renew(held, expiresAtMs);
+          this.recordReserve(ns, rank, entry, held);
         }
-        pages[i] = reservation.page;
+        pages[i] = held;
         statuses[i] = AllocationStatus.RESERVED;
         continue;
       }
-      reservation = rank.reserveFree(record, expiresAtMs);
-      if (reservation === undefined) {
-        // (The batch's new records hold reservations, which eviction never takes.)
-        batch ??= new Set(found.filter((r) => r !== undefined));
-        if (this.evictFor(ns, rank, batch, now)) reservation = rank.reserveFree(record, expiresAtMs);
+      let page = rank.reserveFree(entry, expiresAtMs);
+      if (page < 0) {
+        // (The batch's new keys hold reservations, which eviction never takes.)
+        batch ??= new Set(found.filter((e) => e >= 0));
+        if (this.evictFor(ns, rank, batch, now)) page = rank.reserveFree(entry, expiresAtMs);
       }
-      if (reservation === undefined) {
-        ns.forgetIfEmpty(record);
+      if (page < 0) {
+        ns.forgetIfEmpty(entry);
         pages[i] = -1;
         statuses[i] = AllocationStatus.NO_SPACE;
         continue;
       }
-      this.recordReserve(ns, rank, reservation);
-      pages[i] = reservation.page;
+      this.recordReserve(ns, rank, entry, page);
+      pages[i] = page;
       statuses[i] = AllocationStatus.NEW;
     }
     this.deadlines.armReservations(ns, rank);
@@ -246,38 +244,36 @@ export class MetadataState {
     const subject = { namespace: name, rank: rankNo };
     checkPages(pages, "pages", rank.numPages, subject);
     checkPages(pagesToRelease, "pages_to_release", rank.numPages, subject);
-    const records = this.checkConfirmable(ns, rank, keys, pages, pagesToRelease, subject);
+    const found = this.checkConfirmable(ns, rank, keys, pages, pagesToRelease, subject);
 
     const now = this.clock();
+    const columns = ns.columns;
     const result: ConfirmResult = { confirmed: 0, released: 0, completed: [] };
     for (let i = 0; i < keys.length; i++) {
       const page = pages[i]!;
-      // A key repeated in the batch, or confirmed through a lapse, may have got its record at an earlier position.
-      const record = records[i] ?? ns.recordAt(keys, i);
-      if (confirmedPage(record, rank.slot) === page) continue;
-      const firstPage = record.pages.length === 0;
-      if (rank.confirm(record, page, reservationAt(record, rank.slot)) && this.journal) this.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
-      addPage(record, rank.slot, page);
+      // A key repeated in the batch, or confirmed through a lapse, may have got its entry at an earlier position.
+      const entry = found[i]! >= 0 ? found[i]! : ns.entryAt(keys, i);
+      if (rank.confirmedPage(entry) === page) continue;
+      const firstPage = columns.confirmed[entry] === 0;
+      if (rank.confirm(entry, page) && this.journal) this.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
       result.confirmed++;
       if (firstPage) {
         ns.confirmedKeys++;
-        record.reclaimAtMs = now + this.options.incompleteTtlMs;
+        columns.reclaimAtMs[entry] = now + this.options.incompleteTtlMs;
       }
-      if (!record.complete && confirmedRanks(record) >= ns.requiredRanks) {
-        if (!firstPage) ns.incomplete.delete(record);
-        this.markComplete(ns, record);
+      if (!ns.isComplete(entry) && columns.confirmed[entry]! >= ns.requiredRanks) {
+        if (!firstPage) ns.incomplete.delete(entry);
+        ns.lru.add(entry);
         result.completed.push(i);
       } else if (firstPage) {
-        ns.incomplete.add(record);
+        ns.incomplete.add(entry);
       }
-      this.recordKey(ns, record);
+      this.recordKey(ns, entry);
     }
     this.deadlines.armIncomplete(ns);
     for (const page of pagesToRelease) {
-      const reservation = rank.reservationOf(page);
-      if (reservation === undefined) continue;
-      rank.releaseReservation(reservation);
-      ns.forgetIfEmpty(reservation.record);
+      if (rank.reservedBy(page) < 0) continue;
+      ns.forgetIfEmpty(rank.releaseReservation(page));
       this.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
       result.released++;
     }
@@ -286,7 +282,7 @@ export class MetadataState {
 
   /**
    * checkConfirmable throws unless every confirmation and release of a batch
-   * can be applied, and returns each position's key record as it was (so the
+   * can be applied, and returns each position's key entry as it was (so the
    * apply loop does not look them up again). Two positions cannot claim one
    * page (a page has one holder), and a key can match two pages only through
    * two lapsed reservations, so only those are tracked.
@@ -298,18 +294,16 @@ export class MetadataState {
     pages: readonly number[],
     pagesToRelease: readonly number[],
     subject: { namespace: string; rank: number },
-  ): (KeyRecord | undefined)[] {
+  ): Int32Array {
     let lapsedPageOfKey: Map<string, number> | undefined;
-    const records = ns.findAll(keys);
+    const found = ns.findAll(keys);
     for (let i = 0; i < keys.length; i++) {
       const page = pages[i]!;
-      const record = records[i];
-      const usedPage = confirmedPage(record, rank.slot);
-      const reservation = reservationAt(record, rank.slot);
-      if (usedPage >= 0 ? usedPage === page : reservation?.page === page) continue;
+      const held = found[i]! >= 0 ? rank.pageOf(found[i]!) : -1;
+      if (held === page) continue;
       // The rare paths (a lapsed reservation, an error) name the key by its string.
       const key = keys.key(i);
-      let ok = usedPage < 0 && reservation === undefined && rank.isLapsed(key, page);
+      let ok = held < 0 && rank.isLapsed(key, page);
       if (ok) {
         lapsedPageOfKey ??= new Map();
         ok = (lapsedPageOfKey.get(key) ?? page) === page;
@@ -323,25 +317,19 @@ export class MetadataState {
         );
       }
     }
-    if (pagesToRelease.length === 0) return records;
+    if (pagesToRelease.length === 0) return found;
     const confirming = new Set(pages);
     for (const page of pagesToRelease) {
       if (rank.pageState(page) === "used" || confirming.has(page)) {
         throw new MetadataError(Reason.PAGE_IN_USE, `page ${page} of rank ${subject.rank} holds a confirmed key and cannot be released`, {
           ...subject,
           page,
-          key: ownerKey(ns, rank, page),
+          key: rank.holderKey(page, (entry) => ns.keyOf(entry)),
           field: "pages_to_release",
         });
       }
     }
-    return records;
-  }
-
-  /** markComplete files a record, not in the incomplete list, as complete and most recently used. */
-  private markComplete(ns: Namespace, record: KeyRecord): void {
-    record.complete = true;
-    ns.lru.add(record);
+    return found;
   }
 
   /**
@@ -359,12 +347,12 @@ export class MetadataState {
     if (rankNo !== undefined) {
       const rank = ns.ranks.get(rankNo);
       if (rank === undefined) return exists;
-      const records = ns.findAll(keys);
-      for (let i = 0; i < keys.length; i++) exists[i] = confirmedPage(records[i], rank.slot) >= 0;
+      const found = ns.findAll(keys);
+      for (let i = 0; i < keys.length; i++) exists[i] = found[i]! >= 0 && rank.confirmedPage(found[i]!) >= 0;
       return exists;
     }
-    const records = ns.findAll(keys);
-    for (let i = 0; i < keys.length; i++) exists[i] = records[i]?.complete === true;
+    const found = ns.findAll(keys);
+    for (let i = 0; i < keys.length; i++) exists[i] = found[i]! >= 0 && ns.isComplete(found[i]!);
     return exists;
   }
 
@@ -379,17 +367,15 @@ export class MetadataState {
     const { ns, rank } = this.rankOf(name, rankNo);
     const leaseUntilMs = this.clock() + this.options.readLeaseTtlMs;
     const pages = new Array<number>(keys.length);
-    const records = ns.findAll(keys);
+    const found = ns.findAll(keys);
+    const leases = ns.columns.leaseUntilMs;
     for (let i = 0; i < keys.length; i++) {
-      const record = records[i];
-      const page = record !== undefined && (record.complete || includeIncomplete) ? confirmedPage(record, rank.slot) : -1;
-      if (page < 0) {
-        pages[i] = -1;
-        continue;
-      }
+      const entry = found[i]!;
+      const page = entry >= 0 && (includeIncomplete || ns.isComplete(entry)) ? rank.confirmedPage(entry) : -1;
       pages[i] = page;
-      if (record!.leaseUntilMs < leaseUntilMs) record!.leaseUntilMs = leaseUntilMs;
-      ns.touch(record!);
+      if (page < 0) continue;
+      if (leases[entry]! < leaseUntilMs) leases[entry] = leaseUntilMs;
+      ns.touch(entry);
     }
     return pages;
   }
@@ -402,10 +388,10 @@ export class MetadataState {
     const ns = this.namespaces.get(name);
     if (ns === undefined) return 0;
     let deleted = 0;
-    // A key repeated in the call finds its record already dropped: no pages left.
-    for (const record of ns.findAll(keys)) {
-      if (record === undefined || record.pages.length === 0) continue;
-      this.dropKey(ns, record);
+    // A key repeated in the call finds its entry already dropped: no pages left.
+    for (const entry of ns.findAll(keys)) {
+      if (entry < 0 || ns.columns.confirmed[entry] === 0) continue;
+      this.dropKey(ns, entry);
       deleted++;
     }
     return deleted;
@@ -418,15 +404,15 @@ export class MetadataState {
     for (const ns of this.namespaces.values()) {
       if (name !== undefined && ns.name !== name) continue;
       for (const rank of ns.ranks.values()) {
-        for (const reservation of rank.reservations) {
-          rank.releaseReservation(reservation);
-          this.record({ kind: "unreserve", namespace: ns.name, rank: rank.rank, page: reservation.page });
+        for (const page of rank.reservations) {
+          rank.releaseReservation(page);
+          this.record({ kind: "unreserve", namespace: ns.name, rank: rank.rank, page });
         }
         rank.lapsed.clear();
       }
-      for (const record of ns.keys.values()) {
-        if (record.pages.length > 0) this.dropKey(ns, record);
-        else ns.forgetIfEmpty(record);
+      for (const entry of ns.keys.live()) {
+        if (ns.columns.confirmed[entry]! > 0) this.dropKey(ns, entry);
+        else ns.forgetIfEmpty(entry);
       }
     }
   }
@@ -443,7 +429,7 @@ export class MetadataState {
         .map((rank) => ({
           rank: rank.rank,
           numPages: rank.numPages,
-          freePages: rank.pool.freePages,
+          freePages: rank.freePages,
           reservedPages: rank.reservedPages,
           usedPages: rank.usedPages,
         }));
@@ -464,15 +450,7 @@ export class MetadataState {
     for (let due = this.deadlines.popDue(now); due !== undefined; due = this.deadlines.popDue(now)) {
       const ns = due.ns;
       if (due.kind === "reservations") {
-        const expired = due.rank.expireReservations(now);
-        if (expired !== undefined) {
-          ns.events.expiredReservations += expired.length;
-          for (const { page, record } of expired) {
-            due.rank.lapse(page, ns.keyOf(record));
-            ns.forgetIfEmpty(record);
-            this.record({ kind: "unreserve", namespace: ns.name, rank: due.rank.rank, page });
-          }
-        }
+        this.expireReservations(ns, due.rank, now);
         this.deadlines.armReservations(ns, due.rank);
       } else if (due.kind === "incomplete") {
         this.reclaimIncomplete(ns, now);
@@ -483,20 +461,31 @@ export class MetadataState {
     }
   }
 
+  /** expireReservations frees the rank's reservations expired by now, remembering each as lapsed for a late confirmation. */
+  private expireReservations(ns: Namespace, rank: Rank, now: number): void {
+    rank.expireReservations(now, (page, entry) => {
+      rank.lapse(page, ns.keyOf(entry));
+      ns.forgetIfEmpty(entry);
+      ns.events.expiredReservations++;
+      this.record({ kind: "unreserve", namespace: ns.name, rank: rank.rank, page });
+    });
+  }
+
   /**
    * reclaimIncomplete drops the keys of ns that stayed incomplete past their
    * deadline. A read-leased one waits for its lease: it goes to the back
    * with the lease's end as its deadline (later than it needs, never early).
    */
   private reclaimIncomplete(ns: Namespace, now: number): void {
-    for (const record of ns.incomplete) {
-      if (record.reclaimAtMs > now) return;
-      if (record.leaseUntilMs > now) {
-        record.reclaimAtMs = record.leaseUntilMs;
-        ns.incomplete.moveToBack(record);
+    const columns = ns.columns;
+    for (const entry of ns.incomplete) {
+      if (columns.reclaimAtMs[entry]! > now) return;
+      if (columns.leaseUntilMs[entry]! > now) {
+        columns.reclaimAtMs[entry] = columns.leaseUntilMs[entry]!;
+        ns.incomplete.moveToBack(entry);
         continue;
       }
-      this.dropKey(ns, record);
+      this.dropKey(ns, entry);
       ns.events.reclaimedIncompleteKeys++;
     }
   }
@@ -506,12 +495,14 @@ export class MetadataState {
    * `rank`, have no read lease and are not in the current batch, until `rank` has a free page. False when
    * nothing evictable is left.
    */
-  private evictFor(ns: Namespace, rank: Rank, batch: Set<KeyRecord>, now: number): boolean {
-    for (const record of ns.lru) {
-      if (record.leaseUntilMs > now || batch.has(record) || confirmedPage(record, rank.slot) < 0) continue;
-      this.dropKey(ns, record, now);
+  private evictFor(ns: Namespace, rank: Rank, batch: Set<number>, now: number): boolean {
+    const leases = ns.columns.leaseUntilMs;
+    for (let entry = ns.lru.first, next: number; entry >= 0; entry = next) {
+      next = ns.lru.after(entry);
+      if (leases[entry]! > now || batch.has(entry) || rank.confirmedPage(entry) < 0) continue;
+      this.dropKey(ns, entry, now);
       ns.events.evictions++;
-      if (rank.pool.freePages > 0) return true;
+      if (rank.freePages > 0) return true;
     }
     return false;
   }
@@ -521,37 +512,34 @@ export class MetadataState {
    * while it is read-leased. The key stays in the registry while it has
    * reservations on other ranks.
    */
-  private dropKey(ns: Namespace, record: KeyRecord, now = this.clock()): void {
-    const untilMs = record.leaseUntilMs;
-    const pages = record.pages;
-    const drains = untilMs > now && pages.length > 0;
+  private dropKey(ns: Namespace, entry: number, now = this.clock()): void {
+    const columns = ns.columns;
+    const untilMs = columns.leaseUntilMs[entry]!;
+    const drains = untilMs > now && columns.confirmed[entry]! > 0;
     // The key is named only for whoever needs it: the journal, or the drain that outlives the registry entry.
-    const key = this.journal || drains ? ns.keyOf(record) : "";
-    ns.lru.delete(record);
-    ns.incomplete.delete(record);
+    const key = this.journal || drains ? ns.keyOf(entry) : "";
+    ns.lru.delete(entry);
+    ns.incomplete.delete(entry);
     this.record({ kind: "forget", namespace: ns.name, key });
-    if (drains) ns.nameDraining(record, key);
-    for (let i = 0; i < pages.length; i += 2) {
-      const rank = ns.slots[pages[i]!]!;
-      const page = pages[i + 1]!;
-      rank.dropConfirmed(page, untilMs, now);
-      if (untilMs <= now) continue;
-      this.deadlines.drain(ns, rank, page, untilMs);
-      this.record({ kind: "drain", namespace: ns.name, rank: rank.rank, page, key, untilMs });
+    if (columns.confirmed[entry]! > 0) {
+      ns.confirmedKeys--;
+      for (const rank of ns.slots) {
+        const page = rank.confirmedPage(entry);
+        if (page < 0) continue;
+        rank.dropConfirmed(entry, page, drains ? { untilMs, key } : undefined);
+        if (!drains) continue;
+        this.deadlines.drain(ns, rank, page, untilMs);
+        this.record({ kind: "drain", namespace: ns.name, rank: rank.rank, page, key, untilMs });
+      }
     }
-    if (pages.length > 0) ns.confirmedKeys--;
-    record.pages = NO_PAGES;
-    record.complete = false;
-    record.leaseUntilMs = 0;
-    ns.forgetIfEmpty(record);
+    columns.leaseUntilMs[entry] = 0;
+    ns.forgetIfEmpty(entry);
   }
 
   /** recordKey journals a key's confirmed pages (by rank number) and completeness. */
-  private recordKey(ns: Namespace, record: KeyRecord): void {
+  private recordKey(ns: Namespace, entry: number): void {
     if (!this.journal) return;
-    const pages = record.pages.slice();
-    for (let i = 0; i < pages.length; i += 2) pages[i] = ns.slots[pages[i]!]!.rank;
-    this.changes.push({ kind: "key", namespace: ns.name, key: ns.keyOf(record), complete: record.complete, pages });
+    this.changes.push({ kind: "key", namespace: ns.name, key: ns.keyOf(entry), complete: ns.isComplete(entry), pages: ns.confirmedPages(entry) });
   }
 
   /**
@@ -608,28 +596,26 @@ export class MetadataState {
         return;
       case "reserve": {
         const { ns, rank } = this.rankOf(change.namespace, change.rank);
-        const held = rank.reservationOf(change.page);
+        const holder = rank.reservedBy(change.page);
         // A renewal comes as the same reservation again.
-        if (held !== undefined && held.record === ns.recordOf(change.key)) rank.renew(held, change.expiresAtMs);
+        if (holder >= 0 && holder === ns.entryOf(change.key)) rank.renew(change.page, change.expiresAtMs);
         else this.restoreOne(change, undefined);
         return;
       }
       case "unreserve": {
         const { ns, rank } = this.rankOf(change.namespace, change.rank);
-        const reservation = rank.reservationOf(change.page);
-        if (reservation === undefined) return;
-        rank.releaseReservation(reservation);
-        ns.forgetIfEmpty(reservation.record);
+        if (rank.reservedBy(change.page) < 0) return;
+        ns.forgetIfEmpty(rank.releaseReservation(change.page));
         return;
       }
       case "key":
       case "forget": {
         const ns = this.namespaces.get(change.namespace);
         if (ns === undefined) throw new Error(`replayed key "${change.key}" of unknown namespace "${change.namespace}"`);
-        const record = ns.recordOf(change.key);
-        this.unconfirm(ns, record);
+        const entry = ns.entryOf(change.key);
+        this.unconfirm(ns, entry);
         if (change.kind === "key") this.restoreOne(change, undefined);
-        else ns.forgetIfEmpty(record);
+        else ns.forgetIfEmpty(entry);
         return;
       }
       case "drain":
@@ -637,35 +623,35 @@ export class MetadataState {
         return;
       case "undrain": {
         const { rank } = this.rankOf(change.namespace, change.rank);
-        const untilMs = rank.draining.get(change.page);
-        if (untilMs !== undefined) rank.endDrain(change.page, untilMs);
+        const drain = rank.draining.get(change.page);
+        if (drain !== undefined) rank.endDrain(change.page, drain.untilMs);
         return;
       }
     }
   }
 
-  /** unconfirm takes a record's confirmed pages away and frees them: a replayed key record replaces them, or the key is forgotten. */
-  private unconfirm(ns: Namespace, record: KeyRecord): void {
-    const pages = record.pages;
-    if (pages.length === 0) return;
-    for (let i = 0; i < pages.length; i += 2) ns.slots[pages[i]!]!.pool.release(pages[i + 1]!);
-    ns.lru.delete(record);
-    ns.incomplete.delete(record);
+  /** unconfirm takes a key's confirmed pages away and frees them: a replayed key record replaces them, or the key is forgotten. */
+  private unconfirm(ns: Namespace, entry: number): void {
+    if (ns.columns.confirmed[entry] === 0) return;
+    for (const rank of ns.slots) {
+      const page = rank.confirmedPage(entry);
+      if (page >= 0) rank.dropConfirmed(entry, page, undefined);
+    }
+    ns.lru.delete(entry);
+    ns.incomplete.delete(entry);
     ns.confirmedKeys--;
-    record.pages = NO_PAGES;
-    record.complete = false;
   }
 
   /** takeOver readies a replayed state to serve (replaying): the restart terms, then the deadlines. */
   private takeOver(): void {
     const terms = this.restartTerms();
     for (const ns of this.namespaces.values()) {
-      for (const record of ns.keys.values()) if (record.pages.length > 0) grantRestartTerms(record, terms);
+      for (const entry of ns.keys.live()) if (ns.columns.confirmed[entry]! > 0) grantRestartTerms(ns, entry, terms);
       for (const rank of ns.ranks.values()) {
-        for (const [page, untilMs] of rank.draining) {
-          const held = drainedUntil(untilMs, terms);
-          if (held === untilMs) continue;
-          rank.draining.set(page, held);
+        for (const [page, drain] of rank.draining) {
+          const held = drainedUntil(drain.untilMs, terms);
+          if (held === drain.untilMs) continue;
+          drain.untilMs = held;
           this.deadlines.drain(ns, rank, page, held);
         }
         rank.sortReservations();
@@ -702,33 +688,25 @@ export class MetadataState {
       case "key": {
         const ns = this.namespaces.get(change.namespace);
         if (ns === undefined) throw new Error(`stored key "${change.key}" of unknown namespace "${change.namespace}"`);
-        const record = ns.recordOf(change.key);
-        // Ranks become slots in a copy of exactly the stored size (growing by push would reserve more).
-        const pages = change.pages.slice();
-        for (let i = 0; i < pages.length; i += 2) {
-          const rank = this.rankOf(change.namespace, pages[i]!).rank;
-          rank.restoreUsed(record, pages[i + 1]!);
-          pages[i] = rank.slot;
-        }
-        record.pages = pages.length > 0 ? pages : NO_PAGES;
+        const entry = ns.entryOf(change.key);
+        const pages = change.pages;
+        for (let i = 0; i < pages.length; i += 2) this.rankOf(change.namespace, pages[i]!).rank.restoreUsed(entry, pages[i + 1]!);
         ns.confirmedKeys++;
-        if (change.complete) this.markComplete(ns, record);
-        else ns.incomplete.add(record);
-        if (terms !== undefined) grantRestartTerms(record, terms);
+        if (change.complete) ns.lru.add(entry);
+        else ns.incomplete.add(entry);
+        if (terms !== undefined) grantRestartTerms(ns, entry, terms);
         break;
       }
       case "reserve": {
         const { ns, rank } = this.rankOf(change.namespace, change.rank);
-        rank.restoreReservation(ns.recordOf(change.key), change.page, change.expiresAtMs);
+        rank.restoreReservation(ns.entryOf(change.key), change.page, change.expiresAtMs);
         break;
       }
       case "drain": {
         const { ns, rank } = this.rankOf(change.namespace, change.rank);
         const untilMs = terms === undefined ? change.untilMs : drainedUntil(change.untilMs, terms);
-        // The page's holder is the deleted key, not whatever record has its name now.
-        const holder = newKeyRecord();
-        ns.nameDraining(holder, change.key);
-        rank.restoreDraining(holder, change.page, untilMs);
+        // The page's holder is the deleted key, not whatever entry has its name now.
+        rank.restoreDraining(change.page, untilMs, change.key);
         this.deadlines.drain(ns, rank, change.page, untilMs);
         break;
       }
@@ -759,16 +737,10 @@ export class MetadataState {
     return { ns: ns!, rank };
   }
 
-  private recordReserve(ns: Namespace, rank: Rank, reservation: Reservation): void {
+  /** recordReserve journals key e's reservation of page on rank, with its expiry. */
+  private recordReserve(ns: Namespace, rank: Rank, entry: number, page: number): void {
     if (!this.journal) return;
-    this.record({
-      kind: "reserve",
-      namespace: ns.name,
-      rank: rank.rank,
-      page: reservation.page,
-      key: ns.keyOf(reservation.record),
-      expiresAtMs: reservation.expiresAtMs,
-    });
+    this.record({ kind: "reserve", namespace: ns.name, rank: rank.rank, page, key: ns.keyOf(entry), expiresAtMs: rank.expiresAtMs(page) });
   }
 
   private record(change: Change): void {
@@ -776,17 +748,10 @@ export class MetadataState {
   }
 }
 
-/** ownerKey names the key holding a page, undefined when it is free. */
-function ownerKey(ns: Namespace, rank: Rank, page: number): string | undefined {
-  const owner = rank.pool.ownerOf(page);
-  return owner === undefined ? undefined : ns.keyOf(owner);
-}
-
 /** grantRestartTerms gives a key with pages its read lease and, if it is incomplete, its reclaim deadline after a restart (restartTerms). */
-function grantRestartTerms(record: KeyRecord, terms: RestartTerms): void {
-  record.leaseUntilMs = terms.leaseUntilMs;
-  // A complete key is never reclaimed: it keeps no deadline (a number that would cost a heap box per key).
-  if (!record.complete) record.reclaimAtMs = terms.reclaimAtMs;
+function grantRestartTerms(ns: Namespace, entry: number, terms: RestartTerms): void {
+  ns.columns.leaseUntilMs[entry] = terms.leaseUntilMs;
+  if (!ns.isComplete(entry)) ns.columns.reclaimAtMs[entry] = terms.reclaimAtMs;
 }
 
 /** drainedUntil is how long a stored draining page is held after a restart: at least the restart's read lease (restartTerms). */

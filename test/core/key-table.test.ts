@@ -2,43 +2,46 @@ import fc from "fast-check";
 import murmurhash from "murmurhash";
 import { describe, expect, it } from "vitest";
 import { keyListOf } from "../../src/core/key-list.js";
-import { newKeyRecord } from "../../src/core/key-record.js";
 import { hashKey, KeyTable } from "../../src/core/key-table.js";
 
 /** A model run: the table against a Map, with the hash narrowed to `bits` so that keys collide, runs wrap and shifts happen. */
 function run(ops: { insert: boolean; key: string }[], bits: number): void {
   const table = new KeyTable();
-  const model = new Map<string, ReturnType<typeof newKeyRecord>>();
+  const model = new Map<string, number>();
+  const keyOfEntry = new Map<number, string>();
   const hashOf = (bytes: Uint8Array, start: number, end: number) => (bits === 32 ? hashKey(bytes, start, end) : hashKey(bytes, start, end) & ((1 << bits) - 1));
   for (const { insert, key } of ops) {
     const keys = keyListOf([key]);
     const [start, end] = [keys.starts[0]!, keys.ends[0]!];
     const hash = hashOf(keys.bytes, start, end);
     const found = table.find(keys.bytes, start, end, hash);
-    expect(found).toBe(model.get(key));
-    if (insert && found === undefined) {
-      const record = newKeyRecord();
-      record.entry = table.insert(record, keys.bytes, start, end, hash);
-      model.set(key, record);
-    } else if (!insert && found !== undefined) {
-      table.delete(found.entry);
+    expect(found).toBe(model.get(key) ?? -1);
+    if (insert && found < 0) {
+      const entry = table.insert(keys.bytes, start, end, hash);
+      // A new key takes an entry no live key has.
+      expect(keyOfEntry.get(entry)).toBeUndefined();
+      model.set(key, entry);
+      keyOfEntry.set(entry, key);
+    } else if (!insert && found >= 0) {
+      table.delete(found);
       model.delete(key);
+      keyOfEntry.delete(found);
     }
     expect(table.size).toBe(model.size);
   }
-  for (const [key, record] of model) {
+  for (const [key, entry] of model) {
     const keys = keyListOf([key]);
-    expect(table.find(keys.bytes, keys.starts[0]!, keys.ends[0]!, hashOf(keys.bytes, keys.starts[0]!, keys.ends[0]!))).toBe(record);
+    expect(table.find(keys.bytes, keys.starts[0]!, keys.ends[0]!, hashOf(keys.bytes, keys.starts[0]!, keys.ends[0]!))).toBe(entry);
   }
-  expect(new Set(table.values())).toEqual(new Set(model.values()));
+  expect(new Set(table.live())).toEqual(new Set(model.values()));
   // findAll agrees with the model for every key seen, present or not, in one call.
   const seen = [...new Set(ops.map((op) => op.key))];
   const all = keyListOf(seen);
   const hashes = Int32Array.from(seen, (_, i) => hashOf(all.bytes, all.starts[i]!, all.ends[i]!));
-  const found = new Array(seen.length);
+  const found = new Int32Array(seen.length);
   table.findAll(all.bytes, all.starts, all.ends, hashes, found);
-  expect(found).toEqual(seen.map((key) => model.get(key)));
-  for (const [key, record] of model) expect(table.keyOf(record.entry)).toBe(key);
+  expect([...found]).toEqual(seen.map((key) => model.get(key) ?? -1));
+  for (const [key, entry] of model) expect(table.keyOf(entry)).toBe(key);
 }
 
 describe("hashKey", () => {
@@ -80,9 +83,8 @@ describe("KeyTable", () => {
   it("compares bytes, not strings: a key with U+FEFF first and one decoded from the same bytes are one key", () => {
     const table = new KeyTable();
     const keys = keyListOf(["\uFEFFk", "k"]);
-    const record = newKeyRecord();
-    record.entry = table.insert(record, keys.bytes, keys.starts[0]!, keys.ends[0]!, keys.hash(0));
-    expect(table.find(keys.bytes, keys.starts[0]!, keys.ends[0]!, keys.hash(0))).toBe(record);
-    expect(table.find(keys.bytes, keys.starts[1]!, keys.ends[1]!, keys.hash(1))).toBeUndefined();
+    const entry = table.insert(keys.bytes, keys.starts[0]!, keys.ends[0]!, keys.hash(0));
+    expect(table.find(keys.bytes, keys.starts[0]!, keys.ends[0]!, keys.hash(0))).toBe(entry);
+    expect(table.find(keys.bytes, keys.starts[1]!, keys.ends[1]!, keys.hash(1))).toBe(-1);
   });
 });

@@ -1,7 +1,6 @@
 import fc from "fast-check";
 import { describe, it } from "vitest";
 import { MetadataError } from "../../src/core/errors.js";
-import { confirmedPage } from "../../src/core/key-record.js";
 import { MetadataState } from "../../src/core/state.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { assertInvariants } from "../support/invariants.js";
@@ -25,10 +24,9 @@ describe("the core under random operations", () => {
           for (const lease of leases) {
             if (lease.untilMs <= time.nowMs) continue;
             const rank = state.namespaceViews.get("kv")!.ranks.get(lease.rank)!;
-            const holder = rank.pool.ownerOf(lease.page);
-            const owner = holder && state.namespaceViews.get("kv")!.keyOf(holder);
+            const owner = rank.holderKey(lease.page, (entry) => state.namespaceViews.get("kv")!.keyOf(entry));
             if (owner !== lease.key) throw new Error(`leased page ${lease.page} of ${lease.key} now held by ${owner}`);
-            if (!lease.deleted && confirmedPage(state.namespaceViews.get("kv")!.lookup(lease.key), rank.slot) !== lease.page)
+            if (!lease.deleted && rank.confirmedPage(state.namespaceViews.get("kv")!.lookup(lease.key)) !== lease.page)
               throw new Error(`leased key ${lease.key} lost its page ${lease.page}`);
           }
         }

@@ -303,8 +303,8 @@ describe("a key in a namespace of many ranks", () => {
       const { pages } = state.batchAllocate("", rank, ["k"]);
       state.confirmWrite("", rank, ["k"], pages);
     }
-    const record = state.namespaceViews.get("kv")!.lookup("k")!;
-    expect(record.pages).toEqual([4_999, 0, 0, 0]);
+    const ns = state.namespaceViews.get("kv")!;
+    expect(ns.confirmedPages(ns.lookup("k"))).toEqual([0, 0, 4_999, 0]);
     expect(state.getLocations("", 4_999, ["k"], true)).toEqual([0]);
     assertInvariants(state);
   });

@@ -220,7 +220,7 @@ describe("a store of many ranks and keys", () => {
     expect(process.memoryUsage().heapUsed - before).toBeLessThan(64 * 1024 * 1024);
     const ns = restored.namespaceViews.get("kv")!;
     expect(ns.ranks.size).toBe(3_000);
-    expect(ns.lookup("key-7")!.pages).toEqual([0, 7]);
+    expect(ns.confirmedPages(ns.lookup("key-7"))).toEqual([0, 7]);
     assertInvariants(restored);
     await loaded.close();
   });

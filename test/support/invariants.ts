@@ -1,92 +1,90 @@
-import { confirmedPage, confirmedRanks, type KeyRecord, type Reservation } from "../../src/core/key-record.js";
+import { DRAINING, FREE, NO_OWNER, RESERVED, USED } from "../../src/core/page-pool.js";
 import type { MetadataState } from "../../src/core/state.js";
 
 /**
- * assertInvariants walks every page of every rank and throws on the first
- * broken invariant: each page in exactly one state, counts adding up, no page
- * held by two keys, the registry matching the ranks.
+ * assertInvariants walks every page of every rank and every registered key
+ * and throws on the first broken invariant: each page in exactly one state,
+ * counts adding up, no page held by two keys, the registry, the key columns
+ * and the lists matching the ranks.
  */
 export function assertInvariants(state: MetadataState): void {
   for (const ns of state.namespaceViews.values()) {
-    const confirmations = new Map<string, number>();
+    const live = [...ns.keys.live()];
+    const isLive = new Set(live);
+    const confirmations = new Map<number, number>();
+    const reservations = new Map<number, number>();
+    const count = (counts: Map<number, number>, entry: number) => counts.set(entry, (counts.get(entry) ?? 0) + 1);
     for (const rank of ns.ranks.values()) {
       const where = `namespace ${ns.name} rank ${rank.rank}`;
+      const pool = rank.pool;
       // Pages never handed out are free by construction; walking them would take minutes on a rank of 2^31 pages.
-      let free = rank.numPages - rank.pool.handedOut;
+      let free = rank.numPages - pool.handedOut;
       let reserved = 0;
       let used = 0;
-      for (let page = 0; page < rank.pool.handedOut; page++) {
-        const state = rank.pageState(page);
-        if (state === "free") free++;
-        else if (state === "reserved") reserved++;
-        else used++;
+      for (let page = 0; page < pool.handedOut; page++) {
+        const kind = pool.kindOf(page);
+        const owner = pool.ownerOf(page);
+        if (kind === FREE || kind === DRAINING) {
+          if (owner !== NO_OWNER) throw new Error(`${where}: ${kind === FREE ? "free" : "draining"} page ${page} has an owner`);
+          if (kind === FREE) free++;
+          else used++;
+          if ((kind === DRAINING) !== rank.draining.has(page)) throw new Error(`${where}: page ${page} draining and the drains disagree`);
+          continue;
+        }
+        if (!isLive.has(owner)) throw new Error(`${where}: page ${page} held by entry ${owner}, which is not registered`);
+        const key = ns.keyOf(owner);
+        if (rank.pageOf(owner) !== page) throw new Error(`${where}: page ${page} held by ${key}, whose page here is ${rank.pageOf(owner)}`);
+        if ((kind === RESERVED) !== rank.reservations.has(page)) throw new Error(`${where}: page ${page} reserved and the expiry order disagree`);
+        if (kind === RESERVED) {
+          reserved++;
+          count(reservations, owner);
+        } else if (kind === USED) {
+          used++;
+          count(confirmations, owner);
+        } else throw new Error(`${where}: page ${page} of unknown kind ${kind}`);
       }
       if (free + reserved + used !== rank.numPages) throw new Error(`${where}: states do not add up`);
-      if (free !== rank.pool.freePages) throw new Error(`${where}: ${free} free pages, pool says ${rank.pool.freePages}`);
-      if (reserved !== rank.reservedPages) throw new Error(`${where}: ${reserved} reserved pages, map says ${rank.reservedPages}`);
+      if (free !== rank.freePages) throw new Error(`${where}: ${free} free pages, pool says ${rank.freePages}`);
+      if (reserved !== rank.reservedPages) throw new Error(`${where}: ${reserved} reserved pages, the expiry order holds ${rank.reservedPages}`);
       if (used !== rank.usedPages) throw new Error(`${where}: ${used} used pages, counters say ${rank.usedPages}`);
-      const pagesSeen = new Set<number>();
       let lastExpiry = -Infinity;
-      for (const reservation of rank.reservations) {
-        const key = ns.keyOf(reservation.record);
-        if (reservation.slot !== rank.slot) throw new Error(`${where}: reservation of ${key} for slot ${reservation.slot} on slot ${rank.slot}`);
-        if (ns.lookup(key) !== reservation.record) throw new Error(`${where}: reservation of ${key}, whose record is not registered`);
-        if (!chain(reservation.record).includes(reservation)) throw new Error(`${where}: reservation of ${key} missing from its record`);
-        if (rank.pool.ownerOf(reservation.page) !== reservation.record) throw new Error(`${where}: reserved page ${reservation.page} not owned by ${key}`);
-        if (reservation.expiresAtMs < lastExpiry) throw new Error(`${where}: reservations out of expiry order`);
-        lastExpiry = reservation.expiresAtMs;
-        pagesSeen.add(reservation.page);
+      for (const page of rank.reservations) {
+        if (rank.expiresAtMs(page) < lastExpiry) throw new Error(`${where}: reservations out of expiry order`);
+        lastExpiry = rank.expiresAtMs(page);
       }
-      for (const record of ns.keys.values()) {
-        const key = ns.keyOf(record);
-        const atSlot = chain(record).filter((r) => r.slot === rank.slot);
-        if (atSlot.length > 1) throw new Error(`${where}: ${key} has ${atSlot.length} reservations`);
-        if (atSlot.length === 1 && !rank.reservations.has(atSlot[0]!)) throw new Error(`${where}: reservation of ${key} not in the rank's order`);
-        const page = confirmedPage(record, rank.slot);
-        if (page < 0) continue;
-        if (rank.pool.ownerOf(page) !== record) throw new Error(`${where}: used page ${page} not owned by ${key}`);
-        if (atSlot.length > 0) throw new Error(`${where}: ${key} both reserved and used`);
-        if (pagesSeen.has(page)) throw new Error(`${where}: page ${page} held twice`);
-        pagesSeen.add(page);
-        confirmations.set(key, (confirmations.get(key) ?? 0) + 1);
+      for (const entry of live) {
+        const page = rank.pageOf(entry);
+        if (page >= 0 && pool.ownerOf(page) !== entry) throw new Error(`${where}: ${ns.keyOf(entry)} names page ${page}, which it does not hold`);
       }
-      for (const [page] of rank.draining) {
-        if (rank.pool.ownerOf(page) === undefined) throw new Error(`${where}: draining page ${page} is free`);
-        if (pagesSeen.has(page)) throw new Error(`${where}: draining page ${page} also reserved or used`);
-        pagesSeen.add(page);
-      }
-      if (pagesSeen.size !== rank.pool.heldPages)
-        throw new Error(`${where}: ${rank.pool.heldPages} held pages but ${pagesSeen.size} reserved, used or draining`);
       for (const [page, key] of rank.lapsed) {
-        if (rank.pool.ownerOf(page) !== undefined) throw new Error(`${where}: lapsed page ${page} of ${key} is not free`);
+        if (pool.kindOf(page) !== FREE) throw new Error(`${where}: lapsed page ${page} of ${key} is not free`);
       }
     }
-    if (confirmations.size !== ns.confirmedKeys)
-      throw new Error(`namespace ${ns.name}: ${ns.confirmedKeys} confirmed records for ${confirmations.size} confirmed keys`);
-    let registered = 0;
-    for (const record of ns.keys.values()) {
-      const key = ns.keyOf(record);
-      registered++;
-      if (ns.lookup(key) !== record) throw new Error(`namespace ${ns.name}: ${key} is not found under its key`);
-      if (record.pages.length === 0 && record.firstReservation === undefined) throw new Error(`namespace ${ns.name}: ${key} holds nothing but is registered`);
-      if (record.pages.length === 0) {
-        if (record.complete || record.list !== undefined) throw new Error(`namespace ${ns.name}: ${key} has no page but is complete or listed`);
+    const columns = ns.columns;
+    let confirmedKeys = 0;
+    let complete = 0;
+    let incomplete = 0;
+    for (const entry of live) {
+      const key = ns.keyOf(entry);
+      if (ns.lookup(key) !== entry) throw new Error(`namespace ${ns.name}: ${key} is not found under its key`);
+      const confirmed = confirmations.get(entry) ?? 0;
+      if (columns.confirmed[entry] !== confirmed) throw new Error(`namespace ${ns.name}: ${key} counts ${columns.confirmed[entry]} ranks, has ${confirmed}`);
+      if (columns.reserved[entry] !== (reservations.get(entry) ?? 0))
+        throw new Error(`namespace ${ns.name}: ${key} counts ${columns.reserved[entry]} reservations, has ${reservations.get(entry) ?? 0}`);
+      if (confirmed === 0 && columns.reserved[entry] === 0) throw new Error(`namespace ${ns.name}: ${key} holds nothing but is registered`);
+      const listed = Number(ns.lru.has(entry)) + Number(ns.incomplete.has(entry));
+      if (confirmed === 0) {
+        if (listed !== 0) throw new Error(`namespace ${ns.name}: ${key} has no page but is listed`);
         continue;
       }
-      if (confirmedRanks(record) !== confirmations.get(key))
-        throw new Error(`namespace ${ns.name}: ${key} counts ${confirmedRanks(record)} ranks, has ${confirmations.get(key)}`);
-      if (record.complete !== ns.lru.has(record)) throw new Error(`namespace ${ns.name}: ${key} complete=${record.complete} but lru disagrees`);
-      if (record.complete === ns.incomplete.has(record))
-        throw new Error(`namespace ${ns.name}: ${key} complete=${record.complete} but the incomplete list disagrees`);
+      if (listed !== 1) throw new Error(`namespace ${ns.name}: ${key} is in ${listed} of the lru and incomplete lists`);
+      confirmedKeys++;
+      if (ns.lru.has(entry)) complete++;
+      else incomplete++;
     }
-    if (registered !== ns.keys.size) throw new Error(`namespace ${ns.name}: the registry counts ${ns.keys.size} keys, holds ${registered}`);
-    if (ns.lru.size !== [...ns.keys.values()].filter((r) => r.complete).length) throw new Error(`namespace ${ns.name}: lru holds unknown records`);
+    if (confirmedKeys !== ns.confirmedKeys) throw new Error(`namespace ${ns.name}: ${ns.confirmedKeys} confirmed keys counted for ${confirmedKeys} held`);
+    if (live.length !== ns.keys.size) throw new Error(`namespace ${ns.name}: the registry counts ${ns.keys.size} keys, holds ${live.length}`);
+    if (ns.lru.size !== complete) throw new Error(`namespace ${ns.name}: lru holds ${ns.lru.size} keys for ${complete} complete`);
+    if (ns.incomplete.size !== incomplete) throw new Error(`namespace ${ns.name}: the incomplete list holds ${ns.incomplete.size} keys for ${incomplete}`);
   }
-}
-
-/** chain lists a record's reservations. */
-function chain(record: KeyRecord): Reservation[] {
-  const all: Reservation[] = [];
-  for (let r = record.firstReservation; r !== undefined; r = r.nextOfKey) all.push(r);
-  return all;
 }

@@ -68,24 +68,26 @@ export function dumpState(state: MetadataState, timing = true): unknown {
         .map((rank) => ({
           rank: rank.rank,
           numPages: rank.numPages,
-          free: rank.pool.freePages,
+          free: rank.freePages,
           reserved: rank.reservedPages,
           used: rank.usedPages,
-          reservations: [...rank.reservations].map((r) => `${r.page} ${ns.keyOf(r.record)} ${r.expiresAtMs}`).sort(),
+          reservations: [...rank.reservations].map((page) => `${page} ${ns.keyOf(rank.reservedBy(page))} ${rank.expiresAtMs(page)}`).sort(),
           firstExpiryMs: rank.firstExpiryMs(),
-          draining: [...rank.draining].map(([page, untilMs]) => `${page} ${ns.keyOf(rank.pool.ownerOf(page)!)}${timing ? ` ${untilMs}` : ""}`).sort(),
+          draining: [...rank.draining].map(([page, { untilMs, key }]) => `${page} ${key}${timing ? ` ${untilMs}` : ""}`).sort(),
         })),
-      keys: [...ns.keys.values()]
-        .filter((record) => record.pages.length > 0)
-        .map((record) => {
+      keys: [...ns.keys.live()]
+        .filter((entry) => ns.columns.confirmed[entry]! > 0)
+        .map((entry) => {
+          const pairs = ns.confirmedPages(entry);
           const pages: string[] = [];
-          for (let i = 0; i < record.pages.length; i += 2) pages.push(`${ns.slots[record.pages[i]!]!.rank}:${record.pages[i + 1]}`);
+          for (let i = 0; i < pairs.length; i += 2) pages.push(`${pairs[i]}:${pairs[i + 1]}`);
+          const complete = ns.isComplete(entry);
           return {
-            key: ns.keyOf(record),
+            key: ns.keyOf(entry),
             pages: pages.sort(),
-            complete: record.complete,
-            leaseUntilMs: timing ? record.leaseUntilMs : undefined,
-            reclaimAtMs: timing && !record.complete ? record.reclaimAtMs : undefined,
+            complete,
+            leaseUntilMs: timing ? ns.columns.leaseUntilMs[entry] : undefined,
+            reclaimAtMs: timing && !complete ? ns.columns.reclaimAtMs[entry] : undefined,
           };
         })
         .sort((a, b) => (a.key < b.key ? -1 : 1)),

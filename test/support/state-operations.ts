@@ -61,8 +61,8 @@ export function apply(state: MetadataState, time: FakeClock, op: Operation, leas
       state.confirmWrite(
         "",
         op.rank,
-        reserved.map((r) => state.namespaceViews.get("kv")!.keyOf(r.record)),
-        reserved.map((r) => r.page),
+        reserved.map((page) => state.namespaceViews.get("kv")!.keyOf(ranks.get(op.rank)!.reservedBy(page))),
+        reserved,
         op.release,
       );
       break;

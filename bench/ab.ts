@@ -1,0 +1,40 @@
+// ab.ts --root=DIR [--batch=B] [--rounds=N] [--seconds=S]: the cycle (lean gRPC client, C=16, 8 ranks
+// of 100,000 pages, in-memory) against this checkout's server and another checkout's (DIR), alternated
+// N times, each run on a fresh server; prints the server's CPU per key and per call of each run. How
+// the README's before/after figures of a change are measured. Run: node --import tsx bench/ab.ts --root=/tmp/before
+import { relative, resolve } from "node:path";
+import type { LoadConfig, LoadResult } from "./load.js";
+import { runLoad, startProcess } from "./processes.js";
+
+const option = (name: string, fallback: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
+const here = resolve(new URL("..", import.meta.url).pathname);
+const other = resolve(option("root", here));
+const batch = Number(option("batch", "512"));
+const rounds = Number(option("rounds", "3"));
+const seconds = Number(option("seconds", "4"));
+
+async function run(root: string): Promise<string> {
+  const serve = ["serve", "--in-memory", "--host", "127.0.0.1", "--port", "0", "--read-lease-ttl", "50ms"];
+  const server = await startProcess(relative(here, `${root}/src/server/main.ts`), serve);
+  const config: LoadConfig = {
+    url: server.url,
+    transport: "lean-grpc",
+    batch,
+    concurrency: 16,
+    connections: 2,
+    ranks: 8,
+    numPages: 100_000,
+    warmupMs: 700,
+    durationMs: seconds * 1_000,
+    keyOffset: 0,
+  };
+  const { result, serverCpuMs } = await runLoad<LoadResult>(config, server.pid);
+  await server.stop();
+  const perKey = (serverCpuMs * 1_000) / Math.max(1, result.keys);
+  const perCall = (serverCpuMs * 1_000) / (result.cycles * 4);
+  return `${perKey.toFixed(2)} µs/key, ${perCall.toFixed(0)} µs/call, ${Math.round(result.keys / seconds)} keys/s`;
+}
+
+for (let round = 0; round < rounds; round++) {
+  for (const root of [other, here]) console.log(`B=${batch} ${root === here ? "this checkout" : root}: ${await run(root)}`);
+}

@@ -1,0 +1,69 @@
+import { Links } from "./index-list.js";
+
+/**
+ * KeyColumns hold what a namespace knows of each key besides its pages, one
+ * typed-array column per field, indexed by the key's registry entry (what
+ * the key holds on each rank is the rank's, Rank.pageOf). A key costs no
+ * object and no array of its own, so a steady workload allocates nothing per
+ * key and the collector has nothing to trace.
+ *
+ * Invariant: for a live entry e, confirmed[e] and reserved[e] count the
+ * ranks on which the key holds a USED and a RESERVED page; an entry with
+ * both at 0 is not in the registry.
+ */
+export class KeyColumns {
+  /** confirmed[e] is the number of ranks the key is confirmed on. */
+  confirmed = new Uint16Array(0);
+  /** reserved[e] is the number of ranks the key holds a reservation on. */
+  reserved = new Uint16Array(0);
+  /** leaseUntilMs[e] is the end of the key's read lease; 0 for none. */
+  leaseUntilMs = new Float64Array(0);
+  /** reclaimAtMs[e] is when the key is reclaimed if still incomplete (first confirmation + incomplete TTL). */
+  reclaimAtMs = new Float64Array(0);
+  /**
+   * firstSlot[e] and firstPage[e] hold key e's page on one rank (by slot;
+   * -1 for none) inline, so that a key on a single rank costs no rank a
+   * table entry; its pages on other ranks are in those ranks' tables.
+   */
+  firstSlot = new Int16Array(0);
+  firstPage = new Int32Array(0);
+  /** links place a key with confirmed pages in its namespace's `lru` (complete) or `incomplete` list. */
+  readonly links = new Links();
+
+  /** fresh readies entry e for a new key: grown to hold it, holding nothing. */
+  fresh(entry: number): void {
+    if (entry >= this.confirmed.length) this.grow(Math.max(64, this.confirmed.length * 2));
+    this.confirmed[entry] = 0;
+    this.reserved[entry] = 0;
+    this.leaseUntilMs[entry] = 0;
+    this.reclaimAtMs[entry] = 0;
+    this.firstSlot[entry] = -1;
+  }
+
+  /** holdsNothing tells whether key e has neither a confirmed page nor a reservation, so the registry can forget it. */
+  holdsNothing(entry: number): boolean {
+    return this.confirmed[entry] === 0 && this.reserved[entry] === 0;
+  }
+
+  private grow(capacity: number): void {
+    const confirmed = new Uint16Array(capacity);
+    confirmed.set(this.confirmed);
+    this.confirmed = confirmed;
+    const reserved = new Uint16Array(capacity);
+    reserved.set(this.reserved);
+    this.reserved = reserved;
+    const leaseUntilMs = new Float64Array(capacity);
+    leaseUntilMs.set(this.leaseUntilMs);
+    this.leaseUntilMs = leaseUntilMs;
+    const reclaimAtMs = new Float64Array(capacity);
+    reclaimAtMs.set(this.reclaimAtMs);
+    this.reclaimAtMs = reclaimAtMs;
+    const firstSlot = new Int16Array(capacity);
+    firstSlot.set(this.firstSlot);
+    this.firstSlot = firstSlot;
+    const firstPage = new Int32Array(capacity);
+    firstPage.set(this.firstPage);
+    this.firstPage = firstPage;
+    this.links.grow(capacity);
+  }
+}
