@@ -1,4 +1,4 @@
-import { hashKey } from "./key-table.js";
+import { hashKey, KEY_HASH_SEED, viewOf } from "./key-table.js";
 
 /**
  * KeyList is the keys of one call as UTF-8 bytes, where they lie: key i is
@@ -52,7 +52,8 @@ export class KeyList {
   hashes(): Int32Array {
     if (this.#hashCache === undefined) {
       this.#hashCache = new Int32Array(this.length);
-      for (let i = 0; i < this.length; i++) this.#hashCache[i] = hashKey(this.bytes, this.keyStarts[i]!, this.keyEnds[i]!);
+      const view = viewOf(this.bytes);
+      for (let i = 0; i < this.length; i++) this.#hashCache[i] = hashKey(this.bytes, this.keyStarts[i]!, this.keyEnds[i]!, KEY_HASH_SEED, view);
     }
     return this.#hashCache;
   }

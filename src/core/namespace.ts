@@ -1,12 +1,13 @@
 import { IndexList } from "./index-list.js";
 import { KeyColumns } from "./key-columns.js";
 import { type KeyList, keyListOf } from "./key-list.js";
-import { hashKey, KeyTable } from "./key-table.js";
+import { hashKey, KEY_HASH_SEED, KeyTable, viewOf } from "./key-table.js";
 import { type EventCounts, type NamespaceCounts, zeroEventCounts } from "./namespace-counters.js";
 import { Rank } from "./rank.js";
 
 /** SCRATCH holds one key's UTF-8 bytes at a time while a store loads (entryOf). */
 const SCRATCH = Buffer.allocUnsafe(4 * 1024);
+const SCRATCH_VIEW = viewOf(SCRATCH);
 
 /**
  * Namespace is an independent page space: its ranks, the registry of its
@@ -84,7 +85,7 @@ export class Namespace {
     // A UTF-16 unit is at most 3 UTF-8 bytes, so a key that may not fit takes the general path.
     if (key.length * 3 > SCRATCH.length) return this.entryAt(keyListOf([key]), 0);
     const end = SCRATCH.write(key, 0, "utf8");
-    return this.registered(SCRATCH, 0, end, hashKey(SCRATCH, 0, end));
+    return this.registered(SCRATCH, 0, end, hashKey(SCRATCH, 0, end, KEY_HASH_SEED, SCRATCH_VIEW));
   }
 
   /** registered finds the entry of the key at bytes[start .. end), registering the key, holding nothing, when it is unknown. */
