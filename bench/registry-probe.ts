@@ -67,7 +67,9 @@ if (KeyList) {
       const keys = calls[(Math.random() * calls.length) | 0]!;
       // (A checkout before the key columns finds records, undefined for none; since, entries, -1 for none.)
       if (mode === "findAll") for (const x of ns.findAll(keys)) found += x !== undefined && x !== -1 ? 1 : 0;
-      else for (let i = 0; i < keys.length; i++) if (isFound(ns.keys.find(keys.bytes, keys.starts[i], keys.ends[i], keys.hash(i)))) found++;
+      else
+        for (let i = 0; i < keys.length; i++)
+          if (isFound(ns.keys.find(keys.bytes, keys.starts[i], keys.ends[i], keys.hash(i), (keys as { view?: DataView }).view))) found++;
       lookups += keys.length;
     }
     if (found !== lookups) throw new Error("a live key was not found");

@@ -11,6 +11,7 @@ import { hashKey, KEY_HASH_SEED, viewOf } from "./key-table.js";
 export class KeyList {
   /** hashCache holds every key's hashKey, computed on the first ask: a call hashes each key once, whatever it looks up. */
   #hashCache: Int32Array | undefined;
+  #view: DataView | undefined;
 
   constructor(
     readonly bytes: Buffer,
@@ -43,6 +44,12 @@ export class KeyList {
     return this.ends[i]! - this.starts[i]!;
   }
 
+  /** view is a DataView of the bytes, made once: the registry reads keys four bytes per step. */
+  get view(): DataView {
+    this.#view ??= viewOf(this.bytes);
+    return this.#view;
+  }
+
   /** hash is hashKey of key i. */
   hash(i: number): number {
     return this.hashes()[i]!;
@@ -52,8 +59,7 @@ export class KeyList {
   hashes(): Int32Array {
     if (this.#hashCache === undefined) {
       this.#hashCache = new Int32Array(this.length);
-      const view = viewOf(this.bytes);
-      for (let i = 0; i < this.length; i++) this.#hashCache[i] = hashKey(this.bytes, this.keyStarts[i]!, this.keyEnds[i]!, KEY_HASH_SEED, view);
+      for (let i = 0; i < this.length; i++) this.#hashCache[i] = hashKey(this.bytes, this.keyStarts[i]!, this.keyEnds[i]!, KEY_HASH_SEED, this.view);
     }
     return this.#hashCache;
   }

@@ -67,13 +67,13 @@ export class Namespace {
   /** findAll returns the entry of every key of a call (-1 for an unknown key). */
   findAll(keys: KeyList): Int32Array {
     const found = new Int32Array(keys.length);
-    this.keys.findAll(keys.bytes, keys.starts, keys.ends, keys.hashes(), found);
+    this.keys.findAll(keys.bytes, keys.starts, keys.ends, keys.hashes(), found, keys.view);
     return found;
   }
 
   /** entryAt finds the entry of key i of a call, registering the key when it is unknown. */
   entryAt(keys: KeyList, i: number): number {
-    return this.registered(keys.bytes, keys.starts[i]!, keys.ends[i]!, keys.hash(i));
+    return this.registered(keys.bytes, keys.starts[i]!, keys.ends[i]!, keys.hash(i), keys.view);
   }
 
   /**
@@ -85,14 +85,14 @@ export class Namespace {
     // A UTF-16 unit is at most 3 UTF-8 bytes, so a key that may not fit takes the general path.
     if (key.length * 3 > SCRATCH.length) return this.entryAt(keyListOf([key]), 0);
     const end = SCRATCH.write(key, 0, "utf8");
-    return this.registered(SCRATCH, 0, end, hashKey(SCRATCH, 0, end, KEY_HASH_SEED, SCRATCH_VIEW));
+    return this.registered(SCRATCH, 0, end, hashKey(SCRATCH, 0, end, KEY_HASH_SEED, SCRATCH_VIEW), SCRATCH_VIEW);
   }
 
   /** registered finds the entry of the key at bytes[start .. end), registering the key, holding nothing, when it is unknown. */
-  private registered(bytes: Buffer, start: number, end: number, hash: number): number {
-    const found = this.keys.find(bytes, start, end, hash);
+  private registered(bytes: Buffer, start: number, end: number, hash: number, view: DataView): number {
+    const found = this.keys.find(bytes, start, end, hash, view);
     if (found >= 0) return found;
-    const entry = this.keys.insert(bytes, start, end, hash);
+    const entry = this.keys.insert(bytes, start, end, hash, view);
     this.columns.fresh(entry);
     return entry;
   }
