@@ -1,4 +1,4 @@
-// profile.ts [--batch=B] [--concurrency=C] [--seconds=S] [--transport=T]: runs the cycle
+// profile.ts [--batch=B] [--concurrency=C] [--seconds=S] [--transport=T] [--durable]: runs the cycle
 // workload (lean gRPC client, or transport T of bench/cycle-clients.ts) against an in-memory server started with
 // --cpu-prof, then prints where the server's CPU went: self time per
 // function, heaviest first, and by area. This is how the README's "where
@@ -37,7 +37,9 @@ const AREAS: [string, RegExp][] = [
 ];
 
 const dir = mkdtempSync(join(tmpdir(), "hf3fs-profile-"));
-const serve = ["serve", "--in-memory", "--host", "127.0.0.1", "--port", "0", "--read-lease-ttl", "50ms"];
+// --durable profiles the server on an LMDB data dir (the default mode) instead of --in-memory.
+const store = process.argv.includes("--durable") ? ["--data-dir", join(dir, "data")] : ["--in-memory"];
+const serve = ["serve", ...store, "--host", "127.0.0.1", "--port", "0", "--read-lease-ttl", "50ms"];
 const extraNodeArgs = (process.env.PROFILE_NODE_ARGS ?? "").split(" ").filter(Boolean);
 const server = await startProcess("src/server/main.ts", serve, ["--cpu-prof", `--cpu-prof-dir=${dir}`, ...extraNodeArgs]);
 const config: LoadConfig = {
