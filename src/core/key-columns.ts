@@ -32,7 +32,8 @@ export class KeyColumns {
 
   /** fresh readies entry e for a new key: grown to hold it, holding nothing. */
   fresh(entry: number): void {
-    if (entry >= this.confirmed.length) this.grow(Math.max(64, this.confirmed.length * 2));
+    // By half again: growths that coincide with the registry's doublings would add up to one pause (bench/growth-probe.ts).
+    if (entry >= this.confirmed.length) this.grow(Math.max(64, Math.ceil(this.confirmed.length * 1.5)));
     this.confirmed[entry] = 0;
     this.reserved[entry] = 0;
     this.leaseUntilMs[entry] = 0;

@@ -219,22 +219,26 @@ export class KeyTable {
   }
 
   private growEntries(): void {
-    const offsets = new Int32Array(this.offsets.length * 2);
+    // By half again, not double: the bucket table doubles at powers of two, and growths that
+    // coincide with it would add up to one long pause (bench/growth-probe.ts).
+    const capacity = Math.ceil(this.offsets.length * 1.5);
+    const offsets = new Int32Array(capacity);
     offsets.set(this.offsets);
     this.offsets = offsets;
-    const lengths = new Int32Array(this.lengths.length * 2);
+    const lengths = new Int32Array(capacity);
     lengths.set(this.lengths);
     this.lengths = lengths;
-    const hashes = new Int32Array(this.hashes.length * 2);
+    const hashes = new Int32Array(capacity);
     hashes.set(this.hashes);
     this.hashes = hashes;
   }
 
-  /** makeRoom compacts the arena when at least half of it is dead, else doubles it (one copy, offsets unchanged). */
+  /** makeRoom compacts the arena when at least half of it is dead, else grows it by half (one copy, offsets unchanged). */
   private makeRoom(length: number): void {
     if (this.arenaLive * 2 > this.arena.length || this.arenaLive + length > this.arena.length / 2) {
-      let size = this.arena.length * 2;
-      while (size < this.arenaUsed + length) size *= 2;
+      // By half again, not double, for the reason given in growEntries.
+      let size = Math.ceil(this.arena.length * 1.5);
+      while (size < this.arenaUsed + length) size = Math.ceil(size * 1.5);
       const arena = Buffer.allocUnsafe(size);
       this.arena.copy(arena, 0, 0, this.arenaUsed);
       this.arena = arena;

@@ -19,7 +19,7 @@ export const NO_OWNER = -1;
  *
  * Pages at or above `nextFresh` have never been handed out and are free; no
  * memory is spent on them, so a rank of 10,000,000 pages costs nothing until
- * it is used, and its columns grow by doubling as pages are handed out.
+ * it is used, and its columns grow by half again as pages are handed out.
  * `freed` is a stack of pages that became free again; it may also hold
  * stale entries of pages that were claimed directly by `claim` (a
  * confirmation after a reservation lapsed) — `take` skips those, and each
@@ -111,11 +111,12 @@ export class PagePool {
     this.heldPages++;
   }
 
-  /** handOutTo moves nextFresh up to `end`, growing the columns by doubling (up to numPages); the new pages are FREE. */
+  /** handOutTo moves nextFresh up to `end`, growing the columns by half again (up to numPages); the new pages are FREE. */
   private handOutTo(end: number): void {
     if (end > this.kind.length) {
-      let capacity = Math.max(64, this.kind.length * 2);
-      while (capacity < end) capacity *= 2;
+      // By half again, not double: growths that coincide with the registry's doublings would add up to one pause (bench/growth-probe.ts).
+      let capacity = Math.max(64, Math.ceil(this.kind.length * 1.5));
+      while (capacity < end) capacity = Math.ceil(capacity * 1.5);
       capacity = Math.min(capacity, this.numPages);
       const owner = new Int32Array(capacity);
       owner.set(this.owner);
