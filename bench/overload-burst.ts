@@ -5,8 +5,11 @@
  * keys at once from `--clients` (default 4) connections (the lean client,
  * requests encoded before the burst, so that the client adds little), with
  * no retries, and prints per run how many were served and shed and the
- * slowest answer of each kind.
- * Run: node --import tsx bench/overload-burst.ts [--lag 100ms]
+ * slowest answer of each kind. `--warmup N` first sends N calls of the
+ * same size (not counted) and then restarts the server's loop-delay count,
+ * so that the burst meets code that is already compiled, as on a server
+ * that has been running.
+ * Run: node --import tsx bench/overload-burst.ts [--lag 100ms] [--server-args "..."]
  */
 import { parseArgs } from "node:util";
 import { createClient } from "@connectrpc/connect";
@@ -22,20 +25,38 @@ const { values } = parseArgs({
     calls: { type: "string", default: "400" },
     batch: { type: "string", default: "4000" },
     clients: { type: "string", default: "4" },
+    /** server-args are more options for both servers, space-separated (say, "--max-streams-per-connection 100"). */
+    "server-args": { type: "string", default: "" },
+    warmup: { type: "string", default: "0" },
   },
 });
 const calls = Number(values.calls);
 const batch = Number(values.batch);
+const warmup = Number(values.warmup);
 
 for (const lag of ["0", values.lag!]) {
   const server = await startProcess(
     "src/server/bin.mjs",
-    ["serve", "--in-memory", "--port", "0", "--overload-lag", lag],
+    ["serve", "--in-memory", "--port", "0", "--overload-lag", lag, ...values["server-args"]!.split(" ").filter(Boolean)],
     ["--import", "./bench/loop-delay.mjs"],
   );
   try {
-    await createClient(MetadataService, createGrpcTransport({ baseUrl: server.url })).initializeRank({ rank: 0, numPages: calls * batch, worldSize: 1 });
+    await createClient(MetadataService, createGrpcTransport({ baseUrl: server.url })).initializeRank({
+      rank: 0,
+      numPages: (calls + warmup) * batch,
+      worldSize: 1,
+    });
     const clients = Array.from({ length: Number(values.clients) }, () => new LeanGrpc(server.url));
+    if (warmup > 0) {
+      const keys = (c: number) => Array.from({ length: batch }, (_, i) => `warmup-${c}-${i}`);
+      await Promise.all(
+        Array.from({ length: warmup }, (_, c) =>
+          clients[c % clients.length]!.callFramed(`/${MetadataService.typeName}/BatchAllocate`, batchAllocateFrame("", 0, keys(c), [])).catch(() => undefined),
+        ),
+      );
+      process.kill(server.pid, "SIGUSR2");
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
     const frames = Array.from({ length: calls }, (_, c) =>
       batchAllocateFrame(
         "",

@@ -25,7 +25,11 @@ export interface ServerOptions extends StateOptions {
   overloadLagMs: number;
   /** maxConnections bounds the connections at once. Defaults to 4,096. */
   maxConnections: number;
-  /** maxStreamsPerConnection bounds the concurrent HTTP/2 streams of a connection. Defaults to 1,000. */
+  /**
+   * maxStreamsPerConnection bounds the concurrent HTTP/2 streams of a connection (clients queue the
+   * rest). Defaults to 100, the least RFC 9113 recommends: one socket read then brings at most that
+   * many new calls per connection, which bounds how long a flood of tiny calls holds the event loop.
+   */
   maxStreamsPerConnection: number;
   /** requestTimeoutMs bounds the time to receive a request's headers and body. Defaults to 60 s. */
   requestTimeoutMs: number;
@@ -179,7 +183,7 @@ export const defaultServerOptions: ServerOptions = {
   http2KeepaliveMs: 10_000,
   overloadLagMs: 0,
   maxConnections: 4_096,
-  maxStreamsPerConnection: 1_000,
+  maxStreamsPerConnection: 100,
   requestTimeoutMs: 60_000,
   idleTimeoutMs: 300_000,
   shutdownTimeoutMs: 10_000,
