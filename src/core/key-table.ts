@@ -48,6 +48,17 @@ export function viewOf(bytes: Uint8Array): DataView {
 }
 
 const MIN_BUCKETS = 64;
+
+/**
+ * SAME_HASH_LIMIT is how many entries with one full hash the buckets hold.
+ * MurmurHash3 has collisions that hold under every seed (test/support/
+ * murmur-collisions.ts makes them), so a client could send thousands of
+ * keys with one hash and make every lookup among them compare them all.
+ * Keys past the limit go to `overflow`, a Map keyed by their bytes, whose
+ * string hashing V8 seeds per process. Nine keys with one full hash do not
+ * happen by chance: among 4M keys, even three are expected about 10^-5 times.
+ */
+export const SAME_HASH_LIMIT = 8;
 const MIN_ARENA = 4_096;
 
 /**
@@ -85,6 +96,12 @@ export class KeyTable {
   private arenaUsed = 0;
   private arenaLive = 0;
   private count = 0;
+  /** overflow holds the keys past SAME_HASH_LIMIT, by their bytes as a latin1 string (one char per byte, so exact), to their entries. */
+  private readonly overflow = new Map<string, number>();
+  /** overflowed maps each entry in `overflow` to its key there. */
+  private readonly overflowed = new Map<number, string>();
+  /** overflowHashes counts the keys in `overflow` by hash: only these hashes are looked up there. */
+  private readonly overflowHashes = new Map<number, number>();
 
   get size(): number {
     return this.count;
@@ -97,10 +114,16 @@ export class KeyTable {
     const length = end - start;
     for (let bucket = (hash & this.mask) * 2; ; bucket = (bucket + 2) & wrap) {
       const entry = buckets[bucket + 1]! - 1;
-      if (entry < 0) return -1;
+      if (entry < 0) return this.overflowHashes.size > 0 ? this.findOverflow(bytes, start, end, hash) : -1;
       if (buckets[bucket] !== hash || this.lengths[entry] !== length) continue;
       if (this.sameBytes(this.offsets[entry]!, view, start, length)) return entry;
     }
+  }
+
+  /** findOverflow looks a key up in `overflow`, if keys of its hash went there. */
+  private findOverflow(bytes: Buffer, start: number, end: number, hash: number): number {
+    if (!this.overflowHashes.has(hash)) return -1;
+    return this.overflow.get(bytes.toString("latin1", start, end)) ?? -1;
   }
 
   /**
@@ -123,7 +146,7 @@ export class KeyTable {
       const bucket = candidates[i]!;
       const entry = buckets[bucket + 1]! - 1;
       if (entry < 0) {
-        found[i] = -1;
+        found[i] = this.overflowHashes.size > 0 ? this.findOverflow(bytes, starts[i]!, ends[i]!, hashes[i]!) : -1;
         continue;
       }
       const length = ends[i]! - starts[i]!;
@@ -146,23 +169,60 @@ export class KeyTable {
     this.hashes[entry] = hash;
     this.arenaUsed += length;
     this.arenaLive += length;
+    this.count++;
     let bucket = (hash & this.mask) * 2;
-    while (this.buckets[bucket + 1] !== 0) bucket = (bucket + 2) & (this.mask * 2 + 1);
+    let sameHash = 0;
+    for (; this.buckets[bucket + 1] !== 0; bucket = (bucket + 2) & (this.mask * 2 + 1)) if (this.buckets[bucket] === hash) sameHash++;
+    if (sameHash >= SAME_HASH_LIMIT) {
+      this.addOverflow(entry, bytes.toString("latin1", start, end), hash);
+      return entry;
+    }
     this.buckets[bucket] = hash;
     this.buckets[bucket + 1] = entry + 1;
-    this.count++;
     return entry;
   }
 
   /** delete removes the entry `entry`. */
   delete(entry: number): void {
-    let bucket = (this.hashes[entry]! & this.mask) * 2;
-    while (this.buckets[bucket + 1] !== entry + 1) bucket = (bucket + 2) & (this.mask * 2 + 1);
-    this.removeBucket(bucket);
+    if (this.overflowed.size > 0 && this.overflowed.has(entry)) this.deleteOverflow(entry);
+    else {
+      let bucket = (this.hashes[entry]! & this.mask) * 2;
+      while (this.buckets[bucket + 1] !== entry + 1) bucket = (bucket + 2) & (this.mask * 2 + 1);
+      this.removeBucket(bucket);
+    }
     this.arenaLive -= this.lengths[entry]!;
     this.lengths[entry] = -1;
     this.freeEntries.push(entry);
     this.count--;
+  }
+
+  private addOverflow(entry: number, key: string, hash: number): void {
+    this.overflow.set(key, entry);
+    this.overflowed.set(entry, key);
+    this.overflowHashes.set(hash, (this.overflowHashes.get(hash) ?? 0) + 1);
+  }
+
+  private deleteOverflow(entry: number): void {
+    const key = this.overflowed.get(entry)!;
+    this.overflow.delete(key);
+    this.overflowed.delete(entry);
+    const hash = this.hashes[entry]!;
+    const left = this.overflowHashes.get(hash)! - 1;
+    if (left > 0) this.overflowHashes.set(hash, left);
+    else this.overflowHashes.delete(hash);
+  }
+
+  /** overflowSize is the number of keys kept past SAME_HASH_LIMIT (inspection and tests). */
+  get overflowSize(): number {
+    return this.overflow.size;
+  }
+
+  /** inBuckets counts the keys with full hash `hash` that the buckets hold: at most SAME_HASH_LIMIT (inspection and tests). */
+  inBuckets(hash: number): number {
+    let count = 0;
+    for (let bucket = (hash & this.mask) * 2; this.buckets[bucket + 1] !== 0; bucket = (bucket + 2) & (this.mask * 2 + 1))
+      if (this.buckets[bucket] === hash) count++;
+    return count;
   }
 
   /** keyOf is the key of entry `entry` as a string. */

@@ -2,7 +2,10 @@ import fc from "fast-check";
 import murmurhash from "murmurhash";
 import { describe, expect, it } from "vitest";
 import { keyListOf } from "../../src/core/key-list.js";
-import { hashKey, KeyTable } from "../../src/core/key-table.js";
+import { hashKey, KeyTable, SAME_HASH_LIMIT } from "../../src/core/key-table.js";
+import { MetadataState } from "../../src/core/state.js";
+import { assertInvariants } from "../support/invariants.js";
+import { murmurCollisions } from "../support/murmur-collisions.js";
 
 /** A model run: the table against a Map, with the hash narrowed to `bits` so that keys collide, runs wrap and shifts happen. */
 function run(ops: { insert: boolean; key: string }[], bits: number): void {
@@ -42,6 +45,8 @@ function run(ops: { insert: boolean; key: string }[], bits: number): void {
   table.findAll(all.bytes, all.starts, all.ends, hashes, found);
   expect([...found]).toEqual(seen.map((key) => model.get(key) ?? -1));
   for (const [key, entry] of model) expect(table.keyOf(entry)).toBe(key);
+  // However the hashes collide, the buckets hold at most SAME_HASH_LIMIT keys of one hash.
+  for (const hash of new Set(hashes)) expect(table.inBuckets(hash)).toBeLessThanOrEqual(SAME_HASH_LIMIT);
 }
 
 describe("hashKey", () => {
@@ -69,7 +74,9 @@ describe("KeyTable", () => {
       fc.nat(300).map((n) => `key-${n}`),
     );
     fc.assert(
-      fc.property(fc.array(fc.record({ insert: fc.boolean(), key }), { maxLength: 400 }), fc.constantFrom(1, 3, 8, 32), (ops, bits) => run(ops, bits)),
+      fc.property(fc.array(fc.record({ insert: fc.boolean(), key }), { maxLength: 400, size: "max" }), fc.constantFrom(1, 3, 8, 32), (ops, bits) =>
+        run(ops, bits),
+      ),
       { numRuns: 300 },
     );
   });
@@ -90,5 +97,68 @@ describe("KeyTable", () => {
     const entry = table.insert(keys.bytes, keys.starts[0]!, keys.ends[0]!, keys.hash(0));
     expect(table.find(keys.bytes, keys.starts[0]!, keys.ends[0]!, keys.hash(0))).toBe(entry);
     expect(table.find(keys.bytes, keys.starts[1]!, keys.ends[1]!, keys.hash(1))).toBe(-1);
+  });
+});
+
+describe("keys that collide under every seed", () => {
+  /** A seeded generator (mulberry32), so that the keys are the same every run. */
+  const random = (() => {
+    let x = 0x2545f491;
+    return () => {
+      x = (x + 0x6d2b79f5) | 0;
+      let t = Math.imul(x ^ (x >>> 15), 1 | x);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
+    };
+  })();
+  const keys = murmurCollisions(10, random);
+
+  it("are real: 1,024 distinct UTF-8 keys, one MurmurHash3 under any seed", () => {
+    const list = keyListOf(keys);
+    expect(new Set(keys).size).toBe(1_024);
+    for (const seed of [0, 1, 0xdeadbeef]) {
+      expect(new Set(keys.map((_, i) => hashKey(list.bytes, list.starts[i]!, list.ends[i]!, seed))).size).toBe(1);
+    }
+  });
+
+  it("fill at most SAME_HASH_LIMIT buckets; the rest are found, listed, named and deleted all the same", () => {
+    const table = new KeyTable();
+    const list = keyListOf(keys);
+    const entries = keys.map((_, i) => table.insert(list.bytes, list.starts[i]!, list.ends[i]!, list.hash(i), list.view));
+    expect(table.inBuckets(list.hash(0))).toBe(SAME_HASH_LIMIT);
+    expect(table.overflowSize).toBe(keys.length - SAME_HASH_LIMIT);
+    const found = new Int32Array(keys.length);
+    table.findAll(list.bytes, list.starts, list.ends, list.hashes(), found, list.view);
+    expect([...found]).toEqual(entries);
+    expect(new Set(table.live())).toEqual(new Set(entries));
+    for (let i = 0; i < keys.length; i++) expect(table.keyOf(entries[i]!)).toBe(keys[i]);
+    // Deleting the keys in the buckets leaves the others found; new keys of the hash take the freed buckets.
+    for (let i = 0; i < keys.length; i += 2) table.delete(entries[i]!);
+    for (let i = 0; i < keys.length; i++) {
+      expect(table.find(list.bytes, list.starts[i]!, list.ends[i]!, list.hash(i), list.view)).toBe(i % 2 === 0 ? -1 : entries[i]);
+    }
+    for (let i = 0; i < keys.length; i += 2) entries[i] = table.insert(list.bytes, list.starts[i]!, list.ends[i]!, list.hash(i), list.view);
+    expect(table.inBuckets(list.hash(0))).toBe(SAME_HASH_LIMIT);
+    table.findAll(list.bytes, list.starts, list.ends, list.hashes(), found, list.view);
+    expect([...found]).toEqual(entries);
+    expect(table.size).toBe(keys.length);
+  });
+
+  it("go through the whole cycle, with eviction, and leave every invariant holding", () => {
+    const state = new MetadataState(() => 0, { readLeaseTtlMs: 0 }, true);
+    state.initializeRank("", 0, 600, 1);
+    for (let i = 0; i < keys.length; i += 256) {
+      const batch = keys.slice(i, i + 256);
+      const { pages } = state.batchAllocate("", 0, batch);
+      state.confirmWrite("", 0, batch, pages);
+      expect(state.batchExists("", batch)).toEqual(batch.map(() => true));
+      expect(state.getLocations("", 0, batch)).toEqual(pages);
+      assertInvariants(state);
+    }
+    // 600 pages for 1,024 keys: the oldest were evicted, and the registry holds exactly the rest.
+    expect(state.batchExists("", keys).filter(Boolean)).toHaveLength(600);
+    expect(state.deleteKeys("", keys)).toBe(600);
+    expect(state.namespaceViews.get("kv")!.keys.size).toBe(0);
+    assertInvariants(state);
   });
 });
