@@ -12,8 +12,8 @@ export const KEY_HASH_SEED = crypto.getRandomValues(new Uint32Array(1))[0]!;
  * which is what this table avoids; test/core/key-table.test.ts pins it to
  * the `murmurhash` package. `view` is a DataView of `bytes` (made when
  * absent): a caller hashing many keys of one buffer passes one, since its
- * 4-byte loads hash a 64-byte key in about half the time of assembling
- * each word from bytes (bench/README, "The per-key data plane").
+ * 4-byte loads are faster than assembling each word from bytes
+ * (bench/README, "The key columns").
  */
 export function hashKey(bytes: Uint8Array, start: number, end: number, seed = KEY_HASH_SEED, view = viewOf(bytes)): number {
   let h = seed | 0;
@@ -56,7 +56,7 @@ const MIN_BUCKETS = 64;
  * keys with one hash and make every lookup among them compare them all.
  * Keys past the limit go to `overflow`, a Map keyed by their bytes, whose
  * string hashing V8 seeds per process. Nine keys with one full hash do not
- * happen by chance: among 4M keys, even three are expected about 10^-5 times.
+ * happen by chance: among 4M keys, C(4M, 9) / 2^256, about 6 × 10^-24, are expected.
  */
 export const SAME_HASH_LIMIT = 8;
 const MIN_ARENA = 4_096;
@@ -305,8 +305,8 @@ export class KeyTable {
       this.arenaView = viewOf(arena);
       return;
     }
-    // Moved by a loop, not a Buffer.copy per key: with 500,000 short live keys that was 500,000 calls
-    // per compaction, 24% of the core bench's CPU at 10^6 pages, 50% full.
+    // Moved by a loop, not a Buffer.copy per key: a call per live key made compaction cost calls, not
+    // bytes (bench/README, "The key columns").
     const from = this.arenaView;
     const arena = Buffer.allocUnsafe(this.arena.length);
     const to = viewOf(arena);
