@@ -9,10 +9,6 @@ export class Links {
   next: Int32Array = new Int32Array(0);
   list: Uint8Array = new Uint8Array(0);
 
-  get capacity(): number {
-    return this.list.length;
-  }
-
   /** grow makes room for items below `capacity`; new items are in no list. */
   grow(capacity: number): void {
     if (capacity <= this.list.length) return;

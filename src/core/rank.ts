@@ -80,12 +80,6 @@ export class Rank {
     return page >= 0 && this.pool.kindOf(page) === USED ? page : -1;
   }
 
-  /** reservedPage is key e's RESERVED page on this rank, -1 for none. */
-  reservedPage(entry: number): number {
-    const page = this.pageOf(entry);
-    return page >= 0 && this.pool.kindOf(page) === RESERVED ? page : -1;
-  }
-
   /** pageState derives the state of page p. */
   pageState(page: number): PageState {
     const kind = this.pool.kindOf(page);
