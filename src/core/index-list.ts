@@ -1,3 +1,5 @@
+import { grown } from "./grown.js";
+
 /**
  * Links are the prev/next columns of items numbered from 0 (registry
  * entries, pages), and which list holds each item (0 for none): the fields
@@ -14,16 +16,8 @@ export class Links {
     if (capacity <= this.list.length) return;
     this.prev = grown(this.prev, capacity);
     this.next = grown(this.next, capacity);
-    const list = new Uint8Array(capacity);
-    list.set(this.list);
-    this.list = list;
+    this.list = grown(this.list, capacity);
   }
-}
-
-function grown(from: Int32Array, capacity: number): Int32Array {
-  const to = new Int32Array(capacity);
-  to.set(from);
-  return to;
 }
 
 /** NONE is the item number of no item: an empty list's first, the end of a list. */

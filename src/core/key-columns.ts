@@ -1,3 +1,4 @@
+import { grown } from "./grown.js";
 import { Links } from "./index-list.js";
 
 /**
@@ -47,24 +48,12 @@ export class KeyColumns {
   }
 
   private grow(capacity: number): void {
-    const confirmed = new Uint16Array(capacity);
-    confirmed.set(this.confirmed);
-    this.confirmed = confirmed;
-    const reserved = new Uint16Array(capacity);
-    reserved.set(this.reserved);
-    this.reserved = reserved;
-    const leaseUntilMs = new Float64Array(capacity);
-    leaseUntilMs.set(this.leaseUntilMs);
-    this.leaseUntilMs = leaseUntilMs;
-    const reclaimAtMs = new Float64Array(capacity);
-    reclaimAtMs.set(this.reclaimAtMs);
-    this.reclaimAtMs = reclaimAtMs;
-    const firstSlot = new Int16Array(capacity);
-    firstSlot.set(this.firstSlot);
-    this.firstSlot = firstSlot;
-    const firstPage = new Int32Array(capacity);
-    firstPage.set(this.firstPage);
-    this.firstPage = firstPage;
+    this.confirmed = grown(this.confirmed, capacity);
+    this.reserved = grown(this.reserved, capacity);
+    this.leaseUntilMs = grown(this.leaseUntilMs, capacity);
+    this.reclaimAtMs = grown(this.reclaimAtMs, capacity);
+    this.firstSlot = grown(this.firstSlot, capacity);
+    this.firstPage = grown(this.firstPage, capacity);
     this.links.grow(capacity);
   }
 }

@@ -1,3 +1,5 @@
+import { grown } from "./grown.js";
+
 /**
  * KEY_HASH_SEED is drawn once per process: a client that does not know it
  * cannot pick keys that fill one run of buckets (hash flooding), as it
@@ -282,15 +284,9 @@ export class KeyTable {
     // By half again, not double: the bucket table doubles at powers of two, and growths that
     // coincide with it would add up to one long pause (bench/growth-probe.ts).
     const capacity = Math.ceil(this.offsets.length * 1.5);
-    const offsets = new Int32Array(capacity);
-    offsets.set(this.offsets);
-    this.offsets = offsets;
-    const lengths = new Int32Array(capacity);
-    lengths.set(this.lengths);
-    this.lengths = lengths;
-    const hashes = new Int32Array(capacity);
-    hashes.set(this.hashes);
-    this.hashes = hashes;
+    this.offsets = grown(this.offsets, capacity);
+    this.lengths = grown(this.lengths, capacity);
+    this.hashes = grown(this.hashes, capacity);
   }
 
   /** makeRoom compacts the arena when at least half of it is dead, else grows it by half (one copy, offsets unchanged). */

@@ -1,3 +1,5 @@
+import { grown } from "./grown.js";
+
 /** PageKind is what a page of a rank is used for, one byte per page (the constants below). */
 export type PageKind = 0 | 1 | 2 | 3;
 /** FREE: nobody holds the page. */
@@ -118,12 +120,8 @@ export class PagePool {
       let capacity = Math.max(64, Math.ceil(this.kind.length * 1.5));
       while (capacity < end) capacity = Math.ceil(capacity * 1.5);
       capacity = Math.min(capacity, this.numPages);
-      const owner = new Int32Array(capacity);
-      owner.set(this.owner);
-      this.owner = owner;
-      const kind = new Uint8Array(capacity);
-      kind.set(this.kind);
-      this.kind = kind;
+      this.owner = grown(this.owner, capacity);
+      this.kind = grown(this.kind, capacity);
     }
     this.owner.fill(NO_OWNER, this.nextFresh, end);
     this.nextFresh = end;

@@ -1,3 +1,4 @@
+import { grown } from "./grown.js";
 import { IndexList, Links, NONE } from "./index-list.js";
 import type { KeyColumns } from "./key-columns.js";
 import { DRAINING, FREE, NO_OWNER, PagePool, RESERVED, USED } from "./page-pool.js";
@@ -246,9 +247,8 @@ export class Rank {
       return;
     }
     if (entry >= this.pageByEntry.length) {
-      const grown = new Int32Array(Math.max(64, this.pageByEntry.length * 2, entry + 1)).fill(-1);
-      grown.set(this.pageByEntry);
-      this.pageByEntry = grown;
+      const length = this.pageByEntry.length;
+      this.pageByEntry = grown(this.pageByEntry, Math.max(64, length * 2, entry + 1)).fill(-1, length);
     }
     this.pageByEntry[entry] = page;
   }
@@ -260,10 +260,7 @@ export class Rank {
 
   /** growPageColumns sizes the reservation columns to the pool's. */
   private growPageColumns(): void {
-    const capacity = this.pool.capacity;
-    const expiresAt = new Float64Array(capacity);
-    expiresAt.set(this.expiresAt);
-    this.expiresAt = expiresAt;
-    this.pageLinks.grow(capacity);
+    this.expiresAt = grown(this.expiresAt, this.pool.capacity);
+    this.pageLinks.grow(this.pool.capacity);
   }
 }
