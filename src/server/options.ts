@@ -60,6 +60,14 @@ export interface ServerOptions extends StateOptions {
   advertiseUrl: string;
   /** leaderLeaseMs is the TTL of each member's etcd lease, so the longest a cluster goes without a leader after one dies. Defaults to 2 s. */
   leaderLeaseMs: number;
+  /** etcdCa is the PEM file of the CA that etcd's certificate must be signed by (https:// endpoints); "" for the system's CAs. */
+  etcdCa: string;
+  /** etcdCert and etcdKey are the PEM files of the member's client certificate for etcd's --client-cert-auth (both or neither). */
+  etcdCert: string;
+  etcdKey: string;
+  /** etcdUser and etcdPasswordFile log the member in to etcd's auth (both or neither); the file's first line is the password. */
+  etcdUser: string;
+  etcdPasswordFile: string;
 }
 
 type Kind = "string" | "integer" | "duration" | "boolean";
@@ -149,6 +157,11 @@ export const OPTIONS: { flag: string; field: keyof ServerOptions; kind: Kind; he
     kind: "duration",
     help: "TTL of each member's etcd lease (whole seconds): how long a dead leader is waited for",
   },
+  { flag: "etcd-ca", field: "etcdCa", kind: "string", help: "PEM CA that etcd's certificate must be signed by (https:// endpoints)" },
+  { flag: "etcd-cert", field: "etcdCert", kind: "string", help: "PEM client certificate for etcd (its --client-cert-auth)" },
+  { flag: "etcd-key", field: "etcdKey", kind: "string", help: "PEM private key of --etcd-cert" },
+  { flag: "etcd-user", field: "etcdUser", kind: "string", help: "etcd user to log in as (etcd's auth)" },
+  { flag: "etcd-password-file", field: "etcdPasswordFile", kind: "string", help: "file whose first line is --etcd-user's password" },
 ];
 
 /**
@@ -199,6 +212,11 @@ export const defaultServerOptions: ServerOptions = {
   clusterName: "default",
   advertiseUrl: "",
   leaderLeaseMs: 2_000,
+  etcdCa: "",
+  etcdCert: "",
+  etcdKey: "",
+  etcdUser: "",
+  etcdPasswordFile: "",
 };
 
 /** envName is the environment variable of a flag, e.g. HF3FS_METADATA_RESERVATION_TTL. */
@@ -253,7 +271,11 @@ export function parseServerOptions(args: string[], env: NodeJS.ProcessEnv): Serv
 
 /** checkCluster checks the options of high availability. */
 function checkCluster(options: ServerOptions): void {
-  if (options.etcdEndpoints === "") return;
+  if (options.etcdEndpoints === "") {
+    const stray = ETCD_LINK_FLAGS.find(({ field }) => options[field] !== "");
+    if (stray !== undefined) throw new Error(`--${stray.flag} is for a member of a cluster: give --etcd-endpoints too`);
+    return;
+  }
   for (const endpoint of options.etcdEndpoints.split(",")) {
     if (!/^https?:\/\/[^/\s]+\/?$/.test(endpoint)) throw new Error(`--etcd-endpoints takes URLs like http://127.0.0.1:2379, got "${endpoint}"`);
   }
@@ -265,6 +287,29 @@ function checkCluster(options: ServerOptions): void {
   }
   if (options.leaderLeaseMs < 1_000 || options.leaderLeaseMs % 1_000 !== 0) {
     throw new Error(`--leader-lease must be whole seconds, at least 1s (etcd leases count seconds), got ${options.leaderLeaseMs} ms`);
+  }
+  checkEtcdSecurity(options);
+}
+
+/** ETCD_LINK_FLAGS are the options of the member's link to etcd. */
+const ETCD_LINK_FLAGS = [
+  { flag: "etcd-ca", field: "etcdCa" },
+  { flag: "etcd-cert", field: "etcdCert" },
+  { flag: "etcd-key", field: "etcdKey" },
+  { flag: "etcd-user", field: "etcdUser" },
+  { flag: "etcd-password-file", field: "etcdPasswordFile" },
+] as const;
+
+/** checkEtcdSecurity checks the options of the member's link to etcd: TLS needs https:// endpoints, and each pair comes whole. */
+function checkEtcdSecurity(options: ServerOptions): void {
+  const tls = options.etcdCa !== "" || options.etcdCert !== "" || options.etcdKey !== "";
+  if (tls && !options.etcdEndpoints.split(",").every((endpoint) => endpoint.startsWith("https://"))) {
+    throw new Error("--etcd-ca, --etcd-cert and --etcd-key are for TLS to etcd: give https:// --etcd-endpoints");
+  }
+  if ((options.etcdCert === "") !== (options.etcdKey === "")) throw new Error("--etcd-cert and --etcd-key go together: give both or neither");
+  if (options.etcdCert !== "" && options.etcdCa === "") throw new Error("--etcd-cert needs --etcd-ca, the CA that signed etcd's certificate");
+  if ((options.etcdUser === "") !== (options.etcdPasswordFile === "")) {
+    throw new Error("--etcd-user and --etcd-password-file go together: give both or neither");
   }
 }
 

@@ -1,5 +1,6 @@
+import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
-import { Etcd3 } from "etcd3";
+import { Etcd3, type IOptions } from "etcd3";
 import { systemClock } from "../core/clock.js";
 import { Member } from "../replication/member.js";
 import { isOrphanWatchResponse } from "../replication/watch.js";
@@ -26,7 +27,7 @@ export async function serveMember({ options, security, port, stopped, logger }: 
   try {
     tolerateKnownRejections([isInternalCommitRejection, isOrphanWatchResponse]);
     const local = await LmdbStore.open(options.dataDir, { overlappingSync: true });
-    const client = new Etcd3({ hosts: options.etcdEndpoints.split(","), dialTimeout: 2_000, grpcOptions: ETCD_GRPC_OPTIONS });
+    const client = new Etcd3({ hosts: options.etcdEndpoints.split(","), dialTimeout: 2_000, grpcOptions: ETCD_GRPC_OPTIONS, ...etcdSecurity(options) });
     const memberOptions = {
       clusterName: options.clusterName,
       leaderLeaseMs: options.leaderLeaseMs,
@@ -46,6 +47,36 @@ export async function serveMember({ options, security, port, stopped, logger }: 
   member.start(advertiseUrlOf(options, server));
   logger.info({ cluster: options.clusterName, clusterId: member.clusterId, memberId: member.memberId }, "cluster: joined");
   return runUntilStopped(options, server, member.ledger.store, security.access, logger, stopped);
+}
+
+/**
+ * etcdSecurity is how the member proves itself to etcd and checks etcd:
+ * the CA of etcd's certificate and the member's client certificate
+ * (--etcd-ca, --etcd-cert, --etcd-key), and etcd's auth (--etcd-user,
+ * --etcd-password-file). Without --etcd-ca, https:// endpoints are checked
+ * against the system's CAs (the etcd3 client's default).
+ */
+function etcdSecurity(options: ServerOptions): Pick<IOptions, "credentials" | "auth"> {
+  const read = (flag: string, file: string) => {
+    try {
+      return readFileSync(file);
+    } catch (error) {
+      throw new Error(`cannot read --${flag} ${file}: ${(error as Error).message}`);
+    }
+  };
+  const security: Pick<IOptions, "credentials" | "auth"> = {};
+  if (options.etcdCa !== "") {
+    security.credentials = { rootCertificate: read("etcd-ca", options.etcdCa) };
+    if (options.etcdCert !== "") {
+      security.credentials.certChain = read("etcd-cert", options.etcdCert);
+      security.credentials.privateKey = read("etcd-key", options.etcdKey);
+    }
+  }
+  if (options.etcdUser !== "") {
+    const password = read("etcd-password-file", options.etcdPasswordFile).toString("utf8").split(/\r?\n/)[0]!;
+    security.auth = { username: options.etcdUser, password };
+  }
+  return security;
 }
 
 /** snapshotToken is the first token of the member's token files: it presents it to the leader for a snapshot (an admin call). */

@@ -1,15 +1,15 @@
 import { afterEach } from "vitest";
-import { type EtcdCluster, running, startEtcdCluster as start } from "./etcd-process.js";
+import { type EtcdCluster, type EtcdTls, running, startEtcdCluster as start } from "./etcd-process.js";
 import { tempDir } from "./temp-dir.js";
 
-export { type EtcdCluster, type EtcdMember, etcdMissing, freePort } from "./etcd-process.js";
+export { type EtcdCluster, type EtcdMember, type EtcdTls, etcdMissing, freePort } from "./etcd-process.js";
 
 afterEach(() => {
   for (const child of running) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
   running.clear();
 });
 
-/** startEtcdCluster starts `size` etcd members on loopback for one test: their data dirs are removed and they are killed after it. */
-export function startEtcdCluster(size: number): Promise<EtcdCluster> {
-  return start(size, tempDir());
+/** startEtcdCluster starts `size` etcd members on loopback for one test (serving clients over TLS with `tls`): their data dirs are removed and they are killed after it. */
+export function startEtcdCluster(size: number, tls?: EtcdTls): Promise<EtcdCluster> {
+  return start(size, tempDir(), tls);
 }

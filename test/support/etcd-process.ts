@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { get } from "node:https";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -56,18 +57,33 @@ export function freePort(): Promise<number> {
   });
 }
 
+/**
+ * EtcdTls makes members serve clients over TLS (https:// client URLs) with
+ * this certificate, and accept only clients whose certificate `ca` signed
+ * (etcd's --client-cert-auth); `clientCert` and `clientKey` are such a
+ * client's, for the test's own health checks.
+ */
+export interface EtcdTls {
+  cert: string;
+  key: string;
+  ca: string;
+  clientCert: string;
+  clientKey: string;
+}
+
 /** startEtcdCluster starts `size` members that form one cluster, with data under `dataRoot` (a new temporary dir unless given), and waits until every one answers. */
-export async function startEtcdCluster(size: number, dataRoot = mkdtempSync(join(tmpdir(), "hf3fs-metadata-etcd-"))): Promise<EtcdCluster> {
+export async function startEtcdCluster(size: number, dataRoot = mkdtempSync(join(tmpdir(), "hf3fs-metadata-etcd-")), tls?: EtcdTls): Promise<EtcdCluster> {
   const ports = await Promise.all(Array.from({ length: size * 2 }, freePort));
   const names = Array.from({ length: size }, (_, i) => `etcd${i}`);
   const peerUrl = (i: number) => `http://127.0.0.1:${ports[2 * i + 1]}`;
   const initialCluster = names.map((name, i) => `${name}=${peerUrl(i)}`).join(",");
-  const members = names.map((name, i) => member(name, `http://127.0.0.1:${ports[2 * i]}`, peerUrl(i), initialCluster, join(dataRoot, name)));
+  const scheme = tls === undefined ? "http" : "https";
+  const members = names.map((name, i) => member(name, `${scheme}://127.0.0.1:${ports[2 * i]}`, peerUrl(i), initialCluster, join(dataRoot, name), tls));
   await Promise.all(members.map((m) => m.start()));
   return { members, endpoints: members.map((m) => m.clientUrl).join(",") };
 }
 
-function member(name: string, clientUrl: string, peerUrl: string, initialCluster: string, dataDir: string): EtcdMember {
+function member(name: string, clientUrl: string, peerUrl: string, initialCluster: string, dataDir: string, tls: EtcdTls | undefined): EtcdMember {
   let child: ChildProcess | undefined;
   const args = [
     `--name=${name}`,
@@ -84,6 +100,7 @@ function member(name: string, clientUrl: string, peerUrl: string, initialCluster
     "--election-timeout=500",
     "--log-level=error",
     "--logger=zap",
+    ...(tls === undefined ? [] : [`--cert-file=${tls.cert}`, `--key-file=${tls.key}`, `--trusted-ca-file=${tls.ca}`, "--client-cert-auth"]),
   ];
   return {
     name,
@@ -96,7 +113,7 @@ function member(name: string, clientUrl: string, peerUrl: string, initialCluster
       child = spawn(ETCD, args, { stdio: ["ignore", "ignore", "pipe"] });
       child.stderr!.on("data", (d) => (output = (output + d).slice(-4_000)));
       running.add(child);
-      await waitForHealth(clientUrl, child, () => output);
+      await waitForHealth(clientUrl, child, () => output, tls);
     },
     async kill() {
       if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
@@ -108,16 +125,24 @@ function member(name: string, clientUrl: string, peerUrl: string, initialCluster
 }
 
 /** waitForHealth polls the member's /health (its own status; a lone member of a new cluster is not healthy yet, so /version it is). */
-async function waitForHealth(clientUrl: string, child: ChildProcess, output: () => string): Promise<void> {
+async function waitForHealth(clientUrl: string, child: ChildProcess, output: () => string, tls: EtcdTls | undefined): Promise<void> {
   const deadline = Date.now() + 20_000;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`etcd exited with ${child.exitCode}: ${output()}`);
-    const ok = await fetch(`${clientUrl}/version`).then(
-      (r) => r.ok,
-      () => false,
-    );
+    const ok = await (tls === undefined ? fetch(`${clientUrl}/version`).then((r) => r.ok) : httpsOk(`${clientUrl}/version`, tls)).catch(() => false);
     if (ok) return;
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`etcd at ${clientUrl} did not answer within 20 s: ${output()}`);
+}
+
+/** httpsOk tells whether a GET of url over TLS, presenting the test's client certificate, answers 200. */
+function httpsOk(url: string, tls: EtcdTls): Promise<boolean> {
+  return new Promise((resolve, reject) => {
+    const options = { ca: readFileSync(tls.ca), cert: readFileSync(tls.clientCert), key: readFileSync(tls.clientKey) };
+    get(url, options, (response) => {
+      response.resume();
+      resolve(response.statusCode === 200);
+    }).on("error", reject);
+  });
 }
