@@ -42,6 +42,7 @@ describe("parseServerOptions", () => {
 
 describe("the options of high availability", () => {
   const etcd = ["--etcd-endpoints", "http://127.0.0.1:2379,http://10.0.0.2:2379"];
+  const tlsEtcd = ["--etcd-endpoints", "https://127.0.0.1:2379,https://10.0.0.2:2379"];
 
   it("are off by default, and read from flags or HF3FS_METADATA_* variables", () => {
     expect(defaultServerOptions).toMatchObject({ etcdEndpoints: "", clusterName: "default", advertiseUrl: "", leaderLeaseMs: 2_000 });
@@ -63,7 +64,24 @@ describe("the options of high availability", () => {
     [[...etcd, "--advertise-url", "10.0.0.2:18000"], /--advertise-url takes a URL/],
     [[...etcd, "--leader-lease", "1500ms"], /--leader-lease must be whole seconds, at least 1s/],
     [[...etcd, "--leader-lease", "0s"], /--leader-lease must be whole seconds, at least 1s/],
+    [["--etcd-ca", "ca.pem"], /--etcd-ca is for a member of a cluster: give --etcd-endpoints too/],
+    [["--etcd-password-file", "pw"], /--etcd-password-file is for a member of a cluster/],
+    [[...etcd, "--etcd-ca", "ca.pem"], /give https:\/\/ --etcd-endpoints/],
+    [[...tlsEtcd, "--etcd-cert", "c.pem", "--etcd-ca", "ca.pem"], /--etcd-cert and --etcd-key go together/],
+    [[...tlsEtcd, "--etcd-cert", "c.pem", "--etcd-key", "k.pem"], /--etcd-cert needs --etcd-ca/],
+    [[...tlsEtcd, "--etcd-user", "root"], /--etcd-user and --etcd-password-file go together/],
   ])("refuse %j", (args, message) => expect(() => parseServerOptions(args, {})).toThrow(message));
+
+  it("take etcd's TLS and auth options with https:// endpoints", () => {
+    const tls = ["--etcd-ca", "ca.pem", "--etcd-cert", "c.pem", "--etcd-key", "k.pem", "--etcd-user", "root", "--etcd-password-file", "pw"];
+    expect(parseServerOptions([...tlsEtcd, ...tls], {})).toMatchObject({
+      etcdCa: "ca.pem",
+      etcdCert: "c.pem",
+      etcdKey: "k.pem",
+      etcdUser: "root",
+      etcdPasswordFile: "pw",
+    });
+  });
 });
 
 describe("the body limit", () => {
