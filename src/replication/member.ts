@@ -215,12 +215,15 @@ export class Member {
     if (signal.aborted) return;
     this.logger.info({ why: gap.message, leader: this.leaderUrl }, "cluster: loading a snapshot from the leader");
     const started = performance.now();
-    const { appliedSeq, records } = await fetchSnapshot(this.leaderUrl, this.clusterId, this.options.token, signal);
     await this.reader.stored();
-    await this.local.replaceAll(records, appliedSeq);
-    this.hot = undefined; // loaded anew from the store
-    this.reader.restart();
-    this.logger.info({ appliedSeq, records: records.length, tookMs: Math.round(performance.now() - started) }, "cluster: snapshot loaded");
+    try {
+      const { appliedSeq, records } = await this.local.loadSnapshot(fetchSnapshot(this.leaderUrl, this.clusterId, this.options.token, signal));
+      this.logger.info({ appliedSeq, records, tookMs: Math.round(performance.now() - started) }, "cluster: snapshot loaded");
+    } finally {
+      // Whole or not, the store holds what the reader must start from: the snapshot, or nothing (a gap again, so another snapshot).
+      this.hot = undefined; // loaded anew from the store
+      this.reader.restart();
+    }
   }
 
   /**

@@ -4,7 +4,7 @@ import { MemberRole, ReplicationService } from "../../gen/hf3fs/metadata/interna
 import type { Change } from "../core/change.js";
 import type { AccessPolicy } from "../service/access-policy.js";
 import { toConnectError } from "../service/error-table.js";
-import type { LmdbStore } from "../store/lmdb-store.js";
+import type { LmdbStore, SnapshotPiece } from "../store/lmdb-store.js";
 import type { MemberRecord } from "./cluster-keys.js";
 import { decodeGroup, encodeGroup } from "./log-codec.js";
 
@@ -85,21 +85,11 @@ function checkAccess(access: AccessPolicy | undefined, method: string, headers: 
   }
 }
 
-/** fetchSnapshot asks the leader at leaderUrl for its state, and returns it whole. */
-export async function fetchSnapshot(
-  leaderUrl: string,
-  clusterId: string,
-  token: string | undefined,
-  signal: AbortSignal,
-): Promise<{ appliedSeq: number; records: Change[] }> {
+/** fetchSnapshot asks the leader at leaderUrl for its state, and yields it piece by piece as it arrives (LmdbStore.loadSnapshot writes each). */
+export async function* fetchSnapshot(leaderUrl: string, clusterId: string, token: string | undefined, signal: AbortSignal): AsyncGenerator<SnapshotPiece> {
   const client = createClient(ReplicationService, createGrpcTransport({ baseUrl: leaderUrl }));
   const headers = token === undefined ? undefined : { authorization: `Bearer ${token}` };
-  let appliedSeq = -1;
-  const records: Change[] = [];
   for await (const piece of client.snapshot({ clusterId }, { headers, signal })) {
-    appliedSeq = Number(piece.appliedSeq);
-    for (const record of decodeGroup(Buffer.from(piece.records))) records.push(record);
+    yield { appliedSeq: Number(piece.appliedSeq), records: decodeGroup(Buffer.from(piece.records)) };
   }
-  if (appliedSeq < 0) throw new Error(`the snapshot from ${leaderUrl} was empty`);
-  return { appliedSeq, records };
 }

@@ -28,6 +28,14 @@ import type { Store } from "./store.js";
 /** APPLIED_SEQ and CLUSTER_ID are the meta records of a member of a highly available cluster (see src/replication/). */
 const APPLIED_SEQ = "appliedSeq";
 const CLUSTER_ID = "clusterId";
+/** SNAPSHOT_LOADING marks a member's store whose records are a snapshot still arriving: incomplete until the mark goes (loadSnapshot). */
+const SNAPSHOT_LOADING = "snapshotLoading";
+
+/** SnapshotPiece is part of a snapshot as it arrives: records, and the log entry the whole snapshot is at. */
+export interface SnapshotPiece {
+  appliedSeq: number;
+  records: readonly Change[];
+}
 
 const VERIFIER = new URL("./verify-lmdb.mjs", import.meta.url).pathname;
 
@@ -92,6 +100,7 @@ export class LmdbStore implements Store {
       const env = open({ path, noSubdir: false, readOnly, overlappingSync, noSync: false, maxDbs: 8 });
       const dbs = Object.fromEntries(DB_NAMES.map((name) => [name, env.openDB(name, {})])) as LmdbStore["dbs"];
       const serverId = await initMeta(path, dbs, readOnly);
+      if (!readOnly && dbs.meta.get(SNAPSHOT_LOADING) !== undefined) dropUnfinishedSnapshot(env, dbs);
       return new LmdbStore(path, serverId, env, dbs, lock);
     } catch (error) {
       await lock?.release();
@@ -215,18 +224,40 @@ export class LmdbStore implements Store {
   }
 
   /**
-   * replaceAll drops every record and writes `records` (a snapshot of a
-   * cluster's state at log sequence number `appliedSeq`) in their place, in
-   * one synchronous transaction after the commits in flight.
+   * loadSnapshot replaces every record with a snapshot of a cluster's
+   * state that arrives in pieces, without holding it whole: after the
+   * commits in flight, one transaction drops the records and the applied
+   * entry and marks the store as loading; each piece is written in a
+   * transaction of its own; the last sets the snapshot's applied entry and
+   * lifts the mark. Until then the store is empty or part of a snapshot at
+   * applied entry 0: a member that reads it catches up from the log's
+   * start, finds it gone and loads a snapshot again, and a store opened
+   * with the mark set drops its records first. Resolves with the applied
+   * entry and the number of records.
    */
-  async replaceAll(records: readonly Change[], appliedSeq: number): Promise<void> {
-    const writes = records.map(writeOf);
+  async loadSnapshot(pieces: AsyncIterable<SnapshotPiece>): Promise<{ appliedSeq: number; records: number }> {
     await this.tail;
     this.env.transactionSync(() => {
       for (const name of DB_NAMES) if (name !== "meta") this.dbs[name].clearSync();
-      for (const write of writes) this.dbs[write.db].putSync(write.key, write.value);
-      this.dbs.meta.putSync(APPLIED_SEQ, appliedSeq);
+      this.dbs.meta.removeSync(APPLIED_SEQ);
+      this.dbs.meta.putSync(SNAPSHOT_LOADING, true);
     });
+    let appliedSeq = -1;
+    let records = 0;
+    for await (const piece of pieces) {
+      const writes = piece.records.map(writeOf);
+      this.env.transactionSync(() => {
+        for (const write of writes) this.dbs[write.db].putSync(write.key, write.value);
+      });
+      appliedSeq = piece.appliedSeq;
+      records += writes.length;
+    }
+    if (appliedSeq < 0) throw new Error("the snapshot was empty");
+    this.env.transactionSync(() => {
+      this.dbs.meta.putSync(APPLIED_SEQ, appliedSeq);
+      this.dbs.meta.removeSync(SNAPSHOT_LOADING);
+    });
+    return { appliedSeq, records };
   }
 
   /** transactions is the number of write transactions the environment has committed, ever. */
@@ -239,6 +270,15 @@ export class LmdbStore implements Store {
     await this.env.close();
     await this.lock?.release();
   }
+}
+
+/** dropUnfinishedSnapshot empties a store that was loading a snapshot when its process stopped (loadSnapshot). */
+function dropUnfinishedSnapshot(env: RootDatabase, dbs: LmdbStore["dbs"]): void {
+  env.transactionSync(() => {
+    for (const name of DB_NAMES) if (name !== "meta") dbs[name].clearSync();
+    dbs.meta.removeSync(APPLIED_SEQ);
+    dbs.meta.removeSync(SNAPSHOT_LOADING);
+  });
 }
 
 /** checkDataFile tells whether the store's file exists, and refuses an empty one (truncated). */

@@ -3,8 +3,9 @@ import { readFileSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { open } from "lmdb";
 import { describe, expect, it } from "vitest";
+import type { Change } from "../../src/core/change.js";
 import { MetadataState } from "../../src/core/state.js";
-import { LmdbStore, StoreOpenError } from "../../src/store/lmdb-store.js";
+import { LmdbStore, type SnapshotPiece, StoreOpenError } from "../../src/store/lmdb-store.js";
 import { FORMAT_VERSION } from "../../src/store/schema.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { assertInvariants } from "../support/invariants.js";
@@ -223,5 +224,42 @@ describe("a store of many ranks and keys", () => {
     expect(ns.confirmedPages(ns.lookup("key-7"))).toEqual([0, 7]);
     assertInvariants(restored);
     await loaded.close();
+  });
+});
+
+describe("a snapshot loaded into a member's store", () => {
+  const rank = (r: number): Change => ({ kind: "rank", namespace: "kv", rank: r, numPages: 8, worldSize: 0 });
+  const key = (k: string, page: number): Change => ({ kind: "key", namespace: "kv", key: k, complete: true, pages: [0, page] });
+  async function* pieces(list: Change[][], appliedSeq: number, failAfter = Number.POSITIVE_INFINITY): AsyncGenerator<SnapshotPiece> {
+    for (const [i, records] of list.entries()) {
+      if (i >= failAfter) throw new Error("the leader went away");
+      yield { appliedSeq, records };
+    }
+  }
+  const records = (store: LmdbStore) => [...store.stored()].map((c) => JSON.stringify(c)).sort();
+
+  it("replaces the store's records piece by piece; a load cut midway leaves a store that opens empty, to load again", async () => {
+    const dir = tempDir();
+    const store = await LmdbStore.open(dir);
+    await store.commit([rank(0), key("old", 1)]);
+    expect(await store.loadSnapshot(pieces([[rank(0)], [key("a", 2), key("b", 3)], [key("c", 4)]], 42))).toEqual({ appliedSeq: 42, records: 4 });
+    expect(store.appliedSeq).toBe(42);
+    expect(records(store)).toEqual([rank(0), key("a", 2), key("b", 3), key("c", 4)].map((c) => JSON.stringify(c)).sort());
+
+    // The leader goes away after the first piece: the store is not at any applied entry, and holds no whole snapshot.
+    await expect(store.loadSnapshot(pieces([[rank(0)], [key("d", 5)]], 50, 1))).rejects.toThrow(/went away/);
+    expect(store.appliedSeq).toBe(0);
+    await store.close();
+    // A process that stopped there finds the store empty when it opens it again.
+    const reopened = await LmdbStore.open(dir);
+    expect(records(reopened)).toEqual([]);
+    expect(reopened.appliedSeq).toBe(0);
+    await expect(reopened.loadSnapshot(pieces([], 7))).rejects.toThrow(/empty/);
+    expect(await reopened.loadSnapshot(pieces([[rank(0), key("e", 6)]], 60))).toEqual({ appliedSeq: 60, records: 2 });
+    await reopened.close();
+    const again = await LmdbStore.open(dir);
+    expect(records(again)).toEqual([rank(0), key("e", 6)].map((c) => JSON.stringify(c)).sort());
+    expect(again.appliedSeq).toBe(60);
+    await again.close();
   });
 });
