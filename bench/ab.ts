@@ -3,8 +3,8 @@
 // N times, each run on a fresh server; prints the server's CPU per key and per call of each run. How
 // the README's before/after figures of a change are measured. Run: node --import tsx bench/ab.ts --root=/tmp/before
 import { relative, resolve } from "node:path";
-import type { LoadConfig, LoadResult } from "./load.js";
-import { runLoad, startProcess } from "./processes.js";
+import type { LoadResult } from "./load.js";
+import { cycleConfig, runLoad, startProcess } from "./processes.js";
 
 const option = (name: string, fallback: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
 const here = resolve(new URL("..", import.meta.url).pathname);
@@ -16,18 +16,7 @@ const seconds = Number(option("seconds", "4"));
 async function run(root: string): Promise<string> {
   const serve = ["serve", "--in-memory", "--host", "127.0.0.1", "--port", "0", "--read-lease-ttl", "50ms"];
   const server = await startProcess(relative(here, `${root}/src/server/main.ts`), serve);
-  const config: LoadConfig = {
-    url: server.url,
-    transport: "lean-grpc",
-    batch,
-    concurrency: 16,
-    connections: 2,
-    ranks: 8,
-    numPages: 100_000,
-    warmupMs: 700,
-    durationMs: seconds * 1_000,
-    keyOffset: 0,
-  };
+  const config = cycleConfig(server.url, { batch, durationMs: seconds * 1_000 });
   const { result, serverCpuMs } = await runLoad<LoadResult>(config, server.pid);
   await server.stop();
   const perKey = (serverCpuMs * 1_000) / Math.max(1, result.keys);

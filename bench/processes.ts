@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
+import type { LoadConfig } from "./load.js";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const CLOCK_TICKS_PER_SECOND = 100;
@@ -72,4 +73,24 @@ export async function runLoad<R>(config: object, serverPid: number): Promise<{ r
   const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
   if (code !== 0 || result === undefined) throw new Error(`load process exited with ${code}`);
   return { result, serverCpuMs, serverRssMb };
+}
+
+/**
+ * cycleConfig is the cycle workload's load on one server as the probes run it (bench/profile.ts,
+ * bench/ab.ts): 8 ranks of 100,000 pages, 2 connections, the lean client, unless `changes` says otherwise.
+ */
+export function cycleConfig(url: string, changes: Partial<LoadConfig>): LoadConfig {
+  return {
+    url,
+    transport: "lean-grpc",
+    batch: 512,
+    concurrency: 16,
+    connections: 2,
+    ranks: 8,
+    numPages: 100_000,
+    warmupMs: 700,
+    durationMs: 2_000,
+    keyOffset: 0,
+    ...changes,
+  };
 }

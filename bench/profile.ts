@@ -8,7 +8,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { LoadConfig, LoadResult } from "./load.js";
-import { runLoad, startProcess } from "./processes.js";
+import { cycleConfig, runLoad, startProcess } from "./processes.js";
 
 const flag = (name: string, fallback: number) => Number(process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback);
 const batch = flag("batch", 512);
@@ -42,18 +42,14 @@ const store = process.argv.includes("--durable") ? ["--data-dir", join(dir, "dat
 const serve = ["serve", ...store, "--host", "127.0.0.1", "--port", "0", "--read-lease-ttl", "50ms"];
 const extraNodeArgs = (process.env.PROFILE_NODE_ARGS ?? "").split(" ").filter(Boolean);
 const server = await startProcess("src/server/main.ts", serve, ["--cpu-prof", `--cpu-prof-dir=${dir}`, ...extraNodeArgs]);
-const config: LoadConfig = {
-  url: server.url,
+const config = cycleConfig(server.url, {
   transport: (process.argv.find((a) => a.startsWith("--transport="))?.split("=")[1] ?? "lean-grpc") as LoadConfig["transport"],
   batch,
   concurrency,
   connections: Math.min(concurrency, 2),
-  ranks: 8,
-  numPages: 100_000,
   warmupMs: 500,
   durationMs: seconds * 1_000,
-  keyOffset: 0,
-};
+});
 const { result, serverCpuMs } = await runLoad<LoadResult>(config, server.pid);
 await server.stop();
 

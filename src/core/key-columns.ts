@@ -1,4 +1,4 @@
-import { grown } from "./grown.js";
+import { grown, grownCapacity } from "./grown.js";
 import { Links } from "./index-list.js";
 
 /**
@@ -33,8 +33,7 @@ export class KeyColumns {
 
   /** fresh readies entry e for a new key: grown to hold it, holding nothing. */
   fresh(entry: number): void {
-    // By half again: growths that coincide with the registry's doublings would add up to one pause (bench/growth-probe.ts).
-    if (entry >= this.confirmed.length) this.grow(Math.max(64, Math.ceil(this.confirmed.length * 1.5)));
+    if (entry >= this.confirmed.length) this.grow(grownCapacity(this.confirmed.length, entry + 1));
     this.confirmed[entry] = 0;
     this.reserved[entry] = 0;
     this.leaseUntilMs[entry] = 0;

@@ -1,4 +1,4 @@
-import { grown } from "./grown.js";
+import { grown, grownCapacity } from "./grown.js";
 
 /**
  * KEY_HASH_SEED is drawn once per process: a client that does not know it
@@ -281,9 +281,7 @@ export class KeyTable {
   }
 
   private growEntries(): void {
-    // By half again, not double: the bucket table doubles at powers of two, and growths that
-    // coincide with it would add up to one long pause (bench/growth-probe.ts).
-    const capacity = Math.ceil(this.offsets.length * 1.5);
+    const capacity = grownCapacity(this.offsets.length, this.entries + 1, MIN_BUCKETS / 2);
     this.offsets = grown(this.offsets, capacity);
     this.lengths = grown(this.lengths, capacity);
     this.hashes = grown(this.hashes, capacity);
@@ -292,9 +290,7 @@ export class KeyTable {
   /** makeRoom compacts the arena when at least half of it is dead, else grows it by half (one copy, offsets unchanged). */
   private makeRoom(length: number): void {
     if (this.arenaLive * 2 > this.arena.length || this.arenaLive + length > this.arena.length / 2) {
-      // By half again, not double, for the reason given in growEntries.
-      let size = Math.ceil(this.arena.length * 1.5);
-      while (size < this.arenaUsed + length) size = Math.ceil(size * 1.5);
+      const size = grownCapacity(this.arena.length, this.arenaUsed + length, MIN_ARENA);
       const arena = Buffer.allocUnsafe(size);
       this.arena.copy(arena, 0, 0, this.arenaUsed);
       this.arena = arena;

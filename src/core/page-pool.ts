@@ -1,4 +1,4 @@
-import { grown } from "./grown.js";
+import { grown, grownCapacity } from "./grown.js";
 
 /** PageKind is what a page of a rank is used for, one byte per page (the constants below). */
 export type PageKind = 0 | 1 | 2 | 3;
@@ -116,10 +116,7 @@ export class PagePool {
   /** handOutTo moves nextFresh up to `end`, growing the columns by half again (up to numPages); the new pages are FREE. */
   private handOutTo(end: number): void {
     if (end > this.kind.length) {
-      // By half again, not double: growths that coincide with the registry's doublings would add up to one pause (bench/growth-probe.ts).
-      let capacity = Math.max(64, Math.ceil(this.kind.length * 1.5));
-      while (capacity < end) capacity = Math.ceil(capacity * 1.5);
-      capacity = Math.min(capacity, this.numPages);
+      const capacity = Math.min(grownCapacity(this.kind.length, end), this.numPages);
       this.owner = grown(this.owner, capacity);
       this.kind = grown(this.kind, capacity);
     }
