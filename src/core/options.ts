@@ -30,6 +30,13 @@ export const defaultStateOptions: StateOptions = {
   maxNamespaces: 1_024,
 };
 
+/**
+ * MAX_RANKS_PER_NAMESPACE is the largest --max-ranks-per-namespace: a rank's
+ * slot is kept in an int16 and a key's count of ranks in a uint16, per key
+ * (KeyColumns).
+ */
+export const MAX_RANKS_PER_NAMESPACE = 32_767;
+
 /** MAX_NUM_PAGES is the largest page count of a rank: page indexes are int32. */
 export const MAX_NUM_PAGES = 2 ** 31 - 1;
 

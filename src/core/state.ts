@@ -6,7 +6,7 @@ import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.
 import type { KeyList, Keys } from "./key-list.js";
 import { Namespace } from "./namespace.js";
 import type { NamespaceCounts } from "./namespace-counters.js";
-import { defaultStateOptions, MAX_NUM_PAGES, type StateOptions } from "./options.js";
+import { defaultStateOptions, MAX_NUM_PAGES, MAX_RANKS_PER_NAMESPACE, type StateOptions } from "./options.js";
 import type { Rank } from "./rank.js";
 import { checkCount, checkPages, checkSameLength, checkUint32, keyListFor, namespaceName } from "./validate.js";
 
@@ -92,6 +92,9 @@ export class MetadataState {
     private readonly journal = true,
   ) {
     this.options = { ...defaultStateOptions, ...options };
+    if (this.options.maxRanksPerNamespace > MAX_RANKS_PER_NAMESPACE) {
+      throw new RangeError(`maxRanksPerNamespace ${this.options.maxRanksPerNamespace} is over ${MAX_RANKS_PER_NAMESPACE}, the most the key columns can count`);
+    }
   }
 
   /** namespaceViews exposes the namespaces read-only, for inspection and invariant checks. */

@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { defaultStateOptions, type StateOptions } from "../core/options.js";
+import { defaultStateOptions, MAX_RANKS_PER_NAMESPACE, type StateOptions } from "../core/options.js";
 import { ENVELOPE_BYTES } from "../protocol/envelope.js";
 import { parseDuration } from "./duration.js";
 
@@ -264,6 +264,9 @@ export function parseServerOptions(args: string[], env: NodeJS.ProcessEnv): Serv
     if ((result[field] as number) < 1) throw new Error(`--${flag} must be at least 1`);
   }
   checkCluster(result);
+  if (result.maxRanksPerNamespace > MAX_RANKS_PER_NAMESPACE) {
+    throw new Error(`--max-ranks-per-namespace must be at most ${MAX_RANKS_PER_NAMESPACE}, got ${result.maxRanksPerNamespace}`);
+  }
   if (result.maxKeyBytes > MAX_KEY_BYTES)
     throw new Error(`--max-key-bytes must be at most ${MAX_KEY_BYTES} (namespace names are keys of the store), got ${result.maxKeyBytes}`);
   return result;

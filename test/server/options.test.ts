@@ -36,6 +36,7 @@ describe("parseServerOptions", () => {
     expect(() => parseServerOptions(["--read-lease-ttl", "soon"], {})).toThrow(/read-lease-ttl/);
     expect(() => parseServerOptions(["--port", "70000"], {})).toThrow(/65535/);
     expect(() => parseServerOptions(["--max-key-bytes", "1025"], {})).toThrow(/--max-key-bytes must be at most 1024/);
+    expect(() => parseServerOptions(["--max-ranks-per-namespace", "32768"], {})).toThrow(/--max-ranks-per-namespace must be at most 32767, got 32768/);
     expect(parseServerOptions(["--max-key-bytes", "1024"], {}).maxKeyBytes).toBe(1024);
   });
 });
