@@ -521,22 +521,34 @@ export class MetadataState {
     const drains = untilMs > now && columns.confirmed[entry]! > 0;
     // The key is named only for whoever needs it: the journal, or the drain that outlives the registry entry.
     const key = this.journal || drains ? ns.keyOf(entry) : "";
-    ns.lru.delete(entry);
-    ns.incomplete.delete(entry);
     this.record({ kind: "forget", namespace: ns.name, key });
-    if (columns.confirmed[entry]! > 0) {
-      ns.confirmedKeys--;
-      for (const rank of ns.slots) {
-        const page = rank.confirmedPage(entry);
-        if (page < 0) continue;
-        rank.dropConfirmed(entry, page, drains ? { untilMs, key } : undefined);
-        if (!drains) continue;
-        this.deadlines.drain(ns, rank, page, untilMs);
-        this.record({ kind: "drain", namespace: ns.name, rank: rank.rank, page, key, untilMs });
-      }
-    }
+    this.unconfirm(ns, entry, drains ? untilMs : 0, key);
     columns.leaseUntilMs[entry] = 0;
     ns.forgetIfEmpty(entry);
+  }
+
+  /**
+   * unconfirm takes a key's confirmed pages away, and the key off its list:
+   * each page is freed, or, with drainUntilMs, held DRAINING for `key` until
+   * then (scheduled and journaled). A dropped key's pages (dropKey), or a
+   * replayed key record's that replaces them (replayOne).
+   */
+  private unconfirm(ns: Namespace, entry: number, drainUntilMs = 0, key = ""): void {
+    if (ns.columns.confirmed[entry] === 0) return;
+    ns.lru.delete(entry);
+    ns.incomplete.delete(entry);
+    ns.confirmedKeys--;
+    for (const rank of ns.slots) {
+      const page = rank.confirmedPage(entry);
+      if (page < 0) continue;
+      if (drainUntilMs === 0) {
+        rank.dropConfirmed(entry, page, undefined);
+        continue;
+      }
+      rank.dropConfirmed(entry, page, { untilMs: drainUntilMs, key });
+      this.deadlines.drain(ns, rank, page, drainUntilMs);
+      this.record({ kind: "drain", namespace: ns.name, rank: rank.rank, page, key, untilMs: drainUntilMs });
+    }
   }
 
   /** recordKey journals a key's confirmed pages (by rank number) and completeness. */
@@ -631,18 +643,6 @@ export class MetadataState {
         return;
       }
     }
-  }
-
-  /** unconfirm takes a key's confirmed pages away and frees them: a replayed key record replaces them, or the key is forgotten. */
-  private unconfirm(ns: Namespace, entry: number): void {
-    if (ns.columns.confirmed[entry] === 0) return;
-    for (const rank of ns.slots) {
-      const page = rank.confirmedPage(entry);
-      if (page >= 0) rank.dropConfirmed(entry, page, undefined);
-    }
-    ns.lru.delete(entry);
-    ns.incomplete.delete(entry);
-    ns.confirmedKeys--;
   }
 
   /** takeOver readies a replayed state to serve (replaying): the restart terms, then the deadlines. */
