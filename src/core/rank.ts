@@ -1,4 +1,4 @@
-import { grown } from "./grown.js";
+import { grown, grownCapacity } from "./grown.js";
 import { IndexList, Links, NONE } from "./index-list.js";
 import type { KeyColumns } from "./key-columns.js";
 import { DRAINING, FREE, NO_OWNER, PagePool, RESERVED, USED } from "./page-pool.js";
@@ -248,7 +248,7 @@ export class Rank {
     }
     if (entry >= this.pageByEntry.length) {
       const length = this.pageByEntry.length;
-      this.pageByEntry = grown(this.pageByEntry, Math.max(64, length * 2, entry + 1)).fill(-1, length);
+      this.pageByEntry = grown(this.pageByEntry, grownCapacity(length, entry + 1)).fill(-1, length);
     }
     this.pageByEntry[entry] = page;
   }
