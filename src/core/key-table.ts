@@ -77,11 +77,13 @@ const MIN_ARENA = 4_096;
  * An entry e holds its key's bytes at arena[offsets[e] .. + lengths[e]]
  * and its hash at hashes[e]; a free entry has length -1 and is reused. Deleting shifts
  * the run after the bucket back, so there are no tombstones. The arena only
- * appends; it is compacted when more than half of it is dead.
+ * appends; it is compacted when more than half of it is dead. Keys of a
+ * hash that already fills SAME_HASH_LIMIT buckets go to `overflow` instead.
  *
- * Invariants: every live entry is in exactly one bucket, reachable from its
- * home bucket (hash & mask) without crossing an empty one; buckets are at
- * most half full.
+ * Invariants: every live entry is either in exactly one bucket, reachable
+ * from its home bucket (hash & mask) without crossing an empty one, or in
+ * `overflow` (and counted in overflowHashes under its hash); at most
+ * SAME_HASH_LIMIT buckets hold one hash; buckets are at most half full.
  */
 export class KeyTable {
   private buckets = new Int32Array(MIN_BUCKETS * 2);
