@@ -100,7 +100,8 @@ export class LmdbStore implements Store {
       const env = open({ path, noSubdir: false, readOnly, overlappingSync, noSync: false, maxDbs: 8 });
       const dbs = Object.fromEntries(DB_NAMES.map((name) => [name, env.openDB(name, {})])) as LmdbStore["dbs"];
       const serverId = await initMeta(path, dbs, readOnly);
-      if (!readOnly && dbs.meta.get(SNAPSHOT_LOADING) !== undefined) dropUnfinishedSnapshot(env, dbs);
+      // A store still marked as loading a snapshot lost the load midway: it holds part of one.
+      if (!readOnly && dbs.meta.get(SNAPSHOT_LOADING) !== undefined) emptyRecords(env, dbs, false);
       return new LmdbStore(path, serverId, env, dbs, lock);
     } catch (error) {
       await lock?.release();
@@ -237,11 +238,7 @@ export class LmdbStore implements Store {
    */
   async loadSnapshot(pieces: AsyncIterable<SnapshotPiece>): Promise<{ appliedSeq: number; records: number }> {
     await this.tail;
-    this.env.transactionSync(() => {
-      for (const name of DB_NAMES) if (name !== "meta") this.dbs[name].clearSync();
-      this.dbs.meta.removeSync(APPLIED_SEQ);
-      this.dbs.meta.putSync(SNAPSHOT_LOADING, true);
-    });
+    emptyRecords(this.env, this.dbs, true);
     let appliedSeq = -1;
     let records = 0;
     for await (const piece of pieces) {
@@ -272,12 +269,13 @@ export class LmdbStore implements Store {
   }
 }
 
-/** dropUnfinishedSnapshot empties a store that was loading a snapshot when its process stopped (loadSnapshot). */
-function dropUnfinishedSnapshot(env: RootDatabase, dbs: LmdbStore["dbs"]): void {
+/** emptyRecords drops every record and the applied entry in one transaction, marking the store as loading a snapshot or lifting the mark (loadSnapshot). */
+function emptyRecords(env: RootDatabase, dbs: LmdbStore["dbs"], loading: boolean): void {
   env.transactionSync(() => {
     for (const name of DB_NAMES) if (name !== "meta") dbs[name].clearSync();
     dbs.meta.removeSync(APPLIED_SEQ);
-    dbs.meta.removeSync(SNAPSHOT_LOADING);
+    if (loading) dbs.meta.putSync(SNAPSHOT_LOADING, true);
+    else dbs.meta.removeSync(SNAPSHOT_LOADING);
   });
 }
 
