@@ -1,4 +1,3 @@
-import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { Etcd3, type IOptions } from "etcd3";
 import { systemClock } from "../core/clock.js";
@@ -13,6 +12,7 @@ import { cannotStart, runUntilStopped } from "./run-until-stopped.js";
 import type { Start } from "./serve-command.js";
 import { type RunningServer, startServer } from "./server.js";
 import { serverUrl } from "./server-url.js";
+import { readOptionFile } from "./tls-files.js";
 
 /**
  * serveMember runs a member of a highly available cluster (--etcd-endpoints)
@@ -57,13 +57,7 @@ export async function serveMember({ options, security, port, stopped, logger }: 
  * against the system's CAs (the etcd3 client's default).
  */
 function etcdSecurity(options: ServerOptions): Pick<IOptions, "credentials" | "auth"> {
-  const read = (flag: string, file: string) => {
-    try {
-      return readFileSync(file);
-    } catch (error) {
-      throw new Error(`cannot read --${flag} ${file}: ${(error as Error).message}`);
-    }
-  };
+  const read = (flag: string, file: string) => readOptionFile(file, `--${flag} file`);
   const security: Pick<IOptions, "credentials" | "auth"> = {};
   if (options.etcdCa !== "") {
     security.credentials = { rootCertificate: read("etcd-ca", options.etcdCa) };
