@@ -139,15 +139,15 @@ export class KeyTable {
   findAll(bytes: Buffer, starts: readonly number[], ends: readonly number[], hashes: Int32Array, found: Int32Array, view = viewOf(bytes)): void {
     const buckets = this.buckets;
     const wrap = this.mask * 2 + 1;
-    const candidates = new Int32Array(hashes.length);
+    // found[i] holds key i's candidate bucket between the two passes.
     for (let i = 0; i < hashes.length; i++) {
       const hash = hashes[i]!;
       let bucket = (hash & this.mask) * 2;
       while (buckets[bucket + 1] !== 0 && buckets[bucket] !== hash) bucket = (bucket + 2) & wrap;
-      candidates[i] = bucket;
+      found[i] = bucket;
     }
     for (let i = 0; i < hashes.length; i++) {
-      const bucket = candidates[i]!;
+      const bucket = found[i]!;
       const entry = buckets[bucket + 1]! - 1;
       if (entry < 0) {
         found[i] = this.overflowHashes.size > 0 ? this.findOverflow(bytes, starts[i]!, ends[i]!, hashes[i]!) : -1;
