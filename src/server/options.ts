@@ -294,14 +294,8 @@ function checkCluster(options: ServerOptions): void {
   checkEtcdSecurity(options);
 }
 
-/** ETCD_LINK_FLAGS are the options of the member's link to etcd. */
-const ETCD_LINK_FLAGS = [
-  { flag: "etcd-ca", field: "etcdCa" },
-  { flag: "etcd-cert", field: "etcdCert" },
-  { flag: "etcd-key", field: "etcdKey" },
-  { flag: "etcd-user", field: "etcdUser" },
-  { flag: "etcd-password-file", field: "etcdPasswordFile" },
-] as const;
+/** ETCD_LINK_FLAGS are the options of the member's link to etcd (TLS and auth): the etcd-* options but the endpoints. */
+const ETCD_LINK_FLAGS = OPTIONS.filter(({ flag }) => flag.startsWith("etcd-") && flag !== "etcd-endpoints");
 
 /** checkEtcdSecurity checks the options of the member's link to etcd: TLS needs https:// endpoints, and each pair comes whole. */
 function checkEtcdSecurity(options: ServerOptions): void {
