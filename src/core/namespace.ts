@@ -116,10 +116,13 @@ export class Namespace {
   /** confirmedPages lists key e's confirmed pages as (rank number, page) pairs, by slot. */
   confirmedPages(entry: number): number[] {
     const pages: number[] = [];
-    if (this.columns.confirmed[entry] === 0) return pages;
-    for (const rank of this.slots) {
+    // The count says when the last page is found: the ranks after it are not read.
+    for (let slot = 0, left = this.columns.confirmed[entry]!; left > 0; slot++) {
+      const rank = this.slots[slot]!;
       const page = rank.confirmedPage(entry);
-      if (page >= 0) pages.push(rank.rank, page);
+      if (page < 0) continue;
+      pages.push(rank.rank, page);
+      left--;
     }
     return pages;
   }

@@ -538,7 +538,9 @@ export class MetadataState {
     ns.lru.delete(entry);
     ns.incomplete.delete(entry);
     ns.confirmedKeys--;
-    for (const rank of ns.slots) {
+    // dropConfirmed counts the key's pages down: the ranks after its last page are not read.
+    for (let slot = 0; ns.columns.confirmed[entry]! > 0; slot++) {
+      const rank = ns.slots[slot]!;
       const page = rank.confirmedPage(entry);
       if (page < 0) continue;
       if (drainUntilMs === 0) {
