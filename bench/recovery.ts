@@ -21,7 +21,7 @@ export async function fillStore(dir: string, keys: number, ranks: number, worldS
     for (let i = done; i < Math.min(done + BATCH, keys); i++) {
       const pages: number[] = [];
       for (let rank = 0; rank < ranks; rank++) pages.push(rank, i);
-      changes.push({ kind: "key", namespace: "kv", key: benchKey(i), complete: true, pages });
+      changes.push({ kind: "key", namespace: "kv", key: benchKey(i), parent: i % 16 === 0 ? "" : benchKey(i - 1), complete: true, pages });
     }
     await store.commit(changes);
   }

@@ -1,4 +1,11 @@
 /**
+ * ParentName is how a change names a key's parent (its prefix key,
+ * KeyTree): the parent's key; "" for a root; null when the parent is gone,
+ * so the key is an orphan.
+ */
+export type ParentName = string | null;
+
+/**
  * Change is one durable effect of a state operation. Operations append their
  * changes in the order they apply them; a store that makes every change
  * durable before the reply, and hands the surviving ones back to
@@ -9,16 +16,17 @@
  *   (confirmed, released, expired or cleared).
  * - key: a key's confirmed pages, as [rank, page, rank, page, ...], and its
  *   completeness, after a confirmation: the whole record, so a store keeps
- *   one record per key.
+ *   one record per key. It names the key's parent (ParentName), as a
+ *   reservation does, so that a restart rebuilds the prefix tree.
  * - forget: a key was dropped (deleted, evicted, reclaimed, cleared).
  * - drain / undrain: a dropped key's page is held until its read lease ends /
  *   was freed.
  */
 export type Change =
   | { kind: "rank"; namespace: string; rank: number; numPages: number; worldSize: number }
-  | { kind: "reserve"; namespace: string; rank: number; page: number; key: string; expiresAtMs: number }
+  | { kind: "reserve"; namespace: string; rank: number; page: number; key: string; parent: ParentName; expiresAtMs: number }
   | { kind: "unreserve"; namespace: string; rank: number; page: number }
-  | { kind: "key"; namespace: string; key: string; complete: boolean; pages: number[] }
+  | { kind: "key"; namespace: string; key: string; parent: ParentName; complete: boolean; pages: number[] }
   | { kind: "forget"; namespace: string; key: string }
   | { kind: "drain"; namespace: string; rank: number; page: number; key: string; untilMs: number }
   | { kind: "undrain"; namespace: string; rank: number; page: number };

@@ -55,6 +55,11 @@ export class IndexList implements Iterable<number> {
     return this.links.next[item]!;
   }
 
+  /** id is this list's id in the shared Links (Links.list). */
+  get listId(): number {
+    return this.id;
+  }
+
   has(item: number): boolean {
     return this.links.list[item] === this.id;
   }
@@ -68,6 +73,18 @@ export class IndexList implements Iterable<number> {
     if (this.tail === NONE) this.head = item;
     else links.next[this.tail] = item;
     this.tail = item;
+    this.count++;
+  }
+
+  /** addFront prepends an item that is in no list, as the oldest. */
+  addFront(item: number): void {
+    const links = this.links;
+    links.list[item] = this.id;
+    links.prev[item] = NONE;
+    links.next[item] = this.head;
+    if (this.head === NONE) this.tail = item;
+    else links.prev[this.head] = item;
+    this.head = item;
     this.count++;
   }
 

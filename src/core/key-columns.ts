@@ -28,8 +28,17 @@ export class KeyColumns {
    */
   firstSlot = new Int16Array(0);
   firstPage = new Int32Array(0);
-  /** links place a key with confirmed pages in its namespace's `lru` (complete) or `incomplete` list. */
+  /** links place a key with confirmed pages in one of its namespace's lists: a complete one's eviction list, or `incomplete`. */
   readonly links = new Links();
+  /** parent[e] is the entry of the key's parent (its prefix key, KeyTree), -1 for none. */
+  parent = new Int32Array(0);
+  /** firstChild[e] is one of the keys naming e as parent, -1 for none; the rest follow by nextSibling. */
+  firstChild = new Int32Array(0);
+  /** nextSibling[e] and prevSibling[e] link the children of one parent, -1 at the ends. */
+  nextSibling = new Int32Array(0);
+  prevSibling = new Int32Array(0);
+  /** reach[e] tells whether a prefix match can reach the key (KeyTree: REACHABLE, ORPHANED, BELOW_ORPHAN). */
+  reach = new Uint8Array(0);
 
   /** fresh readies entry e for a new key: grown to hold it, holding nothing. */
   fresh(entry: number): void {
@@ -39,6 +48,11 @@ export class KeyColumns {
     this.leaseUntilMs[entry] = 0;
     this.reclaimAtMs[entry] = 0;
     this.firstSlot[entry] = -1;
+    this.parent[entry] = -1;
+    this.firstChild[entry] = -1;
+    this.nextSibling[entry] = -1;
+    this.prevSibling[entry] = -1;
+    this.reach[entry] = 0;
   }
 
   /** holdsNothing tells whether key e has neither a confirmed page nor a reservation, so the registry can forget it. */
@@ -53,6 +67,11 @@ export class KeyColumns {
     this.reclaimAtMs = grown(this.reclaimAtMs, capacity);
     this.firstSlot = grown(this.firstSlot, capacity);
     this.firstPage = grown(this.firstPage, capacity);
+    this.parent = grown(this.parent, capacity);
+    this.firstChild = grown(this.firstChild, capacity);
+    this.nextSibling = grown(this.nextSibling, capacity);
+    this.prevSibling = grown(this.prevSibling, capacity);
+    this.reach = grown(this.reach, capacity);
     this.links.grow(capacity);
   }
 }

@@ -50,9 +50,14 @@ export class KeyList {
     return this.#view;
   }
 
-  /** hash is hashKey of key i. */
+  /** hash is hashKey of key i: from hashes() once that ran, else of this key alone (a caller that looks up a few keys of a list). */
   hash(i: number): number {
-    return this.hashes()[i]!;
+    return this.#hashCache?.[i] ?? hashKey(this.bytes, this.keyStarts[i]!, this.keyEnds[i]!, KEY_HASH_SEED, this.view);
+  }
+
+  /** equals tells whether key i of this list has the same bytes as key j of `other`. */
+  equals(i: number, other: KeyList, j: number): boolean {
+    return this.bytes.compare(other.bytes, other.starts[j], other.ends[j], this.keyStarts[i], this.keyEnds[i]) === 0;
   }
 
   /** hashes is hashKey of every key, by position. */

@@ -9,6 +9,30 @@ export const NAMESPACE_COUNTERS = [
   { field: "keys", kind: "gauge", label: "keys", help: "Keys confirmed on at least one rank." },
   { field: "completeKeys", kind: "gauge", label: "complete", help: "Keys confirmed on every rank." },
   { field: "evictions", kind: "counter", label: "evictions", help: "Complete keys evicted to make room, since the process started." },
+  {
+    field: "orphanEvictions",
+    kind: "counter",
+    label: "evicted orphans",
+    help: "Of the evictions, keys without children that no prefix match could reach (a parent was gone), since the process started.",
+  },
+  {
+    field: "leafEvictions",
+    kind: "counter",
+    label: "evicted leaves",
+    help: "Of the evictions, reachable keys that no registered key names as parent, since the process started.",
+  },
+  {
+    field: "lruEvictions",
+    kind: "counter",
+    label: "evicted lru",
+    help: "Of the evictions, keys with children taken in LRU order because no orphan or leaf could go (or every eviction under --eviction lru), since the process started.",
+  },
+  {
+    field: "inlineEvictions",
+    kind: "counter",
+    label: "evicted inline",
+    help: "Of the evictions, those a BatchAllocate made because its rank had no free page (the rest ran ahead of need, past the high watermark), since the process started.",
+  },
   { field: "expiredReservations", kind: "counter", label: "expired reservations", help: "Reservations ended by their TTL, since the process started." },
   {
     field: "reclaimedIncompleteKeys",

@@ -2,6 +2,7 @@ import { IndexList } from "./index-list.js";
 import { KeyColumns } from "./key-columns.js";
 import { type KeyList, keyListOf } from "./key-list.js";
 import { hashKey, KEY_HASH_SEED, KeyTable, viewOf } from "./key-table.js";
+import { KeyTree, REACHABLE } from "./key-tree.js";
 import { type EventCounts, type NamespaceCounts, zeroEventCounts } from "./namespace-counters.js";
 import { Rank } from "./rank.js";
 
@@ -11,16 +12,18 @@ const SCRATCH_VIEW = viewOf(SCRATCH);
 
 /**
  * Namespace is an independent page space: its ranks, the registry of its
- * keys, their columns and the recency order used for eviction. A key is
- * known by its registry entry, a small integer that indexes the columns
- * (KeyColumns) and every rank's pageOf.
+ * keys, their columns, their prefix tree and the lists eviction reads. A
+ * key is known by its registry entry, a small integer that indexes the
+ * columns (KeyColumns) and every rank's pageOf.
  *
  * Invariants: `keys` holds exactly the keys USED or RESERVED on at least one
- * rank; `confirmedKeys` counts the entries with a confirmed page; `lru`
- * holds exactly the complete keys, least recently used first (a key is
- * complete exactly while it is in `lru`); `incomplete` holds exactly the
- * other keys with confirmed pages, by reclaimAtMs (the TTL is one server
- * option, so insertion order is deadline order).
+ * rank; `confirmedKeys` counts the entries with a confirmed page; a key with
+ * confirmed pages is in exactly one list: `incomplete` (by reclaimAtMs: the
+ * TTL is one server option, so insertion order is deadline order) unless it
+ * is complete, and then, least recently used first, with prefix-aware
+ * eviction, in `orphans` when it has no children and is not REACHABLE
+ * (KeyTree), else in `leaves` when it has none, else in `lru`; with plain
+ * LRU eviction, in `lru`.
  */
 export class Namespace {
   /** ranks are the initialized ranks, by number. */
@@ -33,10 +36,24 @@ export class Namespace {
   readonly columns = new KeyColumns();
   /** confirmedKeys counts the entries of `keys` with a confirmed page. */
   confirmedKeys = 0;
-  /** lru orders the complete keys, least recently used first. */
-  readonly lru = new IndexList(this.columns.links, 1);
+  /** tree links each key to its parent (prefix) key. */
+  readonly tree = new KeyTree(this.columns);
+  /** leaves are the complete keys no registered key names as parent, that a prefix match can reach (prefix-aware eviction). */
+  readonly leaves = new IndexList(this.columns.links, 1);
   /** incomplete orders the incomplete keys by reclaimAtMs, earliest first. */
   readonly incomplete = new IndexList(this.columns.links, 2);
+  /** lru are the complete keys with children (prefix-aware eviction: the fallback), or all of them (plain LRU eviction). */
+  readonly lru = new IndexList(this.columns.links, 3);
+  /** orphans are the complete keys without children that a prefix match cannot reach (prefix-aware eviction). */
+  readonly orphans = new IndexList(this.columns.links, 4);
+  /** evictionOrder is the order eviction reads the lists of complete keys in, each with the counter of the evictions it gives. */
+  readonly evictionOrder = [
+    { list: this.orphans, cause: "orphanEvictions" },
+    { list: this.leaves, cause: "leafEvictions" },
+    { list: this.lru, cause: "lruEvictions" },
+  ] as const;
+  /** lists are every list by its id (Links.list), for the list that holds a key. */
+  private readonly lists: readonly (IndexList | undefined)[] = [undefined, this.leaves, this.incomplete, this.lru, this.orphans];
   /** events counts what happened to the namespace since the process started (evictions, expirations, reclaims). */
   readonly events: EventCounts = zeroEventCounts();
 
@@ -44,11 +61,20 @@ export class Namespace {
     readonly name: string,
     /** worldSize is the number of ranks; 0 when unknown. Fixed by the first worker. */
     readonly worldSize: number,
+    /** prefixAware: eviction keeps what prefix matches reach (leaves and orphans first); false: plain LRU. */
+    readonly prefixAware = true,
+    /** orphaned hears of each key that lost its parent because the parent left the registry (the journal names parents). */
+    private readonly orphaned: (entry: number) => void = () => {},
   ) {}
 
   /** counts gives every counter of NAMESPACE_COUNTERS: the sizes of the registry, then the events. */
   counts(): NamespaceCounts {
-    return { keys: this.confirmedKeys, completeKeys: this.lru.size, ...this.events };
+    return { keys: this.confirmedKeys, completeKeys: this.completeKeys, ...this.events };
+  }
+
+  /** completeKeys is the number of complete keys. */
+  get completeKeys(): number {
+    return this.leaves.size + this.lru.size + this.orphans.size;
   }
 
   /** requiredRanks is how many ranks must confirm a key for it to be complete now. */
@@ -88,6 +114,18 @@ export class Namespace {
     return this.registered(SCRATCH, 0, end, hashKey(SCRATCH, 0, end, KEY_HASH_SEED, SCRATCH_VIEW), SCRATCH_VIEW);
   }
 
+  /** entryOfKnown is entryOf without registering: -1 for a key not registered. */
+  entryOfKnown(key: string): number {
+    if (key.length * 3 > SCRATCH.length) return this.lookup(key);
+    const end = SCRATCH.write(key, 0, "utf8");
+    return this.keys.find(SCRATCH, 0, end, hashKey(SCRATCH, 0, end, KEY_HASH_SEED, SCRATCH_VIEW), SCRATCH_VIEW);
+  }
+
+  /** findAt is the entry of key i of a call, -1 when it is not registered. */
+  findAt(keys: KeyList, i: number): number {
+    return this.keys.find(keys.bytes, keys.starts[i]!, keys.ends[i]!, keys.hash(i), keys.view);
+  }
+
   /** registered finds the entry of the key at bytes[start .. end), registering the key, holding nothing, when it is unknown. */
   private registered(bytes: Buffer, start: number, end: number, hash: number, view: DataView): number {
     const found = this.keys.find(bytes, start, end, hash, view);
@@ -110,7 +148,56 @@ export class Namespace {
 
   /** isComplete tells whether key e is complete: confirmed on the required ranks, and not dropped since. */
   isComplete(entry: number): boolean {
-    return this.lru.has(entry);
+    const list = this.columns.links.list[entry];
+    return list !== 0 && list !== this.incomplete.listId;
+  }
+
+  /** complete lists key e, which is in no list, as complete, the most recently used. */
+  complete(entry: number): void {
+    this.evictionList(entry).add(entry);
+  }
+
+  /** unlist takes key e off whichever list holds it. */
+  unlist(entry: number): void {
+    this.lists[this.columns.links.list[entry]!]?.delete(entry);
+  }
+
+  /** evictionList is the list that holds key e while it is complete (see the invariants). */
+  private evictionList(entry: number): IndexList {
+    if (!this.prefixAware || this.tree.hasChildren(entry)) return this.lru;
+    return this.tree.reachOf(entry) === REACHABLE ? this.leaves : this.orphans;
+  }
+
+  /**
+   * relist moves a complete key e to the list it now belongs in, if that
+   * changed: as the most recently used, or with oldest as the least (a
+   * parent whose last child went: it was read before that child, which
+   * eviction took as the oldest).
+   */
+  private relist(entry: number, oldest: boolean): void {
+    if (!this.isComplete(entry)) return;
+    const to = this.evictionList(entry);
+    if (to.has(entry)) return;
+    this.unlist(entry);
+    if (oldest) to.addFront(entry);
+    else to.add(entry);
+  }
+
+  /**
+   * adopt makes `parent` the parent of key e, which has none: a parent with
+   * its first child leaves its list of leaves; under a parent that a prefix
+   * match cannot reach, neither can e or any key below it (a restore may
+   * link a key that has children already).
+   */
+  adopt(entry: number, parent: number): void {
+    if (this.tree.attach(entry, parent)) this.relist(parent, false);
+    if (this.tree.reachOf(entry) !== REACHABLE) this.tree.cutBelow(entry, this.cut);
+  }
+
+  /** orphan marks key e, which has no parent, as one whose parent is gone: neither it nor any key below it can be reached. */
+  orphan(entry: number): void {
+    this.tree.orphan(entry);
+    this.tree.cutBelow(entry, this.cut);
   }
 
   /** confirmedPages lists key e's confirmed pages as (rank number, page) pairs, by slot. */
@@ -127,13 +214,23 @@ export class Namespace {
     return pages;
   }
 
-  /** forgetIfEmpty drops a key that holds nothing from the registry. */
+  /**
+   * forgetIfEmpty drops a key that holds nothing from the registry, and from
+   * the tree: its parent may become a leaf, its children become orphans.
+   */
   forgetIfEmpty(entry: number): void {
-    if (this.columns.holdsNothing(entry)) this.keys.delete(entry);
+    if (!this.columns.holdsNothing(entry)) return;
+    const childless = this.tree.detach(entry);
+    if (childless >= 0) this.relist(childless, true);
+    if (this.tree.hasChildren(entry)) this.tree.sever(entry, this.cut, this.orphaned);
+    this.keys.delete(entry);
   }
+
+  /** cut moves a key that a prefix match can no longer reach to the orphans, if it is a complete leaf. */
+  private readonly cut = (entry: number) => this.relist(entry, false);
 
   /** touch marks a complete key as most recently used. */
   touch(entry: number): void {
-    if (this.lru.has(entry)) this.lru.moveToBack(entry);
+    if (this.isComplete(entry)) this.lists[this.columns.links.list[entry]!]!.moveToBack(entry);
   }
 }

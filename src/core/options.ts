@@ -17,7 +17,17 @@ export interface StateOptions {
   maxRanksPerNamespace: number;
   /** maxNamespaces bounds the namespaces of the server. Defaults to 1,024. */
   maxNamespaces: number;
+  /** eviction chooses what is evicted: "prefix" keeps what prefix matches reach (orphans, then leaves, then LRU); "lru" is plain LRU. Defaults to "prefix". */
+  eviction: EvictionPolicy;
+  /** evictHighWatermark: a rank with more than this fraction of its pages held is evicted ahead of need (evictAhead); 1 never. Defaults to 0.95. */
+  evictHighWatermark: number;
+  /** evictLowWatermark is the fraction of held pages that evicting ahead of need brings a rank down to. Defaults to 0.90. */
+  evictLowWatermark: number;
 }
+
+/** EvictionPolicy names the eviction orders (StateOptions.eviction). */
+export const EVICTION_POLICIES = ["prefix", "lru"] as const;
+export type EvictionPolicy = (typeof EVICTION_POLICIES)[number];
 
 /** defaultStateOptions are the documented defaults. */
 export const defaultStateOptions: StateOptions = {
@@ -28,6 +38,9 @@ export const defaultStateOptions: StateOptions = {
   maxKeyBytes: 1_024,
   maxRanksPerNamespace: 1_024,
   maxNamespaces: 1_024,
+  eviction: "prefix",
+  evictHighWatermark: 0.95,
+  evictLowWatermark: 0.9,
 };
 
 /**

@@ -1,18 +1,21 @@
 import { AllocationStatus, Role } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import type { Change } from "./change.js";
+import type { Change, ParentName } from "./change.js";
 import type { Clock } from "./clock.js";
 import { Deadlines } from "./deadlines.js";
 import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
 import type { KeyList, Keys } from "./key-list.js";
+import { ORPHANED, REACHABLE } from "./key-tree.js";
 import { Namespace } from "./namespace.js";
 import type { NamespaceCounts } from "./namespace-counters.js";
 import { defaultStateOptions, MAX_NUM_PAGES, MAX_RANKS_PER_NAMESPACE, type StateOptions } from "./options.js";
 import type { Rank } from "./rank.js";
-import { checkCount, checkPages, checkSameLength, checkUint32, keyListFor, namespaceName } from "./validate.js";
+import { checkCount, checkPages, checkPrefixes, checkSameLength, checkUint32, checkWatermarks, keyListFor, namespaceName } from "./validate.js";
 
 export { AllocationStatus, Role };
 
 const NO_CHANGES: readonly Change[] = Object.freeze([]);
+/** NO_BATCH is the batch of an eviction that no call waits for (evictAhead). */
+const NO_BATCH: ReadonlySet<number> = new Set();
 
 /** InitializeRankResult describes a rank after InitializeRank. */
 export interface InitializeRankResult {
@@ -79,7 +82,13 @@ export class MetadataState {
   private readonly namespaces = new Map<string, Namespace>();
   /** deadlines schedules reservation expiries, incomplete reclaims and drain ends, so expire() costs what is due. */
   private readonly deadlines = new Deadlines();
+  /** crowded are the ranks past the high watermark that evictAhead has not brought down yet, with their namespaces. */
+  private readonly crowded = new Map<Rank, Namespace>();
   private changes: Change[] = [];
+  /** applying is true while a replayed change is applied (replaying), which journals nothing. */
+  private applying = false;
+  /** emptied is the key a replayed "unreserve" left holding nothing, until the next change says whether it is confirmed (settleEmptied). */
+  private emptied: { ns: Namespace; entry: number } | undefined;
 
   /**
    * @param clock the time source.
@@ -95,6 +104,7 @@ export class MetadataState {
     if (this.options.maxRanksPerNamespace > MAX_RANKS_PER_NAMESPACE) {
       throw new RangeError(`maxRanksPerNamespace ${this.options.maxRanksPerNamespace} is over ${MAX_RANKS_PER_NAMESPACE}, the most the key columns can count`);
     }
+    checkWatermarks(this.options.evictHighWatermark, this.options.evictLowWatermark);
   }
 
   /** namespaceViews exposes the namespaces read-only, for inspection and invariant checks. */
@@ -166,8 +176,7 @@ export class MetadataState {
       throw limitExceeded("rank", `namespace "${name}" has ${ns.ranks.size} ranks, the limit (--max-ranks-per-namespace)`, { namespace: name, rank: rankNo });
     }
     if (ns === undefined) {
-      ns = new Namespace(name, worldSize);
-      this.namespaces.set(name, ns);
+      ns = this.newNamespace(name, worldSize);
     }
     ns.addRank(rankNo, numPages);
     this.record({ kind: "rank", namespace: name, rank: rankNo, numPages, worldSize });
@@ -177,26 +186,31 @@ export class MetadataState {
   /**
    * batchAllocate gives each key a page on a rank: its confirmed page
    * (EXISTING), its active reservation renewed (RESERVED), a free page newly
-   * reserved (NEW), evicting least recently used complete keys when none is
-   * free, or none (NO_SPACE).
+   * reserved (NEW), evicting complete keys when none is free (evictOne), or
+   * none (NO_SPACE). A key it registers takes prefixKeys[i] as its parent
+   * (attachParent). A rank it leaves past the high watermark is crowded
+   * (evictAhead).
    */
   batchAllocate(namespace: string, rankNo: number, keyBatch: Keys, prefixKeys: Keys = []): AllocateResult {
     const name = namespaceName(namespace, this.options);
     const keys = keyListFor(keyBatch, "keys", this.options);
-    if (prefixKeys.length > 0) checkSameLength(keys, "keys", prefixKeys, "prefix_keys");
+    const prefixes = prefixKeys.length > 0 ? checkPrefixes(keys, prefixKeys, this.options) : undefined;
     this.expire();
     const { ns, rank } = this.rankOf(name, rankNo);
     const now = this.clock();
     const expiresAtMs = now + this.options.reservationTtlMs;
     const pages = new Array<number>(keys.length);
     const statuses = new Array<AllocationStatus>(keys.length);
-    // The keys of this batch, built on the first eviction: none of them may be evicted for another.
+    // The keys of this batch and their parents, built on the first eviction: none of them may be evicted for another.
     // (A key repeated in the batch finds the reservation its first position made: same page, RESERVED.)
     let batch: Set<number> | undefined;
     const found = ns.findAll(keys);
+    // placed[i] is key i's entry once it holds a page here, for the next key's parent (attachParent).
+    const placed = prefixes === undefined ? undefined : new Int32Array(keys.length).fill(-1);
     for (let i = 0; i < keys.length; i++) {
       const entry = found[i]! >= 0 ? found[i]! : ns.entryAt(keys, i);
       const held = rank.pageOf(entry);
+      if (placed !== undefined) placed[i] = entry;
       if (held >= 0 && rank.isUsed(held)) {
         ns.touch(entry);
         pages[i] = held;
@@ -212,24 +226,47 @@ export class MetadataState {
         statuses[i] = AllocationStatus.RESERVED;
         continue;
       }
+      // A key that holds nothing yet is new to the registry: it takes its parent below.
+      const fresh = ns.columns.holdsNothing(entry);
       let page = rank.reserveFree(entry, expiresAtMs);
       if (page < 0) {
         // (The batch's new keys hold reservations, which eviction never takes.)
-        batch ??= new Set(found.filter((e) => e >= 0));
-        if (this.evictFor(ns, rank, batch, now)) page = rank.reserveFree(entry, expiresAtMs);
+        batch ??= new Set([...found, ...(prefixes === undefined ? [] : ns.findAll(prefixes))].filter((e) => e >= 0));
+        if (this.evictOne(ns, rank, batch, now)) {
+          ns.events.inlineEvictions++;
+          page = rank.reserveFree(entry, expiresAtMs);
+        }
       }
       if (page < 0) {
         ns.forgetIfEmpty(entry);
+        if (placed !== undefined) placed[i] = -1;
         pages[i] = -1;
         statuses[i] = AllocationStatus.NO_SPACE;
         continue;
       }
+      if (fresh && prefixes !== undefined) this.attachParent(ns, entry, keys, prefixes, i, placed!);
       this.recordReserve(ns, rank, entry, page);
       pages[i] = page;
       statuses[i] = AllocationStatus.NEW;
     }
     this.deadlines.armReservations(ns, rank);
+    this.noteCrowding(ns, rank);
     return { pages, statuses };
+  }
+
+  /**
+   * attachParent gives the key at position i, just registered, its parent:
+   * the key before it in the batch when that is its prefix (a chain, the
+   * usual case: no lookup), else the registered key its prefix names. A
+   * key whose prefix is empty is a root; one whose prefix is not registered
+   * is an orphan (no prefix match reaches it).
+   */
+  private attachParent(ns: Namespace, entry: number, keys: KeyList, prefixes: KeyList, i: number, placed: Int32Array): void {
+    if (prefixes.byteLength(i) === 0) return;
+    let parent = i > 0 && placed[i - 1]! >= 0 && prefixes.equals(i, keys, i - 1) ? placed[i - 1]! : -1;
+    if (parent < 0) parent = ns.findAt(prefixes, i);
+    if (parent < 0) ns.orphan(entry);
+    else ns.adopt(entry, parent);
   }
 
   /**
@@ -266,7 +303,7 @@ export class MetadataState {
       }
       if (!ns.isComplete(entry) && columns.confirmed[entry]! >= ns.requiredRanks) {
         if (!firstPage) ns.incomplete.delete(entry);
-        ns.lru.add(entry);
+        ns.complete(entry);
         result.completed.push(i);
       } else if (firstPage) {
         ns.incomplete.add(entry);
@@ -280,6 +317,8 @@ export class MetadataState {
       this.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
       result.released++;
     }
+    // Reserved pages cannot be evicted, confirmed ones can: a rank crowded by this call's reservations is worth a look now.
+    this.noteCrowding(ns, rank);
     return result;
   }
 
@@ -494,20 +533,64 @@ export class MetadataState {
   }
 
   /**
-   * evictFor drops least recently used complete keys that hold a page of
-   * `rank`, have no read lease and are not in the current batch, until `rank` has a free page. False when
-   * nothing evictable is left.
+   * evictOne drops one complete key that holds a page of `rank`, has no read
+   * lease and is not in `batch`: the least recently used of the orphans,
+   * else of the reachable leaves, else of the rest (with children: the LRU
+   * fallback, or every complete key under plain LRU). False when none is
+   * evictable. Each list is read from its oldest key, skipping the ones
+   * that may not go.
    */
-  private evictFor(ns: Namespace, rank: Rank, batch: Set<number>, now: number): boolean {
+  private evictOne(ns: Namespace, rank: Rank, batch: ReadonlySet<number>, now: number): boolean {
     const leases = ns.columns.leaseUntilMs;
-    for (let entry = ns.lru.first, next: number; entry >= 0; entry = next) {
-      next = ns.lru.after(entry);
-      if (leases[entry]! > now || batch.has(entry) || rank.confirmedPage(entry) < 0) continue;
-      this.dropKey(ns, entry, now);
-      ns.events.evictions++;
-      if (rank.freePages > 0) return true;
+    for (const { list, cause } of ns.evictionOrder) {
+      for (let entry = list.first; entry >= 0; entry = list.after(entry)) {
+        if (leases[entry]! > now || batch.has(entry) || rank.confirmedPage(entry) < 0) continue;
+        this.dropKey(ns, entry, now);
+        ns.events.evictions++;
+        ns.events[cause]++;
+        return true;
+      }
     }
     return false;
+  }
+
+  /** noteCrowding marks a rank crowded when more than the high watermark of its pages are held (evictAhead), after a BatchAllocate or ConfirmWrite on it. */
+  private noteCrowding(ns: Namespace, rank: Rank): void {
+    if (rank.numPages - rank.freePages > heldPagesAt(rank, this.options.evictHighWatermark)) this.crowded.set(rank, ns);
+  }
+
+  /** evictionPending tells whether a rank is crowded: evictAhead has work. */
+  get evictionPending(): boolean {
+    return this.crowded.size > 0;
+  }
+
+  /**
+   * evictAhead evicts (evictOne) from the crowded ranks, at most maxKeys
+   * keys, until each holds no more than the low watermark of its pages, so
+   * that writers find free pages instead of evicting inline. A rank leaves
+   * the crowded set once down, or once nothing on it is evictable (the next
+   * BatchAllocate or ConfirmWrite that leaves it crowded marks it again). Returns the number
+   * of keys evicted; the caller runs it in steps between calls while
+   * evictionPending.
+   */
+  evictAhead(maxKeys: number): number {
+    this.expire();
+    const now = this.clock();
+    let evicted = 0;
+    for (const [rank, ns] of this.crowded) {
+      const target = heldPagesAt(rank, this.options.evictLowWatermark);
+      let stuck = false;
+      while (rank.numPages - rank.freePages > target && evicted < maxKeys) {
+        if (!this.evictOne(ns, rank, NO_BATCH, now)) {
+          stuck = true;
+          break;
+        }
+        evicted++;
+      }
+      if (stuck || rank.numPages - rank.freePages <= target) this.crowded.delete(rank);
+      if (evicted >= maxKeys) break;
+    }
+    return evicted;
   }
 
   /**
@@ -535,8 +618,7 @@ export class MetadataState {
    */
   private unconfirm(ns: Namespace, entry: number, drainUntilMs = 0, key = ""): void {
     if (ns.columns.confirmed[entry] === 0) return;
-    ns.lru.delete(entry);
-    ns.incomplete.delete(entry);
+    ns.unlist(entry);
     ns.confirmedKeys--;
     // dropConfirmed counts the key's pages down: the ranks after its last page are not read.
     for (let slot = 0; ns.columns.confirmed[entry]! > 0; slot++) {
@@ -553,10 +635,11 @@ export class MetadataState {
     }
   }
 
-  /** recordKey journals a key's confirmed pages (by rank number) and completeness. */
+  /** recordKey journals a key's confirmed pages (by rank number), completeness and parent. */
   private recordKey(ns: Namespace, entry: number): void {
     if (!this.journal) return;
-    this.changes.push({ kind: "key", namespace: ns.name, key: ns.keyOf(entry), complete: ns.isComplete(entry), pages: ns.confirmedPages(entry) });
+    const key = ns.keyOf(entry);
+    this.changes.push({ kind: "key", namespace: ns.name, key, parent: parentName(ns, entry), complete: ns.isComplete(entry), pages: ns.confirmedPages(entry) });
   }
 
   /**
@@ -574,13 +657,30 @@ export class MetadataState {
   /**
    * restoring is restore a change at a time, for a caller that must yield
    * to its event loop between batches (a cluster member keeping its lease
-   * alive): `add` each stored change in restore's order, then `finish`.
+   * alive): `add` each stored change in restore's order, then `link` the
+   * keys stored before their parents a batch at a time (true once done),
+   * then `finish`.
    */
-  restoring(): { add(change: Change): void; finish(): void } {
+  restoring(): { add(change: Change): void; link(max: number): boolean; finish(): void } {
     const terms = this.restartTerms();
+    const pending: PendingParents = { namespaces: [], entries: [], names: [] };
+    let linked = 0;
+    const link = (max: number) => {
+      for (const end = Math.min(pending.entries.length, linked + max); linked < end; linked++) {
+        const ns = pending.namespaces[linked]!;
+        const entry = pending.entries[linked]!;
+        if (ns.tree.parentOf(entry) >= 0 || ns.tree.reachOf(entry) !== REACHABLE) continue; // listed twice: linked already
+        const parent = ns.entryOfKnown(pending.names[linked]!);
+        if (parent >= 0 && parent !== entry) ns.adopt(entry, parent);
+        else ns.orphan(entry);
+      }
+      return linked === pending.entries.length;
+    };
     return {
-      add: (change) => this.restoreOne(change, terms),
+      add: (change) => this.restoreOne(change, terms, pending),
+      link,
       finish: () => {
+        link(Number.POSITIVE_INFINITY);
         for (const ns of this.namespaces.values()) {
           for (const rank of ns.ranks.values()) {
             rank.sortReservations();
@@ -602,11 +702,22 @@ export class MetadataState {
    * deadlines.
    */
   replaying(): Replay {
-    return { apply: (change) => this.replayOne(change), takeOver: () => this.takeOver() };
+    return {
+      apply: (change) => {
+        this.applying = true;
+        try {
+          this.replayOne(change);
+        } finally {
+          this.applying = false;
+        }
+      },
+      takeOver: () => this.takeOver(),
+    };
   }
 
   /** replayOne applies one change of the leader's journal (replaying); the restart terms come at takeOver. */
   private replayOne(change: Change): void {
+    this.settleEmptied(change);
     switch (change.kind) {
       case "rank":
         if (!this.namespaces.get(change.namespace)?.ranks.has(change.rank)) this.restoreOne(change, undefined);
@@ -614,15 +725,16 @@ export class MetadataState {
       case "reserve": {
         const { ns, rank } = this.rankOf(change.namespace, change.rank);
         const holder = rank.reservedBy(change.page);
-        // A renewal comes as the same reservation again.
-        if (holder >= 0 && holder === ns.entryOf(change.key)) rank.renew(change.page, change.expiresAtMs);
-        else this.restoreOne(change, undefined);
+        // A renewal comes as the same reservation again (the same expiry: its parent was journaled anew, recordOrphan).
+        if (holder < 0 || holder !== ns.entryOf(change.key)) this.restoreOne(change, undefined);
+        else if (rank.expiresAtMs(change.page) !== change.expiresAtMs) rank.renew(change.page, change.expiresAtMs);
         return;
       }
       case "unreserve": {
         const { ns, rank } = this.rankOf(change.namespace, change.rank);
         if (rank.reservedBy(change.page) < 0) return;
-        ns.forgetIfEmpty(rank.releaseReservation(change.page));
+        const entry = rank.releaseReservation(change.page);
+        if (ns.columns.holdsNothing(entry)) this.emptied = { ns, entry };
         return;
       }
       case "key":
@@ -647,8 +759,24 @@ export class MetadataState {
     }
   }
 
+  /**
+   * settleEmptied forgets the key a replayed "unreserve" left holding
+   * nothing, unless `next` is that key's record: a confirmation journals
+   * the end of the reservation, then the key, and forgetting the key in
+   * between would cut it from its children.
+   */
+  private settleEmptied(next: Change | undefined): void {
+    const emptied = this.emptied;
+    if (emptied === undefined) return;
+    this.emptied = undefined;
+    const { ns, entry } = emptied;
+    if (next?.kind === "key" && next.namespace === ns.name && ns.entryOfKnown(next.key) === entry) return;
+    ns.forgetIfEmpty(entry);
+  }
+
   /** takeOver readies a replayed state to serve (replaying): the restart terms, then the deadlines. */
   private takeOver(): void {
+    this.settleEmptied(undefined);
     const terms = this.restartTerms();
     for (const ns of this.namespaces.values()) {
       for (const entry of ns.keys.live()) if (ns.columns.confirmed[entry]! > 0) grantRestartTerms(ns, entry, terms);
@@ -678,15 +806,17 @@ export class MetadataState {
     return { leaseUntilMs: now + this.options.readLeaseTtlMs, reclaimAtMs: now + this.options.incompleteTtlMs };
   }
 
-  /** restoreOne applies one stored change; with the restore's terms (restartTerms), or without them when the takeover grants them later (replaying). */
-  private restoreOne(change: Change, terms: RestartTerms | undefined): void {
+  /**
+   * restoreOne applies one stored change; with the restore's terms
+   * (restartTerms) and the parents it has yet to find, or without them when
+   * the takeover grants them later (replaying: the leader's log registers a
+   * parent before its children).
+   */
+  private restoreOne(change: Change, terms: RestartTerms | undefined, pending?: PendingParents): void {
     switch (change.kind) {
       case "rank": {
         let ns = this.namespaces.get(change.namespace);
-        if (ns === undefined) {
-          ns = new Namespace(change.namespace, change.worldSize);
-          this.namespaces.set(change.namespace, ns);
-        }
+        ns ??= this.newNamespace(change.namespace, change.worldSize);
         ns.addRank(change.rank, change.numPages);
         break;
       }
@@ -694,17 +824,20 @@ export class MetadataState {
         const ns = this.namespaces.get(change.namespace);
         if (ns === undefined) throw new Error(`stored key "${change.key}" of unknown namespace "${change.namespace}"`);
         const entry = ns.entryOf(change.key);
+        restoreParent(ns, entry, change.parent, pending);
         const pages = change.pages;
         for (let i = 0; i < pages.length; i += 2) this.rankOf(change.namespace, pages[i]!).rank.restoreUsed(entry, pages[i + 1]!);
         ns.confirmedKeys++;
-        if (change.complete) ns.lru.add(entry);
+        if (change.complete) ns.complete(entry);
         else ns.incomplete.add(entry);
         if (terms !== undefined) grantRestartTerms(ns, entry, terms);
         break;
       }
       case "reserve": {
         const { ns, rank } = this.rankOf(change.namespace, change.rank);
-        rank.restoreReservation(ns.entryOf(change.key), change.page, change.expiresAtMs);
+        const entry = ns.entryOf(change.key);
+        restoreParent(ns, entry, change.parent, pending);
+        rank.restoreReservation(entry, change.page, change.expiresAtMs);
         break;
       }
       case "drain": {
@@ -720,6 +853,13 @@ export class MetadataState {
       case "forget":
         break;
     }
+  }
+
+  /** newNamespace creates and registers a namespace under the eviction policy. */
+  private newNamespace(name: string, worldSize: number): Namespace {
+    const ns = new Namespace(name, worldSize, this.options.eviction === "prefix", (entry) => this.recordOrphan(ns, entry));
+    this.namespaces.set(name, ns);
+    return ns;
   }
 
   /** checkRank throws RANK_NOT_INITIALIZED unless the rank is initialized (for APIs that name a rank on every call). */
@@ -742,15 +882,72 @@ export class MetadataState {
     return { ns: ns!, rank };
   }
 
+  /**
+   * recordOrphan journals again the records of a key whose parent left the
+   * registry, which name that parent: its key record and its reservations,
+   * now naming none (null), so that a restart does not link it to a later
+   * key of the parent's name. Not while replaying: the leader's log brings
+   * those records.
+   */
+  private recordOrphan(ns: Namespace, entry: number): void {
+    if (!this.journal || this.applying) return;
+    if (ns.columns.confirmed[entry]! > 0) this.recordKey(ns, entry);
+    for (let slot = 0, left = ns.columns.reserved[entry]!; left > 0; slot++) {
+      const rank = ns.slots[slot]!;
+      const page = rank.pageOf(entry);
+      if (page < 0 || rank.reservedBy(page) !== entry) continue;
+      this.recordReserve(ns, rank, entry, page);
+      left--;
+    }
+  }
+
   /** recordReserve journals key e's reservation of page on rank, with its expiry. */
   private recordReserve(ns: Namespace, rank: Rank, entry: number, page: number): void {
     if (!this.journal) return;
-    this.record({ kind: "reserve", namespace: ns.name, rank: rank.rank, page, key: ns.keyOf(entry), expiresAtMs: rank.expiresAtMs(page) });
+    const key = ns.keyOf(entry);
+    this.record({ kind: "reserve", namespace: ns.name, rank: rank.rank, page, key, parent: parentName(ns, entry), expiresAtMs: rank.expiresAtMs(page) });
   }
 
   private record(change: Change): void {
     if (this.journal) this.changes.push(change);
   }
+}
+
+/** PendingParents are the keys restored before their parents, with the parents' names, to link once all keys are in (restoring). */
+interface PendingParents {
+  namespaces: Namespace[];
+  entries: number[];
+  names: string[];
+}
+
+/**
+ * restoreParent gives a restored key the parent its record names, unless
+ * an earlier record of it did (a key's parent is set once: by its first
+ * reservation, then only lost): a root, an orphan, or the named key, which
+ * a restore may not have met yet (pending).
+ */
+function restoreParent(ns: Namespace, entry: number, parent: ParentName, pending: PendingParents | undefined): void {
+  if (parent === "" || ns.tree.parentOf(entry) >= 0 || ns.tree.reachOf(entry) !== REACHABLE) return;
+  const found = parent === null ? -1 : ns.entryOfKnown(parent);
+  if (found >= 0 && found !== entry) ns.adopt(entry, found);
+  else if (parent !== null && pending !== undefined) {
+    pending.namespaces.push(ns);
+    pending.entries.push(entry);
+    pending.names.push(parent);
+  } else ns.orphan(entry);
+}
+
+/** heldPagesAt is the number of held pages of a rank at a watermark (a fraction of its pages). */
+function heldPagesAt(rank: Rank, watermark: number): number {
+  // The epsilon keeps 0.95 × 100 at 95 pages, whichever way the product rounds.
+  return Math.floor(rank.numPages * watermark + 1e-9);
+}
+
+/** parentName names key e's parent for the journal (ParentName). */
+function parentName(ns: Namespace, entry: number): ParentName {
+  const parent = ns.tree.parentOf(entry);
+  if (parent >= 0) return ns.keyOf(parent);
+  return ns.tree.reachOf(entry) === ORPHANED ? null : "";
 }
 
 /** grantRestartTerms gives a key with pages its read lease and, if it is incomplete, its reclaim deadline after a restart (restartTerms). */

@@ -27,21 +27,48 @@ export function checkUint32(value: number, field: string): void {
  * bytes, whether they came from a codec (which checked their UTF-8) or are
  * strings encoded here.
  */
-export function keyListFor(keys: Keys, field: string, options: StateOptions): KeyList {
+export function keyListFor(keys: Keys, field: string, options: StateOptions, emptyAllowed = false): KeyList {
   checkCount(keys, field, options);
+  const what = emptyAllowed ? "a string" : "a non-empty string";
   if (!(keys instanceof KeyList)) {
     for (let i = 0; i < keys.length; i++) {
-      if (typeof keys[i] !== "string") throw invalidArgument(field, `${field}[${i}] must be a non-empty string`);
+      if (typeof keys[i] !== "string") throw invalidArgument(field, `${field}[${i}] must be ${what}`);
     }
   }
   const list = keys instanceof KeyList ? keys : keyListOf(keys);
   const maxBytes = options.maxKeyBytes;
   for (let i = 0; i < list.length; i++) {
     const bytes = list.byteLength(i);
-    if (bytes === 0) throw invalidArgument(field, `${field}[${i}] must be a non-empty string`);
+    if (bytes === 0 && !emptyAllowed) throw invalidArgument(field, `${field}[${i}] must be ${what}`);
     if (bytes > maxBytes) throw limitExceeded(field, `${field}[${i}] is ${bytes} bytes, more than the limit of ${maxBytes}`, { key: list.key(i).slice(0, 64) });
   }
   return list;
+}
+
+/**
+ * checkPrefixes checks the prefix keys of a batch and gives them as a
+ * KeyList: as many as the keys, each a key (within the limits) or empty
+ * (the key is a root), and none the key itself (a key cannot come before
+ * itself in a prefix match).
+ */
+export function checkPrefixes(keys: KeyList, prefixKeys: Keys, options: StateOptions): KeyList {
+  checkSameLength(keys, "keys", prefixKeys, "prefix_keys");
+  const prefixes = keyListFor(prefixKeys, "prefix_keys", options, true);
+  for (let i = 0; i < keys.length; i++) {
+    if (prefixes.byteLength(i) > 0 && prefixes.equals(i, keys, i)) {
+      throw invalidArgument("prefix_keys", `prefix_keys[${i}] is keys[${i}] itself; a key's prefix key is the key before it (empty for the first)`, {
+        key: keys.key(i).slice(0, 64),
+      });
+    }
+  }
+  return prefixes;
+}
+
+/** checkWatermarks checks the eviction watermarks: fractions of a rank's pages, 0 < low ≤ high ≤ 1. */
+export function checkWatermarks(high: number, low: number): void {
+  if (!(low > 0 && low <= high && high <= 1)) {
+    throw new RangeError(`the eviction watermarks must satisfy 0 < low (${low}) ≤ high (${high}) ≤ 1`);
+  }
 }
 
 /** checkCount checks that a batch field has at most maxKeysPerCall entries. */

@@ -1,14 +1,15 @@
 import { Packr } from "msgpackr";
-import type { Change } from "../core/change.js";
+import type { Change, ParentName } from "../core/change.js";
 
 /**
  * The replicated log's records. A leader appends one group per group
  * commit: every change of the calls it commits together, as one msgpack
  * value (namespaces listed once, each change a tuple naming its namespace
- * by index). A group whose bytes pass PART_BYTES is cut into parts, each
- * its own log entry and etcd transaction; a standby applies a group only
- * once its last part arrived, so a leader that dies between two parts
- * leaves nothing half applied.
+ * by index). A reserve or key tuple ends with the key's parent, which
+ * records of earlier versions lack (read as a root). A group whose bytes
+ * pass PART_BYTES is cut into parts, each its own log entry and etcd
+ * transaction; a standby applies a group only once its last part arrived,
+ * so a leader that dies between two parts leaves nothing half applied.
  *
  * An entry's value: 1 byte of flags (bit 0: more parts follow), 6 bytes of
  * the group's first sequence number (big-endian), then the part's bytes.
@@ -39,7 +40,7 @@ const FORGET = 4;
 const DRAIN = 5;
 const UNDRAIN = 6;
 
-type Tuple = (string | number | number[])[];
+type Tuple = (string | number | number[] | null)[];
 
 /** encodeGroup packs the changes of one group commit. */
 export function encodeGroup(changes: readonly Change[]): Buffer {
@@ -63,11 +64,11 @@ function tupleOf(c: Change, ns: number): Tuple {
     case "rank":
       return [RANK, ns, c.rank, c.numPages, c.worldSize];
     case "reserve":
-      return [RESERVE, ns, c.rank, c.page, c.key, c.expiresAtMs];
+      return [RESERVE, ns, c.rank, c.page, c.key, c.expiresAtMs, c.parent];
     case "unreserve":
       return [UNRESERVE, ns, c.rank, c.page];
     case "key":
-      return [KEY, ns, c.key, c.complete ? 1 : 0, c.pages];
+      return [KEY, ns, c.key, c.complete ? 1 : 0, c.pages, c.parent];
     case "forget":
       return [FORGET, ns, c.key];
     case "drain":
@@ -86,11 +87,19 @@ export function decodeGroup(bytes: Buffer): Change[] {
       case RANK:
         return { kind: "rank", namespace, rank: t[2] as number, numPages: t[3] as number, worldSize: t[4] as number };
       case RESERVE:
-        return { kind: "reserve", namespace, rank: t[2] as number, page: t[3] as number, key: t[4] as string, expiresAtMs: t[5] as number };
+        return {
+          kind: "reserve",
+          namespace,
+          rank: t[2] as number,
+          page: t[3] as number,
+          key: t[4] as string,
+          parent: parentOf(t[6]),
+          expiresAtMs: t[5] as number,
+        };
       case UNRESERVE:
         return { kind: "unreserve", namespace, rank: t[2] as number, page: t[3] as number };
       case KEY:
-        return { kind: "key", namespace, key: t[2] as string, complete: t[3] === 1, pages: t[4] as number[] };
+        return { kind: "key", namespace, key: t[2] as string, parent: parentOf(t[5]), complete: t[3] === 1, pages: t[4] as number[] };
       case FORGET:
         return { kind: "forget", namespace, key: t[2] as string };
       case DRAIN:
@@ -101,6 +110,11 @@ export function decodeGroup(bytes: Buffer): Change[] {
         throw new Error(`log record of unknown kind ${String(t[0])}`);
     }
   });
+}
+
+/** parentOf reads a tuple's parent (ParentName); a record of a leader that did not keep parents has none: a root. */
+function parentOf(value: Tuple[number] | undefined): ParentName {
+  return value === undefined ? "" : (value as string | null);
 }
 
 /** splitGroup cuts a group's bytes into the values of its log entries, the first of which gets sequence number `first`. */

@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
-import { type Database, open, type RootDatabase, type Transaction } from "lmdb";
+import { type Database, type Key, open, type RootDatabase, type Transaction } from "lmdb";
 import type { Change } from "../core/change.js";
 import { MetadataError, Reason } from "../core/errors.js";
 import { dataFile, prepareDataDir } from "./data-dir.js";
@@ -11,6 +11,7 @@ import {
   DB_NAMES,
   drainChange,
   FORMAT_VERSION,
+  isPreParentKeyValue,
   type KeyKey,
   type KeyValue,
   keyChange,
@@ -21,6 +22,7 @@ import {
   type RankKey,
   type RankValue,
   reservationChange,
+  withRootParent,
   writeOf,
 } from "./schema.js";
 import type { Store } from "./store.js";
@@ -72,6 +74,8 @@ export class LmdbStore implements Store {
     private readonly env: RootDatabase,
     readonly dbs: Record<(typeof DB_NAMES)[number], Database>,
     private readonly lock: DataDirLock | undefined,
+    /** migratedFrom is the format version this open migrated the store from (schema.ts); undefined when it was current. */
+    readonly migratedFrom: number | undefined,
   ) {}
 
   /**
@@ -99,10 +103,10 @@ export class LmdbStore implements Store {
       // noSubdir false: lmdb-js would take a path with a dot (hf3fs.data) for a file.
       const env = open({ path, noSubdir: false, readOnly, overlappingSync, noSync: false, maxDbs: 8 });
       const dbs = Object.fromEntries(DB_NAMES.map((name) => [name, env.openDB(name, {})])) as LmdbStore["dbs"];
-      const serverId = await initMeta(path, dbs, readOnly);
+      const { serverId, migratedFrom } = await initMeta(path, dbs, readOnly);
       // A store still marked as loading a snapshot lost the load midway: it holds part of one.
       if (!readOnly && dbs.meta.get(SNAPSHOT_LOADING) !== undefined) emptyRecords(env, dbs, false);
-      return new LmdbStore(path, serverId, env, dbs, lock);
+      return new LmdbStore(path, serverId, env, dbs, lock, migratedFrom);
     } catch (error) {
       await lock?.release();
       if (error instanceof StoreOpenError) throw error;
@@ -133,7 +137,8 @@ export class LmdbStore implements Store {
       }
       yield keyChange(key as KeyKey, value as KeyValue);
     }
-    for (const { value } of this.dbs.long_keys.getRange({ transaction })) {
+    // A store of version 1 opened read-only has no long_keys table (lmdb-js creates tables only for writers).
+    for (const { value } of (this.dbs.long_keys as Database | undefined)?.getRange({ transaction }) ?? []) {
       records++;
       yield longKeyChange(value as LongKeyValue);
     }
@@ -306,7 +311,7 @@ function verifyReadable(path: string): Promise<void> {
 }
 
 /** initMeta checks the format version of an existing store, or writes it and a new server id into a new one. */
-async function initMeta(path: string, dbs: LmdbStore["dbs"], readOnly: boolean): Promise<string> {
+async function initMeta(path: string, dbs: LmdbStore["dbs"], readOnly: boolean): Promise<{ serverId: string; migratedFrom?: number }> {
   const { meta } = dbs;
   const version = meta.get("formatVersion") as number | undefined;
   const serverId = meta.get("serverId") as string | undefined;
@@ -316,11 +321,16 @@ async function initMeta(path: string, dbs: LmdbStore["dbs"], readOnly: boolean):
     const id = randomUUID();
     // One event turn, so one transaction: a store has both or neither.
     await Promise.all([meta.put("serverId", id), meta.put("formatVersion", FORMAT_VERSION)]);
-    return id;
+    return { serverId: id };
   }
-  if (version === 1 && !readOnly)
-    await meta.put("formatVersion", FORMAT_VERSION); // see schema.ts: nothing to move
-  else if (version !== FORMAT_VERSION && version !== 1) {
+  let migratedFrom: number | undefined;
+  if (version === 1 || version === 2) {
+    // See schema.ts; a store opened read-only is read as it is.
+    if (!readOnly) {
+      migrateParents(dbs);
+      migratedFrom = version;
+    }
+  } else if (version !== FORMAT_VERSION) {
     throw new StoreOpenError(
       `store in ${path} has format version ${String(version)}, this server reads version ${FORMAT_VERSION}: ${
         Number(version) > FORMAT_VERSION ? "upgrade hf3fs-metadata" : "it is not a store of this server"
@@ -328,7 +338,38 @@ async function initMeta(path: string, dbs: LmdbStore["dbs"], readOnly: boolean):
     );
   }
   if (typeof serverId !== "string") throw new StoreOpenError(`store in ${path} has no server id`);
-  return serverId;
+  return { serverId, migratedFrom };
+}
+
+/** MIGRATION_CHUNK is the number of records a migration rewrites per transaction. */
+const MIGRATION_CHUNK = 10_000;
+
+/**
+ * migrateParents brings a store of version 1 or 2 to version 3: every key
+ * record gets a root parent (schema.ts), a chunk per transaction, then the
+ * version is written. Records already in the new layout are left alone, so
+ * a migration cut short is taken up again at the next open.
+ */
+function migrateParents(dbs: LmdbStore["dbs"]): void {
+  migrateKeyValues(dbs.keys, 0);
+  migrateKeyValues(dbs.long_keys, 2); // after [namespace, key]
+  dbs.meta.putSync("formatVersion", FORMAT_VERSION);
+}
+
+/** migrateKeyValues rewrites the records of a key table whose KeyValue (from index `at` of the value) is of the layout before version 3, as roots. */
+function migrateKeyValues(db: Database, at: number): void {
+  const keyValue = (value: unknown) => (value as unknown[]).slice(at) as KeyValue;
+  for (let start: Key | undefined; ; ) {
+    const chunk = [...db.getRange({ start, limit: MIGRATION_CHUNK })];
+    const old = chunk.filter(({ value }) => isPreParentKeyValue(keyValue(value)));
+    if (old.length > 0) {
+      db.transactionSync(() => {
+        for (const { key, value } of old) db.putSync(key, [...(value as unknown[]).slice(0, at), ...withRootParent(keyValue(value))]);
+      });
+    }
+    if (chunk.length < MIGRATION_CHUNK) return;
+    start = chunk[chunk.length - 1]!.key; // inclusive: that record is migrated already
+  }
 }
 
 /**

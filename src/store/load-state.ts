@@ -22,6 +22,10 @@ export async function loadState(state: MetadataState, stored: Iterable<Change>, 
       if (stopped()) return false;
     }
   }
+  while (!restoring.link(LOAD_BATCH)) {
+    await new Promise((resolve) => setImmediate(resolve));
+    if (stopped()) return false;
+  }
   restoring.finish();
   return true;
 }

@@ -5,11 +5,12 @@ import { decodeGroup, decodePart, encodeGroup, GroupAssembler, PART_BYTES, split
 
 const name = fc.string({ minLength: 1, maxLength: 40, unit: "grapheme" });
 const uint = fc.nat({ max: 2 ** 31 - 1 });
+const parent = fc.oneof(fc.constant(""), fc.constant(null), name);
 const change: fc.Arbitrary<Change> = fc.oneof(
   fc.record({ kind: fc.constant("rank" as const), namespace: name, rank: uint, numPages: uint, worldSize: uint }),
-  fc.record({ kind: fc.constant("reserve" as const), namespace: name, rank: uint, page: uint, key: name, expiresAtMs: fc.nat() }),
+  fc.record({ kind: fc.constant("reserve" as const), namespace: name, rank: uint, page: uint, key: name, parent, expiresAtMs: fc.nat() }),
   fc.record({ kind: fc.constant("unreserve" as const), namespace: name, rank: uint, page: uint }),
-  fc.record({ kind: fc.constant("key" as const), namespace: name, key: name, complete: fc.boolean(), pages: fc.array(uint, { maxLength: 8 }) }),
+  fc.record({ kind: fc.constant("key" as const), namespace: name, key: name, parent, complete: fc.boolean(), pages: fc.array(uint, { maxLength: 8 }) }),
   fc.record({ kind: fc.constant("forget" as const), namespace: name, key: name }),
   fc.record({ kind: fc.constant("drain" as const), namespace: name, rank: uint, page: uint, key: name, untilMs: fc.nat() }),
   fc.record({ kind: fc.constant("undrain" as const), namespace: name, rank: uint, page: uint }),

@@ -25,7 +25,17 @@ describe("the metrics of a scrape", () => {
     ]);
     expect(series[2]).toEqual({
       namespace: OTHER,
-      counts: { keys: 3, completeKeys: 0, evictions: 0, expiredReservations: 0, reclaimedIncompleteKeys: 0 },
+      counts: {
+        keys: 3,
+        completeKeys: 0,
+        evictions: 0,
+        orphanEvictions: 0,
+        leafEvictions: 0,
+        lruEvictions: 0,
+        inlineEvictions: 0,
+        expiredReservations: 0,
+        reclaimedIncompleteKeys: 0,
+      },
       ranks: [{ rank: OTHER, free: 3 * 28, reserved: 3, used: 3 }],
     });
   });

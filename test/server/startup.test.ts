@@ -55,7 +55,7 @@ describe("a server listens before it loads its store", () => {
     await fillStore(dir, KEYS, 2);
     // A key of a namespace without ranks, stored after every other key: it opens, and loading fails at its end.
     const store = await LmdbStore.open(dir);
-    await store.commit([{ kind: "key", namespace: "zz-no-ranks", key: "orphan", complete: true, pages: [0, 1] }]);
+    await store.commit([{ kind: "key", namespace: "zz-no-ranks", key: "orphan", parent: "", complete: true, pages: [0, 1] }]);
     await store.close();
     const server = await startChildServer(["--data-dir", dir]);
     const client = createClient(MetadataService, createGrpcTransport({ baseUrl: server.url }));

@@ -120,7 +120,7 @@ describe("LmdbStore", () => {
     const dir = tempDir();
     const store = await LmdbStore.open(dir);
     const rank = { kind: "rank", namespace: "kv", rank: 0, numPages: 4, worldSize: 1 } as const;
-    const reserve = (key: string) => ({ kind: "reserve", namespace: "kv", rank: 0, page: 1, key, expiresAtMs: 9e12 }) as const;
+    const reserve = (key: string) => ({ kind: "reserve", namespace: "kv", rank: 0, page: 1, key, parent: "", expiresAtMs: 9e12 }) as const;
     const unreserve = { kind: "unreserve", namespace: "kv", rank: 0, page: 1 } as const;
     await store.commit([rank]);
     // One event turn: reserve page 1 for a, free it, reserve it for b, in three commits.
@@ -180,21 +180,65 @@ describe("LmdbStore", () => {
       );
       expect(digest(dir)).toBe(before);
     });
+  });
+});
 
-    it("(not) a version-1 store: it is upgraded in place, keeping everything", async () => {
-      const dir = await filledDir();
-      const time = new FakeClock();
-      const before = await reopen(dir, time);
-      const stats = before.state.stats(undefined);
-      await before.store.close();
-      const env = open({ path: dir });
-      await env.openDB("meta", {}).put("formatVersion", 1);
-      await env.close();
-      const after = await reopen(dir, time);
-      expect(after.state.stats(undefined)).toEqual(stats);
-      expect(after.store.dbs.meta.get("formatVersion")).toBe(FORMAT_VERSION);
-      await after.store.close();
+describe("a store of an earlier format version", () => {
+  /**
+   * oldStore writes, as a server of format version `version` did, a rank,
+   * 25,000 complete keys (more than one migration chunk), one of them long
+   * enough for long_keys (version 2 only), a reservation and a drain: key
+   * records without a parent, reservations without one.
+   */
+  async function oldStore(version: 1 | 2): Promise<string> {
+    const dir = tempDir();
+    const env = open({ path: dir });
+    const db = (name: string) => env.openDB(name, {});
+    await env.transaction(() => {
+      db("meta").put("formatVersion", version);
+      db("meta").put("serverId", "old-server");
+      db("ranks").put(["kv", 0], [30_000, 1]);
+      for (let i = 0; i < 25_000; i++) db("keys").put(["kv", `key-${i}`], [1, 0, i]);
+      if (version === 2) db("long_keys").put("hash-of-long", ["kv", "l".repeat(1_000), 1, 0, 25_000]);
+      db("reservations").put(["kv", 0, 25_001], ["reserved", 9e12]);
+      db("drains").put(["kv", 0, 25_002], ["deleted", 9e12]);
     });
+    await env.close();
+    return dir;
+  }
+
+  it.each([1, 2] as const)("of version %i opens, its keys migrated as roots in place, and reads as it did", async (version) => {
+    const dir = await oldStore(version);
+    // Read-only, it is read as it is (inspect on a store an older server still runs).
+    const readOnly = await LmdbStore.open(dir, { readOnly: true });
+    const unmigrated = [...readOnly.stored()];
+    expect(readOnly.dbs.meta.get("formatVersion")).toBe(version);
+    await readOnly.close();
+
+    const { store, state } = await reopen(dir, new FakeClock());
+    expect(store.dbs.meta.get("formatVersion")).toBe(FORMAT_VERSION);
+    expect(store.serverId).toBe("old-server");
+    expect(store.dbs.keys.get(["kv", "key-7"])).toEqual([1, "", 0, 7]);
+    if (version === 2) expect(store.dbs.long_keys.get("hash-of-long")).toEqual(["kv", "l".repeat(1_000), 1, "", 0, 25_000]);
+    expect([...store.stored()]).toEqual(unmigrated);
+    const keys = version === 2 ? 25_001 : 25_000;
+    expect(state.stats("kv")[0]).toMatchObject({ keys, completeKeys: keys, ranks: [{ freePages: 30_000 - keys - 2, reservedPages: 1 }] });
+    expect(state.namespaceViews.get("kv")!.leaves.size).toBe(keys); // roots without children: leaves
+    assertInvariants(state);
+    await store.close();
+  });
+
+  it("finishes a migration cut short: records already migrated stay as they are", async () => {
+    const dir = await oldStore(2);
+    const env = open({ path: dir });
+    await env.openDB("keys", {}).put(["kv", "key-3"], [1, "key-2", 0, 3]); // migrated, with a parent, before the cut
+    await env.close();
+    const { store, state } = await reopen(dir, new FakeClock());
+    expect(store.dbs.keys.get(["kv", "key-3"])).toEqual([1, "key-2", 0, 3]);
+    const ns = state.namespaceViews.get("kv")!;
+    expect(ns.keyOf(ns.tree.parentOf(ns.lookup("key-3")))).toBe("key-2");
+    assertInvariants(state);
+    await store.close();
   });
 });
 
@@ -229,7 +273,7 @@ describe("a store of many ranks and keys", () => {
 
 describe("a snapshot loaded into a member's store", () => {
   const rank = (r: number): Change => ({ kind: "rank", namespace: "kv", rank: r, numPages: 8, worldSize: 0 });
-  const key = (k: string, page: number): Change => ({ kind: "key", namespace: "kv", key: k, complete: true, pages: [0, page] });
+  const key = (k: string, page: number): Change => ({ kind: "key", namespace: "kv", key: k, parent: "", complete: true, pages: [0, page] });
   async function* pieces(list: Change[][], appliedSeq: number, failAfter = Number.POSITIVE_INFINITY): AsyncGenerator<SnapshotPiece> {
     for (const [i, records] of list.entries()) {
       if (i >= failAfter) throw new Error("the leader went away");

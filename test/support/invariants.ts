@@ -1,3 +1,5 @@
+import { BELOW_ORPHAN, ORPHANED, REACHABLE } from "../../src/core/key-tree.js";
+import type { Namespace } from "../../src/core/namespace.js";
 import { DRAINING, FREE, NO_OWNER, RESERVED, USED } from "../../src/core/page-pool.js";
 import type { MetadataState } from "../../src/core/state.js";
 
@@ -72,19 +74,51 @@ export function assertInvariants(state: MetadataState): void {
       if (columns.reserved[entry] !== (reservations.get(entry) ?? 0))
         throw new Error(`namespace ${ns.name}: ${key} counts ${columns.reserved[entry]} reservations, has ${reservations.get(entry) ?? 0}`);
       if (confirmed === 0 && columns.reserved[entry] === 0) throw new Error(`namespace ${ns.name}: ${key} holds nothing but is registered`);
-      const listed = Number(ns.lru.has(entry)) + Number(ns.incomplete.has(entry));
+      assertTreeAround(ns, entry, isLive);
+      const lists = [ns.leaves, ns.lru, ns.orphans, ns.incomplete];
+      const listed = lists.filter((list) => list.has(entry)).length;
       if (confirmed === 0) {
         if (listed !== 0) throw new Error(`namespace ${ns.name}: ${key} has no page but is listed`);
         continue;
       }
-      if (listed !== 1) throw new Error(`namespace ${ns.name}: ${key} is in ${listed} of the lru and incomplete lists`);
+      if (listed !== 1) throw new Error(`namespace ${ns.name}: ${key} is in ${listed} of the lists`);
       confirmedKeys++;
-      if (ns.lru.has(entry)) complete++;
-      else incomplete++;
+      if (ns.incomplete.has(entry)) {
+        incomplete++;
+        continue;
+      }
+      complete++;
+      const tree = ns.tree;
+      const belongs = !ns.prefixAware || tree.hasChildren(entry) ? ns.lru : tree.reachOf(entry) === REACHABLE ? ns.leaves : ns.orphans;
+      if (!belongs.has(entry)) throw new Error(`namespace ${ns.name}: complete ${key} is not in the list its children and reach say`);
     }
     if (confirmedKeys !== ns.confirmedKeys) throw new Error(`namespace ${ns.name}: ${ns.confirmedKeys} confirmed keys counted for ${confirmedKeys} held`);
     if (live.length !== ns.keys.size) throw new Error(`namespace ${ns.name}: the registry counts ${ns.keys.size} keys, holds ${live.length}`);
-    if (ns.lru.size !== complete) throw new Error(`namespace ${ns.name}: lru holds ${ns.lru.size} keys for ${complete} complete`);
+    if (ns.completeKeys !== complete) throw new Error(`namespace ${ns.name}: the lists hold ${ns.completeKeys} keys for ${complete} complete`);
     if (ns.incomplete.size !== incomplete) throw new Error(`namespace ${ns.name}: the incomplete list holds ${ns.incomplete.size} keys for ${incomplete}`);
+  }
+}
+
+/**
+ * assertTreeAround checks key e's place in the prefix tree (KeyTree): its
+ * parent is registered and lists it among its children, its children name
+ * it, and its reach follows from its parent's.
+ */
+function assertTreeAround(ns: Namespace, entry: number, isLive: Set<number>): void {
+  const key = ns.keyOf(entry);
+  const { parent, firstChild, nextSibling, reach } = ns.columns;
+  const p = parent[entry]!;
+  if (p >= 0) {
+    if (!isLive.has(p)) throw new Error(`namespace ${ns.name}: ${key}'s parent entry ${p} is not registered`);
+    let listed = false;
+    for (let c = firstChild[p]!; c >= 0; c = nextSibling[c]!) listed ||= c === entry;
+    if (!listed) throw new Error(`namespace ${ns.name}: ${key} is not among the children of its parent ${ns.keyOf(p)}`);
+    const expected = reach[p] === REACHABLE ? REACHABLE : BELOW_ORPHAN;
+    if (reach[entry] !== expected) throw new Error(`namespace ${ns.name}: ${key} has reach ${reach[entry]}, its parent ${reach[p]}`);
+  } else if (reach[entry] !== REACHABLE && reach[entry] !== ORPHANED) {
+    throw new Error(`namespace ${ns.name}: ${key} has no parent but reach ${reach[entry]}`);
+  }
+  for (let c = firstChild[entry]!; c >= 0; c = nextSibling[c]!) {
+    if (!isLive.has(c) || parent[c] !== entry) throw new Error(`namespace ${ns.name}: a child of ${key} (entry ${c}) does not name it`);
   }
 }

@@ -1,4 +1,5 @@
 import type { Change } from "../../src/core/change.js";
+import { ORPHANED } from "../../src/core/key-tree.js";
 import type { MetadataState } from "../../src/core/state.js";
 
 /**
@@ -60,7 +61,7 @@ export function dumpState(state: MetadataState, timing = true): unknown {
       name: ns.name,
       worldSize: ns.worldSize,
       confirmedKeys: ns.confirmedKeys,
-      complete: ns.lru.size,
+      complete: ns.completeKeys,
       incomplete: ns.incomplete.size,
       registered: ns.keys.size,
       ranks: [...ns.ranks.values()]
@@ -91,5 +92,13 @@ export function dumpState(state: MetadataState, timing = true): unknown {
           };
         })
         .sort((a, b) => (a.key < b.key ? -1 : 1)),
+      // Every registered key's parent (the prefix tree): "key ← parent reach", "-" for a root, "gone" for an orphan.
+      parents: [...ns.keys.live()]
+        .map((entry) => {
+          const parent = ns.tree.parentOf(entry);
+          const named = parent >= 0 ? ns.keyOf(parent) : ns.tree.reachOf(entry) === ORPHANED ? "gone" : "-";
+          return `${ns.keyOf(entry)} ← ${named} ${ns.tree.reachOf(entry)}`;
+        })
+        .sort(),
     }));
 }

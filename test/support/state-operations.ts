@@ -7,20 +7,34 @@ export const RANKS = 3;
 export const PAGES = 3;
 const key = fc.constantFrom("k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7");
 const keys = fc.array(key, { maxLength: 6 });
+/**
+ * prefixes say what a BatchAllocate gives as prefix keys: none, a chain
+ * (each key's prefix the key before it, the first a root), or drawn keys
+ * ("" a root; a key as its own prefix is refused).
+ */
+const prefixes = fc.oneof(fc.constant("none" as const), fc.constant("chain" as const), fc.array(fc.oneof(fc.constant(""), key), { maxLength: 6 }));
 const rank = fc.integer({ min: 0, max: RANKS - 1 });
 const page = fc.integer({ min: 0, max: PAGES - 1 });
 
 export const operation = fc.oneof(
-  fc.record({ op: fc.constant("cycle" as const), keys }),
+  fc.record({ op: fc.constant("cycle" as const), keys, prefixes }),
   fc.record({ op: fc.constant("confirmLapsed" as const), rank }),
-  fc.record({ op: fc.constant("allocate" as const), rank, keys }),
+  fc.record({ op: fc.constant("allocate" as const), rank, keys, prefixes }),
   fc.record({ op: fc.constant("confirmReserved" as const), rank, take: fc.nat(6), release: fc.array(page, { maxLength: 2 }) }),
   fc.record({ op: fc.constant("confirmAny" as const), rank, keys, pages: fc.array(page, { maxLength: 6 }) }),
   fc.record({ op: fc.constant("locate" as const), rank, keys, includeIncomplete: fc.boolean() }),
   fc.record({ op: fc.constant("delete" as const), keys }),
   fc.record({ op: fc.constant("clear" as const) }),
   fc.record({ op: fc.constant("advance" as const), ms: fc.integer({ min: 0, max: 1_500 }) }),
+  fc.record({ op: fc.constant("evictAhead" as const), maxKeys: fc.integer({ min: 1, max: 4 }) }),
 );
+
+/** prefixKeysOf gives the prefix keys a drawn `prefixes` makes for keys. */
+function prefixKeysOf(keys: readonly string[], drawn: "none" | "chain" | string[]): string[] {
+  if (drawn === "none") return [];
+  if (drawn === "chain") return keys.map((_, i) => (i === 0 ? "" : keys[i - 1]!));
+  return keys.map((_, i) => drawn[i] ?? "");
+}
 
 /** Lease is a read lease the test saw granted; deleted once the test itself deleted the key. */
 export type Lease = { key: string; rank: number; page: number; untilMs: number; deleted: boolean };
@@ -33,7 +47,7 @@ export function apply(state: MetadataState, time: FakeClock, op: Operation, leas
   switch (op.op) {
     case "cycle":
       for (let r = 0; r < RANKS; r++) {
-        const { pages } = state.batchAllocate("", r, op.keys);
+        const { pages } = state.batchAllocate("", r, op.keys, prefixKeysOf(op.keys, op.prefixes));
         const written = op.keys.filter((_, i) => pages[i]! >= 0);
         state.confirmWrite(
           "",
@@ -54,7 +68,7 @@ export function apply(state: MetadataState, time: FakeClock, op: Operation, leas
       break;
     }
     case "allocate":
-      state.batchAllocate("", op.rank, op.keys);
+      state.batchAllocate("", op.rank, op.keys, prefixKeysOf(op.keys, op.prefixes));
       break;
     case "confirmReserved": {
       const reserved = [...ranks.get(op.rank)!.reservations].slice(0, op.take);
@@ -88,6 +102,9 @@ export function apply(state: MetadataState, time: FakeClock, op: Operation, leas
     case "advance":
       time.advance(op.ms);
       state.expire();
+      break;
+    case "evictAhead":
+      state.evictAhead(op.maxKeys);
       break;
   }
 }
