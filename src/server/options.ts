@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { defaultStateOptions, MAX_RANKS_PER_NAMESPACE, type StateOptions } from "../core/options.js";
+import { defaultStateOptions, EVICTION_POLICIES, MAX_RANKS_PER_NAMESPACE, type StateOptions } from "../core/options.js";
 import { ENVELOPE_BYTES } from "../protocol/envelope.js";
 import { parseDuration } from "./duration.js";
 
@@ -70,7 +70,7 @@ export interface ServerOptions extends StateOptions {
   etcdPasswordFile: string;
 }
 
-type Kind = "string" | "integer" | "duration" | "boolean";
+type Kind = "string" | "integer" | "duration" | "boolean" | "fraction";
 
 /** OPTIONS lists every option of `serve`: its flag, kind, default and help. The env variable is HF3FS_METADATA_<FLAG>. */
 export const OPTIONS: { flag: string; field: keyof ServerOptions; kind: Kind; help: string }[] = [
@@ -85,6 +85,19 @@ export const OPTIONS: { flag: string; field: keyof ServerOptions; kind: Kind; he
   { flag: "max-key-bytes", field: "maxKeyBytes", kind: "integer", help: "UTF-8 bytes per key at most" },
   { flag: "max-ranks-per-namespace", field: "maxRanksPerNamespace", kind: "integer", help: "ranks per namespace at most (and so world_size)" },
   { flag: "max-namespaces", field: "maxNamespaces", kind: "integer", help: "namespaces per server at most" },
+  {
+    flag: "eviction",
+    field: "eviction",
+    kind: "string",
+    help: "what makes room: prefix (keys no prefix match reaches, then leaves, then LRU) or lru (plain LRU)",
+  },
+  {
+    flag: "evict-high-watermark",
+    field: "evictHighWatermark",
+    kind: "fraction",
+    help: "a rank with more than this fraction of its pages held is evicted in the background (1: never)",
+  },
+  { flag: "evict-low-watermark", field: "evictLowWatermark", kind: "fraction", help: "the fraction of held pages background eviction brings a rank down to" },
   {
     flag: "max-body-bytes",
     field: "maxBodyBytes",
@@ -264,12 +277,23 @@ export function parseServerOptions(args: string[], env: NodeJS.ProcessEnv): Serv
     if ((result[field] as number) < 1) throw new Error(`--${flag} must be at least 1`);
   }
   checkCluster(result);
+  checkEviction(result);
   if (result.maxRanksPerNamespace > MAX_RANKS_PER_NAMESPACE) {
     throw new Error(`--max-ranks-per-namespace must be at most ${MAX_RANKS_PER_NAMESPACE}, got ${result.maxRanksPerNamespace}`);
   }
   if (result.maxKeyBytes > MAX_KEY_BYTES)
     throw new Error(`--max-key-bytes must be at most ${MAX_KEY_BYTES} (namespace names are keys of the store), got ${result.maxKeyBytes}`);
   return result;
+}
+
+/** checkEviction checks the eviction policy and its watermarks. */
+function checkEviction(options: ServerOptions): void {
+  if (!(EVICTION_POLICIES as readonly string[]).includes(options.eviction)) {
+    throw new Error(`--eviction takes ${EVICTION_POLICIES.join(" or ")}, got "${options.eviction}"`);
+  }
+  if (!(options.evictLowWatermark > 0 && options.evictLowWatermark <= options.evictHighWatermark)) {
+    throw new Error(`--evict-low-watermark (${options.evictLowWatermark}) must be above 0 and at most --evict-high-watermark (${options.evictHighWatermark})`);
+  }
 }
 
 /** checkCluster checks the options of high availability. */
@@ -320,6 +344,10 @@ function convert(raw: string | boolean, kind: Kind, flag: string): unknown {
     } catch (e) {
       throw new Error(`--${flag}: ${(e as Error).message}`);
     }
+  }
+  if (kind === "fraction") {
+    if (!/^(0(\.\d+)?|1(\.0*)?|\.\d+)$/.test(text)) throw new Error(`--${flag} must be a fraction from 0 to 1, like 0.95, got "${text}"`);
+    return Number(text);
   }
   if (!/^\d+$/.test(text)) throw new Error(`--${flag} must be a whole number, got "${text}"`);
   return Number(text);

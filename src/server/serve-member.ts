@@ -7,6 +7,7 @@ import { readTokens } from "../service/access-policy.js";
 import { Leadership } from "../service/leadership.js";
 import { isInternalCommitRejection, LmdbStore } from "../store/lmdb-store.js";
 import { tolerateKnownRejections } from "./known-rejections.js";
+import { logMigration } from "./logger.js";
 import type { ServerOptions } from "./options.js";
 import { cannotStart, runUntilStopped } from "./run-until-stopped.js";
 import type { Start } from "./serve-command.js";
@@ -27,6 +28,7 @@ export async function serveMember({ options, security, port, stopped, logger }: 
   try {
     tolerateKnownRejections([isInternalCommitRejection, isOrphanWatchResponse]);
     const local = await LmdbStore.open(options.dataDir, { overlappingSync: true });
+    logMigration(local, logger);
     const client = new Etcd3({ hosts: options.etcdEndpoints.split(","), dialTimeout: 2_000, grpcOptions: ETCD_GRPC_OPTIONS, ...etcdSecurity(options) });
     const memberOptions = {
       clusterName: options.clusterName,

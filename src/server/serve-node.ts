@@ -5,7 +5,7 @@ import { isInternalCommitRejection, LmdbStore } from "../store/lmdb-store.js";
 import { loadState } from "../store/load-state.js";
 import { MemoryStore } from "../store/memory-store.js";
 import { tolerateKnownRejections } from "./known-rejections.js";
-import type { Logger } from "./logger.js";
+import { type Logger, logMigration } from "./logger.js";
 import { cannotStart, runUntilStopped } from "./run-until-stopped.js";
 import type { Start } from "./serve-command.js";
 import type { RunningServer } from "./server.js";
@@ -27,6 +27,7 @@ export async function serveNode({ options, security, port, stopped, logger }: St
   const opened = await opening;
   if ("error" in opened) return cannotStart(logger, opened.error);
   const { durable } = opened;
+  if (durable !== undefined) logMigration(durable, logger);
   const store = durable ?? new MemoryStore();
   const server = await startServer({ state, store }, { ...options, ...security, port, starting: durable !== undefined }, logger);
   const loading = durable === undefined ? undefined : load(durable, state, server, logger);

@@ -8,6 +8,7 @@ import { file_hf3fs_metadata_v1_metadata, MetadataService } from "../../gen/hf3f
 import { MetadataError, Reason } from "../core/errors.js";
 import { type ReplicationSource, replicationService } from "../replication/replication-service.js";
 import type { AccessPolicy } from "../service/access-policy.js";
+import { BackgroundEviction } from "../service/background-eviction.js";
 import { Edge } from "../service/edge.js";
 import { healthService } from "../service/health-service.js";
 import { sglangRoutes } from "../service/json/sglang-routes.js";
@@ -112,13 +113,15 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
   const metrics = new Metrics(() => ledger.state, undefined, shedder, config.cluster);
   const serverId = ledger.store.serverId;
   // The state is read at each use: a cluster member gets a new one each time it starts leading.
-  const store = metrics.instrument(ledger.store);
-  const instrumented: Ledger = {
+  const measured: Ledger = {
     get state() {
       return ledger.state;
     },
-    store,
+    store: metrics.instrument(ledger.store),
   };
+  const serving = () => !lifecycle.starting && lifecycle.refusal === undefined && config.leadership?.refusal === undefined;
+  const eviction = new BackgroundEviction(measured, serving);
+  const instrumented = eviction.ledger;
   const observe = metrics.observeCall.bind(metrics);
   const limits = { ...defaultServerOptions, ...bufferedBytesFor(config.maxBodyBytes), ...definedOf(config) };
   const { access } = config;
@@ -181,6 +184,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     (closing ??= (async () => {
       lifecycle.refuse(new MetadataError(Reason.SHUTTING_DOWN, "the server is shutting down; retry against the restarted server"));
       clearInterval(expiry);
+      eviction.close();
       lag?.stop();
       await listener.close(config.shutdownTimeoutMs);
       edge.close();

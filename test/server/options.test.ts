@@ -24,6 +24,12 @@ describe("parseServerOptions", () => {
     expect(defaultServerOptions).toMatchObject({ host: "127.0.0.1", port: 18000, reservationTtlMs: 60_000, readLeaseTtlMs: 10_000, incompleteTtlMs: 600_000 });
   });
 
+  it("evicts prefix-aware between the watermarks 0.90 and 0.95 unless told otherwise", () => {
+    expect(parseServerOptions([], {})).toMatchObject({ eviction: "prefix", evictHighWatermark: 0.95, evictLowWatermark: 0.9 });
+    const options = parseServerOptions(["--eviction", "lru", "--evict-high-watermark", "1", "--evict-low-watermark", ".5"], {});
+    expect(options).toMatchObject({ eviction: "lru", evictHighWatermark: 1, evictLowWatermark: 0.5 });
+  });
+
   it("reads HF3FS_METADATA_* variables, and flags win over them", () => {
     const env = { [envName("port")]: "18001", [envName("reservation-ttl")]: "5s", [envName("in-memory")]: "true" };
     expect(parseServerOptions([], env)).toMatchObject({ port: 18001, reservationTtlMs: 5_000, inMemory: true });
@@ -37,6 +43,11 @@ describe("parseServerOptions", () => {
     expect(() => parseServerOptions(["--port", "70000"], {})).toThrow(/65535/);
     expect(() => parseServerOptions(["--max-key-bytes", "1025"], {})).toThrow(/--max-key-bytes must be at most 1024/);
     expect(() => parseServerOptions(["--max-ranks-per-namespace", "32768"], {})).toThrow(/--max-ranks-per-namespace must be at most 32767, got 32768/);
+    expect(() => parseServerOptions(["--eviction", "fifo"], {})).toThrow(/--eviction takes prefix or lru, got "fifo"/);
+    expect(() => parseServerOptions(["--evict-high-watermark", "1.5"], {})).toThrow(/fraction from 0 to 1/);
+    expect(() => parseServerOptions(["--evict-low-watermark", "ninety"], {})).toThrow(/fraction from 0 to 1/);
+    expect(() => parseServerOptions(["--evict-high-watermark", "0.8"], {})).toThrow(/--evict-low-watermark \(0.9\) must be above 0 and at most --evict-high-watermark \(0.8\)/);
+    expect(() => parseServerOptions(["--evict-low-watermark", "0"], {})).toThrow(/must be above 0/);
     expect(parseServerOptions(["--max-key-bytes", "1024"], {}).maxKeyBytes).toBe(1024);
   });
 });
