@@ -13,7 +13,8 @@ export type ParentName = string | null;
  *
  * - rank: a rank was created.
  * - reserve / unreserve: a reservation began (or was renewed) / ended
- *   (confirmed, released, expired or cleared).
+ *   (confirmed, released, expired or cleared); `confirmed` says the key's
+ *   record follows, so a replay keeps the key meanwhile.
  * - key: a key's confirmed pages, as [rank, page, rank, page, ...], and its
  *   completeness, after a confirmation: the whole record, so a store keeps
  *   one record per key. It names the key's parent (ParentName), as a
@@ -25,7 +26,7 @@ export type ParentName = string | null;
 export type Change =
   | { kind: "rank"; namespace: string; rank: number; numPages: number; worldSize: number }
   | { kind: "reserve"; namespace: string; rank: number; page: number; key: string; parent: ParentName; expiresAtMs: number }
-  | { kind: "unreserve"; namespace: string; rank: number; page: number }
+  | { kind: "unreserve"; namespace: string; rank: number; page: number; confirmed?: true }
   | { kind: "key"; namespace: string; key: string; parent: ParentName; complete: boolean; pages: number[] }
   | { kind: "forget"; namespace: string; key: string }
   | { kind: "drain"; namespace: string; rank: number; page: number; key: string; untilMs: number }

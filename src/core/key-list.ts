@@ -1,4 +1,4 @@
-import { hashKey, KEY_HASH_SEED, viewOf } from "./key-table.js";
+import { hashKey, KEY_HASH_SEED, sameBytes, viewOf } from "./key-table.js";
 
 /**
  * KeyList is the keys of one call as UTF-8 bytes, where they lie: key i is
@@ -57,7 +57,8 @@ export class KeyList {
 
   /** equals tells whether key i of this list has the same bytes as key j of `other`. */
   equals(i: number, other: KeyList, j: number): boolean {
-    return this.bytes.compare(other.bytes, other.starts[j], other.ends[j], this.keyStarts[i], this.keyEnds[i]) === 0;
+    const length = this.byteLength(i);
+    return length === other.byteLength(j) && sameBytes(this.view, this.keyStarts[i]!, other.view, other.starts[j]!, length);
   }
 
   /** hashes is hashKey of every key, by position. */

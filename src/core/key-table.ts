@@ -240,14 +240,9 @@ export class KeyTable {
     for (let entry = 0; entry < this.entries; entry++) if (this.lengths[entry]! >= 0) yield entry;
   }
 
-  /** sameBytes compares the arena's bytes at offset with the view's at start, four bytes per step. */
+  /** sameBytes compares the arena's bytes at offset with the view's at start. */
   private sameBytes(offset: number, view: DataView, start: number, length: number): boolean {
-    // A loop, not Buffer.compare: its argument checks cost more than comparing a key of tens of bytes.
-    const arena = this.arenaView;
-    let i = 0;
-    for (; i + 4 <= length; i += 4) if (arena.getInt32(offset + i) !== view.getInt32(start + i)) return false;
-    for (; i < length; i++) if (arena.getUint8(offset + i) !== view.getUint8(start + i)) return false;
-    return true;
+    return sameBytes(this.arenaView, offset, view, start, length);
   }
 
   /** removeBucket empties a bucket and shifts back the entries after it that would no longer be reachable. */
@@ -317,6 +312,17 @@ export class KeyTable {
     this.arenaView = to;
     this.arenaUsed = used;
   }
+}
+
+/** sameBytes tells whether `length` bytes of `a` at aStart equal those of `b` at bStart, four bytes per step. */
+export function sameBytes(a: DataView, aStart: number, b: DataView, bStart: number, length: number): boolean {
+  // A loop, not Buffer.compare: its argument checks cost more than comparing a key of tens of bytes.
+  // The last word first: keys that differ mostly differ there or at the start (counters, paths, hashes).
+  if (length >= 4 && a.getInt32(aStart + length - 4) !== b.getInt32(bStart + length - 4)) return false;
+  let i = 0;
+  for (; i + 4 <= length; i += 4) if (a.getInt32(aStart + i) !== b.getInt32(bStart + i)) return false;
+  for (; i < length; i++) if (a.getUint8(aStart + i) !== b.getUint8(bStart + i)) return false;
+  return true;
 }
 
 /** copyBytes copies `length` bytes from `from` at fromOffset to `to` at toOffset, four bytes per step. */

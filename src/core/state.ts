@@ -87,8 +87,6 @@ export class MetadataState {
   private changes: Change[] = [];
   /** applying is true while a replayed change is applied (replaying), which journals nothing. */
   private applying = false;
-  /** emptied is the key a replayed "unreserve" left holding nothing, until the next change says whether it is confirmed (settleEmptied). */
-  private emptied: { ns: Namespace; entry: number } | undefined;
 
   /**
    * @param clock the time source.
@@ -231,7 +229,7 @@ export class MetadataState {
       let page = rank.reserveFree(entry, expiresAtMs);
       if (page < 0) {
         // (The batch's new keys hold reservations, which eviction never takes.)
-        batch ??= new Set([...found, ...(prefixes === undefined ? [] : ns.findAll(prefixes))].filter((e) => e >= 0));
+        batch ??= this.protectedFrom(ns, keys, found, prefixes);
         if (this.evictOne(ns, rank, batch, now)) {
           ns.events.inlineEvictions++;
           page = rank.reserveFree(entry, expiresAtMs);
@@ -252,6 +250,22 @@ export class MetadataState {
     this.deadlines.armReservations(ns, rank);
     this.noteCrowding(ns, rank);
     return { pages, statuses };
+  }
+
+  /**
+   * protectedFrom is what an eviction for a batch may not take: the
+   * batch's registered keys and their parents. A parent that is the key
+   * before it in the batch is one of those already.
+   */
+  private protectedFrom(ns: Namespace, keys: KeyList, found: Int32Array, prefixes: KeyList | undefined): Set<number> {
+    const kept = new Set<number>();
+    for (const entry of found) if (entry >= 0) kept.add(entry);
+    for (let i = 0; prefixes !== undefined && i < keys.length; i++) {
+      if (prefixes.byteLength(i) === 0 || (i > 0 && prefixes.equals(i, keys, i - 1))) continue;
+      const parent = ns.findAt(prefixes, i);
+      if (parent >= 0) kept.add(parent);
+    }
+    return kept;
   }
 
   /**
@@ -295,7 +309,7 @@ export class MetadataState {
       const entry = found[i]! >= 0 ? found[i]! : ns.entryAt(keys, i);
       if (rank.confirmedPage(entry) === page) continue;
       const firstPage = columns.confirmed[entry] === 0;
-      if (rank.confirm(entry, page) && this.journal) this.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
+      if (rank.confirm(entry, page) && this.journal) this.record({ kind: "unreserve", namespace: name, rank: rankNo, page, confirmed: true });
       result.confirmed++;
       if (firstPage) {
         ns.confirmedKeys++;
@@ -717,7 +731,6 @@ export class MetadataState {
 
   /** replayOne applies one change of the leader's journal (replaying); the restart terms come at takeOver. */
   private replayOne(change: Change): void {
-    this.settleEmptied(change);
     switch (change.kind) {
       case "rank":
         if (!this.namespaces.get(change.namespace)?.ranks.has(change.rank)) this.restoreOne(change, undefined);
@@ -734,7 +747,8 @@ export class MetadataState {
         const { ns, rank } = this.rankOf(change.namespace, change.rank);
         if (rank.reservedBy(change.page) < 0) return;
         const entry = rank.releaseReservation(change.page);
-        if (ns.columns.holdsNothing(entry)) this.emptied = { ns, entry };
+        // A confirmation's key record follows: forgetting the key in between would cut it from its children.
+        if (!change.confirmed) ns.forgetIfEmpty(entry);
         return;
       }
       case "key":
@@ -759,24 +773,8 @@ export class MetadataState {
     }
   }
 
-  /**
-   * settleEmptied forgets the key a replayed "unreserve" left holding
-   * nothing, unless `next` is that key's record: a confirmation journals
-   * the end of the reservation, then the key, and forgetting the key in
-   * between would cut it from its children.
-   */
-  private settleEmptied(next: Change | undefined): void {
-    const emptied = this.emptied;
-    if (emptied === undefined) return;
-    this.emptied = undefined;
-    const { ns, entry } = emptied;
-    if (next?.kind === "key" && next.namespace === ns.name && ns.entryOfKnown(next.key) === entry) return;
-    ns.forgetIfEmpty(entry);
-  }
-
   /** takeOver readies a replayed state to serve (replaying): the restart terms, then the deadlines. */
   private takeOver(): void {
-    this.settleEmptied(undefined);
     const terms = this.restartTerms();
     for (const ns of this.namespaces.values()) {
       for (const entry of ns.keys.live()) if (ns.columns.confirmed[entry]! > 0) grantRestartTerms(ns, entry, terms);

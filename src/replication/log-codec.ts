@@ -6,7 +6,8 @@ import type { Change, ParentName } from "../core/change.js";
  * commit: every change of the calls it commits together, as one msgpack
  * value (namespaces listed once, each change a tuple naming its namespace
  * by index). A reserve or key tuple ends with the key's parent, which
- * records of earlier versions lack (read as a root). A group whose bytes
+ * records of earlier versions lack (read as a root); an unreserve tuple of a
+ * confirmation ends with 1. A group whose bytes
  * pass PART_BYTES is cut into parts, each its own log entry and etcd
  * transaction; a standby applies a group only once its last part arrived,
  * so a leader that dies between two parts leaves nothing half applied.
@@ -66,7 +67,7 @@ function tupleOf(c: Change, ns: number): Tuple {
     case "reserve":
       return [RESERVE, ns, c.rank, c.page, c.key, c.expiresAtMs, c.parent];
     case "unreserve":
-      return [UNRESERVE, ns, c.rank, c.page];
+      return c.confirmed ? [UNRESERVE, ns, c.rank, c.page, 1] : [UNRESERVE, ns, c.rank, c.page];
     case "key":
       return [KEY, ns, c.key, c.complete ? 1 : 0, c.pages, c.parent];
     case "forget":
@@ -97,7 +98,9 @@ export function decodeGroup(bytes: Buffer): Change[] {
           expiresAtMs: t[5] as number,
         };
       case UNRESERVE:
-        return { kind: "unreserve", namespace, rank: t[2] as number, page: t[3] as number };
+        return t[4] === 1
+          ? { kind: "unreserve", namespace, rank: t[2] as number, page: t[3] as number, confirmed: true }
+          : { kind: "unreserve", namespace, rank: t[2] as number, page: t[3] as number };
       case KEY:
         return { kind: "key", namespace, key: t[2] as string, parent: parentOf(t[5]), complete: t[3] === 1, pages: t[4] as number[] };
       case FORGET:

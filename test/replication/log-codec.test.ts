@@ -10,6 +10,7 @@ const change: fc.Arbitrary<Change> = fc.oneof(
   fc.record({ kind: fc.constant("rank" as const), namespace: name, rank: uint, numPages: uint, worldSize: uint }),
   fc.record({ kind: fc.constant("reserve" as const), namespace: name, rank: uint, page: uint, key: name, parent, expiresAtMs: fc.nat() }),
   fc.record({ kind: fc.constant("unreserve" as const), namespace: name, rank: uint, page: uint }),
+  fc.record({ kind: fc.constant("unreserve" as const), namespace: name, rank: uint, page: uint, confirmed: fc.constant(true as const) }),
   fc.record({ kind: fc.constant("key" as const), namespace: name, key: name, parent, complete: fc.boolean(), pages: fc.array(uint, { maxLength: 8 }) }),
   fc.record({ kind: fc.constant("forget" as const), namespace: name, key: name }),
   fc.record({ kind: fc.constant("drain" as const), namespace: name, rank: uint, page: uint, key: name, untilMs: fc.nat() }),

@@ -46,7 +46,9 @@ describe("parseServerOptions", () => {
     expect(() => parseServerOptions(["--eviction", "fifo"], {})).toThrow(/--eviction takes prefix or lru, got "fifo"/);
     expect(() => parseServerOptions(["--evict-high-watermark", "1.5"], {})).toThrow(/fraction from 0 to 1/);
     expect(() => parseServerOptions(["--evict-low-watermark", "ninety"], {})).toThrow(/fraction from 0 to 1/);
-    expect(() => parseServerOptions(["--evict-high-watermark", "0.8"], {})).toThrow(/--evict-low-watermark \(0.9\) must be above 0 and at most --evict-high-watermark \(0.8\)/);
+    expect(() => parseServerOptions(["--evict-high-watermark", "0.8"], {})).toThrow(
+      /--evict-low-watermark \(0.9\) must be above 0 and at most --evict-high-watermark \(0.8\)/,
+    );
     expect(() => parseServerOptions(["--evict-low-watermark", "0"], {})).toThrow(/must be above 0/);
     expect(parseServerOptions(["--max-key-bytes", "1024"], {}).maxKeyBytes).toBe(1024);
   });
