@@ -13,6 +13,7 @@ import { clusterCpuMs, leaderOf, measureFailover, sampleLag, startHaCluster } fr
 import { benchKey } from "./keys.js";
 import type { LoadConfig, LoadResult } from "./load.js";
 import { h2loadInstalled, type NativeLoadResult, nativeLoad } from "./native-load.js";
+import { type PrefixConfig, type PrefixResult, runPrefixStream } from "./prefix-stream.js";
 import { runLoad, type ServerProcess, startProcess } from "./processes.js";
 import { fillStore, measureRecovery } from "./recovery.js";
 import { measureStartup } from "./startup.js";
@@ -118,6 +119,26 @@ async function cycle(
   return row;
 }
 
+/** FULL_PAGES is the rank size of the full workload. */
+const FULL_PAGES = 20_000;
+
+/** fillRanks fills a server's ranks of `pages` pages past 90% with complete keys, so that in the window after it every new key evicts one. */
+async function fillRanks(server: ServerProcess, pages: number): Promise<void> {
+  const fillConfig: LoadConfig = {
+    url: server.url,
+    transport: "lean-grpc",
+    batch: 512,
+    concurrency: RANKS,
+    connections: 2,
+    ranks: RANKS,
+    numPages: pages,
+    warmupMs: 0,
+    durationMs: quick ? 500 : 1_500,
+    keyOffset: nextKeyOffset(),
+  };
+  await runLoad<LoadResult>(fillConfig, server.pid);
+}
+
 async function withServer<T>(entry: string, extra: string[], body: (s: ServerProcess) => Promise<T>): Promise<T> {
   const server = await startProcess(entry, entry === SERVER ? serverArgs(extra) : extra);
   try {
@@ -208,22 +229,36 @@ if (enabled("cycle")) {
 if (enabled("full")) {
   // Ranks 90% full of complete keys before the measured window: every new key evicts one.
   await withServer(SERVER, ["--in-memory"], async (server) => {
-    const pages = 20_000;
-    const fillConfig: LoadConfig = {
-      url: server.url,
-      transport: "lean-grpc",
-      batch: 512,
-      concurrency: RANKS,
-      connections: 2,
-      ranks: RANKS,
-      numPages: pages,
-      warmupMs: 0,
-      durationMs: quick ? 500 : 1_500,
-      keyOffset: nextKeyOffset(),
-    };
-    await runLoad<LoadResult>(fillConfig, server.pid);
-    await cycle(server, "full", "lean-grpc", 64, 16, pages);
+    await fillRanks(server, FULL_PAGES);
+    await cycle(server, "full", "lean-grpc", 64, 16, FULL_PAGES);
   });
+}
+
+if (enabled("prefix")) {
+  // The same request stream against a server of each eviction policy; then the full workload (every new key evicts) on each.
+  const config: PrefixConfig = {
+    seed: 1,
+    prefixes: 300,
+    zipf: 1,
+    pagesPerPrefixBlock: 0.5,
+    warmupRequests: quick ? 300 : 2_000,
+    requests: quick ? 300 : 4_000,
+  };
+  const results: Record<string, PrefixResult & { fullServerCpuPerKeyUs: number }> = {};
+  for (const eviction of ["prefix", "lru"]) {
+    const stream = await withServer(SERVER, ["--in-memory", "--eviction", eviction], (s) => runPrefixStream(s.url, s.pid, config));
+    const full = await withServer(SERVER, ["--in-memory", "--eviction", eviction], async (server) => {
+      await fillRanks(server, FULL_PAGES);
+      return cycle(server, `full-${eviction}`, "lean-grpc", 64, 16, FULL_PAGES);
+    });
+    results[eviction] = { ...stream, fullServerCpuPerKeyUs: full.serverCpuPerKeyUs };
+    const e = stream.evictions;
+    console.log(
+      `prefix    --eviction ${eviction.padEnd(6)} ${fmt(stream.requests)} requests on ${fmt(stream.numPages)} pages: ${fmt(stream.leadingHits, 2)} leading hits per request (${fmt(stream.leadingHitRate * 100, 1)}% of blocks), ${fmt(stream.reachable * 100, 1)}% of stored keys reachable, ${fmt(stream.serverCpuPerBlockUs, 1)} µs/block; evictions ${fmt(e.total!)} (orphan ${fmt(e.orphan!)}, leaf ${fmt(e.leaf!)}, lru ${fmt(e.lru!)}, inline ${fmt(e.inline!)}); full workload ${fmt(full.serverCpuPerKeyUs, 2)} µs/key`,
+    );
+  }
+  report.prefix = { config, results, leadingHitsPrefixOverLru: results.prefix!.leadingHits / results.lru!.leadingHits };
+  console.log(`prefix    leading hits, prefix-aware over plain LRU: ${fmt(results.prefix!.leadingHits / results.lru!.leadingHits, 2)}`);
 }
 
 if (enabled("transports")) {
