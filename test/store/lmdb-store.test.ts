@@ -9,6 +9,7 @@ import { LmdbStore, type SnapshotPiece, StoreOpenError } from "../../src/store/l
 import { FORMAT_VERSION } from "../../src/store/schema.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { assertInvariants } from "../support/invariants.js";
+import { dumpState } from "../support/record-model.js";
 import { tempDir } from "../support/temp-dir.js";
 
 const TTL = { reservationTtlMs: 1_000, readLeaseTtlMs: 500, incompleteTtlMs: 60_000 };
@@ -180,6 +181,27 @@ describe("LmdbStore", () => {
       );
       expect(digest(dir)).toBe(before);
     });
+  });
+});
+
+describe("the prefix tree across a restart", () => {
+  it("comes back as it was: parents, orphans and keys below them, reservations' parents too", async () => {
+    const dir = tempDir();
+    const time = new FakeClock();
+    const { state, store } = await reopen(dir, time);
+    await run(state, store, (s) => s.initializeRank("", 0, 16, 1));
+    const chain = ["a", "b", "c", "d"];
+    const { pages } = (await run(state, store, (s) => s.batchAllocate("", 0, chain, ["", "a", "b", "c"]))) as { pages: number[] };
+    await run(state, store, (s) => s.confirmWrite("", 0, chain, pages));
+    await run(state, store, (s) => s.batchAllocate("", 0, ["e", "x"], ["d", "unknown"])); // reserved only: e under d, x an orphan
+    await run(state, store, (s) => s.deleteKeys("", ["b"])); // c loses its parent; d is below it
+    const before = dumpState(state, false);
+    await store.close();
+    const after = await reopen(dir, time);
+    expect(dumpState(after.state, false)).toEqual(before);
+    expect((before as { parents: string[] }[])[0]!.parents).toEqual(["a ← - 0", "c ← gone 1", "d ← c 2", "e ← d 2", "x ← gone 1"]);
+    assertInvariants(after.state);
+    await after.store.close();
   });
 });
 
