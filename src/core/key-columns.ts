@@ -21,6 +21,8 @@ export class KeyColumns {
   leaseUntilMs = new Float64Array(0);
   /** reclaimAtMs[e] is when the key is reclaimed if still incomplete (first confirmation + incomplete TTL). */
   reclaimAtMs = new Float64Array(0);
+  /** usedAtMs[e] is when the complete key was last used (completed, read, or found EXISTING): its place when it moves between eviction lists. */
+  usedAtMs = new Float64Array(0);
   /**
    * firstSlot[e] and firstPage[e] hold key e's page on one rank (by slot;
    * -1 for none) inline, so that a key on a single rank costs no rank a
@@ -65,6 +67,7 @@ export class KeyColumns {
     this.reserved = grown(this.reserved, capacity);
     this.leaseUntilMs = grown(this.leaseUntilMs, capacity);
     this.reclaimAtMs = grown(this.reclaimAtMs, capacity);
+    this.usedAtMs = grown(this.usedAtMs, capacity);
     this.firstSlot = grown(this.firstSlot, capacity);
     this.firstPage = grown(this.firstPage, capacity);
     this.parent = grown(this.parent, capacity);

@@ -152,8 +152,9 @@ export class Namespace {
     return list !== 0 && list !== this.incomplete.listId;
   }
 
-  /** complete lists key e, which is in no list, as complete, the most recently used. */
-  complete(entry: number): void {
+  /** complete lists key e, which is in no list, as complete, the most recently used (at nowMs). */
+  complete(entry: number, nowMs: number): void {
+    this.columns.usedAtMs[entry] = nowMs;
     this.evictionList(entry).add(entry);
   }
 
@@ -170,16 +171,18 @@ export class Namespace {
 
   /**
    * relist moves a complete key e to the list it now belongs in, if that
-   * changed: as the most recently used, or with oldest as the least (a
-   * parent whose last child went: it was read before that child, which
-   * eviction took as the oldest).
+   * changed. Its place there follows its last use: first when it was used
+   * no later than the list's oldest (a parent whose last child eviction
+   * just took was read before that child), else last, as recently used;
+   * O(1), and never earlier than its use says.
    */
-  private relist(entry: number, oldest: boolean): void {
+  private relist(entry: number): void {
     if (!this.isComplete(entry)) return;
     const to = this.evictionList(entry);
     if (to.has(entry)) return;
     this.unlist(entry);
-    if (oldest) to.addFront(entry);
+    const used = this.columns.usedAtMs;
+    if (to.first >= 0 && used[entry]! <= used[to.first]!) to.addFront(entry);
     else to.add(entry);
   }
 
@@ -190,7 +193,7 @@ export class Namespace {
    * link a key that has children already).
    */
   adopt(entry: number, parent: number): void {
-    if (this.tree.attach(entry, parent)) this.relist(parent, false);
+    if (this.tree.attach(entry, parent)) this.relist(parent);
     if (this.tree.reachOf(entry) !== REACHABLE) this.tree.cutBelow(entry, this.cut);
   }
 
@@ -221,16 +224,18 @@ export class Namespace {
   forgetIfEmpty(entry: number): void {
     if (!this.columns.holdsNothing(entry)) return;
     const childless = this.tree.detach(entry);
-    if (childless >= 0) this.relist(childless, true);
+    if (childless >= 0) this.relist(childless);
     if (this.tree.hasChildren(entry)) this.tree.sever(entry, this.cut, this.orphaned);
     this.keys.delete(entry);
   }
 
   /** cut moves a key that a prefix match can no longer reach to the orphans, if it is a complete leaf. */
-  private readonly cut = (entry: number) => this.relist(entry, false);
+  private readonly cut = (entry: number) => this.relist(entry);
 
-  /** touch marks a complete key as most recently used. */
-  touch(entry: number): void {
-    if (this.isComplete(entry)) this.lists[this.columns.links.list[entry]!]!.moveToBack(entry);
+  /** touch marks a complete key as used at nowMs, the most recently used. */
+  touch(entry: number, nowMs: number): void {
+    if (!this.isComplete(entry)) return;
+    this.columns.usedAtMs[entry] = nowMs;
+    this.lists[this.columns.links.list[entry]!]!.moveToBack(entry);
   }
 }

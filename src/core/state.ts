@@ -210,7 +210,7 @@ export class MetadataState {
       const held = rank.pageOf(entry);
       if (placed !== undefined) placed[i] = entry;
       if (held >= 0 && rank.isUsed(held)) {
-        ns.touch(entry);
+        ns.touch(entry, now);
         pages[i] = held;
         statuses[i] = AllocationStatus.EXISTING;
         continue;
@@ -317,7 +317,7 @@ export class MetadataState {
       }
       if (!ns.isComplete(entry) && columns.confirmed[entry]! >= ns.requiredRanks) {
         if (!firstPage) ns.incomplete.delete(entry);
-        ns.complete(entry);
+        ns.complete(entry, now);
         result.completed.push(i);
       } else if (firstPage) {
         ns.incomplete.add(entry);
@@ -421,7 +421,8 @@ export class MetadataState {
     const keys = keyListFor(keyBatch, "keys", this.options);
     this.expire();
     const { ns, rank } = this.rankOf(name, rankNo);
-    const leaseUntilMs = this.clock() + this.options.readLeaseTtlMs;
+    const now = this.clock();
+    const leaseUntilMs = now + this.options.readLeaseTtlMs;
     const pages = new Array<number>(keys.length);
     const found = ns.findAll(keys);
     const leases = ns.columns.leaseUntilMs;
@@ -431,7 +432,7 @@ export class MetadataState {
       pages[i] = page;
       if (page < 0) continue;
       if (leases[entry]! < leaseUntilMs) leases[entry] = leaseUntilMs;
-      ns.touch(entry);
+      ns.touch(entry, now);
     }
     return pages;
   }
@@ -826,7 +827,7 @@ export class MetadataState {
         const pages = change.pages;
         for (let i = 0; i < pages.length; i += 2) this.rankOf(change.namespace, pages[i]!).rank.restoreUsed(entry, pages[i + 1]!);
         ns.confirmedKeys++;
-        if (change.complete) ns.complete(entry);
+        if (change.complete) ns.complete(entry, this.clock());
         else ns.incomplete.add(entry);
         if (terms !== undefined) grantRestartTerms(ns, entry, terms);
         break;

@@ -75,17 +75,33 @@ describe("eviction that knows prefixes", () => {
     assertInvariants(state);
   });
 
-  it("evicts keys no prefix match can reach first: below a deleted key, and under an unknown prefix", () => {
-    const { state } = setup(6);
+  it("keeps a parent read since its older leaves were used, when its last child goes otherwise than by eviction", () => {
+    const { time, state } = setup(4);
+    write(state, ["x"]);
+    time.advance(100);
+    write(state, ["a", "b", "c"]);
+    time.advance(100);
+    state.getLocations("", 0, ["a", "b"]); // readers keep using the chain's start
+    time.advance(500); // their leases end
+    state.deleteKeys("", ["c"]); // b is a leaf now, used after x
+    write(state, ["n1", "n2"]); // one free page, then one eviction: x, not b
+    expect(state.batchExists("", ["x", "a", "b", "n1", "n2"])).toEqual([false, true, true, true, true]);
+    assertInvariants(state);
+  });
+
+  it("evicts keys no prefix match can reach first, least recently used first: below a deleted key, and under an unknown prefix", () => {
+    const { time, state } = setup(6);
     write(state, ["a", "b", "c", "d"]);
+    time.advance(10);
     write(state, ["u"], "never-written"); // an orphan from the start
+    time.advance(10);
     write(state, ["r"]); // the newest root
     expect(state.deleteKeys("", ["b"])).toBe(1); // c and d can no longer be reached
-    write(state, ["n1", "n2", "n3"]); // three pages: one free, then two orphans (u, then d: c has a child)
-    expect(state.batchExists("", ["a", "c", "d", "u", "r"])).toEqual([true, true, false, false, true]);
+    write(state, ["n1", "n2", "n3"]); // three pages: one free, then two orphans: d, then c (its child gone), both older than u
+    expect(state.batchExists("", ["a", "c", "d", "u", "r"])).toEqual([true, false, false, true, true]);
     expect(counters(state)).toMatchObject({ orphanEvictions: 2, leafEvictions: 0 });
-    write(state, ["m"]); // c, an orphan now without children, before the older leaf a
-    expect(state.batchExists("", ["a", "c"])).toEqual([true, false]);
+    write(state, ["m"]); // u, an orphan, before the older leaf a
+    expect(state.batchExists("", ["a", "u"])).toEqual([true, false]);
     expect(counters(state)).toMatchObject({ orphanEvictions: 3, leafEvictions: 0 });
     assertInvariants(state);
   });
@@ -106,8 +122,9 @@ describe("eviction that knows prefixes", () => {
   });
 
   it("falls back to LRU when every complete key has a live child, and counts it", () => {
-    const { state } = setup(4);
+    const { time, state } = setup(4);
     write(state, ["a"]);
+    time.advance(10);
     write(state, ["b"]);
     const children = state.batchAllocate("", 0, ["a-child", "b-child"], ["a", "b"]); // reserved, not yet written
     expect(state.batchAllocate("", 0, ["c"]).statuses).toEqual([AllocationStatus.NEW]);
