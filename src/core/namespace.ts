@@ -197,6 +197,14 @@ export class Namespace {
     if (this.tree.reachOf(entry) !== REACHABLE) this.tree.cutBelow(entry, this.cut);
   }
 
+  /** adoptByName makes the registered key named `parent` the parent of key e, which has none; false when no other registered key has that name. */
+  adoptByName(entry: number, parent: string): boolean {
+    const found = this.entryOfKnown(parent);
+    if (found < 0 || found === entry) return false;
+    this.adopt(entry, found);
+    return true;
+  }
+
   /** orphan marks key e, which has no parent, as one whose parent is gone: neither it nor any key below it can be reached. */
   orphan(entry: number): void {
     this.tree.orphan(entry);

@@ -583,10 +583,10 @@ export class MetadataState {
    * evictAhead evicts (evictOne) from the crowded ranks, at most maxKeys
    * keys, until each holds no more than the low watermark of its pages, so
    * that writers find free pages instead of evicting inline. A rank leaves
-   * the crowded set once down, or once nothing on it is evictable (the next
-   * BatchAllocate or ConfirmWrite that leaves it crowded marks it again). Returns the number
-   * of keys evicted; the caller runs it in steps between calls while
-   * evictionPending.
+   * the crowded set once down, or once nothing on it is evictable (the
+   * next BatchAllocate or ConfirmWrite that leaves it crowded marks it
+   * again). Returns the number of keys evicted; the caller runs it in steps
+   * between calls while evictionPending.
    */
   evictAhead(maxKeys: number): number {
     this.expire();
@@ -653,8 +653,14 @@ export class MetadataState {
   /** recordKey journals a key's confirmed pages (by rank number), completeness and parent. */
   private recordKey(ns: Namespace, entry: number): void {
     if (!this.journal) return;
-    const key = ns.keyOf(entry);
-    this.changes.push({ kind: "key", namespace: ns.name, key, parent: parentName(ns, entry), complete: ns.isComplete(entry), pages: ns.confirmedPages(entry) });
+    this.changes.push({
+      kind: "key",
+      namespace: ns.name,
+      key: ns.keyOf(entry),
+      parent: parentName(ns, entry),
+      complete: ns.isComplete(entry),
+      pages: ns.confirmedPages(entry),
+    });
   }
 
   /**
@@ -685,9 +691,7 @@ export class MetadataState {
         const ns = pending.namespaces[linked]!;
         const entry = pending.entries[linked]!;
         if (ns.tree.parentOf(entry) >= 0 || ns.tree.reachOf(entry) !== REACHABLE) continue; // listed twice: linked already
-        const parent = ns.entryOfKnown(pending.names[linked]!);
-        if (parent >= 0 && parent !== entry) ns.adopt(entry, parent);
-        else ns.orphan(entry);
+        if (!ns.adoptByName(entry, pending.names[linked]!)) ns.orphan(entry);
       }
       return linked === pending.entries.length;
     };
@@ -903,8 +907,15 @@ export class MetadataState {
   /** recordReserve journals key e's reservation of page on rank, with its expiry. */
   private recordReserve(ns: Namespace, rank: Rank, entry: number, page: number): void {
     if (!this.journal) return;
-    const key = ns.keyOf(entry);
-    this.record({ kind: "reserve", namespace: ns.name, rank: rank.rank, page, key, parent: parentName(ns, entry), expiresAtMs: rank.expiresAtMs(page) });
+    this.record({
+      kind: "reserve",
+      namespace: ns.name,
+      rank: rank.rank,
+      page,
+      key: ns.keyOf(entry),
+      parent: parentName(ns, entry),
+      expiresAtMs: rank.expiresAtMs(page),
+    });
   }
 
   private record(change: Change): void {
@@ -927,9 +938,8 @@ interface PendingParents {
  */
 function restoreParent(ns: Namespace, entry: number, parent: ParentName, pending: PendingParents | undefined): void {
   if (parent === "" || ns.tree.parentOf(entry) >= 0 || ns.tree.reachOf(entry) !== REACHABLE) return;
-  const found = parent === null ? -1 : ns.entryOfKnown(parent);
-  if (found >= 0 && found !== entry) ns.adopt(entry, found);
-  else if (parent !== null && pending !== undefined) {
+  if (parent !== null && ns.adoptByName(entry, parent)) return;
+  if (parent !== null && pending !== undefined) {
     pending.namespaces.push(ns);
     pending.entries.push(entry);
     pending.names.push(parent);
