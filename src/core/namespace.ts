@@ -108,17 +108,19 @@ export class Namespace {
    * makes no buffer, list or hash array per key.
    */
   entryOf(key: string): number {
-    // A UTF-16 unit is at most 3 UTF-8 bytes, so a key that may not fit takes the general path.
-    if (key.length * 3 > SCRATCH.length) return this.entryAt(keyListOf([key]), 0);
-    const end = SCRATCH.write(key, 0, "utf8");
-    return this.registered(SCRATCH, 0, end, hashKey(SCRATCH, 0, end, KEY_HASH_SEED, SCRATCH_VIEW), SCRATCH_VIEW);
+    return this.byName(key, true);
   }
 
-  /** entryOfKnown is entryOf without registering: -1 for a key not registered. */
-  entryOfKnown(key: string): number {
-    if (key.length * 3 > SCRATCH.length) return this.lookup(key);
+  /** byName finds the entry of a key given as a string through the scratch buffer, registering it if asked. */
+  private byName(key: string, register: boolean): number {
+    // A UTF-16 unit is at most 3 UTF-8 bytes, so a key that may not fit takes the general path.
+    if (key.length * 3 > SCRATCH.length) {
+      const keys = keyListOf([key]);
+      return register ? this.entryAt(keys, 0) : this.findAt(keys, 0);
+    }
     const end = SCRATCH.write(key, 0, "utf8");
-    return this.keys.find(SCRATCH, 0, end, hashKey(SCRATCH, 0, end, KEY_HASH_SEED, SCRATCH_VIEW), SCRATCH_VIEW);
+    const hash = hashKey(SCRATCH, 0, end, KEY_HASH_SEED, SCRATCH_VIEW);
+    return register ? this.registered(SCRATCH, 0, end, hash, SCRATCH_VIEW) : this.keys.find(SCRATCH, 0, end, hash, SCRATCH_VIEW);
   }
 
   /** findAt is the entry of key i of a call, -1 when it is not registered. */
@@ -135,10 +137,9 @@ export class Namespace {
     return entry;
   }
 
-  /** lookup finds the entry of a key given as a string, -1 when it is not registered (inspection and tests). */
+  /** lookup is entryOf without registering: -1 for a key not registered. */
   lookup(key: string): number {
-    const keys = keyListOf([key]);
-    return this.keys.find(keys.bytes, keys.starts[0]!, keys.ends[0]!, keys.hash(0));
+    return this.byName(key, false);
   }
 
   /** keyOf names the key of a live entry. */
@@ -199,7 +200,7 @@ export class Namespace {
 
   /** adoptByName makes the registered key named `parent` the parent of key e, which has none; false when no other registered key has that name. */
   adoptByName(entry: number, parent: string): boolean {
-    const found = this.entryOfKnown(parent);
+    const found = this.lookup(parent);
     if (found < 0 || found === entry) return false;
     this.adopt(entry, found);
     return true;
