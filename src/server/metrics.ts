@@ -1,10 +1,9 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
-import type { Change } from "../core/change.js";
 import { NAMESPACE_COUNTERS } from "../core/namespace-counters.js";
 import type { MetadataState } from "../core/state.js";
 import type { MemberRecord } from "../replication/cluster-keys.js";
 import type { LoadShedder } from "../service/load-shedder.js";
-import type { Store } from "../store/store.js";
+import { type Store, withCommit } from "../store/store.js";
 
 /** ClusterView is what /metrics and `status` show of a highly available cluster. */
 export interface ClusterView {
@@ -150,24 +149,17 @@ export class Metrics {
   /** instrument wraps a store so that every commit's latency and size are recorded. */
   instrument(store: Store): Store {
     const { commitSeconds, commitChanges } = this;
-    return {
-      get serverId() {
-        return store.serverId;
-      },
-      failed: store.failed,
-      close: () => store.close(),
-      commit(changes: readonly Change[]) {
-        if (changes.length === 0) return store.commit(changes);
-        const started = performance.now();
-        commitChanges.observe(changes.length);
-        const done = store.commit(changes);
-        void done.then(
-          () => commitSeconds.observe((performance.now() - started) / 1_000),
-          () => undefined,
-        );
-        return done;
-      },
-    };
+    return withCommit(store, (changes) => {
+      if (changes.length === 0) return store.commit(changes);
+      const started = performance.now();
+      commitChanges.observe(changes.length);
+      const done = store.commit(changes);
+      void done.then(
+        () => commitSeconds.observe((performance.now() - started) / 1_000),
+        () => undefined,
+      );
+      return done;
+    });
   }
 }
 

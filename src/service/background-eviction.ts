@@ -1,5 +1,4 @@
-import type { Change } from "../core/change.js";
-import type { Store } from "../store/store.js";
+import { withCommit } from "../store/store.js";
 import { commit, type Ledger } from "./ledger.js";
 
 /** EVICTION_STEP_KEYS bounds the keys one background step evicts: a call that arrives meanwhile waits for one step at most. */
@@ -26,18 +25,11 @@ export class BackgroundEviction {
     private readonly stepKeys = EVICTION_STEP_KEYS,
   ) {
     const store = inner.store;
-    const watched: Store = {
-      get serverId() {
-        return store.serverId;
-      },
-      failed: store.failed,
-      close: () => store.close(),
-      commit: (changes: readonly Change[]) => {
-        const done = store.commit(changes);
-        this.poke();
-        return done;
-      },
-    };
+    const watched = withCommit(store, (changes) => {
+      const done = store.commit(changes);
+      this.poke();
+      return done;
+    });
     // The state is read at each use: a cluster member gets a new one each time it starts leading.
     this.ledger = {
       get state() {

@@ -20,3 +20,15 @@ export interface Store {
   /** close waits for pending commits and releases the store. */
   close(): Promise<void>;
 }
+
+/** withCommit is `store` with its commit replaced by `commit` (which calls the store's own): for measuring commits, or for work that follows them. */
+export function withCommit(store: Store, commit: (changes: readonly Change[]) => Promise<void>): Store {
+  return {
+    get serverId() {
+      return store.serverId;
+    },
+    failed: store.failed,
+    close: () => store.close(),
+    commit,
+  };
+}
