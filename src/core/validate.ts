@@ -64,10 +64,10 @@ export function checkPrefixes(keys: KeyList, prefixKeys: Keys, options: StateOpt
   return prefixes;
 }
 
-/** checkWatermarks checks the eviction watermarks: fractions of a rank's pages, 0 < low ≤ high ≤ 1. */
-export function checkWatermarks(high: number, low: number): void {
+/** checkWatermarks checks the eviction watermarks, fractions of a rank's pages (0 < low ≤ high ≤ 1), naming them as the caller does (options or flags). */
+export function checkWatermarks(high: number, low: number, names = { high: "evictHighWatermark", low: "evictLowWatermark" }): void {
   if (!(low > 0 && low <= high && high <= 1)) {
-    throw new RangeError(`the eviction watermarks must satisfy 0 < low (${low}) ≤ high (${high}) ≤ 1`);
+    throw new RangeError(`${names.low} (${low}) must be above 0 and at most ${names.high} (${high}), itself at most 1`);
   }
 }
 

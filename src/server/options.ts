@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
 import { defaultStateOptions, EVICTION_POLICIES, MAX_RANKS_PER_NAMESPACE, type StateOptions } from "../core/options.js";
+import { checkWatermarks } from "../core/validate.js";
 import { ENVELOPE_BYTES } from "../protocol/envelope.js";
 import { parseDuration } from "./duration.js";
 
@@ -291,9 +292,7 @@ function checkEviction(options: ServerOptions): void {
   if (!(EVICTION_POLICIES as readonly string[]).includes(options.eviction)) {
     throw new Error(`--eviction takes ${EVICTION_POLICIES.join(" or ")}, got "${options.eviction}"`);
   }
-  if (!(options.evictLowWatermark > 0 && options.evictLowWatermark <= options.evictHighWatermark)) {
-    throw new Error(`--evict-low-watermark (${options.evictLowWatermark}) must be above 0 and at most --evict-high-watermark (${options.evictHighWatermark})`);
-  }
+  checkWatermarks(options.evictHighWatermark, options.evictLowWatermark, { high: "--evict-high-watermark", low: "--evict-low-watermark" });
 }
 
 /** checkCluster checks the options of high availability. */
