@@ -46,6 +46,11 @@ export class KeyTree {
     return this.columns.reach[entry]!;
   }
 
+  /** settled tells whether key e's parent is known: linked to one, or cut from it (a root without a parent is not). */
+  settled(entry: number): boolean {
+    return this.columns.parent[entry]! >= 0 || this.columns.reach[entry] !== REACHABLE;
+  }
+
   /** attach makes `parent` the parent of the key `child`, which has none; true when it is parent's first child. */
   attach(child: number, parent: number): boolean {
     const c = this.columns;

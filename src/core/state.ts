@@ -4,7 +4,7 @@ import type { Clock } from "./clock.js";
 import { Deadlines } from "./deadlines.js";
 import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
 import type { KeyList, Keys } from "./key-list.js";
-import { ORPHANED, REACHABLE } from "./key-tree.js";
+import { ORPHANED } from "./key-tree.js";
 import { Namespace } from "./namespace.js";
 import type { NamespaceCounts } from "./namespace-counters.js";
 import { defaultStateOptions, MAX_NUM_PAGES, MAX_RANKS_PER_NAMESPACE, type StateOptions } from "./options.js";
@@ -690,7 +690,7 @@ export class MetadataState {
       for (const end = Math.min(pending.entries.length, linked + max); linked < end; linked++) {
         const ns = pending.namespaces[linked]!;
         const entry = pending.entries[linked]!;
-        if (ns.tree.parentOf(entry) >= 0 || ns.tree.reachOf(entry) !== REACHABLE) continue; // listed twice: linked already
+        if (ns.tree.settled(entry)) continue; // listed twice: linked already
         if (!ns.adoptByName(entry, pending.names[linked]!)) ns.orphan(entry);
       }
       return linked === pending.entries.length;
@@ -937,7 +937,7 @@ interface PendingParents {
  * a restore may not have met yet (pending).
  */
 function restoreParent(ns: Namespace, entry: number, parent: ParentName, pending: PendingParents | undefined): void {
-  if (parent === "" || ns.tree.parentOf(entry) >= 0 || ns.tree.reachOf(entry) !== REACHABLE) return;
+  if (parent === "" || ns.tree.settled(entry)) return;
   if (parent !== null && ns.adoptByName(entry, parent)) return;
   if (parent !== null && pending !== undefined) {
     pending.namespaces.push(ns);
