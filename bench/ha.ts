@@ -27,8 +27,8 @@ export interface HaCluster {
   stop(): Promise<void>;
 }
 
-/** startHaCluster starts etcd and the servers (`serverArgs` adds the benchmark's common flags) and waits for a leader. */
-export async function startHaCluster(entry: string, serverArgs: (extra: string[]) => string[], size = 3): Promise<HaCluster> {
+/** startHaCluster starts etcd and the servers (`serverArgs` adds the benchmark's common flags, `nodeArgs` go to node, as --cpu-prof) and waits for a leader. */
+export async function startHaCluster(entry: string, serverArgs: (extra: string[]) => string[], size = 3, nodeArgs: string[] = []): Promise<HaCluster> {
   const root = mkdtempSync(join(tmpdir(), "hf3fs-metadata-bench-ha-"));
   const etcd = await startEtcdCluster(3, join(root, "etcd"));
   const members: HaMember[] = [];
@@ -47,7 +47,7 @@ export async function startHaCluster(entry: string, serverArgs: (extra: string[]
     const started = await Promise.allSettled(
       Array.from({ length: size }, async (_, i) => {
         const args = serverArgs(["--data-dir", join(root, `member${i}`), "--etcd-endpoints", etcd.endpoints, "--port", String(await freePort())]);
-        return { process: await startProcess(entry, args), args };
+        return { process: await startProcess(entry, args, nodeArgs), args };
       }),
     );
     for (const result of started) if (result.status === "fulfilled") members.push(result.value);

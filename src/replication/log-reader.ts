@@ -1,7 +1,7 @@
 import type { Etcd3, IKeyValue } from "etcd3";
 import type { Change } from "../core/change.js";
-import type { LmdbStore } from "../store/lmdb-store.js";
 import type { ClusterKeys } from "./cluster-keys.js";
+import type { LocalCopy } from "./local-copy.js";
 import { decodePart, GroupAssembler } from "./log-codec.js";
 import { watch } from "./watch.js";
 import { within } from "./within.js";
@@ -18,9 +18,9 @@ export class LogGapError extends Error {
 }
 
 /**
- * LogReader applies the replicated log to a member's local store, in
- * sequence order, a group at a time (log-codec.ts), recording the applied
- * sequence number in the same store transaction. `catchUp` reads to the
+ * LogReader applies the replicated log to a member's local store (through
+ * its LocalCopy, which records the applied sequence number with the
+ * groups), in sequence order, a group at a time (log-codec.ts). `catchUp` reads to the
  * log's end; `follow` catches up, then watches for new entries until
  * stopped. A standby follows; a new leader catches up before it serves.
  * Each group also goes, in log order, to `applied` (the member's hot
@@ -30,24 +30,23 @@ export class LogReader {
   /** seenSeq is the last entry read (an unfinished group's parts included); the next read starts after it. */
   private seenSeq: number;
   private groups = new GroupAssembler();
-  private tail: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly client: Etcd3,
     private readonly keys: ClusterKeys,
-    private readonly local: LmdbStore,
+    private readonly local: LocalCopy,
     private readonly applied: (changes: readonly Change[]) => void,
   ) {
-    this.seenSeq = local.appliedSeq;
+    this.seenSeq = local.storedSeq;
     this.appliedSeq = this.seenSeq;
   }
 
-  /** appliedSeq is the last entry whose group went to the local store. */
+  /** appliedSeq is the last entry whose group was applied (it reaches the local store within FLUSH_MS). */
   appliedSeq: number;
 
-  /** restart forgets what was read beyond the store's applied entry (an unfinished group), after a leader's term or a snapshot. */
+  /** restart forgets what was read beyond the store's applied entry (an unfinished group), after a leader's term or a snapshot, once the store holds every group added. */
   restart(): void {
-    this.seenSeq = this.appliedSeq = this.local.appliedSeq;
+    this.seenSeq = this.appliedSeq = this.local.storedSeq;
     this.groups = new GroupAssembler();
   }
 
@@ -65,7 +64,7 @@ export class LogReader {
       );
       for (const kv of res.kvs) this.apply(kv);
       if (!res.more) {
-        await this.tail;
+        await this.local.flush();
         return { revision: res.header.revision, lastSeq: this.seenSeq };
       }
     }
@@ -101,13 +100,13 @@ export class LogReader {
     } finally {
       clearTimeout(timer);
       await close();
-      await this.tail;
+      await this.local.flush();
     }
   }
 
   /** stored resolves once every group applied so far is in the local store. */
   stored(): Promise<void> {
-    return this.tail;
+    return this.local.flush();
   }
 
   /** apply takes one log entry: a group it completes goes to the store. Entries already read are skipped; a gap throws LogGapError. */
@@ -120,7 +119,6 @@ export class LogReader {
     if (changes === undefined) return;
     this.appliedSeq = seq;
     this.applied(changes);
-    const commit = this.local.commitApplied(changes, seq);
-    this.tail = this.tail.then(() => commit);
+    this.local.add(changes, seq);
   }
 }

@@ -1,8 +1,8 @@
 import type { Etcd3 } from "etcd3";
 import type { Change } from "../core/change.js";
 import { MetadataError, Reason } from "../core/errors.js";
-import type { LmdbStore } from "../store/lmdb-store.js";
 import type { ClusterKeys } from "./cluster-keys.js";
+import type { LocalCopy } from "./local-copy.js";
 import { encodeGroup, splitGroup } from "./log-codec.js";
 import type { MemberLease } from "./member-lease.js";
 
@@ -33,7 +33,6 @@ export class LogWriter {
   private last: Promise<void> = Promise.resolve();
   private appending = false;
   private failure: MetadataError | undefined;
-  private localTail: Promise<void> = Promise.resolve();
   private onLost!: (error: MetadataError) => void;
   /** lost resolves with the cause once the term ended. */
   readonly lost = new Promise<MetadataError>((resolve) => (this.onLost = resolve));
@@ -45,7 +44,7 @@ export class LogWriter {
     /** termRevision is the create_revision of the leader key this member put. */
     private readonly termRevision: string,
     private nextSeq: number,
-    private readonly local: LmdbStore,
+    private readonly local: LocalCopy,
   ) {
     void lease.lost.then(() => this.end("its etcd lease lapsed"));
   }
@@ -79,7 +78,7 @@ export class LogWriter {
 
   /** localDone resolves once every group appended so far is in the local store too. */
   localDone(): Promise<void> {
-    return this.localTail.catch(() => undefined);
+    return this.local.flush().catch(() => undefined);
   }
 
   /** end ends the term (the member steps down); pending commits are rejected. */
@@ -128,7 +127,6 @@ export class LogWriter {
       if (!res.succeeded && entry === undefined) throw new Error(`the append of log entry ${first + i} was refused`);
       this.nextSeq = first + i + 1;
     }
-    const seq = this.nextSeq - 1;
-    this.localTail = this.localTail.then(() => this.local.commitApplied(changes, seq));
+    this.local.write(changes, this.nextSeq - 1);
   }
 }

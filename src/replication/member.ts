@@ -10,6 +10,7 @@ import type { Leadership } from "../service/leadership.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
 import { loadState } from "../store/load-state.js";
 import { ClusterKeys, type LeaderRecord, type MemberRecord } from "./cluster-keys.js";
+import { LocalCopy } from "./local-copy.js";
 import { LogGapError, LogReader } from "./log-reader.js";
 import { LogWriter } from "./log-writer.js";
 import { MemberLease } from "./member-lease.js";
@@ -59,7 +60,9 @@ export class Member {
   /** ledger is the state this member serves (empty unless it leads) and its store. */
   readonly ledger: { state: MetadataState; readonly store: ReplicatedStore };
   private readonly reader: LogReader;
-  /** hot is the standby's state, equal to its store at the applied entry, that it takes over when it leads; undefined until (re)loaded. */
+  /** copy writes the groups applied or appended to the local store, a window at a time. */
+  private readonly copy: LocalCopy;
+  /** hot is the standby's state, equal to the log at the applied entry, that it takes over when it leads; undefined until (re)loaded. */
   private hot: { state: MetadataState; replay: Replay } | undefined;
   private writer: LogWriter | undefined;
   private leaderUrl = "";
@@ -83,7 +86,8 @@ export class Member {
     private readonly logger: Logger,
   ) {
     this.keys = new ClusterKeys(options.clusterName);
-    this.reader = new LogReader(client, this.keys, local, (changes) => this.replay(changes));
+    this.copy = new LocalCopy(local);
+    this.reader = new LogReader(client, this.keys, this.copy, (changes) => this.replay(changes));
     this.ledger = { state: new MetadataState(options.clock, options.state), store: new ReplicatedStore(this, clusterId, local, client) };
   }
 
@@ -120,7 +124,7 @@ export class Member {
     return this.local.serverId;
   }
 
-  /** appliedSeq is the last log entry in this member's store. */
+  /** appliedSeq is the last log entry this member applied (or appended); its store holds it within FLUSH_MS. */
   get appliedSeq(): number {
     return this.writer?.lastSeq ?? this.reader.appliedSeq;
   }
@@ -301,7 +305,7 @@ export class Member {
     const hot = this.hot !== undefined;
     const state = await this.takeOverHot();
     if (!lease.valid()) return;
-    const writer = new LogWriter(this.client, this.keys, lease, termRevision, lastSeq + 1, this.local);
+    const writer = new LogWriter(this.client, this.keys, lease, termRevision, lastSeq + 1, this.copy);
     this.ledger.state = state;
     this.writer = writer;
     this.leaderUrl = "";

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { Change } from "../../src/core/change.js";
 import { MetadataError, Reason } from "../../src/core/errors.js";
 import { ClusterKeys } from "../../src/replication/cluster-keys.js";
+import { LocalCopy } from "../../src/replication/local-copy.js";
 import { decodeGroup, decodePart } from "../../src/replication/log-codec.js";
 import { LogWriter } from "../../src/replication/log-writer.js";
 import { MemberLease } from "../../src/replication/member-lease.js";
@@ -51,7 +52,7 @@ describe.skipIf(missing !== "")("the leader's log writer, on etcd", () => {
   it("acknowledges a commit once its entry is in etcd, and hands it to the local store", async () => {
     const { client, local, keys, term, entries } = await setUp();
     const { lease, revision } = await term();
-    const writer = new LogWriter(client, keys, lease, revision, 1, local);
+    const writer = new LogWriter(client, keys, lease, revision, 1, new LocalCopy(local));
     await writer.commit([CHANGE]);
     expect(await entries()).toEqual([[1, [CHANGE]]]);
     await writer.localDone();
@@ -61,7 +62,7 @@ describe.skipIf(missing !== "")("the leader's log writer, on etcd", () => {
   it("a deposed leader's append fails NOT_LEADER and leaves nothing in the log, even while its lease holds", async () => {
     const { client, local, keys, term, entries } = await setUp();
     const old = await term();
-    const writer = new LogWriter(client, keys, old.lease, old.revision, 1, local);
+    const writer = new LogWriter(client, keys, old.lease, old.revision, 1, new LocalCopy(local));
     // Another member takes the leader key (as after the old one's lease lapsed); the old lease still looks valid locally.
     await client.kv.deleteRange({ key: keys.leader });
     await term();
