@@ -43,7 +43,7 @@ describe("a member's local copy", () => {
     const copy = new LocalCopy(store);
     const made = groups(5);
     const before = store.transactions();
-    made.forEach((group, i) => copy.add(group, i + 1));
+    for (const [i, group] of made.entries()) copy.add(group, i + 1);
     vi.advanceTimersByTime(FLUSH_MS - 1);
     expect(copy.waiting).toBe(5);
     vi.advanceTimersByTime(1);
