@@ -26,16 +26,10 @@ export class LocalCopy {
   private timer: NodeJS.Timeout | undefined;
   private tail: Promise<void> = Promise.resolve();
 
-  private readonly delayMs: number;
-  private readonly maxChanges: number;
-
   constructor(
-    readonly store: LmdbStore,
-    { delayMs = FLUSH_MS, maxChanges = FLUSH_CHANGES }: { delayMs?: number; maxChanges?: number } = {},
-  ) {
-    this.delayMs = delayMs;
-    this.maxChanges = maxChanges;
-  }
+    private readonly store: LmdbStore,
+    private readonly limits = { delayMs: FLUSH_MS, maxChanges: FLUSH_CHANGES },
+  ) {}
 
   /** storedSeq is the last log entry the store holds (written groups only; pending ones are not in it yet). */
   get storedSeq(): number {
@@ -47,13 +41,13 @@ export class LocalCopy {
     return this.pending.length;
   }
 
-  /** add takes the group that ends at log entry `seq`; it reaches the store within delayMs, or at once past maxChanges waiting. */
+  /** add takes the group that ends at log entry `seq`; it reaches the store within the window (delayMs), or at once once maxChanges wait. */
   add(changes: readonly Change[], seq: number): void {
     this.pending.push(changes);
     this.pendingChanges += changes.length;
     this.pendingSeq = seq;
-    if (this.pendingChanges >= this.maxChanges) void this.flush().catch(() => undefined);
-    else this.timer ??= setTimeout(() => void this.flush().catch(() => undefined), this.delayMs);
+    if (this.pendingChanges >= this.limits.maxChanges) void this.flush().catch(() => undefined);
+    else this.timer ??= setTimeout(() => void this.flush().catch(() => undefined), this.limits.delayMs);
   }
 
   /** write writes the group that ends at log entry `seq` now, after every pending one. */

@@ -20,11 +20,11 @@ export class LogGapError extends Error {
 /**
  * LogReader applies the replicated log to a member's local store (through
  * its LocalCopy, which records the applied sequence number with the
- * groups), in sequence order, a group at a time (log-codec.ts). `catchUp` reads to the
- * log's end; `follow` catches up, then watches for new entries until
- * stopped. A standby follows; a new leader catches up before it serves.
- * Each group also goes, in log order, to `applied` (the member's hot
- * standby state), as it goes to the store.
+ * groups), in sequence order, a group at a time (log-codec.ts). `catchUp`
+ * reads to the log's end; `follow` catches up, then watches for new
+ * entries until stopped. A standby follows; a new leader catches up
+ * before it serves. Each group also goes, in log order, to `applied` (the
+ * member's hot standby state), as it goes to the store.
  */
 export class LogReader {
   /** seenSeq is the last entry read (an unfinished group's parts included); the next read starts after it. */

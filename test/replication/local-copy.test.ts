@@ -58,7 +58,7 @@ describe("a member's local copy", () => {
 
   it("writes at once once maxChanges wait", async () => {
     const store = await LmdbStore.open(tempDir());
-    const copy = new LocalCopy(store, { maxChanges: 10 });
+    const copy = new LocalCopy(store, { delayMs: FLUSH_MS, maxChanges: 10 });
     const made = groups(3);
     copy.add(made[0]!, 1);
     expect(made[0]!.length + made[1]!.length).toBeGreaterThanOrEqual(10);
