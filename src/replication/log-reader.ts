@@ -3,7 +3,7 @@ import type { Change } from "../core/change.js";
 import type { ClusterKeys } from "./cluster-keys.js";
 import type { LocalCopy } from "./local-copy.js";
 import { decodePart, GroupAssembler } from "./log-codec.js";
-import { watch } from "./watch.js";
+import type { Watches } from "./watch.js";
 import { within } from "./within.js";
 
 /** RENEW_MS is how long one watch of the log is kept before it is renewed. */
@@ -33,6 +33,7 @@ export class LogReader {
 
   constructor(
     private readonly client: Etcd3,
+    private readonly watches: Watches,
     private readonly keys: ClusterKeys,
     private readonly local: LocalCopy,
     private readonly applied: (changes: readonly Change[]) => void,
@@ -79,12 +80,13 @@ export class LogReader {
   async follow(revision: string, stop: Promise<void>): Promise<void> {
     let ended!: (error: Error) => void;
     const failed = new Promise<never>((_, reject) => (ended = reject));
-    const close = await watch(
-      this.client
-        .watch()
-        .prefix(this.keys.log)
-        .only("put")
-        .startRevision(String(BigInt(revision) + 1n)),
+    const close = await this.watches.open(
+      (client) =>
+        client
+          .watch()
+          .prefix(this.keys.log)
+          .only("put")
+          .startRevision(String(BigInt(revision) + 1n)),
       {
         put: (kv) => this.apply(kv),
         ended,

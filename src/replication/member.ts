@@ -16,7 +16,7 @@ import { LogWriter } from "./log-writer.js";
 import { MemberLease } from "./member-lease.js";
 import { ReplicatedStore } from "./replicated-store.js";
 import { fetchSnapshot } from "./replication-service.js";
-import { watch } from "./watch.js";
+import type { Watches } from "./watch.js";
 import { within } from "./within.js";
 
 /** MemberOptions configure a member of a highly available cluster. */
@@ -79,6 +79,7 @@ export class Member {
 
   private constructor(
     private readonly client: Etcd3,
+    private readonly watches: Watches,
     readonly local: LmdbStore,
     readonly clusterId: string,
     readonly leadership: Leadership,
@@ -87,8 +88,8 @@ export class Member {
   ) {
     this.keys = new ClusterKeys(options.clusterName);
     this.copy = new LocalCopy(local);
-    this.reader = new LogReader(client, this.keys, this.copy, (changes) => this.replay(changes));
-    this.ledger = { state: new MetadataState(options.clock, options.state), store: new ReplicatedStore(this, clusterId, local, client) };
+    this.reader = new LogReader(client, watches, this.keys, this.copy, (changes) => this.replay(changes));
+    this.ledger = { state: new MetadataState(options.clock, options.state), store: new ReplicatedStore(this, clusterId, local, [client, watches]) };
   }
 
   /**
@@ -96,7 +97,7 @@ export class Member {
    * empty), and returns a member that starts campaigning and following with
    * `start`. The state in `ledger` is empty until the member leads.
    */
-  static async join(client: Etcd3, local: LmdbStore, leadership: Leadership, options: MemberOptions, logger: Logger): Promise<Member> {
+  static async join(client: Etcd3, watches: Watches, local: LmdbStore, leadership: Leadership, options: MemberOptions, logger: Logger): Promise<Member> {
     const keys = new ClusterKeys(options.clusterName);
     const clusterId = await ensureClusterId(client, keys).catch((error: Error) => {
       throw new Error(`cannot reach etcd to join cluster "${options.clusterName}": ${error.message}`);
@@ -111,7 +112,7 @@ export class Member {
         `the data dir ${local.path} belongs to another cluster (${local.clusterId}), not to "${options.clusterName}" (${clusterId}) on these etcd endpoints`,
       );
     }
-    return new Member(client, local, clusterId, leadership, options, logger);
+    return new Member(client, watches, local, clusterId, leadership, options, logger);
   }
 
   /** clusterName is the cluster's name (--cluster-name). */
@@ -273,11 +274,12 @@ export class Member {
   private async leaderKeyChange(revision: string, lease: MemberLease): Promise<void> {
     let changed!: () => void;
     const change = new Promise<void>((resolve) => (changed = resolve));
-    const close = await watch(
-      this.client
-        .watch()
-        .key(this.keys.leader)
-        .startRevision(String(BigInt(revision) + 1n)),
+    const close = await this.watches.open(
+      (client) =>
+        client
+          .watch()
+          .key(this.keys.leader)
+          .startRevision(String(BigInt(revision) + 1n)),
       {
         put: changed,
         delete: changed,

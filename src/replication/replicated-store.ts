@@ -1,4 +1,3 @@
-import type { Etcd3 } from "etcd3";
 import type { Change } from "../core/change.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
 import type { Store } from "../store/store.js";
@@ -21,7 +20,8 @@ export class ReplicatedStore implements Store {
     private readonly member: Committer,
     readonly serverId: string,
     private readonly local: LmdbStore,
-    private readonly client: Etcd3,
+    /** etcd is the member's etcd clients (its calls' and its watches'), closed last. */
+    private readonly etcd: readonly { close(): void }[],
   ) {
     this.failed = local.failed;
   }
@@ -33,6 +33,6 @@ export class ReplicatedStore implements Store {
   async close(): Promise<void> {
     await this.member.close();
     await this.local.close();
-    this.client.close();
+    for (const client of this.etcd) client.close();
   }
 }

@@ -2,7 +2,7 @@ import { hostname } from "node:os";
 import { Etcd3, type IOptions } from "etcd3";
 import { systemClock } from "../core/clock.js";
 import { Member } from "../replication/member.js";
-import { isOrphanWatchResponse } from "../replication/watch.js";
+import { isOrphanWatchResponse, Watches } from "../replication/watch.js";
 import { readTokens } from "../service/access-policy.js";
 import { Leadership } from "../service/leadership.js";
 import { isInternalCommitRejection, LmdbStore } from "../store/lmdb-store.js";
@@ -29,7 +29,11 @@ export async function serveMember({ options, security, port, stopped, logger }: 
     tolerateKnownRejections([isInternalCommitRejection, isOrphanWatchResponse]);
     const local = await LmdbStore.open(options.dataDir, { overlappingSync: true });
     logMigration(local, logger);
-    const client = new Etcd3({ hosts: options.etcdEndpoints.split(","), dialTimeout: 2_000, grpcOptions: ETCD_GRPC_OPTIONS, ...etcdSecurity(options) });
+    const etcdAuth = etcdSecurity(options);
+    const connect = () => new Etcd3({ hosts: options.etcdEndpoints.split(","), dialTimeout: 2_000, grpcOptions: ETCD_GRPC_OPTIONS, ...etcdAuth });
+    const client = connect();
+    // Watches have a client of their own, made anew should the etcd3 package wedge its watch stream (watch.ts).
+    const watches = new Watches(connect);
     const memberOptions = {
       clusterName: options.clusterName,
       leaderLeaseMs: options.leaderLeaseMs,
@@ -37,8 +41,9 @@ export async function serveMember({ options, security, port, stopped, logger }: 
       clock: systemClock,
       token: snapshotToken(options),
     };
-    member = await Member.join(client, local, new Leadership(), memberOptions, logger).catch(async (error: Error) => {
+    member = await Member.join(client, watches, local, new Leadership(), memberOptions, logger).catch(async (error: Error) => {
       client.close();
+      watches.close();
       await local.close();
       throw error;
     });
