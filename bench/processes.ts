@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { createWriteStream, readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import type { LoadConfig } from "./load.js";
 
@@ -17,7 +17,10 @@ export interface ServerProcess {
 export async function startProcess(entry: string, args: string[], nodeArgs: string[] = []): Promise<ServerProcess> {
   const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", `${ROOT}${entry}`, ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] });
   const url = await new Promise<string>((resolve, reject) => {
+    // BENCH_SERVER_LOGS=DIR keeps each server's log lines in DIR/PID.log, each after the time it was read (ms since the epoch).
+    const logs = process.env.BENCH_SERVER_LOGS ? createWriteStream(`${process.env.BENCH_SERVER_LOGS}/${child.pid}.log`) : undefined;
     createInterface({ input: child.stdout! }).on("line", (line) => {
+      logs?.write(`${Date.now()} ${line}\n`);
       try {
         const event = JSON.parse(line) as { msg?: string; url?: string };
         if (event.msg === "listening") resolve(event.url!);

@@ -1,0 +1,31 @@
+// failover-rounds.ts [--rounds=N] [--kills=K]: failovers on fresh clusters under the load that
+// precedes them in the benchmark. Each round starts 3 etcd members and 3 servers on this machine,
+// runs the cycle at B=64, C=16 on the leader for 10 s (the log grows and is compacted meanwhile),
+// then kills the leader K times (5) as `npm run bench -- --only=ha` does, and prints the failover
+// times. N rounds (6). With BENCH_SERVER_LOGS=DIR the servers' logs are kept (processes.ts).
+// Run: node --import tsx bench/failover-rounds.ts
+import { leaderOf, measureFailover, startHaCluster } from "./ha.js";
+import type { LoadResult } from "./load.js";
+import { cycleConfig, runLoad } from "./processes.js";
+
+const option = (name: string, fallback: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
+const rounds = Number(option("rounds", "6"));
+const kills = Number(option("kills", "5"));
+const serverArgs = (extra: string[]) => ["serve", "--host", "127.0.0.1", "--port", "0", "--read-lease-ttl", "50ms", ...extra];
+
+const all: number[] = [];
+for (let round = 1; round <= rounds; round++) {
+  const cluster = await startHaCluster("src/server/main.ts", serverArgs);
+  try {
+    const leader = await leaderOf(cluster);
+    await runLoad<LoadResult>(cycleConfig(leader.process.url, { batch: 64, warmupMs: 0, durationMs: 10_000, keyOffset: 1e9 }), leader.process.pid);
+    const times = await measureFailover(cluster, kills);
+    all.push(...times);
+    console.log(`round ${round}: ${times.map((ms) => Math.round(ms).toLocaleString("en-US")).join(", ")} ms`);
+  } finally {
+    await cluster.stop();
+  }
+}
+const sorted = all.sort((a, b) => a - b);
+const at = (q: number) => Math.round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!).toLocaleString("en-US");
+console.log(`${sorted.length} failovers: median ${at(0.5)} ms, max ${at(1)} ms`);
