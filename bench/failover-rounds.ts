@@ -6,16 +6,15 @@
 // Run: node --import tsx bench/failover-rounds.ts
 import { leaderOf, measureFailover, startHaCluster } from "./ha.js";
 import type { LoadResult } from "./load.js";
-import { cycleConfig, runLoad } from "./processes.js";
+import { cycleConfig, runLoad, SERVER, serverArgs } from "./processes.js";
 
 const option = (name: string, fallback: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
 const rounds = Number(option("rounds", "6"));
 const kills = Number(option("kills", "5"));
-const serverArgs = (extra: string[]) => ["serve", "--host", "127.0.0.1", "--port", "0", "--read-lease-ttl", "50ms", ...extra];
 
 const all: number[] = [];
 for (let round = 1; round <= rounds; round++) {
-  const cluster = await startHaCluster("src/server/main.ts", serverArgs);
+  const cluster = await startHaCluster(SERVER, serverArgs);
   try {
     const leader = await leaderOf(cluster);
     await runLoad<LoadResult>(cycleConfig(leader.process.url, { batch: 64, warmupMs: 0, durationMs: 10_000, keyOffset: 1e9 }), leader.process.pid);

@@ -10,14 +10,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { leaderOf, startHaCluster } from "./ha.js";
 import type { LoadResult } from "./load.js";
-import { cpuMs, cycleConfig, runLoad, startProcess } from "./processes.js";
+import { cpuMs, cycleConfig, runLoad, SERVER, serverArgs, startProcess } from "./processes.js";
 
 const option = (name: string, fallback: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
 const members = Number(option("members", "3"));
 const seconds = Number(option("seconds", "15"));
 const profile = option("profile", "");
-const SERVER = "src/server/main.ts";
-const serverArgs = (extra: string[]) => ["serve", "--host", "127.0.0.1", "--port", "0", "--read-lease-ttl", "50ms", ...extra];
 const nodeArgs = profile === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${profile}`];
 
 /** written reads the bytes a process has written to disk so far (/proc/PID/io). */

@@ -14,7 +14,7 @@ import { benchKey } from "./keys.js";
 import type { LoadConfig, LoadResult } from "./load.js";
 import { h2loadInstalled, type NativeLoadResult, nativeLoad } from "./native-load.js";
 import { type PrefixConfig, type PrefixResult, runPrefixStream } from "./prefix-stream.js";
-import { runLoad, type ServerProcess, startProcess } from "./processes.js";
+import { runLoad, SERVER, type ServerProcess, serverArgs, startProcess } from "./processes.js";
 import { fillStore, measureRecovery } from "./recovery.js";
 import { measureStartup } from "./startup.js";
 
@@ -64,9 +64,6 @@ function nextKeyOffset(): number {
   keyOffset += 1e9;
   return keyOffset;
 }
-
-const SERVER = "src/server/main.ts";
-const serverArgs = (extra: string[]) => ["serve", "--host", "127.0.0.1", "--port", "0", "--read-lease-ttl", "50ms", ...extra];
 
 async function cycle(
   server: ServerProcess,
