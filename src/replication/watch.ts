@@ -126,10 +126,11 @@ function bounded<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
 /**
  * isOrphanWatchResponse recognizes the error the etcd3 package throws, as
  * an unhandled rejection, when etcd answers for a watch the package has
- * already forgotten (one just canceled): "Failed to find watcher for
- * IWatchResponse". It throws before it changes anything, and the answer
- * was for nobody, so it is harmless; unrecognized, it crashed a member of
- * a loaded test cluster.
+ * already forgotten: "Failed to find watcher for IWatchResponse".
+ * Unrecognized, it crashed a member of a loaded test cluster. It is not
+ * harmless: the package's watch stream may open no watch after it. watch()
+ * no longer cancels a watch etcd canceled (the cause seen), and Watches
+ * renews a client whose watches stop opening, whatever the cause.
  */
 export function isOrphanWatchResponse(reason: unknown): boolean {
   return reason instanceof Error && reason.message.startsWith("Failed to find watcher for IWatchResponse");
