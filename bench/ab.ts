@@ -4,9 +4,9 @@
 // the README's before/after figures of a change are measured. Run: node --import tsx bench/ab.ts --root=/tmp/before
 import { relative, resolve } from "node:path";
 import type { LoadResult } from "./load.js";
+import { option } from "./options.js";
 import { cycleConfig, runLoad, startProcess } from "./processes.js";
 
-const option = (name: string, fallback: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
 const here = resolve(new URL("..", import.meta.url).pathname);
 const other = resolve(option("root", here));
 const batch = Number(option("batch", "512"));

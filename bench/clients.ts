@@ -3,12 +3,12 @@
 // both see the same machine; and lean at C=4, to see the server's CPU per call at a lower call
 // rate. Run: node --import tsx bench/clients.ts --batch=1
 import type { LoadConfig, LoadResult } from "./load.js";
+import { numberOption } from "./options.js";
 import { runLoad, startProcess } from "./processes.js";
 
-const flag = (name: string, fallback: number) => Number(process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback);
-const batch = flag("batch", 1);
-const runs = flag("runs", 3);
-const seconds = flag("seconds", 4);
+const batch = numberOption("batch", 1);
+const runs = numberOption("runs", 3);
+const seconds = numberOption("seconds", 4);
 const rows: [LoadConfig["transport"], number][] = [
   ["grpc-js", 16],
   ["lean-grpc", 16],

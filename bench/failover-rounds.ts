@@ -6,9 +6,9 @@
 // Run: node --import tsx bench/failover-rounds.ts
 import { leaderOf, measureFailover, startHaCluster } from "./ha.js";
 import type { LoadResult } from "./load.js";
+import { option } from "./options.js";
 import { cycleConfig, runLoad, SERVER, serverArgs } from "./processes.js";
 
-const option = (name: string, fallback: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
 const rounds = Number(option("rounds", "6"));
 const kills = Number(option("kills", "5"));
 

@@ -5,8 +5,8 @@
 // Run: node --import tsx bench/flood-probe.ts --pairs=12
 import { resolve } from "node:path";
 import { murmurCollisions } from "../test/support/murmur-collisions.js";
+import { option } from "./options.js";
 
-const option = (name: string, fallback: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
 const root = resolve(option("root", new URL("..", import.meta.url).pathname));
 const pairs = Number(option("pairs", "12"));
 const { MetadataState } = await import(`${root}/src/core/state.ts`);

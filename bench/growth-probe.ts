@@ -5,8 +5,9 @@
 // Run: node --expose-gc --import tsx bench/growth-probe.ts --keys=4000000
 import { KeyList } from "../src/core/key-list.js";
 import { MetadataState } from "../src/core/state.js";
+import { numberOption } from "./options.js";
 
-const keys = Number(process.argv.find((a) => a.startsWith("--keys="))?.split("=")[1] ?? 4_000_000);
+const keys = numberOption("keys", 4_000_000);
 const B = 512;
 const state = new MetadataState(() => 0, {}, false);
 state.initializeRank("", 0, keys, 1);

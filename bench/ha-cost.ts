@@ -10,9 +10,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { leaderOf, startHaCluster } from "./ha.js";
 import type { LoadResult } from "./load.js";
+import { option } from "./options.js";
 import { cpuMs, cycleConfig, runLoad, SERVER, serverArgs, startProcess } from "./processes.js";
 
-const option = (name: string, fallback: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
 const members = Number(option("members", "3"));
 const seconds = Number(option("seconds", "15"));
 const profile = option("profile", "");

@@ -8,12 +8,12 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { LoadConfig, LoadResult } from "./load.js";
-import { cycleConfig, runLoad, startProcess } from "./processes.js";
+import { numberOption, option } from "./options.js";
+import { cycleConfig, runLoad, SERVER, startProcess } from "./processes.js";
 
-const flag = (name: string, fallback: number) => Number(process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback);
-const batch = flag("batch", 512);
-const concurrency = flag("concurrency", 16);
-const seconds = flag("seconds", 5);
+const batch = numberOption("batch", 512);
+const concurrency = numberOption("concurrency", 16);
+const seconds = numberOption("seconds", 5);
 
 interface ProfileNode {
   id: number;
@@ -41,9 +41,9 @@ const dir = mkdtempSync(join(tmpdir(), "hf3fs-profile-"));
 const store = process.argv.includes("--durable") ? ["--data-dir", join(dir, "data")] : ["--in-memory"];
 const serve = ["serve", ...store, "--host", "127.0.0.1", "--port", "0", "--read-lease-ttl", "50ms"];
 const extraNodeArgs = (process.env.PROFILE_NODE_ARGS ?? "").split(" ").filter(Boolean);
-const server = await startProcess("src/server/main.ts", serve, ["--cpu-prof", `--cpu-prof-dir=${dir}`, ...extraNodeArgs]);
+const server = await startProcess(SERVER, serve, ["--cpu-prof", `--cpu-prof-dir=${dir}`, ...extraNodeArgs]);
 const config = cycleConfig(server.url, {
-  transport: (process.argv.find((a) => a.startsWith("--transport="))?.split("=")[1] ?? "lean-grpc") as LoadConfig["transport"],
+  transport: option("transport", "lean-grpc") as LoadConfig["transport"],
   batch,
   concurrency,
   connections: Math.min(concurrency, 2),

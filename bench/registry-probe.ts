@@ -7,8 +7,8 @@
 // (findAll). Run: node --import tsx bench/registry-probe.ts --live=800000
 import { resolve } from "node:path";
 import type { KeyList as KeyListOfThisCheckout } from "../src/core/key-list.js";
+import { option } from "./options.js";
 
-const option = (name: string, fallback: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
 const root = resolve(option("root", new URL("..", import.meta.url).pathname));
 const live = Number(option("live", "200000"));
 const B = 512;
