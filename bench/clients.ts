@@ -4,7 +4,7 @@
 // rate. Run: node --import tsx bench/clients.ts --batch=1
 import type { LoadConfig, LoadResult } from "./load.js";
 import { numberOption } from "./options.js";
-import { runLoad, startProcess } from "./processes.js";
+import { runLoad, SERVER, serverArgs, startProcess } from "./processes.js";
 
 const batch = numberOption("batch", 1);
 const runs = numberOption("runs", 3);
@@ -15,7 +15,7 @@ const rows: [LoadConfig["transport"], number][] = [
   ["lean-grpc", 4],
 ];
 
-const server = await startProcess("src/server/main.ts", ["serve", "--in-memory", "--host", "127.0.0.1", "--port", "0", "--read-lease-ttl", "50ms"]);
+const server = await startProcess(SERVER, serverArgs(["--in-memory"]));
 let keyOffset = 0;
 try {
   for (let run = 0; run < runs; run++) {

@@ -16,6 +16,7 @@ import { cpuMs, type ServerProcess, startProcess } from "./processes.js";
 /** HaMember is one server of the cluster, with what it takes to start it again on its data dir and port. */
 export interface HaMember {
   process: ServerProcess;
+  readonly entry: string;
   readonly args: string[];
 }
 
@@ -47,7 +48,7 @@ export async function startHaCluster(entry: string, serverArgs: (extra: string[]
     const started = await Promise.allSettled(
       Array.from({ length: size }, async (_, i) => {
         const args = serverArgs(["--data-dir", join(root, `member${i}`), "--etcd-endpoints", etcd.endpoints, "--port", String(await freePort())]);
-        return { process: await startProcess(entry, args, nodeArgs), args };
+        return { process: await startProcess(entry, args, nodeArgs), entry, args };
       }),
     );
     for (const result of started) if (result.status === "fulfilled") members.push(result.value);
@@ -118,7 +119,7 @@ export async function measureFailover(cluster: HaCluster, rounds: number): Promi
       process.kill(leader.process.pid, "SIGKILL");
       while (lastAck <= killedAt) await new Promise((r) => setTimeout(r, 5));
       times.push(ackedAt - killedAt);
-      leader.process = await startProcess("src/server/main.ts", leader.args);
+      leader.process = await startProcess(leader.entry, leader.args);
     }
   } finally {
     stop = true;
