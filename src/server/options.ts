@@ -109,7 +109,7 @@ export const OPTIONS: { flag: string; field: keyof ServerOptions; kind: Kind; he
     flag: "max-buffered-bytes",
     field: "maxBufferedBytes",
     kind: "integer",
-    help: "bytes of unfinished request bodies the server holds at most (default: 4 bodies at --max-body-bytes)",
+    help: "bytes of requests not yet served (bodies, decompressed messages) the server holds at most (default: 4 bodies at --max-body-bytes)",
   },
   {
     flag: "max-buffered-bytes-per-connection",

@@ -155,7 +155,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     router.service(Health, healthService(lifecycle, [MetadataService.typeName], shedder, config.leadership));
     router.service(ReflectionV1, reflection);
     router.service(ReflectionV1alpha, reflection as never);
-    if (config.cluster !== undefined) router.service(ReplicationService, replicationService(config.cluster, access));
+    if (config.cluster !== undefined) router.service(ReplicationService, replicationService(config.cluster));
   };
   const connect = connectFraming(edge, service, openServices, (req, res) => {
     if (req.method === "GET" && req.url?.split("?")[0] === "/metrics") return void serveMetrics(metrics, metricsAccess, req.headers.authorization, res);

@@ -1,8 +1,9 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 
 /**
- * BodyBudget bounds the request bytes buffered at once, by the bodies still
- * being read: per connection and for the whole server. Without it, one
+ * BodyBudget bounds the request bytes the server holds at once for calls
+ * not yet served (bodies being read, and read ones that wait to be decoded
+ * and run): per connection and for the whole server. Without it, one
  * connection sending large bodies on many streams, never ending them, grew
  * the server to gigabytes in seconds.
  */
@@ -40,6 +41,11 @@ export class BodyBudget {
     if (held > 0) this.perConnection.set(connection, held);
     else this.perConnection.delete(connection);
     this.total -= bytes;
+  }
+
+  /** room is how many more bytes `connection` may take now. */
+  room(connection: object): number {
+    return Math.max(0, Math.min(this.maxBytesPerConnection - (this.perConnection.get(connection) ?? 0), this.maxBytes - this.total));
   }
 
   /** heldBytes is what all bodies being read hold now. */

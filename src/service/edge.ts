@@ -15,7 +15,7 @@ import { commit, type Ledger } from "./ledger.js";
 import type { Lifecycle } from "./lifecycle.js";
 import type { LoadShedder } from "./load-shedder.js";
 import { maxEntriesFor } from "./message-entries.js";
-import { type BodyStream, readBody, SlowReads } from "./read-body.js";
+import { type BodyStream, HeldBytes, readBody, SlowReads } from "./read-body.js";
 
 /** CallObserver hears of every call: its method, its code ("ok" or a gRPC code name) and its duration. */
 export type CallObserver = (method: string, code: string, seconds: number) => void;
@@ -53,6 +53,24 @@ export interface Undecoded<Req> {
   readonly body: BodyStream;
   decode(bytes: Buffer, maxEntries: number): Req;
 }
+
+/**
+ * Admission is what a call a library decodes passes before its body is
+ * read (readFor): "call" every MetadataService call's checks (token,
+ * refusals, NOT_LEADER, overload) and the startup hold; "token" only the
+ * token check (ReplicationService, which every member answers); "open"
+ * nothing (health and reflection), with bodies of at most OPEN_BODY_BYTES.
+ */
+export type Admission = "call" | "token" | "open";
+
+/** PreparedBody is the plain message readFor prepared; its bytes count in the body budget until release(). */
+export interface PreparedBody {
+  readonly bytes: Buffer;
+  release(): void;
+}
+
+/** OPEN_BODY_BYTES bounds a request message of the open services (a health check names a service; a reflection request, a symbol or file). */
+export const OPEN_BODY_BYTES = 64 * 1024;
 
 /** LARGE_BODY_BYTES is the body from which a call runs in the LargeCallLane. */
 const LARGE_BODY_BYTES = 1 << 20;
@@ -96,11 +114,13 @@ export class Edge {
   async call<Req, Res>(method: string, request: Undecoded<Req>, handle: (request: Req) => Res | Promise<Res>): Promise<Res> {
     const started = performance.now();
     let message: Req | undefined;
+    let held: HeldBytes | undefined;
     try {
       this.admit(method, headerOf(request.body, "authorization"));
       const deadline = deadlineSignal(request.body.headers);
-      const bytes = await readBody(request.body, this.bodyLimit, this.budget, deadline, this.slowReads);
+      held = await readBody(request.body, this.bodyLimit, this.budget, deadline, this.slowReads);
       if (this.waiting()) await this.hold(deadline);
+      const bytes = held.bytes;
       if (bytes.length < LARGE_BODY_BYTES) {
         this.beforeCore(deadline);
         message = request.decode(bytes, this.maxEntries);
@@ -118,6 +138,8 @@ export class Edge {
       return await this.settle(method, started, result, durable);
     } catch (error) {
       throw this.fail(method, started, error, message);
+    } finally {
+      held?.release();
     }
   }
 
@@ -144,22 +166,46 @@ export class Edge {
 
   /**
    * readFor reads the body of a call that a library will decode
-   * (connect-node), after the same refusal check and within the same limit;
-   * `inspect` may refuse it before the library decodes it (too many
-   * entries). A failure is reported and thrown as the call's answer.
+   * (connect-node), after the check its admission asks for and within the
+   * same limits as every other call; `prepare` turns the bytes read into
+   * the plain message the library gets (decompressed, counted in the same
+   * budget through `held`) and may refuse it before the library decodes it
+   * (too many entries, malformed). The bytes stay counted until the
+   * returned release(). A failure is reported and thrown as the call's
+   * answer.
    */
-  async readFor(method: string, body: BodyStream, inspect: (bytes: Buffer, maxEntries: number) => void): Promise<Buffer> {
+  async readFor(
+    method: string,
+    body: BodyStream,
+    admission: Admission,
+    prepare: (held: HeldBytes, maxEntries: number, maxBytes: number) => Promise<Buffer>,
+  ): Promise<PreparedBody> {
     const started = performance.now();
+    let held: HeldBytes | undefined;
     try {
-      this.admit(method, headerOf(body, "authorization"));
+      if (admission === "call") this.admit(method, headerOf(body, "authorization"));
+      else if (admission === "token") this.options.access?.check(method, headerOf(body, "authorization"));
       const deadline = deadlineSignal(body.headers);
-      const bytes = await readBody(body, this.bodyLimit, this.budget, deadline, this.slowReads);
-      if (this.waiting()) await this.hold(deadline);
-      inspect(bytes, this.maxEntries);
-      return bytes;
+      const limit = admission === "open" ? OPEN_BODY_BYTES : this.bodyLimit;
+      held = await readBody(body, limit, this.budget, deadline, this.slowReads);
+      if (admission === "call" && this.waiting()) await this.hold(deadline);
+      const bytes = await prepare(held, this.maxEntries, admission === "open" ? OPEN_BODY_BYTES : this.maxBodyBytes);
+      const release = held.release.bind(held);
+      held = undefined;
+      return { bytes, release };
     } catch (error) {
+      held?.release();
       throw this.fail(method, started, error, undefined);
     }
+  }
+
+  /**
+   * holder counts, in the body budget, the bytes a streamed request holds
+   * while a framing reads it message by message (a bidirectional call of an
+   * open service); the framing takes and gives as messages come and go.
+   */
+  holder(body: BodyStream): HeldBytes {
+    return new HeldBytes(Buffer.alloc(0), this.budget, body.stream?.session ?? body.socket);
   }
 
   /** close stops the edge's timer of slow reads (the server is closing). */

@@ -13,7 +13,9 @@ export type BodyStream = Readable & {
 
 /**
  * readBody reads a whole request body of at most maxBytes, holding its
- * bytes against the budget while it arrives. A body over the limit (by
+ * bytes against the budget from their arrival until the caller releases
+ * them (HeldBytes.release), whatever the call waits for meanwhile (the
+ * startup hold, the large-call lane, decoding). A body over the limit (by
  * its content-length, or as it arrives) is consumed to its end without
  * being kept, then fails with RESOURCE_EXHAUSTED: answering before the end
  * would leave the HTTP/2 stream half open. A body the budget cannot hold
@@ -23,8 +25,49 @@ export type BodyStream = Readable & {
  * before the end, or that `slowReads` finds too slow, with
  * DEADLINE_EXCEEDED (the rest discarded, as above).
  */
-export function readBody(body: BodyStream, maxBytes: number, budget: BodyBudget, deadline?: AbortSignal, slowReads?: SlowReads): Promise<Buffer> {
+export function readBody(body: BodyStream, maxBytes: number, budget: BodyBudget, deadline?: AbortSignal, slowReads?: SlowReads): Promise<HeldBytes> {
   return new Promise((resolve, reject) => new BodyRead(body, maxBytes, budget, deadline, slowReads, resolve, reject));
+}
+
+/**
+ * HeldBytes are a request's bytes as the server holds them: counted in the
+ * body budget until release() (idempotent). `take` counts more bytes that
+ * the call makes from them (a decompressed message) in the same budget.
+ */
+export class HeldBytes {
+  private held: number;
+
+  constructor(
+    /** bytes is the body as read. */
+    readonly bytes: Buffer,
+    private readonly budget: BodyBudget,
+    private readonly connection: object,
+  ) {
+    this.held = bytes.length;
+  }
+
+  /** take counts `bytes` more, or throws RESOURCE_EXHAUSTED (counting nothing) when the budget cannot hold them. */
+  take(bytes: number): void {
+    this.budget.take(this.connection, bytes);
+    this.held += bytes;
+  }
+
+  /** give returns `bytes` of what take counted (no more than it holds). */
+  give(bytes: number): void {
+    const given = Math.min(bytes, this.held);
+    this.budget.give(this.connection, given);
+    this.held -= given;
+  }
+
+  /** room is how many more bytes take would accept now, at most `limit`. */
+  room(limit: number): number {
+    return Math.min(limit, this.budget.room(this.connection));
+  }
+
+  /** release returns everything held; the bytes may be garbage collected once dropped. */
+  release(): void {
+    this.give(this.held);
+  }
 }
 
 /**
@@ -51,7 +94,7 @@ class BodyRead {
     private readonly budget: BodyBudget,
     private readonly deadline: AbortSignal | undefined,
     private readonly slowReads: SlowReads | undefined,
-    private readonly resolve: (bytes: Buffer) => void,
+    private readonly resolve: (bytes: HeldBytes) => void,
     private readonly reject: (error: unknown) => void,
   ) {
     this.connection = body.stream?.session ?? body.socket;
@@ -94,9 +137,11 @@ class BodyRead {
   }
 
   private end(): void {
+    const held = this.held;
+    this.held = 0; // handed over to HeldBytes, not given back by done()
     this.done();
     if (this.size > this.maxBytes) this.reject(new ConnectError(`request body larger than ${this.maxBytes} bytes`, Code.ResourceExhausted));
-    else this.resolve(this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.size));
+    else this.resolve(new HeldBytes(this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, held), this.budget, this.connection));
   }
 
   private error(error: Error): void {

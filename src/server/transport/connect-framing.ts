@@ -1,23 +1,28 @@
 import type * as http from "node:http";
-import type * as http2 from "node:http2";
 import { type DescMessage, type DescMethod, fromBinary, fromJsonString } from "@bufbuild/protobuf";
+import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type ConnectRouter, createConnectRouter, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
+import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import { ReplicationService } from "../../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
 import { MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import type { Edge } from "../../service/edge.js";
+import { type Admission, type Edge, OPEN_BODY_BYTES } from "../../service/edge.js";
 import { checkJsonValues } from "../../service/json/json-body.js";
 import { checkMessageEntries } from "../../service/message-entries.js";
+import type { BodyStream } from "../../service/read-body.js";
 import type { RequestHandler } from "./dual-protocol-listener.js";
-import { unwrapEnvelope } from "./grpc-envelope.js";
+import { framingOf, plainGet, plainMessageOf, plainStream, wrapped } from "./plain-request.js";
 
 /**
  * connectFraming serves, through connect-node, MetadataService and the
  * services that `openServices` registers (gRPC with compression, gRPC-Web
  * and Connect, on HTTP/1.1 and HTTP/2), and hands every other request to
- * `fallback`. A MetadataService call passes the edge twice: the edge reads
- * its body (refusal, body limit) before connect-node decodes it, and runs
- * the call (refusal, commit, observation, error mapping) as an interceptor.
- * The other services (health, reflection) stay open to every caller.
+ * `fallback`. Every request's body comes through the edge (plainRequest).
+ * A MetadataService call passes the edge twice: the edge reads its body
+ * (refusal, body limit) before connect-node decodes it, and runs the call
+ * (refusal, commit, observation, error mapping) as an interceptor.
+ * ReplicationService needs only the token check; health and reflection
+ * stay open to every caller, with small bounded bodies.
  */
 export function connectFraming(
   edge: Edge,
@@ -27,7 +32,7 @@ export function connectFraming(
 ): RequestHandler {
   const atEdge: Interceptor = (next) => (req) =>
     edge.callDecoded(req.method.name, req.header.get("authorization") ?? undefined, req.signal, req.message, () => next(req));
-  // The edge bounds the body already; readMaxBytes also bounds a compressed message once decompressed.
+  // connect-node decompresses nothing: plainRequest hands it identity-encoded messages. readMaxBytes bounds them once more.
   const router = createConnectRouter({ acceptCompression: [compressionGzip, compressionBrotli], readMaxBytes: edge.maxBodyBytes });
   router.service(MetadataService, metadata, { interceptors: [atEdge] });
   openServices(router);
@@ -37,8 +42,7 @@ export function connectFraming(
     const handler = handlers.get(path);
     if (handler === undefined) return fallback(req, res);
     const universal = universalRequestFromNodeRequest(req as http.IncomingMessage, res as http.ServerResponse, undefined, undefined);
-    const guarded = handler.service.typeName === MetadataService.typeName;
-    handler(guarded ? { ...universal, body: edgeBody(edge, handler.method, req) } : universal)
+    handler(plainRequest(edge, handler.method, universal, req))
       .then((answer) => universalResponseToNodeResponse(answer, res as http.ServerResponse))
       .catch((reason: unknown) => {
         // The client went away mid-answer; anything else would be a bug of the stack: end the exchange either way.
@@ -49,37 +53,86 @@ export function connectFraming(
   };
 }
 
-/** edgeBody is a request body read by the edge, as the byte stream connect-node reads. */
-async function* edgeBody(edge: Edge, method: DescMethod, req: http.IncomingMessage | http2.Http2ServerRequest): AsyncIterable<Uint8Array> {
-  yield await edge.readFor(method.name, req, (bytes, maxEntries) => checkMessage(bytes, maxEntries, method.input, req.headers));
+/**
+ * plainRequest is the request connect-node gets: its body read through
+ * the edge (checked as its service's admission asks, within the limits and
+ * the body budget, waiting out the startup hold where calls do), its
+ * messages decompressed, bounded and checked here, and its encoding
+ * headers dropped, so that connect-node decodes only what was bounded.
+ * A Connect GET becomes the POST of the same message. A request of a type
+ * connect-node does not serve gets an empty body (it answers 415).
+ */
+function plainRequest(edge: Edge, method: DescMethod, universal: UniversalServerRequest, req: BodyStream): UniversalServerRequest {
+  const service = method.parent.typeName;
+  const admission: Admission = service === MetadataService.typeName ? "call" : service === ReplicationService.typeName ? "token" : "open";
+  const name = admission === "token" ? `replication.${method.name}` : method.name;
+  const check = (message: Buffer, maxEntries: number, json: boolean) =>
+    admission === "call" ? checkMessage(message, maxEntries, method.input, json) : checkEntries(message, maxEntries, method.input, json);
+  if (universal.method === "GET") {
+    if (method.idempotency !== MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS) return { ...universal, body: EMPTY };
+    const get = plainGet(universal);
+    const body = preparedBody(edge, name, req, admission, async (held, maxEntries, maxBytes) => {
+      const message = await plainMessageOf(get.framing, get.query, held, maxBytes);
+      check(message, maxEntries, get.framing.json);
+      return message;
+    });
+    return { ...get.request, body };
+  }
+  const framing = framingOf(universal.header);
+  if (framing === undefined) return { ...universal, body: EMPTY };
+  const header = new Headers(universal.header);
+  header.delete(framing.encodingHeader);
+  if (method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming") {
+    const held = edge.holder(req);
+    const body = plainStream(framing, req as AsyncIterable<Uint8Array>, held, OPEN_BODY_BYTES, (message) => check(message, edge.maxEntries, framing.json));
+    return { ...universal, header, body };
+  }
+  const body = preparedBody(edge, name, req, admission, async (held, maxEntries, maxBytes) => {
+    const message = await plainMessageOf(framing, held.bytes, held, maxBytes);
+    check(message, maxEntries, framing.json);
+    return wrapped(framing, message);
+  });
+  return { ...universal, header, body };
+}
+
+/** EMPTY is the body of a request that connect-node refuses without reading it. */
+const EMPTY: AsyncIterable<Uint8Array> = (async function* () {})();
+
+/** preparedBody is a body the edge reads and `prepare` turns into its plain message, as the byte stream connect-node reads; its bytes count until connect-node has read it. */
+async function* preparedBody(
+  edge: Edge,
+  method: string,
+  req: BodyStream,
+  admission: Admission,
+  prepare: Parameters<Edge["readFor"]>[3],
+): AsyncIterable<Uint8Array> {
+  const prepared = await edge.readFor(method, req, admission, prepare);
+  try {
+    yield prepared.bytes;
+  } finally {
+    prepared.release();
+  }
 }
 
 /**
- * checkMessage refuses, before connect-node decodes it, a body of too many
- * entries or one that does not decode (connect-node would answer INTERNAL
- * without a detail): a Connect unary message (binary or JSON), or the
- * message of a gRPC or gRPC-Web envelope. A compressed message is bounded
- * by readMaxBytes once decompressed, and left to connect-node.
+ * checkMessage refuses, before connect-node decodes it, a plain message of
+ * too many entries or one that does not decode (connect-node would answer
+ * INTERNAL without a detail).
  */
-function checkMessage(bytes: Buffer, maxEntries: number, input: DescMessage, headers: http.IncomingHttpHeaders): void {
-  const type = headers["content-type"] ?? "";
-  const json = type.endsWith("json");
-  if (type.startsWith("application/grpc")) {
-    if (type.includes("text")) return;
-    const encoded = headers["grpc-encoding"] !== undefined && headers["grpc-encoding"] !== "identity";
-    if (encoded && bytes.length >= 5 && (bytes[0]! & 1) === 1) return;
-    bytes = unwrapEnvelope(bytes);
-  } else if (headers["content-encoding"] !== undefined && headers["content-encoding"] !== "identity") {
-    return;
-  }
-  if (json) checkJsonValues(bytes, maxEntries);
-  else checkMessageEntries(input, bytes, maxEntries);
+function checkMessage(bytes: Buffer, maxEntries: number, input: DescMessage, json: boolean): void {
+  checkEntries(bytes, maxEntries, input, json);
   try {
     if (json) fromJsonString(input, bytes.toString("utf8"));
     else fromBinary(input, bytes);
   } catch (error) {
     throw invalid(input, (error as Error).message);
   }
+}
+
+/** checkEntries refuses a plain message of more than maxEntries entries (LIMIT_EXCEEDED), whatever its service. */
+function checkEntries(bytes: Buffer, maxEntries: number, input: DescMessage, json: boolean): void {
+  if (json) checkJsonValues(bytes, maxEntries);
+  else checkMessageEntries(input, bytes, maxEntries);
 }
 
 /** invalid is the INVALID_ARGUMENT of a request message that cannot be read. */
