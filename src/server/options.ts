@@ -305,6 +305,9 @@ function checkCluster(options: ServerOptions): void {
   for (const endpoint of options.etcdEndpoints.split(",")) {
     if (!/^https?:\/\/[^/\s]+\/?$/.test(endpoint)) throw new Error(`--etcd-endpoints takes URLs like http://127.0.0.1:2379, got "${endpoint}"`);
   }
+  if (options.authTokenFile !== "" && options.adminTokenFile === "") {
+    throw new Error("a cluster member with --auth-token-file needs --admin-token-file too: standbys fetch the leader's snapshot with an admin token");
+  }
   if (options.inMemory) throw new Error("--etcd-endpoints needs the durable store (a member keeps the cluster's state in --data-dir): drop --in-memory");
   if (!/^[A-Za-z0-9._-]{1,64}$/.test(options.clusterName))
     throw new Error(`--cluster-name takes 1 to 64 letters, digits, ".", "_" or "-", got "${options.clusterName}"`);

@@ -9,6 +9,14 @@ import { MetadataError, Reason } from "../core/errors.js";
  */
 export const ADMIN_METHODS: ReadonlySet<string> = new Set(["Clear", "DeleteKeys", "vllm.clear", "sglang.clear", "sglang.delete_keys", "replication.Snapshot"]);
 
+/**
+ * ALWAYS_ADMIN_METHODS need an admin token whenever tokens are in force,
+ * even without an admin file (then no token may call them): a snapshot is
+ * every namespace's whole state, and holds a read transaction of the
+ * leader's store while it streams.
+ */
+const ALWAYS_ADMIN_METHODS: ReadonlySet<string> = new Set(["replication.Snapshot"]);
+
 /** AccessFiles name the token files of an AccessPolicy; at least one is given. */
 export interface AccessFiles {
   /** workerTokenFile holds the tokens every call needs; undefined: the calls that are not admin calls are open. */
@@ -57,7 +65,7 @@ export class AccessPolicy {
     const presented = token === undefined ? undefined : digest(token);
     if (presented !== undefined && matchesAny(presented, this.admin)) return;
     const isWorker = presented !== undefined && matchesAny(presented, this.worker);
-    const adminCall = ADMIN_METHODS.has(method) && this.files.adminTokenFile !== undefined;
+    const adminCall = ADMIN_METHODS.has(method) && (this.files.adminTokenFile !== undefined || ALWAYS_ADMIN_METHODS.has(method));
     if (isWorker && adminCall) {
       throw new MetadataError(Reason.PERMISSION_DENIED, `${method} needs an admin token (--admin-token-file); this is a worker token`);
     }
@@ -85,10 +93,15 @@ export function readTokens(file: string): string[] {
   return tokens;
 }
 
-/** bearerToken is the token of an `authorization: Bearer <token>` header, undefined for anything else. */
+/**
+ * bearerToken is the token of an `authorization: Bearer <token>` header,
+ * undefined for anything else. White space around the value is not part
+ * of it (HTTP/1.1 strips it before we see the header, HTTP/2 does not), so
+ * both protocols take the same headers.
+ */
 function bearerToken(authorization: string | undefined): string | undefined {
   if (authorization === undefined) return undefined;
-  const match = /^Bearer +(\S+) *$/i.exec(authorization);
+  const match = /^[ \t]*Bearer +(\S+)[ \t]*$/i.exec(authorization);
   return match?.[1];
 }
 

@@ -1,6 +1,8 @@
 import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
 import * as https from "node:https";
+import * as net from "node:net";
+import * as tls from "node:tls";
 import { promisify } from "node:util";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
@@ -33,6 +35,23 @@ async function outcome(baseUrl: string, tls: ClientTls | undefined, protocol: "g
 }
 
 describe.skipIf(lacking !== "")("TLS on the port", () => {
+  it("cuts a connection that stays silent, before or after the handshake, within --request-timeout, as the cleartext port does", async () => {
+    const certs = makeCertificates(tempDir());
+    const server = await startTestServer({}, undefined, 0, { tls: listenerTls(certs, false), requestTimeoutMs: 300 });
+    const closed = (socket: net.Socket) =>
+      new Promise<string>((resolve) => {
+        socket.on("error", () => undefined);
+        socket.once("close", () => resolve("closed"));
+      });
+    // Silent before the handshake: TCP only.
+    const raw = net.connect(server.port, "127.0.0.1");
+    // Silent after it: a TLS client that sends no byte of HTTP.
+    const secure = tls.connect({ port: server.port, host: "127.0.0.1", ca: read(certs.ca), servername: "localhost", ALPNProtocols: ["h2"] });
+    const limit = new Promise<string>((resolve) => setTimeout(() => resolve("still open"), 20_000).unref());
+    expect(await Promise.race([closed(raw), limit])).toBe("closed");
+    expect(await Promise.race([closed(secure), limit])).toBe("closed");
+  });
+
   it("serves gRPC (h2 by ALPN), Connect and the JSON routes (HTTP/1.1) to clients that trust its CA, and nothing in cleartext", async () => {
     const certs = makeCertificates(tempDir());
     const server = await startTestServer({}, undefined, 0, { tls: listenerTls(certs, false) });

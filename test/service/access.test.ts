@@ -100,6 +100,23 @@ describe("AccessPolicy", () => {
     expect(() => adminOnly.check("metrics", undefined, true)).toThrow(/needs a token/);
   });
 
+  it("takes a token with white space around the header's value, as HTTP/1.1 servers do, on every protocol", () => {
+    const { workerTokenFile } = tokenFiles();
+    const access = new AccessPolicy({ workerTokenFile });
+    for (const header of ["Bearer worker-token-1", "  Bearer worker-token-1", "Bearer worker-token-1 \t", "\tbearer  worker-token-1 "]) {
+      expect(() => access.check("GetLocations", header)).not.toThrow();
+    }
+    expect(() => access.check("GetLocations", "Bearer worker-token-1 x")).toThrow(/needs a token/);
+  });
+
+  it("lets only an admin token take a snapshot while tokens are in force, even without an admin file", () => {
+    const { workerTokenFile, adminTokenFile } = tokenFiles();
+    expect(() => new AccessPolicy({ workerTokenFile }).check("replication.Snapshot", "Bearer worker-token-1")).toThrow(/needs an admin token/);
+    expect(() => new AccessPolicy({ workerTokenFile, adminTokenFile }).check("replication.Snapshot", "Bearer worker-token-1")).toThrow(/needs an admin token/);
+    expect(() => new AccessPolicy({ workerTokenFile, adminTokenFile }).check("replication.Snapshot", "Bearer admin-token")).not.toThrow();
+    expect(() => new AccessPolicy({ workerTokenFile }).check("replication.Status", "Bearer worker-token-1")).not.toThrow();
+  });
+
   it("refuses a file it cannot read or without a token, and keeps its tokens when a reload fails", () => {
     const { workerTokenFile } = tokenFiles();
     expect(() => new AccessPolicy({ workerTokenFile: "/nonexistent/tokens" })).toThrow(/cannot read the token file \/nonexistent\/tokens/);

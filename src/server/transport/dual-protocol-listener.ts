@@ -30,7 +30,11 @@ export interface ListenerOptions {
   readonly maxConnections: number;
   /** maxStreamsPerConnection is HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS. */
   readonly maxStreamsPerConnection: number;
-  /** requestTimeoutMs bounds the time from a connection's first byte to its protocol being known, and HTTP/1.1's time to receive a request. */
+  /**
+   * requestTimeoutMs bounds the time from a connection's start (with TLS:
+   * the end of its handshake, itself bounded as long) to its protocol
+   * being known, and HTTP/1.1's time to receive a request.
+   */
   readonly requestTimeoutMs: number;
   /** idleTimeoutMs closes a connection without a call in flight for this long (HTTP/2: GOAWAY; HTTP/1.1: keep-alive timeout). */
   readonly idleTimeoutMs: number;
@@ -85,7 +89,13 @@ export class DualProtocolListener {
     this.tcp =
       secure === undefined
         ? net.createServer({ noDelay: true }, (socket) => this.route(socket))
-        : tls.createServer({ ...secureContextOptions(secure), ALPNProtocols: ["h2", "http/1.1"] }, (socket) => this.route(socket));
+        : tls.createServer(
+            // A connection must finish its handshake within the request timeout, then say which protocol it speaks within as long again (route).
+            { ...secureContextOptions(secure), ALPNProtocols: ["h2", "http/1.1"], handshakeTimeout: this.requestTimeoutMs },
+            (socket) => this.route(socket),
+          );
+    // A failed or timed-out handshake leaves the socket of a connection handed over by the EarlyPort open: end it.
+    this.tcp.on("tlsClientError", (_error: Error, socket: tls.TLSSocket) => socket.destroy());
     this.maxConnections = options.maxConnections;
   }
 
