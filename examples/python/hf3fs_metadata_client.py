@@ -117,8 +117,8 @@ class MetadataClient:
         req = pb.BatchAllocateRequest(namespace=namespace, rank=rank, keys=keys, prefix_keys=prefix_keys)
         return self._call("BatchAllocate", req, pb.BatchAllocateResponse)
 
-    def confirm_write(self, rank, keys, pages, pages_to_release=(), namespace=""):
-        req = pb.ConfirmWriteRequest(namespace=namespace, rank=rank, keys=keys, pages=pages, pages_to_release=pages_to_release)
+    def confirm_write(self, rank, keys, pages, pages_to_release=(), keys_to_release=(), namespace=""):
+        req = pb.ConfirmWriteRequest(namespace=namespace, rank=rank, keys=keys, pages=pages, pages_to_release=pages_to_release, keys_to_release=keys_to_release)
         return self._call("ConfirmWrite", req, pb.ConfirmWriteResponse)
 
     def batch_exists(self, keys, namespace=""):

@@ -284,15 +284,27 @@ export class MetadataState {
   }
 
   /**
-   * confirmWrite makes each (keys[i], pages[i]) USED and frees the RESERVED
-   * pages of pagesToRelease. The whole batch is checked first; on any error
-   * nothing changes.
+   * confirmWrite makes each (keys[i], pages[i]) USED and frees each page of
+   * pagesToRelease that is still RESERVED for keysToRelease[i]. A release
+   * frees only its own key's reservation: one that names no key, or a page
+   * reserved for another key (its reservation lapsed and the page was
+   * reserved again), changes nothing, and the reservation lapses after its
+   * TTL. The whole batch is checked first; on any error nothing changes.
    */
-  confirmWrite(namespace: string, rankNo: number, keyBatch: Keys, pages: readonly number[], pagesToRelease: readonly number[] = []): ConfirmResult {
+  confirmWrite(
+    namespace: string,
+    rankNo: number,
+    keyBatch: Keys,
+    pages: readonly number[],
+    pagesToRelease: readonly number[] = [],
+    keysToRelease: Keys = [],
+  ): ConfirmResult {
     const name = namespaceName(namespace, this.options);
     const keys = keyListFor(keyBatch, "keys", this.options);
     checkSameLength(keys, "keys", pages, "pages");
     checkCount(pagesToRelease, "pages_to_release", this.options);
+    const releasing = keyListFor(keysToRelease, "keys_to_release", this.options);
+    if (releasing.length > 0) checkSameLength(releasing, "keys_to_release", pagesToRelease, "pages_to_release");
     this.expire();
     const { ns, rank } = this.rankOf(name, rankNo);
     const subject = { namespace: name, rank: rankNo };
@@ -325,8 +337,11 @@ export class MetadataState {
       this.recordKey(ns, entry);
     }
     this.deadlines.armIncomplete(ns);
-    for (const page of pagesToRelease) {
-      if (rank.reservedBy(page) < 0) continue;
+    const releasers = releasing.length > 0 ? ns.findAll(releasing) : undefined;
+    for (let i = 0; releasers !== undefined && i < pagesToRelease.length; i++) {
+      const page = pagesToRelease[i]!;
+      const holder = rank.reservedBy(page);
+      if (holder < 0 || holder !== releasers[i]) continue;
       ns.forgetIfEmpty(rank.releaseReservation(page));
       this.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
       result.released++;

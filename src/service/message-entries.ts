@@ -5,7 +5,7 @@ import { limitExceeded, MetadataError } from "../core/errors.js";
 /**
  * maxEntriesFor bounds the entries of one request (protobuf fields and
  * packed values, or JSON values): every repeated field of the largest call
- * at maxKeysPerCall (ConfirmWrite's keys, pages and pages_to_release; an
+ * at maxKeysPerCall (ConfirmWrite's keys, pages, pages_to_release and keys_to_release; an
  * SGLang [key, page] pair is three JSON values), plus room for the rest.
  * Decoding stops there, so a body of millions of tiny entries costs no more
  * than the largest valid call.

@@ -21,7 +21,7 @@ export function metadataService(ledger: { readonly state: MetadataState }, serve
       return ledger.state.batchAllocate(req.namespace, req.rank, keysOf(req, "keys"), keysOf(req, "prefixKeys"));
     },
     async confirmWrite(req) {
-      return ledger.state.confirmWrite(req.namespace, req.rank, keysOf(req, "keys"), req.pages, req.pagesToRelease);
+      return ledger.state.confirmWrite(req.namespace, req.rank, keysOf(req, "keys"), req.pages, req.pagesToRelease, req.keysToRelease);
     },
     async batchExists(req) {
       return { exists: ledger.state.batchExists(req.namespace, keysOf(req, "keys"), req.rank) };

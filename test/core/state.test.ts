@@ -220,13 +220,40 @@ describe("confirmWrite", () => {
     assertInvariants(state);
   });
 
-  it("releases reserved pages, ignores free ones, refuses used ones", () => {
+  it("releases pages reserved for the keys named, ignores free ones, refuses used ones", () => {
     const { state } = setup();
     state.initializeRank("", 0, 4, 1);
     const { pages } = state.batchAllocate("", 0, ["a", "b"]);
-    expect(state.confirmWrite("", 0, ["a"], [pages[0]!], [pages[1]!, 3])).toEqual({ confirmed: 1, released: 1, completed: [0] });
+    expect(state.confirmWrite("", 0, ["a"], [pages[0]!], [pages[1]!, 3], ["b", "c"])).toEqual({ confirmed: 1, released: 1, completed: [0] });
     expect(reasonOf(() => state.confirmWrite("", 0, [], [], [pages[0]!]))).toBe(Reason.PAGE_IN_USE);
+    expect(reasonOf(() => state.confirmWrite("", 0, [], [], [1, 2], ["b"]))).toBe(Reason.INVALID_ARGUMENT);
     expect(state.stats("")[0]!.ranks[0]).toMatchObject({ freePages: 3, reservedPages: 0, usedPages: 1 });
+  });
+
+  it("never frees another writer's reservation: a release without its key, or naming another key, changes nothing", () => {
+    const { state } = setup();
+    state.initializeRank("", 0, 4, 1);
+    const [page] = state.batchAllocate("", 0, ["w1"]).pages;
+    // A third party names the page alone, or with another key: writer 1 keeps it and confirms.
+    expect(state.confirmWrite("", 0, [], [], [page!]).released).toBe(0);
+    expect(state.confirmWrite("", 0, [], [], [page!], ["intruder"]).released).toBe(0);
+    expect(state.batchAllocate("", 0, ["w2"]).pages[0]).not.toBe(page);
+    expect(state.confirmWrite("", 0, ["w1"], [page!]).confirmed).toBe(1);
+    assertInvariants(state);
+  });
+
+  it("a slow writer whose reservation lapsed cannot release the page once it is reserved for another key", () => {
+    const { time, state } = setup({ reservationTtlMs: 1_000 });
+    state.initializeRank("", 0, 1, 1);
+    const [page] = state.batchAllocate("", 0, ["slow"]).pages;
+    time.advance(1_001);
+    expect(state.batchAllocate("", 0, ["second"]).pages).toEqual([page]); // the lapsed page, reserved again
+    // The slow writer gives up and releases "its" page: the second writer's reservation stands.
+    expect(state.confirmWrite("", 0, [], [], [page!], ["slow"]).released).toBe(0);
+    expect(state.batchAllocate("", 0, ["third"]).pages).toEqual([-1]);
+    expect(state.confirmWrite("", 0, ["second"], [page!]).confirmed).toBe(1);
+    expect(state.getLocations("", 0, ["second", "third"])).toEqual([page, -1]);
+    assertInvariants(state);
   });
 
   it("rejects pages out of range and parallel arrays of different lengths", () => {

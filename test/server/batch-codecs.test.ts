@@ -43,7 +43,7 @@ const REQUESTS = {
   },
   ConfirmWrite: {
     schema: ConfirmWriteRequestSchema,
-    init: fc.record({ namespace: text, rank: uint32, keys: texts, pages: int32s, pagesToRelease: int32s }),
+    init: fc.record({ namespace: text, rank: uint32, keys: texts, pages: int32s, pagesToRelease: int32s, keysToRelease: texts }),
   },
   BatchExists: {
     schema: BatchExistsRequestSchema,
@@ -100,7 +100,7 @@ describe("the hand-written codecs of the cycle's messages", () => {
         ["1 pages", "2 statuses"],
       ],
       ConfirmWrite: [
-        ["1 namespace", "2 rank", "3 keys", "4 pages", "5 pages_to_release"],
+        ["1 namespace", "2 rank", "3 keys", "4 pages", "5 pages_to_release", "6 keys_to_release"],
         ["1 confirmed", "2 released", "3 completed"],
       ],
       BatchExists: [["1 namespace", "2 keys", "3 rank"], ["1 exists"]],

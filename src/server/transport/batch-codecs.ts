@@ -90,6 +90,7 @@ function decodeConfirmWrite(bytes: Buffer, maxEntries: number): ConfirmWriteRequ
     rank: 0,
     pages: [] as number[],
     pagesToRelease: [] as number[],
+    keysToRelease: [] as string[],
   });
   readFields(bytes, maxEntries, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
@@ -97,6 +98,7 @@ function decodeConfirmWrite(bytes: Buffer, maxEntries: number): ConfirmWriteRequ
     else if (field === 3) reader.keyField(message, "keys");
     else if (field === 4) reader.int32Fields(message.pages);
     else if (field === 5) reader.int32Fields(message.pagesToRelease);
+    else if (field === 6) message.keysToRelease.push(reader.stringField());
     else return false;
     return true;
   });

@@ -94,9 +94,9 @@ export function namespaceField(body: JsonObject): string {
   return str(body, "namespace", "");
 }
 
-/** strings reads an array of strings. */
-export function strings(body: JsonObject, field: string): string[] {
-  const value = body[field];
+/** strings reads an array of strings; `[]` when absent and optional. */
+export function strings(body: JsonObject, field: string, optional = false): string[] {
+  const value = body[field] ?? (optional ? [] : undefined);
   if (!Array.isArray(value) || !value.every(isString)) {
     throw invalidArgument(field, `"${field}" must be an array of strings of Unicode text`);
   }

@@ -43,7 +43,7 @@ export const sglangRoutes: JsonRoute[] = [
     pattern: /^\/(\d+)\/confirm_write$/,
     handle(state, body, [rank]) {
       const [keys, pages] = pairs(body, "written_keys_to_confirm", isString, isInt, "[key, page]");
-      state.confirmWrite(namespaceField(body), Number(rank), keys, pages, ints(body, "pages_to_release", true));
+      state.confirmWrite(namespaceField(body), Number(rank), keys, pages, ints(body, "pages_to_release", true), strings(body, "keys_to_release", true));
       return NO_CONTENT;
     },
   },

@@ -44,7 +44,7 @@ export const vllmRoutes: JsonRoute[] = [
     pattern: /^\/keys\/confirm_write$/,
     handle(state, body) {
       const [keys, pages] = pairs(body, "confirmations", isString, isInt, "[key, page]");
-      state.confirmWrite(namespaceField(body), int(body, "rank"), keys, pages, ints(body, "pages_to_release", true));
+      state.confirmWrite(namespaceField(body), int(body, "rank"), keys, pages, ints(body, "pages_to_release", true), strings(body, "keys_to_release", true));
       return NO_CONTENT;
     },
   },
