@@ -23,7 +23,14 @@ const SCRATCH_VIEW = viewOf(SCRATCH);
  * is complete, and then, least recently used first, with prefix-aware
  * eviction, in `orphans` when it has no children and is not REACHABLE
  * (KeyTree), else in `leaves` when it has none, else in `lru`; with plain
- * LRU eviction, in `lru`.
+ * LRU eviction, in `lru` — except while it holds a read lease, when it is
+ * in `leased` instead, so that eviction never reads past leased keys.
+ *
+ * For example, with prefix-aware eviction: a complete key "a" with a child
+ * "a/b" is in `lru`, and "a/b" in `leaves`. A GetLocations of "a/b" moves
+ * it to `leased`; eviction then finds "a" (in `lru`) and nothing else, and
+ * once the lease has ended "a/b" goes back to `leaves`, placed by its last
+ * use (returnLeases).
  */
 export class Namespace {
   /** ranks are the initialized ranks, by number. */
@@ -46,6 +53,12 @@ export class Namespace {
   readonly lru = new IndexList(this.columns.links, 3);
   /** orphans are the complete keys without children that a prefix match cannot reach (prefix-aware eviction). */
   readonly orphans = new IndexList(this.columns.links, 4);
+  /**
+   * leased are the complete keys with a read lease, in the order the leases
+   * were given: every lease lasts the same TTL, so that is the order they
+   * end in (a lease given again goes to the back).
+   */
+  readonly leased = new IndexList(this.columns.links, 5);
   /** evictionOrder is the order eviction reads the lists of complete keys in, each with the counter of the evictions it gives. */
   readonly evictionOrder = [
     { list: this.orphans, cause: "orphanEvictions" },
@@ -53,7 +66,7 @@ export class Namespace {
     { list: this.lru, cause: "lruEvictions" },
   ] as const;
   /** lists are every list by its id (Links.list), for the list that holds a key. */
-  private readonly lists: readonly (IndexList | undefined)[] = [undefined, this.leaves, this.incomplete, this.lru, this.orphans];
+  private readonly lists: readonly (IndexList | undefined)[] = [undefined, this.leaves, this.incomplete, this.lru, this.orphans, this.leased];
   /** events counts what happened to the namespace since the process started (evictions, expirations, reclaims). */
   readonly events: EventCounts = zeroEventCounts();
 
@@ -74,7 +87,7 @@ export class Namespace {
 
   /** completeKeys is the number of complete keys. */
   get completeKeys(): number {
-    return this.leaves.size + this.lru.size + this.orphans.size;
+    return this.leaves.size + this.lru.size + this.orphans.size + this.leased.size;
   }
 
   /** requiredRanks is how many ranks must confirm a key for it to be complete now. */
@@ -156,7 +169,29 @@ export class Namespace {
   /** complete lists key e, which is in no list, as complete, the most recently used (at nowMs). */
   complete(entry: number, nowMs: number): void {
     this.columns.usedAtMs[entry] = nowMs;
-    this.evictionList(entry).add(entry);
+    (this.columns.leaseUntilMs[entry]! > nowMs ? this.leased : this.evictionList(entry)).add(entry);
+  }
+
+  /** lease gives key e, at nowMs, a read lease until untilMs (never shortening one); a complete key leaves the eviction lists meanwhile. */
+  lease(entry: number, untilMs: number, nowMs: number): void {
+    if (untilMs <= nowMs) return; // a lease of no time (readLeaseTtlMs 0) is none
+    const leases = this.columns.leaseUntilMs;
+    if (leases[entry]! < untilMs) leases[entry] = untilMs;
+    if (!this.isComplete(entry)) return;
+    if (this.leased.has(entry)) this.leased.moveToBack(entry);
+    else {
+      this.unlist(entry);
+      this.leased.add(entry);
+    }
+  }
+
+  /** returnLeases puts the keys whose leases ended by nowMs back in their eviction lists: O(1) for each key returned. */
+  returnLeases(nowMs: number): void {
+    const leases = this.columns.leaseUntilMs;
+    for (let entry = this.leased.first; entry >= 0 && leases[entry]! <= nowMs; entry = this.leased.first) {
+      this.leased.delete(entry);
+      this.place(entry, false);
+    }
   }
 
   /** unlist takes key e off whichever list holds it. */
@@ -178,12 +213,18 @@ export class Namespace {
    * O(1), and never earlier than its use says.
    */
   private relist(entry: number): void {
-    if (!this.isComplete(entry)) return;
-    const to = this.evictionList(entry);
-    if (to.has(entry)) return;
+    if (!this.isComplete(entry) || this.leased.has(entry)) return;
+    if (this.evictionList(entry).has(entry)) return;
     this.unlist(entry);
+    this.place(entry);
+  }
+
+  /** place lists a complete key that is in no list in its eviction list, by its last use (relist); keys returning from their leases come in use order, so a tie goes last for them. */
+  private place(entry: number, tiesFirst = true): void {
+    const to = this.evictionList(entry);
     const used = this.columns.usedAtMs;
-    if (to.first >= 0 && used[entry]! <= used[to.first]!) to.addFront(entry);
+    const first = to.first;
+    if (first >= 0 && (used[entry]! < used[first]! || (tiesFirst && used[entry] === used[first]))) to.addFront(entry);
     else to.add(entry);
   }
 
@@ -245,6 +286,7 @@ export class Namespace {
   touch(entry: number, nowMs: number): void {
     if (!this.isComplete(entry)) return;
     this.columns.usedAtMs[entry] = nowMs;
-    this.lists[this.columns.links.list[entry]!]!.moveToBack(entry);
+    // A leased key keeps its place, which is its lease's: it is placed by this use when the lease ends.
+    if (!this.leased.has(entry)) this.lists[this.columns.links.list[entry]!]!.moveToBack(entry);
   }
 }

@@ -62,6 +62,7 @@ export interface Replay {
 
 /** RestartTerms are what a state grants as it starts to serve after a restart or a takeover (MetadataState.restartTerms). */
 interface RestartTerms {
+  nowMs: number;
   leaseUntilMs: number;
   reclaimAtMs: number;
 }
@@ -440,14 +441,13 @@ export class MetadataState {
     const leaseUntilMs = now + this.options.readLeaseTtlMs;
     const pages = new Array<number>(keys.length);
     const found = ns.findAll(keys);
-    const leases = ns.columns.leaseUntilMs;
     for (let i = 0; i < keys.length; i++) {
       const entry = found[i]!;
       const page = entry >= 0 && (includeIncomplete || ns.isComplete(entry)) ? rank.confirmedPage(entry) : -1;
       pages[i] = page;
       if (page < 0) continue;
-      if (leases[entry]! < leaseUntilMs) leases[entry] = leaseUntilMs;
       ns.touch(entry, now);
+      ns.lease(entry, leaseUntilMs, now);
     }
     return pages;
   }
@@ -564,13 +564,14 @@ export class MetadataState {
 
   /**
    * evictOne drops one complete key that holds a page of `rank`, has no read
-   * lease and is not in `batch`: the least recently used of the orphans,
+   * lease (leased keys are in no list it reads) and is not in `batch`: the least recently used of the orphans,
    * else of the reachable leaves, else of the rest (with children: the LRU
    * fallback, or every complete key under plain LRU). False when none is
    * evictable. Each list is read from its oldest key, skipping the ones
    * that may not go.
    */
   private evictOne(ns: Namespace, rank: Rank, batch: ReadonlySet<number>, now: number): boolean {
+    ns.returnLeases(now);
     const leases = ns.columns.leaseUntilMs;
     for (const { list, cause } of ns.evictionOrder) {
       for (let entry = list.first; entry >= 0; entry = list.after(entry)) {
@@ -821,7 +822,7 @@ export class MetadataState {
    */
   private restartTerms(): RestartTerms {
     const now = this.clock();
-    return { leaseUntilMs: now + this.options.readLeaseTtlMs, reclaimAtMs: now + this.options.incompleteTtlMs };
+    return { nowMs: now, leaseUntilMs: now + this.options.readLeaseTtlMs, reclaimAtMs: now + this.options.incompleteTtlMs };
   }
 
   /**
@@ -976,7 +977,7 @@ function parentName(ns: Namespace, entry: number): ParentName {
 
 /** grantRestartTerms gives a key with pages its read lease and, if it is incomplete, its reclaim deadline after a restart (restartTerms). */
 function grantRestartTerms(ns: Namespace, entry: number, terms: RestartTerms): void {
-  ns.columns.leaseUntilMs[entry] = terms.leaseUntilMs;
+  ns.lease(entry, terms.leaseUntilMs, terms.nowMs);
   if (!ns.isComplete(entry)) ns.columns.reclaimAtMs[entry] = terms.reclaimAtMs;
 }
 

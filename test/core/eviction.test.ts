@@ -204,3 +204,42 @@ describe("eviction ahead of need", () => {
     expect(() => new MetadataState(new FakeClock().clock, { evictLowWatermark: 0 })).toThrow(RangeError);
   });
 });
+
+describe("read-leased keys and eviction", () => {
+  it("leased keys are out of the lists eviction reads, so a full rank of leased keys answers -1 without reading them", () => {
+    const { time, state } = setup(1_000, { eviction: "lru" });
+    const keys = Array.from({ length: 1_000 }, (_, i) => `k${i}`);
+    write(state, keys);
+    state.getLocations("", 0, keys.slice(0, 999)); // all but k999 leased
+    const ns = state.namespaceViews.get("kv")!;
+    expect([ns.leased.size, ns.leaves.size + ns.lru.size + ns.orphans.size]).toEqual([999, 1]);
+    // One new key takes k999's page; the next ones find nothing to read, however many.
+    const { pages } = state.batchAllocate(
+      "",
+      0,
+      Array.from({ length: 500 }, (_, i) => `new${i}`),
+    );
+    expect(pages.filter((p) => p >= 0)).toHaveLength(1);
+    expect(state.batchExists("", ["k999"])).toEqual([false]);
+    assertInvariants(state);
+    // Once the leases end, the keys are evictable again, the least recently used first.
+    time.advance(500);
+    expect(state.batchAllocate("", 0, ["after"]).pages[0]).toBeGreaterThanOrEqual(0);
+    expect(state.batchExists("", ["k0", "k1"])).toEqual([false, true]);
+    assertInvariants(state);
+  });
+
+  it("a lease given again moves the key to the back of the leased keys, and it returns by its last use", () => {
+    const { time, state } = setup(3, { eviction: "lru" });
+    write(state, ["a", "b", "c"]);
+    state.getLocations("", 0, ["a", "b"]);
+    time.advance(300);
+    state.getLocations("", 0, ["a"]); // a's lease now ends after b's
+    time.advance(200); // b's lease has ended, a's has not
+    expect(state.batchAllocate("", 0, ["d"]).pages[0]).toBeGreaterThanOrEqual(0); // c: the least recently used
+    expect(state.batchAllocate("", 0, ["e"]).pages[0]).toBeGreaterThanOrEqual(0); // b: its lease ended
+    expect(state.batchAllocate("", 0, ["f"]).pages).toEqual([-1]); // a is still leased; d and e are in this rank's reservations
+    expect(state.batchExists("", ["a", "b", "c"])).toEqual([true, false, false]);
+    assertInvariants(state);
+  });
+});

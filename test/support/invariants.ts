@@ -75,7 +75,7 @@ export function assertInvariants(state: MetadataState): void {
         throw new Error(`namespace ${ns.name}: ${key} counts ${columns.reserved[entry]} reservations, has ${reservations.get(entry) ?? 0}`);
       if (confirmed === 0 && columns.reserved[entry] === 0) throw new Error(`namespace ${ns.name}: ${key} holds nothing but is registered`);
       assertTreeAround(ns, entry, isLive);
-      const lists = [ns.leaves, ns.lru, ns.orphans, ns.incomplete];
+      const lists = [ns.leaves, ns.lru, ns.orphans, ns.incomplete, ns.leased];
       const listed = lists.filter((list) => list.has(entry)).length;
       if (confirmed === 0) {
         if (listed !== 0) throw new Error(`namespace ${ns.name}: ${key} has no page but is listed`);
@@ -88,9 +88,17 @@ export function assertInvariants(state: MetadataState): void {
         continue;
       }
       complete++;
+      if (ns.leased.has(entry)) {
+        if (!(columns.leaseUntilMs[entry]! > 0)) throw new Error(`namespace ${ns.name}: ${key} is among the leased keys without a lease`);
+        continue;
+      }
       const tree = ns.tree;
       const belongs = !ns.prefixAware || tree.hasChildren(entry) ? ns.lru : tree.reachOf(entry) === REACHABLE ? ns.leaves : ns.orphans;
       if (!belongs.has(entry)) throw new Error(`namespace ${ns.name}: complete ${key} is not in the list its children and reach say`);
+    }
+    // The leased keys stand in the order their leases end, so that returning them reads only the front.
+    for (let e = ns.leased.first, n = ns.leased.after(e); n >= 0; e = n, n = ns.leased.after(n)) {
+      if (columns.leaseUntilMs[n]! < columns.leaseUntilMs[e]!) throw new Error(`namespace ${ns.name}: ${ns.keyOf(n)}'s lease ends before the one ahead of it`);
     }
     if (confirmedKeys !== ns.confirmedKeys) throw new Error(`namespace ${ns.name}: ${ns.confirmedKeys} confirmed keys counted for ${confirmedKeys} held`);
     if (live.length !== ns.keys.size) throw new Error(`namespace ${ns.name}: the registry counts ${ns.keys.size} keys, holds ${live.length}`);
