@@ -11,6 +11,7 @@ import { coreRates } from "./core-bench.js";
 import { cycleClient, type TransportName } from "./cycle-clients.js";
 import { clusterCpuMs, leaderOf, measureFailover, sampleLag, startHaCluster } from "./ha.js";
 import { benchKey } from "./keys.js";
+import { measureLimits } from "./limits.js";
 import type { LoadConfig, LoadResult } from "./load.js";
 import { h2loadInstalled, type NativeLoadResult, nativeLoad } from "./native-load.js";
 import { type PrefixConfig, type PrefixResult, runPrefixStream } from "./prefix-stream.js";
@@ -357,6 +358,14 @@ if (enabled("core")) {
   const rates = core.map((r) => r.pageOpsPerSec);
   report.core = { grid: core, maxOverMin: Math.max(...rates) / Math.min(...rates) };
   console.log(`core      max/min across the grid: ${fmt(Math.max(...rates) / Math.min(...rates), 2)}`);
+}
+
+if (enabled("limits")) {
+  const r = measureLimits(quick ? 20_480 : 1_048_576, quick ? 100_000 : 2_000_000, 4_096);
+  report.limits = r;
+  console.log(
+    `limits    ${fmt(r.emptyRanks)} empty ranks: ${fmt(r.bytesPerEmptyRank)} bytes each; a GetStats page of ${r.statsPageNamespaces} namespaces ${fmt(r.statsPageMs, 1)} ms; BatchAllocate of ${fmt(r.allocateBatch)} on a full rank of ${fmt(r.leasedKeys)} leased keys ${fmt(r.allocateOnLeasedRankMs, 1)} ms`,
+  );
 }
 
 if (enabled("durable")) {

@@ -19,3 +19,15 @@ export function grown<T extends Column>(from: T, capacity: number): T {
   to.set(from as ArrayLike<number> as never);
   return to;
 }
+
+/**
+ * EMPTY holds one column of no elements of each kind, shared by every
+ * column that has not grown yet (an empty rank costs no typed array of its
+ * own: 1,048,576 ranks of empty columns took gigabytes). Nothing can be
+ * written to an array of no elements; grown() makes a column of its own.
+ */
+export const EMPTY = {
+  int32: new Int32Array(0),
+  uint8: new Uint8Array(0),
+  float64: new Float64Array(0),
+} as const;

@@ -1,4 +1,4 @@
-import { grown } from "./grown.js";
+import { EMPTY, grown } from "./grown.js";
 
 /**
  * Links are the prev/next columns of items numbered from 0 (registry
@@ -7,9 +7,9 @@ import { grown } from "./grown.js";
  * object. The owner grows them as its items grow; only IndexLists write them.
  */
 export class Links {
-  prev: Int32Array = new Int32Array(0);
-  next: Int32Array = new Int32Array(0);
-  list: Uint8Array = new Uint8Array(0);
+  prev: Int32Array = EMPTY.int32;
+  next: Int32Array = EMPTY.int32;
+  list: Uint8Array = EMPTY.uint8;
 
   /** grow makes room for items below `capacity`; new items are in no list. */
   grow(capacity: number): void {

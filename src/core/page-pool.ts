@@ -1,4 +1,4 @@
-import { grown, grownCapacity } from "./grown.js";
+import { EMPTY, grown, grownCapacity } from "./grown.js";
 
 /** PageKind is what a page of a rank is used for, one byte per page (the constants below). */
 export type PageKind = 0 | 1 | 2 | 3;
@@ -32,9 +32,9 @@ export const NO_OWNER = -1;
  */
 export class PagePool {
   /** owner[p] is the entry of the key holding page p (RESERVED or USED), NO_OWNER otherwise; valid below nextFresh. */
-  private owner = new Int32Array(0);
+  private owner: Int32Array = EMPTY.int32;
   /** kind[p] is page p's PageKind; valid below nextFresh. */
-  private kind = new Uint8Array(0);
+  private kind: Uint8Array = EMPTY.uint8;
   /** freed holds free pages below nextFresh, plus stale entries of claimed ones. */
   private readonly freed: number[] = [];
   private nextFresh = 0;

@@ -1,7 +1,10 @@
-import { grown, grownCapacity } from "./grown.js";
+import { EMPTY, grown, grownCapacity } from "./grown.js";
 import { IndexList, Links, NONE } from "./index-list.js";
 import type { KeyColumns } from "./key-columns.js";
 import { DRAINING, FREE, NO_OWNER, PagePool, RESERVED, USED } from "./page-pool.js";
+
+/** NO_ENTRIES is the lapses and drains of a rank that has none. */
+const NO_ENTRIES: ReadonlyMap<number, never> = new Map<number, never>();
 
 /** PageState is the state of one page, as the contract names it. */
 export type PageState = "free" | "reserved" | "used";
@@ -41,17 +44,17 @@ export class Rank {
    */
   readonly reservations = new IndexList(this.pageLinks, 1);
   /** expiresAtMs[p] is when the RESERVED page p returns to FREE unless confirmed (ms since the epoch). */
-  private expiresAt = new Float64Array(0);
+  private expiresAt: Float64Array = EMPTY.float64;
   /**
    * pageByEntry[e] is key e's page on this rank, -1 for none, unless the
    * key keeps it inline (KeyColumns.firstSlot); grown only as far as the
    * entries that held a page here that way.
    */
-  private pageByEntry = new Int32Array(0);
-  /** lapsed maps a FREE page to the key whose reservation of it expired. */
-  readonly lapsed = new Map<number, string>();
-  /** draining maps each DRAINING page to its drain. */
-  readonly draining = new Map<number, Drain>();
+  private pageByEntry: Int32Array = EMPTY.int32;
+  /** lapsedPages maps a FREE page to the key whose reservation of it expired; made at the first lapse (an empty rank costs no map). */
+  private lapsedPages: Map<number, string> | undefined;
+  /** drains maps each DRAINING page to its drain; made at the first drain. */
+  private drains: Map<number, Drain> | undefined;
 
   constructor(
     readonly rank: number,
@@ -62,6 +65,21 @@ export class Rank {
     private readonly keys: KeyColumns,
   ) {
     this.pool = new PagePool(numPages);
+  }
+
+  /** lapsed maps a FREE page to the key whose reservation of it expired. */
+  get lapsed(): ReadonlyMap<number, string> {
+    return this.lapsedPages ?? NO_ENTRIES;
+  }
+
+  /** draining maps each DRAINING page to its drain. */
+  get draining(): ReadonlyMap<number, Drain> {
+    return this.drains ?? NO_ENTRIES;
+  }
+
+  /** forgetLapses forgets every lapsed reservation (Clear): late confirmations of them are refused. */
+  forgetLapses(): void {
+    this.lapsedPages = undefined;
   }
 
   /** pageOf is key e's page on this rank, RESERVED or USED; -1 for none. */
@@ -116,7 +134,7 @@ export class Rank {
   reserveFree(entry: number, expiresAtMs: number): number {
     const page = this.pool.take(entry, RESERVED);
     if (page < 0) return -1;
-    if (this.lapsed.size > 0) this.lapsed.delete(page);
+    this.lapsedPages?.delete(page);
     this.addReservation(entry, page, expiresAtMs);
     return page;
   }
@@ -177,7 +195,8 @@ export class Rank {
 
   /** lapse remembers that key's reservation of the FREE page `page` expired, for a late confirmation. */
   lapse(page: number, key: string): void {
-    this.lapsed.set(page, key);
+    this.lapsedPages ??= new Map();
+    this.lapsedPages.set(page, key);
   }
 
   /**
@@ -192,7 +211,7 @@ export class Rank {
       this.pool.change(page, entry, USED);
       this.keys.reserved[entry]!--;
     } else {
-      this.lapsed.delete(page);
+      this.lapsedPages?.delete(page);
       this.pool.claim(page, entry, USED);
       this.setPageOf(entry, page);
     }
@@ -216,19 +235,21 @@ export class Rank {
       return;
     }
     this.pool.change(page, NO_OWNER, DRAINING);
-    this.draining.set(page, drain);
+    this.drains ??= new Map();
+    this.drains.set(page, drain);
   }
 
   /** restoreDraining holds the free page `page` for the deleted `key` until untilMs (recovery). */
   restoreDraining(page: number, untilMs: number, key: string): void {
     this.pool.claim(page, NO_OWNER, DRAINING);
-    this.draining.set(page, { untilMs, key });
+    this.drains ??= new Map();
+    this.drains.set(page, { untilMs, key });
   }
 
   /** endDrain frees a draining page whose lease ended by untilMs; false when it is not draining until then. */
   endDrain(page: number, untilMs: number): boolean {
-    if (this.draining.get(page)?.untilMs !== untilMs) return false;
-    this.draining.delete(page);
+    if (this.drains?.get(page)?.untilMs !== untilMs) return false;
+    this.drains.delete(page);
     this.pool.release(page);
     return true;
   }

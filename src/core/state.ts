@@ -480,7 +480,7 @@ export class MetadataState {
           rank.releaseReservation(page);
           this.record({ kind: "unreserve", namespace: ns.name, rank: rank.rank, page });
         }
-        rank.lapsed.clear();
+        rank.forgetLapses();
       }
       for (const entry of ns.keys.live()) {
         if (ns.columns.confirmed[entry]! > 0) this.dropKey(ns, entry);
@@ -491,28 +491,24 @@ export class MetadataState {
 
   /** stats counts pages and keys of a namespace, or of all namespaces when namespace is undefined. */
   stats(namespace: string | undefined): NamespaceStatsView[] {
-    const name = namespace === undefined ? undefined : namespaceName(namespace, this.options);
+    if (namespace === undefined) return this.statsPage("", Number.POSITIVE_INFINITY).views;
+    const ns = this.namespaces.get(namespaceName(namespace, this.options));
     this.expire();
-    const views: NamespaceStatsView[] = [];
-    for (const ns of this.namespaces.values()) {
-      if (name !== undefined && ns.name !== name) continue;
-      const ranks = [...ns.ranks.values()]
-        .sort((a, b) => a.rank - b.rank)
-        .map((rank) => ({
-          rank: rank.rank,
-          numPages: rank.numPages,
-          freePages: rank.freePages,
-          reservedPages: rank.reservedPages,
-          usedPages: rank.usedPages,
-        }));
-      views.push({
-        namespace: ns.name,
-        worldSize: ns.worldSize,
-        ranks,
-        ...ns.counts(),
-      });
-    }
-    return views.sort((a, b) => (a.namespace < b.namespace ? -1 : 1));
+    return ns === undefined ? [] : [statsOf(ns)];
+  }
+
+  /**
+   * statsPage reports at most `size` namespaces, by name, from the first
+   * after `after` ("" for the first), and the name to ask for the next page
+   * after ("" when none is left): an answer stays bounded however many
+   * namespaces and ranks there are.
+   */
+  statsPage(after: string, size: number): { views: NamespaceStatsView[]; next: string } {
+    this.expire();
+    const names = [...this.namespaces.keys()].filter((name) => name > after).sort();
+    const page = names.slice(0, size);
+    const next = names.length > page.length ? page[page.length - 1]! : "";
+    return { views: page.map((name) => statsOf(this.namespaces.get(name)!)), next };
   }
 
   /** expire processes every deadline that is due: expired reservations, stale incomplete keys, ended drains. */
@@ -984,4 +980,12 @@ function grantRestartTerms(ns: Namespace, entry: number, terms: RestartTerms): v
 /** drainedUntil is how long a stored draining page is held after a restart: at least the restart's read lease (restartTerms). */
 function drainedUntil(untilMs: number, terms: RestartTerms): number {
   return Math.max(untilMs, terms.leaseUntilMs);
+}
+
+/** statsOf reports a namespace's ranks, by number, and its counts. */
+function statsOf(ns: Namespace): NamespaceStatsView {
+  const ranks = [...ns.ranks.values()]
+    .sort((a, b) => a.rank - b.rank)
+    .map((rank) => ({ rank: rank.rank, numPages: rank.numPages, freePages: rank.freePages, reservedPages: rank.reservedPages, usedPages: rank.usedPages }));
+  return { namespace: ns.name, worldSize: ns.worldSize, ranks, ...ns.counts() };
 }

@@ -57,7 +57,12 @@ export async function statsCommand(args: string[]): Promise<number> {
   const namespace = (parsed.values as { namespace?: string }).namespace;
   try {
     const client = createMetadataClient({ baseUrl: parsed.server, token: parsed.token, tls: parsed.tls, retry: { deadlineMs: 3_000 } });
-    const { namespaces } = await client.getStats({ namespace: namespace ?? "", allNamespaces: namespace === undefined });
+    const namespaces = [];
+    for (let pageToken = "", first = true; first || pageToken !== ""; first = false) {
+      const page = await client.getStats({ namespace: namespace ?? "", allNamespaces: namespace === undefined, pageToken });
+      namespaces.push(...page.namespaces);
+      pageToken = page.nextPageToken;
+    }
     const views = namespaces.map((ns) => ({
       ...ns,
       ...(Object.fromEntries(NAMESPACE_COUNTERS.map(({ field }) => [field, Number(ns[field])])) as NamespaceCounts),

@@ -37,10 +37,16 @@ export function metadataService(ledger: { readonly state: MetadataState }, serve
       return {};
     },
     async getStats(req) {
-      return { namespaces: ledger.state.stats(req.allNamespaces ? undefined : req.namespace).map(namespaceStats) };
+      if (!req.allNamespaces) return { namespaces: ledger.state.stats(req.namespace).map(namespaceStats) };
+      const { views, next } = ledger.state.statsPage(req.pageToken, Math.min(req.pageSize || STATS_PAGE_SIZE, MAX_STATS_PAGE_SIZE));
+      return { namespaces: views.map(namespaceStats), nextPageToken: next };
     },
   };
 }
+
+/** STATS_PAGE_SIZE and MAX_STATS_PAGE_SIZE are GetStats' default and largest page_size, in namespaces (with all_namespaces). */
+const STATS_PAGE_SIZE = 16;
+const MAX_STATS_PAGE_SIZE = 256;
 
 /** namespaceStats converts a view to the message, whose 64-bit counters are bigints. */
 function namespaceStats(view: NamespaceStatsView): MessageInitShape<typeof NamespaceStatsSchema> {

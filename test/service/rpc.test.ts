@@ -339,3 +339,25 @@ function readFields(bytes: Uint8Array): [number, number | Uint8Array][] {
   }
   return out;
 }
+
+describe("GetStats of every namespace", () => {
+  it("answers a page at a time, by name, and the pages together hold every namespace once", async () => {
+    const server = await startTestServer();
+    const names = Array.from({ length: 40 }, (_, i) => `ns-${String(i).padStart(2, "0")}`);
+    for (const name of [...names].reverse()) server.state.initializeRank(name, 0, 4, 1);
+    const client = createMetadataClient({ baseUrl: server.url, retry: { deadlineMs: 0 } });
+    const first = await client.getStats({ allNamespaces: true });
+    expect(first.namespaces.map((n) => n.namespace)).toEqual(names.slice(0, 16)); // 16 by default
+    const seen: string[] = [];
+    let pages = 0;
+    for (let pageToken = "", more = true; more; pages++) {
+      const page = await client.getStats({ allNamespaces: true, pageSize: 15, pageToken });
+      seen.push(...page.namespaces.map((n) => n.namespace));
+      pageToken = page.nextPageToken;
+      more = pageToken !== "";
+    }
+    expect([seen, pages]).toEqual([names, 3]);
+    const huge = await client.getStats({ allNamespaces: true, pageSize: 1_000_000 });
+    expect([huge.namespaces.length, huge.nextPageToken]).toEqual([40, ""]);
+  });
+});
