@@ -80,6 +80,8 @@ export class LogReader {
   async follow(revision: string, stop: Promise<void>): Promise<void> {
     let ended!: (error: Error) => void;
     const failed = new Promise<never>((_, reject) => (ended = reject));
+    // The watch may end (etcd's stream fails) before open() returns, when nothing awaits `failed` yet: handled from the start, raced below.
+    failed.catch(() => undefined);
     const close = await this.watches.open(
       (client) =>
         client
