@@ -26,7 +26,7 @@ export interface ReplicationSource {
  * edge checks their tokens first, as "replication.Snapshot" (an admin
  * call) and "replication.Status" (any token).
  */
-export function replicationService(source: ReplicationSource): ServiceImpl<typeof ReplicationService> {
+export function replicationService(source: ReplicationSource, limits: SnapshotLimits = SNAPSHOT_LIMITS): ServiceImpl<typeof ReplicationService> {
   return {
     async status() {
       const members = await source.members().catch((error: Error) => {
@@ -45,27 +45,96 @@ export function replicationService(source: ReplicationSource): ServiceImpl<typeo
         })),
       };
     },
-    async *snapshot(req) {
+    async *snapshot(req, ctx) {
       if (req.clusterId !== source.clusterId) {
         throw new ConnectError(`this member belongs to cluster ${source.clusterId}, not ${req.clusterId}`, Code.FailedPrecondition);
       }
       if (!source.leading()) throw new ConnectError("this member does not lead: ask the leader for a snapshot", Code.FailedPrecondition);
-      const snapshot = source.local.snapshot();
+      const snapshot = new BoundedSnapshot(source.local.snapshot(), limits, ctx.signal);
       try {
         const appliedSeq = BigInt(snapshot.appliedSeq);
         let piece: Change[] = [];
-        for (const record of snapshot.records) {
+        for (let record = snapshot.next(); record !== undefined; record = snapshot.next()) {
           piece.push(record);
           if (piece.length < SNAPSHOT_RECORDS) continue;
           yield { appliedSeq, records: encodeGroup(piece) };
+          snapshot.progressed();
           piece = [];
         }
         yield { appliedSeq, records: encodeGroup(piece) };
       } finally {
-        snapshot.done();
+        snapshot.end("done");
       }
     },
   };
+}
+
+/** SnapshotLimits bound how long one Snapshot stream may hold the leader's read transaction. */
+export interface SnapshotLimits {
+  /** stallMs: a reader that takes no piece for this long ends the stream. */
+  readonly stallMs: number;
+  /** deadlineMs: no stream lasts longer, however steadily read. */
+  readonly deadlineMs: number;
+}
+
+/** SNAPSHOT_LIMITS are the limits of `serve`: 30 s without a piece read, 10 min in all. */
+const SNAPSHOT_LIMITS: SnapshotLimits = { stallMs: 30_000, deadlineMs: 600_000 };
+
+/**
+ * BoundedSnapshot is a store snapshot whose read transaction ends, at the
+ * latest, when its reader goes away, stalls (stallMs without taking a
+ * piece: flow control keeps the stream from going on) or runs past
+ * deadlineMs. An open LMDB read transaction keeps the store from reusing
+ * every page written since, so one reader that stopped reading grew the
+ * leader's store by hundreds of megabytes until it failed. Once ended, no
+ * record is read again: next() throws DEADLINE_EXCEEDED (or CANCELED).
+ */
+class BoundedSnapshot {
+  private ended: string | undefined;
+  private readonly stall: NodeJS.Timeout;
+  private readonly deadline: NodeJS.Timeout;
+  private readonly onAbort = () => this.end("the reader went away");
+
+  constructor(
+    private readonly snapshot: { appliedSeq: number; records: Generator<Change>; done(): void },
+    limits: SnapshotLimits,
+    private readonly signal: AbortSignal,
+  ) {
+    this.stall = setTimeout(() => this.end(`the reader took no piece for ${limits.stallMs} ms`), limits.stallMs);
+    this.deadline = setTimeout(() => this.end(`the snapshot took more than ${limits.deadlineMs} ms`), limits.deadlineMs);
+    this.stall.unref();
+    this.deadline.unref();
+    signal.addEventListener("abort", this.onAbort, { once: true });
+    if (signal.aborted) this.onAbort();
+  }
+
+  get appliedSeq(): number {
+    return this.snapshot.appliedSeq;
+  }
+
+  /** next is the next record, undefined after the last; it throws once the snapshot ended early. */
+  next(): Change | undefined {
+    if (this.ended !== undefined) {
+      throw new ConnectError(`the snapshot ended: ${this.ended}`, this.signal.aborted ? Code.Canceled : Code.DeadlineExceeded);
+    }
+    const next = this.snapshot.records.next();
+    return next.done ? undefined : next.value;
+  }
+
+  /** progressed says the reader took a piece: the stall timer starts again. */
+  progressed(): void {
+    if (this.ended === undefined) this.stall.refresh();
+  }
+
+  /** end ends the read transaction now (idempotent). */
+  end(why: string): void {
+    if (this.ended !== undefined) return;
+    this.ended = why;
+    clearTimeout(this.stall);
+    clearTimeout(this.deadline);
+    this.signal.removeEventListener("abort", this.onAbort);
+    this.snapshot.done();
+  }
 }
 
 /** fetchSnapshot asks the leader at leaderUrl for its state, and yields it piece by piece as it arrives (LmdbStore.loadSnapshot writes each). */
