@@ -23,6 +23,7 @@ const canned: ServiceImpl<typeof MetadataService> = {
   deleteKeys: async (req) => ({ deleted: req.keys.length }),
   clear: async () => ({}),
   getStats: async () => ({}),
+  dropRank: async () => ({}),
 };
 const ledger = { state: new MetadataState(() => Date.now(), {}, false), store: new MemoryStore() };
 // The limits of `serve` by default, as the real server has them.

@@ -12,6 +12,8 @@ export type ParentName = string | null;
  * MetadataState.restore after a restart, rebuilds the same pages and keys.
  *
  * - rank: a rank was created.
+ * - unrank: a rank was dropped; the changes before it (unreserve, key,
+ *   forget, undrain) emptied it.
  * - reserve / unreserve: a reservation began (or was renewed) / ended
  *   (confirmed, released, expired or cleared); `confirmed` says the key's
  *   record follows, so a replay keeps the key meanwhile.
@@ -25,6 +27,7 @@ export type ParentName = string | null;
  */
 export type Change =
   | { kind: "rank"; namespace: string; rank: number; numPages: number; worldSize: number }
+  | { kind: "unrank"; namespace: string; rank: number }
   | { kind: "reserve"; namespace: string; rank: number; page: number; key: string; parent: ParentName; expiresAtMs: number }
   | { kind: "unreserve"; namespace: string; rank: number; page: number; confirmed?: true }
   | { kind: "key"; namespace: string; key: string; parent: ParentName; complete: boolean; pages: number[] }

@@ -35,8 +35,10 @@ const SCRATCH_VIEW = viewOf(SCRATCH);
 export class Namespace {
   /** ranks are the initialized ranks, by number. */
   readonly ranks = new Map<number, Rank>();
-  /** slots are the same ranks in the order they were added. */
+  /** slots are the same ranks by slot, the index keys' inline pages name (KeyColumns.firstSlot); a dropped rank stays in its slot, empty, until a new rank takes the slot. */
   readonly slots: Rank[] = [];
+  /** freeSlots are the slots of dropped ranks, for the next ranks added. */
+  private readonly freeSlots: number[] = [];
   /** keys is the key registry: key bytes → entry. */
   readonly keys = new KeyTable();
   /** columns hold each key's counts, read lease and reclaim deadline, by entry. */
@@ -90,16 +92,29 @@ export class Namespace {
     return this.leaves.size + this.lru.size + this.orphans.size + this.leased.size;
   }
 
+  /**
+   * removeRank takes a rank that holds no page out of the namespace; its
+   * slot stays (empty, so slot loops pass it) until a new rank takes it.
+   */
+  removeRank(rankNo: number): void {
+    const rank = this.ranks.get(rankNo);
+    if (rank === undefined) return;
+    if (rank.freePages !== rank.numPages) throw new Error(`rank ${rankNo} of namespace "${this.name}" still holds pages`);
+    this.ranks.delete(rankNo);
+    this.freeSlots.push(rank.slot);
+  }
+
   /** requiredRanks is how many ranks must confirm a key for it to be complete now. */
   get requiredRanks(): number {
     return this.worldSize > 0 ? this.worldSize : this.ranks.size;
   }
 
-  /** addRank creates a rank in the next slot. */
+  /** addRank creates a rank in a slot a dropped rank left, else in the next one. */
   addRank(rankNo: number, numPages: number): Rank {
-    const rank = new Rank(rankNo, numPages, this.slots.length, this.columns);
+    const slot = this.freeSlots.pop() ?? this.slots.length;
+    const rank = new Rank(rankNo, numPages, slot, this.columns);
     this.ranks.set(rankNo, rank);
-    this.slots.push(rank);
+    this.slots[slot] = rank;
     return rank;
   }
 

@@ -183,6 +183,60 @@ export class MetadataState {
   }
 
   /**
+   * dropRank removes a rank (an admin's call): its reservations and lapses
+   * end, its draining pages go, every key loses its page there (a key left
+   * with no page is forgotten), and a namespace left without ranks goes
+   * too, its world_size with it. With world_size 0 the rank no longer
+   * counts for completeness: an incomplete key confirmed on every rank left
+   * becomes complete. A complete key stays complete, as it does when a rank
+   * is added. Returns how many keys were forgotten.
+   */
+  dropRank(namespace: string, rankNo: number): number {
+    const name = namespaceName(namespace, this.options);
+    checkUint32(rankNo, "rank");
+    this.expire();
+    const { ns, rank } = this.rankOf(name, rankNo);
+    const subject = { namespace: name, rank: rankNo };
+    for (const page of [...rank.reservations]) {
+      ns.forgetIfEmpty(rank.releaseReservation(page));
+      this.record({ kind: "unreserve", ...subject, page });
+    }
+    rank.forgetLapses();
+    for (const [page, drain] of [...rank.draining]) {
+      rank.endDrain(page, drain.untilMs);
+      this.record({ kind: "undrain", ...subject, page });
+    }
+    let forgotten = 0;
+    for (const entry of [...ns.keys.live()]) {
+      const page = rank.confirmedPage(entry);
+      if (page < 0) continue;
+      if (ns.columns.confirmed[entry] === 1) {
+        this.unconfirm(ns, entry);
+        this.record({ kind: "forget", namespace: name, key: this.journal ? ns.keyOf(entry) : "" });
+        ns.columns.leaseUntilMs[entry] = 0;
+        ns.forgetIfEmpty(entry);
+        forgotten++;
+        continue;
+      }
+      rank.dropConfirmed(entry, page, undefined);
+      this.recordKey(ns, entry);
+    }
+    ns.removeRank(rankNo);
+    this.crowded.delete(rank);
+    this.record({ kind: "unrank", ...subject });
+    const now = this.clock();
+    for (const entry of [...ns.incomplete]) {
+      if (ns.columns.confirmed[entry]! < ns.requiredRanks) continue;
+      ns.incomplete.delete(entry);
+      ns.complete(entry, now);
+      this.recordKey(ns, entry);
+    }
+    if (ns.ranks.size === 0) this.namespaces.delete(name);
+    else this.deadlines.armIncomplete(ns);
+    return forgotten;
+  }
+
+  /**
    * batchAllocate gives each key a page on a rank: its confirmed page
    * (EXISTING), its active reservation renewed (RESERVED), a free page newly
    * reserved (NEW), evicting complete keys when none is free (evictOne), or
@@ -752,6 +806,13 @@ export class MetadataState {
       case "rank":
         if (!this.namespaces.get(change.namespace)?.ranks.has(change.rank)) this.restoreOne(change, undefined);
         return;
+      case "unrank": {
+        // The changes before it emptied the rank, as they did the leader's.
+        const ns = this.namespaces.get(change.namespace);
+        ns?.removeRank(change.rank);
+        if (ns?.ranks.size === 0) this.namespaces.delete(change.namespace);
+        return;
+      }
       case "reserve": {
         const { ns, rank } = this.rankOf(change.namespace, change.rank);
         const holder = rank.reservedBy(change.page);

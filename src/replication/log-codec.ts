@@ -40,6 +40,7 @@ const KEY = 3;
 const FORGET = 4;
 const DRAIN = 5;
 const UNDRAIN = 6;
+const UNRANK = 7;
 
 type Tuple = (string | number | number[] | null)[];
 
@@ -64,6 +65,8 @@ function tupleOf(c: Change, ns: number): Tuple {
   switch (c.kind) {
     case "rank":
       return [RANK, ns, c.rank, c.numPages, c.worldSize];
+    case "unrank":
+      return [UNRANK, ns, c.rank];
     case "reserve":
       return [RESERVE, ns, c.rank, c.page, c.key, c.expiresAtMs, c.parent];
     case "unreserve":
@@ -109,6 +112,8 @@ export function decodeGroup(bytes: Buffer): Change[] {
         return { kind: "drain", namespace, rank: t[2] as number, page: t[3] as number, key: t[4] as string, untilMs: t[5] as number };
       case UNDRAIN:
         return { kind: "undrain", namespace, rank: t[2] as number, page: t[3] as number };
+      case UNRANK:
+        return { kind: "unrank", namespace, rank: t[2] as number };
       default:
         throw new Error(`log record of unknown kind ${String(t[0])}`);
     }

@@ -22,6 +22,8 @@ export interface ServerOptions extends StateOptions {
   maxBufferedBytesPerConnection: number;
   /** http2KeepaliveMs: an HTTP/2 connection silent this long is pinged, and closed unless it answers within as long again. Defaults to 10 s. */
   http2KeepaliveMs: number;
+  /** vllmWorldSize is the world_size the vLLM routes declare for the namespaces they create; 0 (the default): every rank initialized counts. */
+  vllmWorldSize: number;
   /** overloadLagMs sheds new calls while the event loop is more than this behind; 0: never (the default). */
   overloadLagMs: number;
   /** maxConnections bounds the connections at once. Defaults to 4,096. */
@@ -85,6 +87,12 @@ export const OPTIONS: { flag: string; field: keyof ServerOptions; kind: Kind; he
   { flag: "max-keys-per-call", field: "maxKeysPerCall", kind: "integer", help: "keys per call at most" },
   { flag: "max-key-bytes", field: "maxKeyBytes", kind: "integer", help: "UTF-8 bytes per key at most" },
   { flag: "max-ranks-per-namespace", field: "maxRanksPerNamespace", kind: "integer", help: "ranks per namespace at most (and so world_size)" },
+  {
+    flag: "vllm-world-size",
+    field: "vllmWorldSize",
+    kind: "integer",
+    help: "world_size of the namespaces vLLM's routes create (its tensor-parallel size): a rank at or above it is refused; 0: every rank initialized counts",
+  },
   { flag: "max-namespaces", field: "maxNamespaces", kind: "integer", help: "namespaces per server at most" },
   {
     flag: "eviction",
@@ -226,6 +234,7 @@ export const defaultServerOptions: ServerOptions = {
   clusterName: "default",
   advertiseUrl: "",
   leaderLeaseMs: 2_000,
+  vllmWorldSize: 0,
   etcdCa: "",
   etcdCert: "",
   etcdKey: "",
@@ -279,6 +288,9 @@ export function parseServerOptions(args: string[], env: NodeJS.ProcessEnv): Serv
   }
   checkCluster(result);
   checkEviction(result);
+  if (result.vllmWorldSize > result.maxRanksPerNamespace) {
+    throw new Error(`--vllm-world-size must be at most --max-ranks-per-namespace (${result.maxRanksPerNamespace}), got ${result.vllmWorldSize}`);
+  }
   if (result.maxRanksPerNamespace > MAX_RANKS_PER_NAMESPACE) {
     throw new Error(`--max-ranks-per-namespace must be at most ${MAX_RANKS_PER_NAMESPACE}, got ${result.maxRanksPerNamespace}`);
   }

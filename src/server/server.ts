@@ -76,6 +76,8 @@ export interface ServerConfig {
    * fail with the refusal it gives `lifecycle.refuse()` if loading failed.
    */
   starting?: boolean;
+  /** vllmWorldSize is the world_size vLLM's routes declare for new namespaces (--vllm-world-size); 0 or undefined: every rank initialized counts. */
+  vllmWorldSize?: number;
   /** startupHoldMs bounds how long a call waits while the state loads or no leader is known (defaultServerOptions when absent). */
   startupHoldMs?: number;
 }
@@ -150,7 +152,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     [file_hf3fs_metadata_v1_metadata, file_grpc_health_v1_health, file_grpc_reflection_v1_reflection, file_grpc_reflection_v1alpha_reflection],
     SERVICES,
   );
-  const json = jsonRouter(ledger, edge, [...vllmRoutes, ...sglangRoutes]);
+  const json = jsonRouter(ledger, edge, [...vllmRoutes(config.vllmWorldSize ?? 0), ...sglangRoutes]);
   const openServices = (router: Parameters<Parameters<typeof connectFraming>[2]>[0]) => {
     router.service(Health, healthService(lifecycle, [MetadataService.typeName], shedder, config.leadership));
     router.service(ReflectionV1, reflection);

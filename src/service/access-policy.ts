@@ -7,7 +7,16 @@ import { MetadataError, Reason } from "../core/errors.js";
  * an admin token. Every other MetadataService call and JSON route needs a
  * worker or an admin token.
  */
-export const ADMIN_METHODS: ReadonlySet<string> = new Set(["Clear", "DeleteKeys", "vllm.clear", "sglang.clear", "sglang.delete_keys", "replication.Snapshot"]);
+export const ADMIN_METHODS: ReadonlySet<string> = new Set([
+  "Clear",
+  "DeleteKeys",
+  "DropRank",
+  "vllm.clear",
+  "vllm.drop_rank",
+  "sglang.clear",
+  "sglang.delete_keys",
+  "replication.Snapshot",
+]);
 
 /**
  * ALWAYS_ADMIN_METHODS need an admin token whenever tokens are in force,

@@ -36,6 +36,9 @@ export function metadataService(ledger: { readonly state: MetadataState }, serve
       ledger.state.clear(req.allNamespaces ? undefined : req.namespace);
       return {};
     },
+    async dropRank(req) {
+      return { forgottenKeys: ledger.state.dropRank(req.namespace, req.rank) };
+    },
     async getStats(req) {
       if (!req.allNamespaces) return { namespaces: ledger.state.stats(req.namespace).map(namespaceStats) };
       const { views, next } = ledger.state.statsPage(req.pageToken, Math.min(req.pageSize || STATS_PAGE_SIZE, MAX_STATS_PAGE_SIZE));

@@ -64,6 +64,8 @@ export function writeOf(change: Change): Write {
   switch (change.kind) {
     case "rank":
       return { db: "ranks", key: [change.namespace, change.rank], value: [change.numPages, change.worldSize] };
+    case "unrank":
+      return { db: "ranks", key: [change.namespace, change.rank], value: undefined };
     case "key":
       return keyWrite(change.namespace, change.key, [change.complete ? 1 : 0, change.parent, ...change.pages]);
     case "forget":

@@ -109,6 +109,15 @@ describe("AccessPolicy", () => {
     expect(() => access.check("GetLocations", "Bearer worker-token-1 x")).toThrow(/needs a token/);
   });
 
+  it("lets only an admin token drop a rank", () => {
+    const { workerTokenFile, adminTokenFile } = tokenFiles();
+    const access = new AccessPolicy({ workerTokenFile, adminTokenFile });
+    for (const method of ["DropRank", "vllm.drop_rank"]) {
+      expect(() => access.check(method, "Bearer worker-token-1")).toThrow(/needs an admin token/);
+      expect(() => access.check(method, "Bearer admin-token")).not.toThrow();
+    }
+  });
+
   it("lets only an admin token take a snapshot while tokens are in force, even without an admin file", () => {
     const { workerTokenFile, adminTokenFile } = tokenFiles();
     expect(() => new AccessPolicy({ workerTokenFile }).check("replication.Snapshot", "Bearer worker-token-1")).toThrow(/needs an admin token/);

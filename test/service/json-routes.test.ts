@@ -20,6 +20,25 @@ async function post(url: string, path: string, body?: unknown, raw?: string) {
 }
 
 describe("the vLLM JSON routes", () => {
+  it("let an admin drop a stray rank that made every key incomplete, and a declared world_size refuses one", async () => {
+    const { url } = await startTestServer();
+    await post(url, "/rank/0/initialize", { num_pages: 4 });
+    await post(url, "/rank/1023/initialize", { num_pages: 1 }); // anyone's stray rank: completeness now needs it too
+    const [[, page]] = (await post(url, "/keys/batch_allocate", { rank: 0, keys: [["a", null]] })).body!.results as [string, number][];
+    await post(url, "/keys/confirm_write", { rank: 0, confirmations: [["a", page]] });
+    expect((await post(url, "/keys/batch_exists", { keys: ["a"] })).body).toEqual({ exists: [false] });
+    expect(await post(url, "/rank/1023/drop", {})).toMatchObject({ status: 200, body: { forgotten_keys: 0 } });
+    expect((await post(url, "/keys/batch_exists", { keys: ["a"] })).body).toEqual({ exists: [true] });
+    expect((await post(url, "/rank/1023/drop", {})).body).toMatchObject({ reason: "REASON_RANK_NOT_INITIALIZED" });
+    // Declared (as --vllm-world-size does for every new namespace): a rank at or above it is refused.
+    expect((await post(url, "/rank/2/initialize", { num_pages: 4, namespace: "tp2", world_size: 2 })).body).toMatchObject({
+      reason: "REASON_INVALID_ARGUMENT",
+    });
+    const declared = await startTestServer({}, undefined, 0, { vllmWorldSize: 2 });
+    expect((await post(declared.url, "/rank/1/initialize", { num_pages: 4 })).status).toBe(200);
+    expect((await post(declared.url, "/rank/1023/initialize", { num_pages: 1 })).body).toMatchObject({ reason: "REASON_INVALID_ARGUMENT" });
+  });
+
   it("run a full worker cycle", async () => {
     const { url, store } = await startTestServer();
     const init = await post(url, "/rank/0/initialize", { num_pages: 4, role: "worker" });

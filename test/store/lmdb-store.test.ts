@@ -86,6 +86,28 @@ describe("LmdbStore", () => {
     await second.store.close();
   });
 
+  it("keeps a dropped rank dropped across a restart: the rank, its keys' pages there and its reservations are gone", async () => {
+    const dir = tempDir();
+    const time = new FakeClock();
+    let { store, state } = await reopen(dir, time);
+    await run(state, store, (s) => {
+      s.initializeRank("kv", 0, 4, 0);
+      s.initializeRank("kv", 1, 4, 0);
+      const [a] = s.batchAllocate("kv", 0, ["shared"]).pages;
+      s.confirmWrite("kv", 0, ["shared"], [a!]);
+      const [b, c] = s.batchAllocate("kv", 1, ["shared", "only-on-1"]).pages;
+      s.confirmWrite("kv", 1, ["shared", "only-on-1"], [b!, c!]);
+      s.batchAllocate("kv", 1, ["in-flight"]);
+      return s.dropRank("kv", 1);
+    });
+    await store.close();
+    ({ store, state } = await reopen(dir, time));
+    expect(state.stats("kv")[0]).toMatchObject({ keys: 1, completeKeys: 1, ranks: [{ rank: 0, usedPages: 1 }] });
+    expect(state.batchExists("kv", ["shared", "only-on-1", "in-flight"])).toEqual([true, false, false]);
+    assertInvariants(state);
+    await store.close();
+  });
+
   it("gives a new data dir a new server id", async () => {
     const a = await LmdbStore.open(tempDir());
     const b = await LmdbStore.open(tempDir());

@@ -19,6 +19,9 @@ export class RecordModel {
       case "rank":
         this.ranks.set(`${change.namespace}\0${change.rank}`, change);
         break;
+      case "unrank":
+        this.ranks.delete(`${change.namespace}\0${change.rank}`);
+        break;
       case "key":
         this.keys.set(`${change.namespace}\0${change.key}`, change);
         break;

@@ -27,6 +27,7 @@ export const operation = fc.oneof(
   fc.record({ op: fc.constant("clear" as const) }),
   fc.record({ op: fc.constant("advance" as const), ms: fc.integer({ min: 0, max: 1_500 }) }),
   fc.record({ op: fc.constant("evictAhead" as const), maxKeys: fc.integer({ min: 1, max: 4 }) }),
+  fc.record({ op: fc.constant("dropRank" as const), rank, numPages: fc.integer({ min: 1, max: PAGES }) }),
 );
 
 /** prefixKeysOf gives the prefix keys a drawn `prefixes` makes for keys. */
@@ -71,14 +72,12 @@ export function apply(state: MetadataState, time: FakeClock, op: Operation, leas
       state.batchAllocate("", op.rank, op.keys, prefixKeysOf(op.keys, op.prefixes));
       break;
     case "confirmReserved": {
-      const reserved = [...ranks.get(op.rank)!.reservations].slice(0, op.take);
-      state.confirmWrite(
-        "",
-        op.rank,
-        reserved.map((page) => state.namespaceViews.get("kv")!.keyOf(ranks.get(op.rank)!.reservedBy(page))),
-        reserved,
-        op.release,
-      );
+      const rank = ranks.get(op.rank)!;
+      const holder = (page: number) => state.namespaceViews.get("kv")!.keyOf(rank.reservedBy(page));
+      const reserved = [...rank.reservations].slice(0, op.take);
+      // A release names the key its page is reserved for, or, for a page that is not reserved, a key it is not.
+      const releasing = op.release.map((page) => (rank.reservedBy(page) >= 0 ? holder(page) : "k0"));
+      state.confirmWrite("", op.rank, reserved.map(holder), reserved, op.release, releasing);
       break;
     }
     case "confirmAny":
@@ -106,5 +105,14 @@ export function apply(state: MetadataState, time: FakeClock, op: Operation, leas
     case "evictAhead":
       state.evictAhead(op.maxKeys);
       break;
+    case "dropRank": {
+      // Dropped and initialized again at once (with another size, perhaps), so that every rank is there for the next operation.
+      const worldSize = state.namespaceViews.get("kv")!.worldSize;
+      state.dropRank("", op.rank);
+      state.initializeRank("", op.rank, op.numPages, worldSize);
+      // A dropped rank's leases go with it.
+      for (let i = leases.length - 1; i >= 0; i--) if (leases[i]!.rank === op.rank) leases.splice(i, 1);
+      break;
+    }
   }
 }
