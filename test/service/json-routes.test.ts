@@ -24,7 +24,7 @@ describe("the vLLM JSON routes", () => {
     const { url } = await startTestServer();
     await post(url, "/rank/0/initialize", { num_pages: 4 });
     await post(url, "/rank/1023/initialize", { num_pages: 1 }); // anyone's stray rank: completeness now needs it too
-    const [[, page]] = (await post(url, "/keys/batch_allocate", { rank: 0, keys: [["a", null]] })).body!.results as [string, number][];
+    const [, page] = ((await post(url, "/keys/batch_allocate", { rank: 0, keys: [["a", null]] })).body!.results as [string, number][])[0]!;
     await post(url, "/keys/confirm_write", { rank: 0, confirmations: [["a", page]] });
     expect((await post(url, "/keys/batch_exists", { keys: ["a"] })).body).toEqual({ exists: [false] });
     expect(await post(url, "/rank/1023/drop", {})).toMatchObject({ status: 200, body: { forgotten_keys: 0 } });
