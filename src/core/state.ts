@@ -635,8 +635,10 @@ export class MetadataState {
     return false;
   }
 
-  /** noteCrowding marks a rank crowded when more than the high watermark of its pages are held (evictAhead), after a BatchAllocate or ConfirmWrite on it. */
+  /** noteCrowding marks a rank crowded when more than the high watermark of its pages are held (evictAhead), after a BatchAllocate or ConfirmWrite on it; never one whose low watermark is no page. */
   private noteCrowding(ns: Namespace, rank: Rank): void {
+    // A rank so small that the low watermark holds no page (1 page at 0.90) is never evicted ahead: that would empty it.
+    if (heldPagesAt(rank, this.options.evictLowWatermark) === 0) return;
     if (rank.numPages - rank.freePages > heldPagesAt(rank, this.options.evictHighWatermark)) this.crowded.set(rank, ns);
   }
 

@@ -243,3 +243,23 @@ describe("read-leased keys and eviction", () => {
     assertInvariants(state);
   });
 });
+
+describe("eviction ahead of need on small ranks", () => {
+  it("never empties a rank whose low watermark holds no page: a 1-page rank keeps its key", () => {
+    const time = new FakeClock();
+    const state = new MetadataState(time.clock); // the default watermarks, 0.95 and 0.90
+    state.initializeRank("", 0, 1, 1);
+    state.initializeRank("two", 0, 2, 1);
+    expect(write(state, ["only"])).toEqual([AllocationStatus.NEW]);
+    expect(state.evictionPending).toBe(false);
+    expect(state.evictAhead(256)).toBe(0);
+    expect(state.batchExists("", ["only"])).toEqual([true]);
+    // Two pages: the low watermark is one page, so a full rank is evicted ahead down to it.
+    for (const key of ["a", "b"]) {
+      const { pages } = state.batchAllocate("two", 0, [key]);
+      state.confirmWrite("two", 0, [key], pages);
+    }
+    expect(state.evictAhead(256)).toBe(1);
+    assertInvariants(state);
+  });
+});
