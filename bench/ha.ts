@@ -128,6 +128,47 @@ export async function measureFailover(cluster: HaCluster, rounds: number): Promi
   return times;
 }
 
+/**
+ * measureEtcdLeaderLoss kills etcd's own leader `rounds` times under a
+ * writer (the service's leader stays up) and returns, for each, the time
+ * from the kill to the first write acknowledged that began after it; the
+ * etcd member is started again between rounds.
+ */
+export async function measureEtcdLeaderLoss(cluster: HaCluster, rounds: number): Promise<number[]> {
+  const client = createMetadataClient({ baseUrl: cluster.urls.join(","), retry: { deadlineMs: 30_000, initialBackoffMs: 20, maxBackoffMs: 200 } });
+  await client.initializeRank({ namespace: "etcd-loss", rank: 0, numPages: 1 << 20, worldSize: 1 });
+  let stop = false;
+  let lastAck = 0;
+  let ackedAt = 0;
+  const writer = (async () => {
+    for (let i = 0; !stop; i++) {
+      const started = performance.now();
+      await client.batchAllocate({ namespace: "etcd-loss", rank: 0, keys: [`e-${i}`] });
+      lastAck = started;
+      ackedAt = performance.now();
+    }
+  })();
+  const leaderOfEtcd = async (clientUrl: string) =>
+    (await (await fetch(`${clientUrl}/v3/maintenance/status`, { method: "POST", body: "{}" })).json()) as { leader: string; header: { member_id: string } };
+  const times: number[] = [];
+  try {
+    for (let round = 0; round < rounds; round++) {
+      await new Promise((r) => setTimeout(r, 2_000));
+      const statuses = await Promise.all(cluster.etcd.members.map((m) => leaderOfEtcd(m.clientUrl)));
+      const leader = cluster.etcd.members[statuses.findIndex((s) => s.header.member_id === statuses[0]!.leader)]!;
+      const killedAt = performance.now();
+      await leader.kill();
+      while (lastAck <= killedAt) await new Promise((r) => setTimeout(r, 5));
+      times.push(ackedAt - killedAt);
+      await leader.start();
+    }
+  } finally {
+    stop = true;
+    await writer;
+  }
+  return times;
+}
+
 /** LagSample is how far the standbys were behind the leader, in log entries, over a run. */
 export interface LagSummary {
   samples: number;

@@ -9,7 +9,7 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { BatchExistsRequestSchema, GetLocationsRequestSchema } from "../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { coreRates } from "./core-bench.js";
 import { cycleClient, type TransportName } from "./cycle-clients.js";
-import { clusterCpuMs, leaderOf, measureFailover, sampleLag, startHaCluster } from "./ha.js";
+import { clusterCpuMs, leaderOf, measureEtcdLeaderLoss, measureFailover, sampleLag, startHaCluster } from "./ha.js";
 import { benchKey } from "./keys.js";
 import { measureLimits } from "./limits.js";
 import type { LoadConfig, LoadResult } from "./load.js";
@@ -441,6 +441,9 @@ if (enabled("ha")) {
     console.log(
       `ha        failover (kill -9 of the leader to the first acknowledged ConfirmWrite): ${failover.map((ms) => fmt(ms)).join(", ")} ms; median ${fmt(sorted[Math.floor(sorted.length / 2)]!)} ms`,
     );
+    const etcdLoss = await measureEtcdLeaderLoss(cluster, quick ? 1 : 3);
+    (report.ha as Record<string, unknown>).etcdLeaderLossMs = etcdLoss;
+    console.log(`ha        etcd's leader killed (to the first acknowledged write begun after): ${etcdLoss.map((ms) => fmt(ms)).join(", ")} ms`);
   } finally {
     await cluster.stop();
   }

@@ -1,6 +1,7 @@
 import { hostname } from "node:os";
-import { Etcd3, type IOptions } from "etcd3";
+import type { IOptions } from "etcd3";
 import { systemClock } from "../core/clock.js";
+import { etcdClient } from "../replication/etcd-client.js";
 import { Member } from "../replication/member.js";
 import { isOrphanWatchResponse, Watches } from "../replication/watch.js";
 import { readTokens } from "../service/access-policy.js";
@@ -30,7 +31,7 @@ export async function serveMember({ options, security, port, stopped, logger }: 
     const local = await LmdbStore.open(options.dataDir, { overlappingSync: true });
     logMigration(local, logger);
     const etcdAuth = etcdSecurity(options);
-    const connect = () => new Etcd3({ hosts: options.etcdEndpoints.split(","), dialTimeout: 2_000, grpcOptions: ETCD_GRPC_OPTIONS, ...etcdAuth });
+    const connect = () => etcdClient({ hosts: options.etcdEndpoints.split(","), dialTimeout: 2_000, grpcOptions: ETCD_GRPC_OPTIONS, ...etcdAuth });
     const client = connect();
     // Watches have a client of their own, made anew should the etcd3 package wedge its watch stream (watch.ts).
     const watches = new Watches(connect);

@@ -1,0 +1,53 @@
+import type { Etcd3 } from "etcd3";
+import { afterEach, describe, expect, it } from "vitest";
+import { etcdClient } from "../../src/replication/etcd-client.js";
+import { etcdMissing, startEtcdCluster } from "../support/etcd-cluster.js";
+
+const missing = etcdMissing();
+if (missing !== "") console.log(`skipping the etcd client tests: ${missing}`);
+
+/** leaderOf asks one etcd member, over its HTTP gateway, whom it follows ("0" while it knows no leader). */
+async function leaderOf(clientUrl: string): Promise<string> {
+  const res = await fetch(`${clientUrl}/v3/maintenance/status`, { method: "POST", body: "{}" });
+  return ((await res.json()) as { leader?: string }).leader ?? "0";
+}
+
+describe.skipIf(missing !== "")("a member's etcd client", () => {
+  const clients: Etcd3[] = [];
+  afterEach(() => {
+    for (const client of clients.splice(0)) client.close();
+  });
+
+  it("writes again as soon as etcd has a leader again, however many calls failed meanwhile: no circuit breaker keeps live members shut", async () => {
+    const etcd = await startEtcdCluster(3);
+    const client = etcdClient({ hosts: etcd.endpoints.split(","), dialTimeout: 2_000 });
+    clients.push(client);
+    await client.put("k").value("before");
+    const [a, b, c] = etcd.members as [(typeof etcd.members)[0], (typeof etcd.members)[0], (typeof etcd.members)[0]];
+    await Promise.all([a.kill(), b.kill()]);
+    // Without quorum every call fails, on every member: more than the three in a row that open the package's default breaker per host.
+    let failures = 0;
+    for (let i = 0; i < 12; i++) {
+      await client
+        .put("k")
+        .value(`no-quorum-${i}`)
+        .options({ deadline: new Date(Date.now() + 300) })
+        .exec()
+        .catch(() => failures++);
+    }
+    expect(failures).toBe(12);
+    await a.start();
+    while ((await Promise.all([a, c].map((m) => leaderOf(m.clientUrl).catch(() => "0")))).includes("0")) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    // With the default breaker these would be refused for 5 s ("the circuit breaker is open"); here each goes through.
+    for (let i = 0; i < 5; i++) {
+      await client
+        .put("k")
+        .value(`after-${i}`)
+        .options({ deadline: new Date(Date.now() + 2_000) })
+        .exec();
+    }
+    expect(await client.get("k").string()).toBe("after-4");
+  });
+});
