@@ -44,7 +44,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe.skipIf(missing !== "")("high availability under randomized faults", () => {
   it(
-    `kill -9 and SIGSTOP of servers, kill -9 of etcd members, under 4 writers (seed ${SEED}): every acknowledged write is there, members converge`,
+    `kill -9 and SIGSTOP of servers and etcd members, under 4 writers (seed ${SEED}): every acknowledged write is there, members converge`,
     async () => {
       const next = random(SEED);
       const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)]!;
@@ -62,7 +62,7 @@ describe.skipIf(missing !== "")("high availability under randomized faults", () 
       const until = Date.now() + FAULT_SECONDS * 1_000;
       while (Date.now() < until) {
         await sleep(300 + next() * 700);
-        const fault = pick(["kill server", "kill leader", "pause server", "kill etcd"] as const);
+        const fault = pick(["kill server", "kill leader", "pause server", "kill etcd", "pause etcd"] as const);
         if (fault === "kill server" || fault === "kill leader") {
           const victim = fault === "kill leader" ? await waitForLeader(servers) : pick(servers);
           await kill9(victim);
@@ -73,6 +73,11 @@ describe.skipIf(missing !== "")("high availability under randomized faults", () 
           victim.process.child.kill("SIGSTOP");
           await sleep(300 + next() * 2_500);
           victim.process.child.kill("SIGCONT");
+        } else if (fault === "pause etcd") {
+          const victim = pick(etcd.members).process!;
+          victim.kill("SIGSTOP");
+          await sleep(300 + next() * 2_500);
+          victim.kill("SIGCONT");
         } else {
           const victim = pick(etcd.members);
           await victim.kill();
