@@ -9,7 +9,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { HealthCheckResponse_ServingStatus as ServingStatus } from "../gen/grpc/health/v1/health_pb.js";
 import { MemberRole, ReplicationService } from "../gen/hf3fs/metadata/internal/v1/replication_pb.js";
 import { MetadataService } from "../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { createHealthClient, createMetadataClient } from "../src/client/index.js";
+import { createHealthClient, createMetadataClient, type MetadataClient } from "../src/client/index.js";
 import { type EtcdCluster, freePort, running, startEtcdCluster } from "../test/support/etcd-process.js";
 import { cpuMs, type ServerProcess, startProcess } from "./processes.js";
 
@@ -94,22 +94,10 @@ export async function leaderOf(cluster: HaCluster, except?: HaMember): Promise<H
  * the new leader acknowledged).
  */
 export async function measureFailover(cluster: HaCluster, rounds: number): Promise<number[]> {
-  const client = createMetadataClient({ baseUrl: cluster.urls.join(","), retry: { deadlineMs: 30_000, initialBackoffMs: 20, maxBackoffMs: 200 } });
-  await client.initializeRank({ namespace: "failover", rank: 0, numPages: 1 << 20, worldSize: 1 });
-  let stop = false;
-  let lastAck = 0;
-  let ackedAt = 0;
-  const writer = (async () => {
-    for (let i = 0; !stop; i++) {
-      const keys = [`f-${i}`];
-      const started = performance.now();
-      const { pages } = await client.batchAllocate({ namespace: "failover", rank: 0, keys });
-      await client.confirmWrite({ namespace: "failover", rank: 0, keys, pages });
-      // A cycle begun before the kill may have been acknowledged by the old leader: count only those begun after it.
-      lastAck = started;
-      ackedAt = performance.now();
-    }
-  })();
+  const writer = await ackedWriter(cluster, "failover", async (client, keys) => {
+    const { pages } = await client.batchAllocate({ namespace: "failover", rank: 0, keys });
+    await client.confirmWrite({ namespace: "failover", rank: 0, keys, pages });
+  });
   const times: number[] = [];
   try {
     for (let round = 0; round < rounds; round++) {
@@ -117,15 +105,46 @@ export async function measureFailover(cluster: HaCluster, rounds: number): Promi
       const leader = await leaderOf(cluster);
       const killedAt = performance.now();
       process.kill(leader.process.pid, "SIGKILL");
-      while (lastAck <= killedAt) await new Promise((r) => setTimeout(r, 5));
-      times.push(ackedAt - killedAt);
+      times.push(await writer.ackedAfter(killedAt));
       leader.process = await startProcess(leader.entry, leader.args);
     }
   } finally {
-    stop = true;
-    await writer;
+    await writer.stop();
   }
   return times;
+}
+
+/**
+ * ackedWriter runs `write` of one new key after another against the
+ * cluster (on namespace `ns`, rank 0 of 1M pages) until stopped;
+ * ackedAfter(t) resolves with the time from t to the first write
+ * acknowledged that began after t (one begun before may have been
+ * acknowledged by a leader that was killed since).
+ */
+async function ackedWriter(cluster: HaCluster, ns: string, write: (client: MetadataClient, keys: string[]) => Promise<void>) {
+  const client = createMetadataClient({ baseUrl: cluster.urls.join(","), retry: { deadlineMs: 30_000, initialBackoffMs: 20, maxBackoffMs: 200 } });
+  await client.initializeRank({ namespace: ns, rank: 0, numPages: 1 << 20, worldSize: 1 });
+  let stopped = false;
+  let lastAck = 0;
+  let ackedAt = 0;
+  const loop = (async () => {
+    for (let i = 0; !stopped; i++) {
+      const started = performance.now();
+      await write(client, [`${ns}-${i}`]);
+      lastAck = started;
+      ackedAt = performance.now();
+    }
+  })();
+  return {
+    async ackedAfter(t: number): Promise<number> {
+      while (lastAck <= t) await new Promise((r) => setTimeout(r, 5));
+      return ackedAt - t;
+    },
+    async stop(): Promise<void> {
+      stopped = true;
+      await loop;
+    },
+  };
 }
 
 /**
@@ -135,36 +154,24 @@ export async function measureFailover(cluster: HaCluster, rounds: number): Promi
  * etcd member is started again between rounds.
  */
 export async function measureEtcdLeaderLoss(cluster: HaCluster, rounds: number): Promise<number[]> {
-  const client = createMetadataClient({ baseUrl: cluster.urls.join(","), retry: { deadlineMs: 30_000, initialBackoffMs: 20, maxBackoffMs: 200 } });
-  await client.initializeRank({ namespace: "etcd-loss", rank: 0, numPages: 1 << 20, worldSize: 1 });
-  let stop = false;
-  let lastAck = 0;
-  let ackedAt = 0;
-  const writer = (async () => {
-    for (let i = 0; !stop; i++) {
-      const started = performance.now();
-      await client.batchAllocate({ namespace: "etcd-loss", rank: 0, keys: [`e-${i}`] });
-      lastAck = started;
-      ackedAt = performance.now();
-    }
-  })();
-  const leaderOfEtcd = async (clientUrl: string) =>
+  const writer = await ackedWriter(cluster, "etcd-loss", async (client, keys) => {
+    await client.batchAllocate({ namespace: "etcd-loss", rank: 0, keys });
+  });
+  const statusOf = async (clientUrl: string) =>
     (await (await fetch(`${clientUrl}/v3/maintenance/status`, { method: "POST", body: "{}" })).json()) as { leader: string; header: { member_id: string } };
   const times: number[] = [];
   try {
     for (let round = 0; round < rounds; round++) {
       await new Promise((r) => setTimeout(r, 2_000));
-      const statuses = await Promise.all(cluster.etcd.members.map((m) => leaderOfEtcd(m.clientUrl)));
+      const statuses = await Promise.all(cluster.etcd.members.map((m) => statusOf(m.clientUrl)));
       const leader = cluster.etcd.members[statuses.findIndex((s) => s.header.member_id === statuses[0]!.leader)]!;
       const killedAt = performance.now();
       await leader.kill();
-      while (lastAck <= killedAt) await new Promise((r) => setTimeout(r, 5));
-      times.push(ackedAt - killedAt);
+      times.push(await writer.ackedAfter(killedAt));
       await leader.start();
     }
   } finally {
-    stop = true;
-    await writer;
+    await writer.stop();
   }
   return times;
 }

@@ -11,6 +11,7 @@ import type {
   GetLocationsRequest,
   GetLocationsResponse,
 } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { envelope } from "../../protocol/envelope.js";
 import { KeyBytesMessage, type KeyField } from "../../service/key-bytes.js";
 import { checkMessageEntries, tooManyEntries } from "../../service/message-entries.js";
 import { varintLength } from "./varint.js";
@@ -59,15 +60,6 @@ export const BATCH_CODECS: Readonly<Record<string, MessageCodec>> = {
 
 function handCodec(decode: MessageCodec["decode"], frame: MessageCodec["frame"]): MessageCodec {
   return { decode, frame, encode: (message) => frame(message).subarray(5) };
-}
-
-/** envelope frames a message for a gRPC response body. */
-function envelope(message: Uint8Array): Buffer {
-  const frame = Buffer.allocUnsafe(5 + message.length);
-  frame[0] = 0;
-  frame.writeUInt32BE(message.length, 1);
-  frame.set(message, 5);
-  return frame;
 }
 
 function decodeBatchAllocate(bytes: Buffer, maxEntries: number): BatchAllocateRequest {

@@ -1,6 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
+import { envelope } from "../../protocol/envelope.js";
 import type { HeldBytes } from "../../service/read-body.js";
 
 /**
@@ -61,8 +62,8 @@ export async function plainMessageOf(framing: Framing, body: Buffer, held: HeldB
 /** wrapped is a plain message framed as `framing` frames it, uncompressed. */
 export function wrapped(framing: Framing, message: Buffer): Buffer {
   if (framing.kind === "unary") return message;
-  const envelope = envelopeOf(0, message);
-  return framing.kind === "text" ? Buffer.from(envelope.toString("base64"), "latin1") : envelope;
+  const framed = envelope(message);
+  return framing.kind === "text" ? Buffer.from(framed.toString("base64"), "latin1") : framed;
 }
 
 /**
@@ -94,7 +95,7 @@ export async function* plainStream(
         check(message);
         held.give(5 + length);
         pending = pending.subarray(5 + length);
-        yield envelopeOf(flags & ~COMPRESSED, message);
+        yield envelope(message, flags & ~COMPRESSED);
       }
     }
     if (pending.length > 0) throw new ConnectError("the stream ended inside a message", Code.InvalidArgument);
@@ -128,15 +129,6 @@ async function decompress(encoding: string, bytes: Uint8Array, held: HeldBytes, 
   } finally {
     held.give(room - made);
   }
-}
-
-/** envelopeOf frames a message: flags, big-endian length, message. */
-function envelopeOf(flags: number, message: Uint8Array): Buffer {
-  const envelope = Buffer.allocUnsafe(5 + message.length);
-  envelope[0] = flags;
-  envelope.writeUInt32BE(message.length, 1);
-  envelope.set(message, 5);
-  return envelope;
 }
 
 /**
