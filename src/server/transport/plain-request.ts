@@ -96,6 +96,8 @@ export async function* plainStream(
         held.give(5 + length);
         pending = pending.subarray(5 + length);
         yield envelope(message, flags & ~COMPRESSED);
+        // A decompressed message was counted as it was made (decompress); read, it is given back.
+        if ((flags & COMPRESSED) !== 0) held.give(message.length);
       }
     }
     if (pending.length > 0) throw new ConnectError("the stream ended inside a message", Code.InvalidArgument);
