@@ -15,7 +15,7 @@ import { commit, type Ledger } from "./ledger.js";
 import type { Lifecycle } from "./lifecycle.js";
 import type { LoadShedder } from "./load-shedder.js";
 import { maxEntriesFor } from "./message-entries.js";
-import { type BodyStream, HeldBytes, readBody, SlowReads } from "./read-body.js";
+import { type BodyStream, HeldBytes, lingerForBody, readBody, SlowReads } from "./read-body.js";
 
 /** CallObserver hears of every call: its method, its code ("ok" or a gRPC code name) and its duration. */
 export type CallObserver = (method: string, code: string, seconds: number) => void;
@@ -115,9 +115,11 @@ export class Edge {
     const started = performance.now();
     let message: Req | undefined;
     let held: HeldBytes | undefined;
+    let reading = false;
     try {
       this.admit(method, headerOf(request.body, "authorization"));
       const deadline = deadlineSignal(request.body.headers);
+      reading = true;
       held = await readBody(request.body, this.bodyLimit, this.budget, deadline, this.slowReads);
       if (this.waiting()) await this.hold(deadline);
       const bytes = held.bytes;
@@ -137,6 +139,7 @@ export class Edge {
       });
       return await this.settle(method, started, result, durable);
     } catch (error) {
+      if (!reading) await lingerForBody(request.body); // refused before its body was read (readBody discards the rest of what it refuses)
       throw this.fail(method, started, error, message);
     } finally {
       held?.release();
@@ -182,11 +185,13 @@ export class Edge {
   ): Promise<PreparedBody> {
     const started = performance.now();
     let held: HeldBytes | undefined;
+    let reading = false;
     try {
       if (admission === "call") this.admit(method, headerOf(body, "authorization"));
       else if (admission === "token") this.options.access?.check(method, headerOf(body, "authorization"));
       const deadline = deadlineSignal(body.headers);
       const limit = admission === "open" ? OPEN_BODY_BYTES : this.bodyLimit;
+      reading = true;
       held = await readBody(body, limit, this.budget, deadline, this.slowReads);
       if (admission === "call" && this.waiting()) await this.hold(deadline);
       const bytes = await prepare(held, this.maxEntries, admission === "open" ? OPEN_BODY_BYTES : this.maxBodyBytes);
@@ -194,6 +199,7 @@ export class Edge {
       held = undefined;
       return { bytes, release };
     } catch (error) {
+      if (!reading) await lingerForBody(body);
       held?.release();
       throw this.fail(method, started, error, undefined);
     }

@@ -209,6 +209,34 @@ export class SlowReads {
   }
 }
 
+/** LINGER_BYTES and LINGER_MS bound what answering a refusal waits for (lingerForBody). */
+const LINGER_BYTES = 64 * 1024;
+const LINGER_MS = 1_000;
+
+/**
+ * lingerForBody lets a small HTTP/1.1 body (at most LINGER_BYTES by its
+ * content-length) of a call refused before it was read arrive, and
+ * discards it, for at most LINGER_MS: the answer closes the connection,
+ * and a body that reached the server after it closed would make the
+ * client's kernel reset the connection, losing the answer (a client saw
+ * ECONNRESET instead of 503 REASON_SHUTTING_DOWN during a drain). HTTP/2
+ * streams need none of this: they end without closing the connection.
+ */
+export async function lingerForBody(body: BodyStream): Promise<void> {
+  const length = Number(body.headers["content-length"] ?? Number.NaN);
+  if (body.stream !== undefined || (body as { complete?: boolean }).complete === true || !(length <= LINGER_BYTES)) return;
+  body.resume();
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, LINGER_MS);
+    const done = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    body.once("end", done);
+    body.once("close", done);
+  });
+}
+
 /** abandon discards the rest of a refused body; an HTTP/2 stream is reset with NO_ERROR once its answer is sent, which tells the client to stop sending. */
 function abandon(body: BodyStream): void {
   body.resume();

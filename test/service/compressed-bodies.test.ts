@@ -204,3 +204,28 @@ describe("the body budget counts every byte held for a call not yet served", () 
     }
   });
 });
+
+describe("a call refused before its body was read, over HTTP/1.1", () => {
+  it("is answered once its small body has arrived, so the client's body cannot meet a closed connection", async () => {
+    const { connect } = await import("node:net");
+    const server = await startTestServer({}, undefined, 0, { access: new AccessPolicy(tokenFiles()) });
+    const body = JSON.stringify({ keys: ["k"] });
+    const socket = connect(server.port, "127.0.0.1");
+    await new Promise((resolve) => socket.once("connect", resolve));
+    let answer = "";
+    let failure = "";
+    socket.on("data", (d) => (answer += d));
+    socket.on("error", (e) => (failure = e.message));
+    const closed = new Promise((resolve) => socket.once("close", resolve));
+    socket.write(`POST /keys/batch_exists HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`);
+    // A client slow to send its body (a busy machine): the refusal waits for it.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(answer).toBe("");
+    socket.write(body);
+    while (!answer.includes("REASON_UNAUTHENTICATED")) await new Promise((resolve) => socket.once("data", resolve));
+    socket.end();
+    await closed;
+    expect(failure).toBe("");
+    expect(answer).toMatch(/^HTTP\/1\.1 401 /);
+  });
+});
