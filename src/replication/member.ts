@@ -1,11 +1,11 @@
 import { randomUUID } from "node:crypto";
 import type { Etcd3 } from "etcd3";
+import type { Logger } from "pino";
 import type { Change } from "../core/change.js";
 import type { Clock } from "../core/clock.js";
 import { MetadataError, Reason } from "../core/errors.js";
 import type { StateOptions } from "../core/options.js";
 import { MetadataState, type Replay } from "../core/state.js";
-import type { Logger } from "../server/logger.js";
 import type { Leadership } from "../service/leadership.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
 import { loadState } from "../store/load-state.js";

@@ -52,15 +52,6 @@ export async function serveCommand(args: string[]): Promise<number> {
   return (await import("./serve-node.js")).serveNode(start);
 }
 
-/** Start is what the serve command hands the server it starts: the options, the security files read, the port bound, the stop signal awaited. */
-export interface Start {
-  options: ServerOptions;
-  security: Pick<ServerConfig, "access" | "tls">;
-  port: EarlyPort;
-  stopped: Promise<NodeJS.Signals>;
-  logger: Logger;
-}
-
 /** accessPolicyOf builds the access policy of the token file options; undefined when none is given. Throws naming an unreadable or empty file. */
 function accessPolicyOf(options: ServerOptions): AccessPolicy | undefined {
   if (options.authTokenFile === "" && options.adminTokenFile === "") return undefined;

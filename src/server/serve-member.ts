@@ -11,9 +11,9 @@ import { tolerateKnownRejections } from "./known-rejections.js";
 import { logMigration } from "./logger.js";
 import type { ServerOptions } from "./options.js";
 import { cannotStart, runUntilStopped } from "./run-until-stopped.js";
-import type { Start } from "./serve-command.js";
 import { type RunningServer, startServer } from "./server.js";
 import { serverUrl } from "./server-url.js";
+import type { Start } from "./start.js";
 import { readOptionFile } from "./tls-files.js";
 
 /**

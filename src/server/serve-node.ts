@@ -7,8 +7,8 @@ import { MemoryStore } from "../store/memory-store.js";
 import { tolerateKnownRejections } from "./known-rejections.js";
 import { type Logger, logMigration } from "./logger.js";
 import { cannotStart, runUntilStopped } from "./run-until-stopped.js";
-import type { Start } from "./serve-command.js";
 import type { RunningServer } from "./server.js";
+import type { Start } from "./start.js";
 
 /**
  * serveNode runs the single-node server on a port bound already: it opens

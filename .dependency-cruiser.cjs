@@ -1,0 +1,51 @@
+/**
+ * The layers of src/, checked by `npm run lint` (dependency-cruiser): the
+ * core knows nothing but itself and the generated types; the store nothing
+ * above it; the service edge nothing of the process, the transports or
+ * replication; replication nothing of the process. No circles.
+ */
+module.exports = {
+  forbidden: [
+    {
+      name: "core-is-pure",
+      comment: "src/core does no I/O and knows no layer above it: it imports only src/core and gen/.",
+      severity: "error",
+      from: { path: "^src/core/" },
+      to: { path: "^src/(?!core/)" },
+    },
+    {
+      name: "store-below-service",
+      comment: "src/store knows nothing of the service, the process or replication.",
+      severity: "error",
+      from: { path: "^src/store/" },
+      to: { path: "^src/(service|server|replication|client)/" },
+    },
+    {
+      name: "service-below-server",
+      comment: "src/service (the edge and handlers) knows nothing of the process, its transports or replication.",
+      severity: "error",
+      from: { path: "^src/service/" },
+      to: { path: "^src/(server|replication|client)/" },
+    },
+    {
+      name: "replication-below-server",
+      comment: "src/replication knows nothing of the process that assembles it.",
+      severity: "error",
+      from: { path: "^src/replication/" },
+      to: { path: "^src/(server|client)/" },
+    },
+    {
+      name: "no-circles",
+      comment: "No import circle anywhere in src/.",
+      severity: "error",
+      from: { path: "^src/" },
+      to: { circular: true },
+    },
+  ],
+  options: {
+    doNotFollow: { path: "node_modules" },
+    exclude: { path: "^(gen|node_modules|dist)/" },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: "tsconfig.json" },
+  },
+};

@@ -1,0 +1,39 @@
+import { spawnSync } from "node:child_process";
+import { cpSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { tempDir } from "../support/temp-dir.js";
+
+const ROOT = new URL("../../", import.meta.url).pathname;
+const DEPCRUISE = join(ROOT, "node_modules/.bin/depcruise");
+
+/** cruise runs the layer rules of `npm run lint` on a copy of src/ with `extra` files added, and says whether they passed and what they printed. */
+function cruise(extra: Record<string, string>): { ok: boolean; output: string } {
+  const dir = tempDir();
+  cpSync(join(ROOT, "src"), join(dir, "src"), { recursive: true });
+  cpSync(join(ROOT, "gen"), join(dir, "gen"), { recursive: true });
+  cpSync(join(ROOT, "tsconfig.json"), join(dir, "tsconfig.json"));
+  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"));
+  for (const [path, text] of Object.entries(extra)) writeFileSync(join(dir, path), text);
+  const run = spawnSync(DEPCRUISE, ["src", "--config", join(ROOT, ".dependency-cruiser.cjs")], { cwd: dir, encoding: "utf8" });
+  return { ok: run.status === 0, output: run.stdout + run.stderr };
+}
+
+describe("the layers of src/ (npm run lint)", () => {
+  it("hold today", () => {
+    expect(cruise({})).toMatchObject({ ok: true });
+  });
+
+  it("fail the lint when the core imports a layer above it, the service the process, or a circle closes", () => {
+    const upward = cruise({ "src/core/bad-import.ts": 'export { createLogger } from "../server/logger.js";\n' });
+    expect(upward.ok).toBe(false);
+    expect(upward.output).toContain("core-is-pure");
+    const service = cruise({ "src/service/bad-import.ts": 'export { startServer } from "../server/server.js";\n' });
+    expect(service.output).toContain("service-below-server");
+    const circle = cruise({
+      "src/server/circle-a.ts": 'import { b } from "./circle-b.js";\nexport const a = () => b;\n',
+      "src/server/circle-b.ts": 'import { a } from "./circle-a.js";\nexport const b = () => a;\n',
+    });
+    expect(circle.output).toContain("no-circles");
+  });
+});
