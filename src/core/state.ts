@@ -7,8 +7,8 @@ import type { KeyList, Keys } from "./key-list.js";
 import { ORPHANED } from "./key-tree.js";
 import { Namespace } from "./namespace.js";
 import type { NamespaceCounts } from "./namespace-counters.js";
-import { defaultStateOptions, MAX_NUM_PAGES, MAX_RANKS_PER_NAMESPACE, type StateOptions } from "./options.js";
 import type { Rank } from "./rank.js";
+import { defaultStateOptions, MAX_NUM_PAGES, MAX_RANKS_PER_NAMESPACE, type StateOptions } from "./state-options.js";
 import { checkCount, checkPages, checkPrefixes, checkSameLength, checkUint32, checkWatermarks, keyListFor, namespaceName } from "./validate.js";
 
 export { AllocationStatus, Role };

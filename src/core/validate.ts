@@ -1,6 +1,6 @@
 import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
 import { KeyList, type Keys, keyListOf } from "./key-list.js";
-import { DEFAULT_NAMESPACE, type StateOptions } from "./options.js";
+import { DEFAULT_NAMESPACE, type StateOptions } from "./state-options.js";
 
 /** MAX_UINT32 is the largest rank, world size or page count a request can carry. */
 const MAX_UINT32 = 2 ** 32 - 1;

@@ -5,8 +5,8 @@ import { HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/gr
 import { createHealthClient, createMetadataClient } from "../client/index.js";
 import { NAMESPACE_COUNTERS, type NamespaceCounts } from "../core/namespace-counters.js";
 import { readTokens } from "../service/access-policy.js";
-import { defaultServerOptions } from "./options.js";
 import { renderStats } from "./render-stats.js";
+import { defaultServerOptions } from "./serve-options.js";
 
 /** DEFAULT_SERVER is where `serve` listens by default. */
 export const DEFAULT_SERVER = `http://${defaultServerOptions.host}:${defaultServerOptions.port}`;

@@ -1,7 +1,7 @@
 import type { AccessPolicy } from "../service/access-policy.js";
 import type { Store } from "../store/store.js";
 import type { Logger } from "./logger.js";
-import type { ServerOptions } from "./options.js";
+import type { ServerOptions } from "./serve-options.js";
 import type { RunningServer } from "./server.js";
 import { tlsOf } from "./tls-files.js";
 

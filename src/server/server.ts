@@ -21,7 +21,7 @@ import { metadataService } from "../service/metadata-service.js";
 import { reflectionService } from "../service/reflection-service.js";
 import type { Logger } from "./logger.js";
 import { type ClusterView, Metrics } from "./metrics.js";
-import { bufferedBytesFor, defaultServerOptions } from "./options.js";
+import { bufferedBytesFor, defaultServerOptions } from "./serve-options.js";
 import { serverUrl } from "./server-url.js";
 import { connectFraming } from "./transport/connect-framing.js";
 import { DualProtocolListener, type ListenerTls } from "./transport/dual-protocol-listener.js";

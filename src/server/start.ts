@@ -1,5 +1,5 @@
 import type { Logger } from "./logger.js";
-import type { ServerOptions } from "./options.js";
+import type { ServerOptions } from "./serve-options.js";
 import type { ServerConfig } from "./server.js";
 import type { EarlyPort } from "./transport/early-port.js";
 

@@ -1,13 +1,12 @@
 import type { Code, ConnectError } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { MetadataError, Reason } from "../core/errors.js";
-import { DEFAULT_NAMESPACE } from "../core/options.js";
+import { DEFAULT_NAMESPACE } from "../core/state-options.js";
 import { ENVELOPE_BYTES } from "../protocol/envelope.js";
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
 import type { AccessPolicy } from "./access-policy.js";
 import { BodyBudget } from "./body-budget.js";
-import { nextChange } from "./changes.js";
-import { checkDeadline, deadlineSignal } from "./deadline.js";
+import { checkDeadline, deadlineSignal } from "./call-deadline.js";
 import { toConnectError } from "./error-table.js";
 import { LargeCallLane } from "./large-call-lane.js";
 import type { Leadership } from "./leadership.js";
@@ -16,6 +15,7 @@ import type { Lifecycle } from "./lifecycle.js";
 import type { LoadShedder } from "./load-shedder.js";
 import { maxEntriesFor } from "./message-entries.js";
 import { type BodyStream, HeldBytes, lingerForBody, readBody, SlowReads } from "./read-body.js";
+import { nextChange } from "./state-changes.js";
 
 /** CallObserver hears of every call: its method, its code ("ok" or a gRPC code name) and its duration. */
 export type CallObserver = (method: string, code: string, seconds: number) => void;

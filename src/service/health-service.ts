@@ -1,9 +1,9 @@
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { type Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
-import { nextChange } from "./changes.js";
 import type { Leadership } from "./leadership.js";
 import type { Lifecycle } from "./lifecycle.js";
 import type { LoadShedder } from "./load-shedder.js";
+import { nextChange } from "./state-changes.js";
 
 /**
  * healthService implements grpc.health.v1.Health. The server ("") is

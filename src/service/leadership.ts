@@ -1,5 +1,5 @@
 import { MetadataError, Reason } from "../core/errors.js";
-import { Changes } from "./changes.js";
+import { Changes } from "./state-changes.js";
 
 /**
  * Leadership says whether this member of a highly available cluster

@@ -1,5 +1,5 @@
 import type { MetadataError } from "../core/errors.js";
-import { Changes } from "./changes.js";
+import { Changes } from "./state-changes.js";
 
 /**
  * Lifecycle is whether the server accepts calls. A server that listens

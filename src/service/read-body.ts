@@ -2,7 +2,7 @@ import * as http2 from "node:http2";
 import type { Readable } from "node:stream";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { BodyBudget } from "./body-budget.js";
-import { deadlineExceeded } from "./deadline.js";
+import { deadlineExceeded } from "./call-deadline.js";
 
 /** BodyStream is a request body as Node's HTTP/1.1 and HTTP/2 servers give it (an IncomingMessage or an Http2ServerRequest). */
 export type BodyStream = Readable & {

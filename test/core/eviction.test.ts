@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { MetadataError, Reason } from "../../src/core/errors.js";
-import type { StateOptions } from "../../src/core/options.js";
 import { AllocationStatus, MetadataState } from "../../src/core/state.js";
+import type { StateOptions } from "../../src/core/state-options.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { assertInvariants } from "../support/invariants.js";
 

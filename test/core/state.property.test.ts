@@ -1,8 +1,8 @@
 import fc from "fast-check";
 import { describe, it } from "vitest";
 import { MetadataError } from "../../src/core/errors.js";
-import { EVICTION_POLICIES } from "../../src/core/options.js";
 import { MetadataState } from "../../src/core/state.js";
+import { EVICTION_POLICIES } from "../../src/core/state-options.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { assertInvariants } from "../support/invariants.js";
 import { apply, type Lease, operation, PAGES, RANKS } from "../support/state-operations.js";

@@ -1,6 +1,6 @@
 import { afterEach } from "vitest";
-import type { StateOptions } from "../../src/core/options.js";
 import { MetadataState } from "../../src/core/state.js";
+import type { StateOptions } from "../../src/core/state-options.js";
 import { createLogger } from "../../src/server/logger.js";
 import { type RunningServer, type ServerConfig, startServer } from "../../src/server/server.js";
 import { MemoryStore } from "../../src/store/memory-store.js";

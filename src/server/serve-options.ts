@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { defaultStateOptions, EVICTION_POLICIES, MAX_RANKS_PER_NAMESPACE, type StateOptions } from "../core/options.js";
+import { defaultStateOptions, EVICTION_POLICIES, MAX_RANKS_PER_NAMESPACE, type StateOptions } from "../core/state-options.js";
 import { checkWatermarks } from "../core/validate.js";
 import { ENVELOPE_BYTES } from "../protocol/envelope.js";
 import { parseDuration } from "./duration.js";
