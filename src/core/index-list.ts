@@ -50,6 +50,11 @@ export class IndexList implements Iterable<number> {
     return this.head;
   }
 
+  /** last is the newest item, NONE when empty. */
+  get last(): number {
+    return this.tail;
+  }
+
   /** after is the item after `item` in this list, NONE at the end. */
   after(item: number): number {
     return this.links.next[item]!;

@@ -184,7 +184,13 @@ export class Namespace {
   /** complete lists key e, which is in no list, as complete, the most recently used (at nowMs). */
   complete(entry: number, nowMs: number): void {
     this.columns.usedAtMs[entry] = nowMs;
-    (this.columns.leaseUntilMs[entry]! > nowMs ? this.leased : this.evictionList(entry)).add(entry);
+    const leases = this.columns.leaseUntilMs;
+    if (leases[entry]! <= nowMs) return this.evictionList(entry).add(entry);
+    // Leased already (a restart's lease, or a read of an incomplete key): it joins the leased keys at the back, so its
+    // lease lasts as long as the last one's, never less, and the leased keys stay in the order their leases end.
+    const last = this.leased.last;
+    if (last >= 0 && leases[last]! > leases[entry]!) leases[entry] = leases[last]!;
+    this.leased.add(entry);
   }
 
   /** lease gives key e, at nowMs, a read lease until untilMs (never shortening one); a complete key leaves the eviction lists meanwhile. */

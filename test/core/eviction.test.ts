@@ -229,6 +229,26 @@ describe("read-leased keys and eviction", () => {
     assertInvariants(state);
   });
 
+  it("a key that becomes complete while leased joins the leased keys in the order their leases end", () => {
+    const time = new FakeClock();
+    const state = new MetadataState(time.clock, { readLeaseTtlMs: 500, eviction: "lru" });
+    for (const rank of [0, 1]) state.initializeRank("", rank, 4, 2);
+    const confirm = (rank: number, key: string) => {
+      const { pages } = state.batchAllocate("", rank, [key]);
+      state.confirmWrite("", rank, [key], pages);
+    };
+    confirm(0, "early"); // incomplete: one rank of two
+    state.getLocations("", 0, ["early"], true); // leased until 500
+    time.advance(100);
+    confirm(0, "late");
+    confirm(1, "late");
+    state.getLocations("", 0, ["late"]); // leased until 600
+    confirm(1, "early"); // complete now, with a lease that ends before late's
+    const ns = state.namespaceViews.get("kv")!;
+    expect([...ns.leased]).toEqual([ns.lookup("late"), ns.lookup("early")]);
+    assertInvariants(state);
+  });
+
   it("a lease given again moves the key to the back of the leased keys, and it returns by its last use", () => {
     const { time, state } = setup(3, { eviction: "lru" });
     write(state, ["a", "b", "c"]);
