@@ -185,7 +185,10 @@ export class Namespace {
   complete(entry: number, nowMs: number): void {
     this.columns.usedAtMs[entry] = nowMs;
     const leases = this.columns.leaseUntilMs;
-    if (leases[entry]! <= nowMs) return this.evictionList(entry).add(entry);
+    if (leases[entry]! <= nowMs) {
+      this.evictionList(entry).add(entry);
+      return;
+    }
     // Leased already (a restart's lease, or a read of an incomplete key): it joins the leased keys at the back, so its
     // lease lasts as long as the last one's, never less, and the leased keys stay in the order their leases end.
     const last = this.leased.last;

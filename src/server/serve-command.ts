@@ -2,7 +2,6 @@ import { AccessPolicy } from "../service/access-policy.js";
 import { createLogger, type Logger } from "./logger.js";
 import { stopSignal } from "./run-until-stopped.js";
 import { parseServerOptions, type ServerOptions, usage } from "./serve-options.js";
-import type { ServerConfig } from "./server.js";
 import { serverUrl } from "./server-url.js";
 import { tlsOf } from "./tls-files.js";
 import type { ListenerTls } from "./transport/dual-protocol-listener.js";
