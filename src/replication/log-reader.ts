@@ -3,7 +3,7 @@ import type { Change } from "../core/change.js";
 import type { ClusterKeys } from "./cluster-keys.js";
 import type { LocalCopy } from "./local-copy.js";
 import { decodePart, GroupAssembler } from "./log-codec.js";
-import type { Watches } from "./watch.js";
+import { type Watches, watchAfter } from "./watch.js";
 import { within } from "./within.js";
 
 /** RENEW_MS is how long one watch of the log is kept before it is renewed. */
@@ -82,18 +82,10 @@ export class LogReader {
     const failed = new Promise<never>((_, reject) => (ended = reject));
     // The watch may end (etcd's stream fails) before open() returns, when nothing awaits `failed` yet: handled from the start, raced below.
     failed.catch(() => undefined);
-    const close = await this.watches.open(
-      (client) =>
-        client
-          .watch()
-          .prefix(this.keys.log)
-          .only("put")
-          .startRevision(String(BigInt(revision) + 1n)),
-      {
-        put: (kv) => this.apply(kv),
-        ended,
-      },
-    );
+    const close = await this.watches.open((client) => watchAfter(client.watch().prefix(this.keys.log).only("put"), revision), {
+      put: (kv) => this.apply(kv),
+      ended,
+    });
     let timer: NodeJS.Timeout | undefined;
     // A watch is renewed (after a read of the log) every RENEW_MS: a watch that went silent without a word costs at most that.
     const renew = new Promise<void>((resolve) => {

@@ -16,7 +16,7 @@ import { LogWriter } from "./log-writer.js";
 import { MemberLease } from "./member-lease.js";
 import { ReplicatedStore } from "./replicated-store.js";
 import { fetchSnapshot } from "./replication-service.js";
-import type { Watches } from "./watch.js";
+import { type Watches, watchAfter } from "./watch.js";
 import { within } from "./within.js";
 
 /** MemberOptions configure a member of a highly available cluster. */
@@ -274,18 +274,11 @@ export class Member {
   private async leaderKeyChange(revision: string, lease: MemberLease): Promise<void> {
     let changed!: () => void;
     const change = new Promise<void>((resolve) => (changed = resolve));
-    const close = await this.watches.open(
-      (client) =>
-        client
-          .watch()
-          .key(this.keys.leader)
-          .startRevision(String(BigInt(revision) + 1n)),
-      {
-        put: changed,
-        delete: changed,
-        ended: changed,
-      },
-    );
+    const close = await this.watches.open((client) => watchAfter(client.watch().key(this.keys.leader), revision), {
+      put: changed,
+      delete: changed,
+      ended: changed,
+    });
     try {
       // Read the key again at least every LEADER_RECHECK_MS, whatever the watch says: a silent watch must not keep a member from campaigning.
       await Promise.race([change, lease.lost, this.closing, sleep(LEADER_RECHECK_MS, this.stop.signal)]);

@@ -135,3 +135,8 @@ function bounded<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
 export function isOrphanWatchResponse(reason: unknown): boolean {
   return reason instanceof Error && reason.message.startsWith("Failed to find watcher for IWatchResponse");
 }
+
+/** watchAfter makes a watch begin at the revision after `revision`, the one a read answered at: it hears every change since that read, and none the read saw. */
+export function watchAfter(builder: WatchBuilder, revision: string): WatchBuilder {
+  return builder.startRevision(String(BigInt(revision) + 1n));
+}
