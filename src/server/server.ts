@@ -11,6 +11,7 @@ import type { AccessPolicy } from "../service/access-policy.js";
 import { BackgroundEviction } from "../service/background-eviction.js";
 import { Edge } from "../service/edge.js";
 import { healthService } from "../service/health-service.js";
+import { jsonRouter } from "../service/json/json-router.js";
 import { sglangRoutes } from "../service/json/sglang-routes.js";
 import { vllmRoutes } from "../service/json/vllm-routes.js";
 import type { Leadership } from "../service/leadership.js";
@@ -27,7 +28,6 @@ import { connectFraming } from "./transport/connect-framing.js";
 import { DualProtocolListener, type ListenerTls } from "./transport/dual-protocol-listener.js";
 import type { EarlyPort } from "./transport/early-port.js";
 import { GrpcUnaryFastPath } from "./transport/grpc-unary-fast-path.js";
-import { jsonRouter } from "./transport/json-router.js";
 import { requestHandler } from "./transport/request-handler.js";
 import { keepLeadingByteOrderMark } from "./transport/utf8-text.js";
 

@@ -3,10 +3,10 @@ import type * as http2 from "node:http2";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema, Reason, ReasonSchema } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { MetadataState } from "../../core/state.js";
-import { codeName, type Edge } from "../../service/edge.js";
-import { httpStatusOf, reasonOf } from "../../service/error-table.js";
-import { parseJsonObject } from "../../service/json/json-body.js";
-import type { JsonReply, JsonRoute } from "../../service/json/json-route.js";
+import { codeName, type Edge } from "../edge.js";
+import { httpStatusOf, reasonOf } from "../error-table.js";
+import { parseJsonObject } from "./json-body.js";
+import type { JsonReply, JsonRoute } from "./json-route.js";
 
 type Request = http.IncomingMessage | http2.Http2ServerRequest;
 type Response = http.ServerResponse | http2.Http2ServerResponse;
