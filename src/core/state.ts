@@ -8,8 +8,8 @@ import { ORPHANED } from "./key-tree.js";
 import { Namespace } from "./namespace.js";
 import type { NamespaceCounts } from "./namespace-counters.js";
 import type { Rank } from "./rank.js";
-import { defaultStateOptions, MAX_NUM_PAGES, MAX_RANKS_PER_NAMESPACE, type StateOptions } from "./state-options.js";
-import { checkCount, checkPages, checkPrefixes, checkSameLength, checkUint32, checkWatermarks, keyListFor, namespaceName } from "./validate.js";
+import { defaultStateOptions, MAX_NUM_PAGES, type StateOptions } from "./state-options.js";
+import { checkCount, checkMaxRanks, checkPages, checkPrefixes, checkSameLength, checkUint32, checkWatermarks, keyListFor, namespaceName } from "./validate.js";
 
 export { AllocationStatus, Role };
 
@@ -100,9 +100,7 @@ export class MetadataState {
     private readonly journal = true,
   ) {
     this.options = { ...defaultStateOptions, ...options };
-    if (this.options.maxRanksPerNamespace > MAX_RANKS_PER_NAMESPACE) {
-      throw new RangeError(`maxRanksPerNamespace ${this.options.maxRanksPerNamespace} is over ${MAX_RANKS_PER_NAMESPACE}, the most the key columns can count`);
-    }
+    checkMaxRanks(this.options.maxRanksPerNamespace);
     checkWatermarks(this.options.evictHighWatermark, this.options.evictLowWatermark);
   }
 

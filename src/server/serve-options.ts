@@ -1,6 +1,6 @@
 import { parseArgs } from "node:util";
-import { defaultStateOptions, EVICTION_POLICIES, MAX_RANKS_PER_NAMESPACE, type StateOptions } from "../core/state-options.js";
-import { checkWatermarks } from "../core/validate.js";
+import { defaultStateOptions, EVICTION_POLICIES, type StateOptions } from "../core/state-options.js";
+import { checkMaxRanks, checkWatermarks } from "../core/validate.js";
 import { ENVELOPE_BYTES } from "../protocol/envelope.js";
 import { parseDuration } from "./duration.js";
 
@@ -291,9 +291,7 @@ export function parseServerOptions(args: string[], env: NodeJS.ProcessEnv): Serv
   if (result.vllmWorldSize > result.maxRanksPerNamespace) {
     throw new Error(`--vllm-world-size must be at most --max-ranks-per-namespace (${result.maxRanksPerNamespace}), got ${result.vllmWorldSize}`);
   }
-  if (result.maxRanksPerNamespace > MAX_RANKS_PER_NAMESPACE) {
-    throw new Error(`--max-ranks-per-namespace must be at most ${MAX_RANKS_PER_NAMESPACE}, got ${result.maxRanksPerNamespace}`);
-  }
+  checkMaxRanks(result.maxRanksPerNamespace, "--max-ranks-per-namespace");
   if (result.maxKeyBytes > MAX_KEY_BYTES)
     throw new Error(`--max-key-bytes must be at most ${MAX_KEY_BYTES} (namespace names are keys of the store), got ${result.maxKeyBytes}`);
   return result;
