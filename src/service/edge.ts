@@ -187,14 +187,13 @@ export class Edge {
     let held: HeldBytes | undefined;
     let reading = false;
     try {
-      if (admission === "call") this.admit(method, headerOf(body, "authorization"));
-      else if (admission === "token") this.options.access?.check(method, headerOf(body, "authorization"));
+      this.admit(method, headerOf(body, "authorization"), admission);
       const deadline = deadlineSignal(body.headers);
-      const limit = admission === "open" ? OPEN_BODY_BYTES : this.bodyLimit;
+      const open = admission === "open";
       reading = true;
-      held = await readBody(body, limit, this.budget, deadline, this.slowReads);
+      held = await readBody(body, open ? OPEN_BODY_BYTES : this.bodyLimit, this.budget, deadline, this.slowReads);
       if (admission === "call" && this.waiting()) await this.hold(deadline);
-      const bytes = await prepare(held, this.maxEntries, admission === "open" ? OPEN_BODY_BYTES : this.maxBodyBytes);
+      const bytes = await prepare(held, this.maxEntries, open ? OPEN_BODY_BYTES : this.maxBodyBytes);
       const release = held.release.bind(held);
       held = undefined;
       return { bytes, release };
@@ -220,14 +219,17 @@ export class Edge {
   }
 
   /**
-   * admit throws, in this order: UNAUTHENTICATED or PERMISSION_DENIED for a
-   * call without the token it needs, the refusal every call gets while the
-   * server does not accept calls, NOT_LEADER on a cluster member that does
-   * not lead and names the leader, OVERLOADED while it sheds load. A call
-   * to a member that knows no leader passes: it waits for one (hold).
+   * admit throws, in this order, as far as the admission asks (Admission):
+   * UNAUTHENTICATED or PERMISSION_DENIED for a call without the token it
+   * needs; then, for a MetadataService call, the refusal every call gets
+   * while the server does not accept calls, NOT_LEADER on a cluster member
+   * that does not lead and names the leader, OVERLOADED while it sheds load.
+   * A call to a member that knows no leader passes: it waits for one (hold).
    */
-  private admit(method: string, authorization: string | undefined): void {
+  private admit(method: string, authorization: string | undefined, admission: Admission = "call"): void {
+    if (admission === "open") return;
     this.options.access?.check(method, authorization);
+    if (admission === "token") return;
     const refusal = this.lifecycle.refusal ?? (this.options.leadership?.leaderless === true ? undefined : this.options.leadership?.refusal);
     if (refusal !== undefined) throw refusal;
     this.options.shedder?.admit();
