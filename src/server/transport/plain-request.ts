@@ -3,6 +3,7 @@ import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import { envelope } from "../../protocol/envelope.js";
 import type { HeldBytes } from "../../service/read-body.js";
+import { oneEnvelope } from "./grpc-envelope.js";
 
 /**
  * Framing is how a request that connect-node serves carries its messages,
@@ -47,16 +48,12 @@ function framing(kind: Framing["kind"], json: boolean, header: Headers, encoding
  * plainMessageOf is the one message of a request body held in `held` (unary and
  * server-streaming calls take one), decompressed within maxBytes and the
  * body budget: every byte it makes is counted in `held` before it is
- * made. Malformed framing is INVALID_ARGUMENT, more or less than one
- * message UNIMPLEMENTED.
+ * made. Its envelope, if any, is read as oneEnvelope reads it.
  */
 export async function plainMessageOf(framing: Framing, body: Buffer, held: HeldBytes, maxBytes: number): Promise<Buffer> {
   if (framing.kind === "unary") return framing.encoding === undefined ? body : decompress(framing.encoding, body, held, maxBytes);
-  const bytes = framing.kind === "text" ? Buffer.from(body.toString("latin1"), "base64") : body;
-  if (bytes.length < 5) throw new ConnectError("missing message", Code.InvalidArgument);
-  const length = bytes.readUInt32BE(1);
-  if (bytes.length !== 5 + length) throw new ConnectError("a call of one request message takes exactly one envelope", Code.Unimplemented);
-  return messageOf(framing, bytes[0]!, bytes.subarray(5), held, maxBytes);
+  const { flags, message } = oneEnvelope(framing.kind === "text" ? Buffer.from(body.toString("latin1"), "base64") : body);
+  return messageOf(framing, flags, message, held, maxBytes);
 }
 
 /** wrapped is a plain message framed as `framing` frames it, uncompressed. */
