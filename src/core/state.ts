@@ -204,15 +204,13 @@ export class MetadataState {
       rank.endDrain(page, drain.untilMs);
       this.record({ kind: "undrain", ...subject, page });
     }
+    const now = this.clock();
     let forgotten = 0;
     for (const entry of [...ns.keys.live()]) {
       const page = rank.confirmedPage(entry);
       if (page < 0) continue;
       if (ns.columns.confirmed[entry] === 1) {
-        this.unconfirm(ns, entry);
-        this.record({ kind: "forget", namespace: name, key: this.journal ? ns.keyOf(entry) : "" });
-        ns.columns.leaseUntilMs[entry] = 0;
-        ns.forgetIfEmpty(entry);
+        this.dropKey(ns, entry, now, false); // its one page goes with the rank: nothing is left to drain
         forgotten++;
         continue;
       }
@@ -222,7 +220,6 @@ export class MetadataState {
     ns.removeRank(rankNo);
     this.crowded.delete(rank);
     this.record({ kind: "unrank", ...subject });
-    const now = this.clock();
     for (const entry of [...ns.incomplete]) {
       if (ns.columns.confirmed[entry]! < ns.requiredRanks) continue;
       ns.incomplete.delete(entry);
@@ -620,10 +617,9 @@ export class MetadataState {
    */
   private evictOne(ns: Namespace, rank: Rank, batch: ReadonlySet<number>, now: number): boolean {
     ns.returnLeases(now);
-    const leases = ns.columns.leaseUntilMs;
     for (const { list, cause } of ns.evictionOrder) {
       for (let entry = list.first; entry >= 0; entry = list.after(entry)) {
-        if (leases[entry]! > now || batch.has(entry) || rank.confirmedPage(entry) < 0) continue;
+        if (batch.has(entry) || rank.confirmedPage(entry) < 0) continue;
         this.dropKey(ns, entry, now);
         ns.events.evictions++;
         ns.events[cause]++;
@@ -676,13 +672,14 @@ export class MetadataState {
 
   /**
    * dropKey takes a key's confirmed pages away and frees them, or drains them
-   * while it is read-leased. The key stays in the registry while it has
+   * while it is read-leased (unless drainLeased is false: its pages go with
+   * a dropped rank). The key stays in the registry while it has
    * reservations on other ranks.
    */
-  private dropKey(ns: Namespace, entry: number, now = this.clock()): void {
+  private dropKey(ns: Namespace, entry: number, now = this.clock(), drainLeased = true): void {
     const columns = ns.columns;
     const untilMs = columns.leaseUntilMs[entry]!;
-    const drains = untilMs > now && columns.confirmed[entry]! > 0;
+    const drains = drainLeased && untilMs > now && columns.confirmed[entry]! > 0;
     // The key is named only for whoever needs it: the journal, or the drain that outlives the registry entry.
     const key = this.journal || drains ? ns.keyOf(entry) : "";
     this.record({ kind: "forget", namespace: ns.name, key });
