@@ -96,7 +96,7 @@ function plainRequest(edge: Edge, method: DescMethod, universal: UniversalServer
 }
 
 /** EMPTY is the body of a request that connect-node refuses without reading it. */
-const EMPTY: AsyncIterable<Uint8Array> = (async function* () {})();
+const EMPTY: AsyncIterable<Uint8Array> = { async *[Symbol.asyncIterator]() {} };
 
 /** preparedBody is a body the edge reads and `prepare` turns into its plain message, as the byte stream connect-node reads; its bytes count until connect-node has read it. */
 async function* preparedBody(
