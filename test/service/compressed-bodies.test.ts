@@ -7,6 +7,7 @@ import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { describe, expect, it } from "vitest";
 import { HealthCheckRequestSchema } from "../../gen/grpc/health/v1/health_pb.js";
 import { BatchExistsRequestSchema } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { envelope } from "../../src/protocol/envelope.js";
 import { AccessPolicy } from "../../src/service/access-policy.js";
 import { tempDir } from "../support/temp-dir.js";
 import { startTestServer } from "../support/test-server.js";
@@ -21,13 +22,8 @@ function unknownFields(n: number): Uint8Array {
   return writer.finish();
 }
 
-function envelope(flags: number, message: Uint8Array): Buffer {
-  const frame = Buffer.alloc(5 + message.length);
-  frame[0] = flags;
-  frame.writeUInt32BE(message.length, 1);
-  frame.set(message, 5);
-  return frame;
-}
+/** framed is a message in its gRPC envelope, with the envelope's flags (1: compressed). */
+const framed = (flags: number, message: Uint8Array) => envelope(message, flags);
 
 /** grpc sends one gRPC call over HTTP/2 and answers "<grpc-status> <message>". */
 async function grpc(url: string, path: string, headers: http2.OutgoingHttpHeaders, body: Buffer): Promise<string> {
@@ -76,10 +72,10 @@ describe("compressed and GET requests are bounded like every other", () => {
     const server = await startTestServer({ maxKeysPerCall: 4 }, undefined, 0, { access: new AccessPolicy(tokenFiles()) });
     const auth = "Bearer worker-token";
     const junk = unknownFields(200); // more than 4 × 4 + 64 = 80 entries
-    expect(await grpc(server.url, EXISTS, { "grpc-encoding": "br", authorization: auth }, envelope(1, brotliCompressSync(junk)))).toMatch(
+    expect(await grpc(server.url, EXISTS, { "grpc-encoding": "br", authorization: auth }, framed(1, brotliCompressSync(junk)))).toMatch(
       /^3 .*more than 80 entries/,
     );
-    expect(await grpc(server.url, EXISTS, { "grpc-encoding": "gzip", authorization: auth }, envelope(1, gzipSync(junk)))).toMatch(/^3 .*more than 80 entries/);
+    expect(await grpc(server.url, EXISTS, { "grpc-encoding": "gzip", authorization: auth }, framed(1, gzipSync(junk)))).toMatch(/^3 .*more than 80 entries/);
     const post = await fetch(server.url + EXISTS, {
       method: "POST",
       headers: { "content-type": "application/proto", "content-encoding": "gzip", authorization: auth },
@@ -94,10 +90,10 @@ describe("compressed and GET requests are bounded like every other", () => {
     const server = await startTestServer({}, undefined, 0, { maxBodyBytes: 1 << 20 });
     const bomb = brotliCompressSync(Buffer.alloc(16 << 20, 0x78)); // 16 MiB of one byte, in a few hundred bytes
     expect(bomb.length).toBeLessThan(10_000);
-    expect(await grpc(server.url, EXISTS, { "grpc-encoding": "br" }, envelope(1, bomb))).toMatch(/^8 .*larger than/);
+    expect(await grpc(server.url, EXISTS, { "grpc-encoding": "br" }, framed(1, bomb))).toMatch(/^8 .*larger than/);
     expect((await connectGet(server.url, bomb, "br")).status).toBe(429);
     const exists = toBinary(BatchExistsRequestSchema, create(BatchExistsRequestSchema, { keys: ["a"] }));
-    expect(await grpc(server.url, EXISTS, {}, envelope(0, exists))).toBe("0 ");
+    expect(await grpc(server.url, EXISTS, {}, framed(0, exists))).toBe("0 ");
   });
 
   it("a compressed Connect GET of a valid message is answered as the POST of it is", async () => {
@@ -114,10 +110,10 @@ describe("compressed and GET requests are bounded like every other", () => {
   it("health and reflection take small bodies only, however compressed", async () => {
     const server = await startTestServer();
     const big = toBinary(HealthCheckRequestSchema, create(HealthCheckRequestSchema, { service: "x".repeat(100_000) }));
-    expect(await grpc(server.url, HEALTH, { "grpc-encoding": "br" }, envelope(1, brotliCompressSync(big)))).toMatch(/^8 .*larger than/);
-    expect(await grpc(server.url, HEALTH, {}, envelope(0, big))).toMatch(/^8 .*larger than 65536/);
+    expect(await grpc(server.url, HEALTH, { "grpc-encoding": "br" }, framed(1, brotliCompressSync(big)))).toMatch(/^8 .*larger than/);
+    expect(await grpc(server.url, HEALTH, {}, framed(0, big))).toMatch(/^8 .*larger than 65536/);
     const small = toBinary(HealthCheckRequestSchema, create(HealthCheckRequestSchema, {}));
-    expect(await grpc(server.url, HEALTH, { "grpc-encoding": "gzip" }, envelope(1, gzipSync(small)))).toBe("0 ");
+    expect(await grpc(server.url, HEALTH, { "grpc-encoding": "gzip" }, framed(1, gzipSync(small)))).toBe("0 ");
   });
 
   it("a Connect GET waits while the state loads, like a POST", async () => {
@@ -135,7 +131,7 @@ describe("compressed and GET requests are bounded like every other", () => {
       const ended = new Promise((resolve) => get.once("end", resolve)).then(() => (answered = true));
       // On the same connection, after the GET: the health check is answered while the GET still waits.
       const health = session.request({ ":method": "POST", ":path": HEALTH, "content-type": "application/grpc", te: "trailers" });
-      health.end(envelope(0, new Uint8Array()));
+      health.end(framed(0, new Uint8Array()));
       health.resume();
       await new Promise((resolve) => health.once("trailers", resolve));
       expect(answered).toBe(false);
@@ -175,7 +171,7 @@ describe("the body budget counts every byte held for a call not yet served", () 
   it("bodies that wait out the startup hold stay counted until their call is served", async () => {
     const server = await startTestServer({}, undefined, 0, { starting: true, maxBodyBytes: 100_000, maxBufferedBytes: 150_000 });
     const [a, b] = [http2.connect(server.url), http2.connect(server.url)];
-    const body = envelope(
+    const body = framed(
       0,
       toBinary(BatchExistsRequestSchema, create(BatchExistsRequestSchema, { keys: Array.from({ length: 900 }, (_, i) => `${i}`.padEnd(98)) })),
     );
@@ -192,7 +188,7 @@ describe("the body budget counts every byte held for a call not yet served", () 
       // The first body (about 90 KB) arrives whole on a, then waits for the state: a health check sent on a after it is answered.
       let waiting: Promise<string> | undefined;
       await new Promise<void>((resolve) => (waiting = call(a, EXISTS, body, resolve)));
-      expect(await call(a, HEALTH, envelope(0, new Uint8Array()))).toBe("0");
+      expect(await call(a, HEALTH, framed(0, new Uint8Array()))).toBe("0");
       // It is still counted: a second one on b would make 180 KB of the server's 150 KB.
       expect(await call(b, EXISTS, body)).toBe("8");
       server.lifecycle.started();
