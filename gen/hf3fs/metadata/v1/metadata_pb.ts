@@ -1227,13 +1227,14 @@ export const MetadataService: GenService<{
     output: typeof GetStatsResponseSchema;
   },
   /**
-   * DropRank removes a rank of a namespace, an admin's call (the admin
-   * token when tokens are in force): its reservations end, every key loses
-   * its page there and a key left without a page is forgotten; with
-   * world_size 0 the rank no longer counts for completeness. A namespace
-   * left without ranks is removed with its world_size, so it can be
-   * initialized anew. The rank may be initialized again, with any
-   * num_pages. Errors: FAILED_PRECONDITION REASON_RANK_NOT_INITIALIZED.
+   * DropRank removes a rank of a namespace, an admin's call (a token of
+   * --admin-token-file when there is one, as for Clear): its reservations
+   * end, every key loses its page there and a key left without a page is
+   * forgotten; with world_size 0 the rank no longer counts for
+   * completeness. A namespace left without ranks is removed with its
+   * world_size, so it can be initialized anew. The rank may be initialized
+   * again, with any num_pages. A repeat changes nothing and fails.
+   * Errors: FAILED_PRECONDITION REASON_RANK_NOT_INITIALIZED.
    *
    * @generated from rpc hf3fs.metadata.v1.MetadataService.DropRank
    */
