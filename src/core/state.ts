@@ -353,8 +353,8 @@ export class MetadataState {
     const keys = keyListFor(keyBatch, "keys", this.options);
     checkSameLength(keys, "keys", pages, "pages");
     checkCount(pagesToRelease, "pages_to_release", this.options);
-    const releasing = keyListFor(keysToRelease, "keys_to_release", this.options);
-    if (releasing.length > 0) checkSameLength(releasing, "keys_to_release", pagesToRelease, "pages_to_release");
+    const releasing = keysToRelease.length > 0 ? keyListFor(keysToRelease, "keys_to_release", this.options) : undefined;
+    if (releasing !== undefined) checkSameLength(releasing, "keys_to_release", pagesToRelease, "pages_to_release");
     this.expire();
     const { ns, rank } = this.rankOf(name, rankNo);
     const subject = { namespace: name, rank: rankNo };
@@ -387,7 +387,7 @@ export class MetadataState {
       this.recordKey(ns, entry);
     }
     this.deadlines.armIncomplete(ns);
-    const releasers = releasing.length > 0 ? ns.findAll(releasing) : undefined;
+    const releasers = releasing === undefined ? undefined : ns.findAll(releasing);
     for (let i = 0; releasers !== undefined && i < pagesToRelease.length; i++) {
       const page = pagesToRelease[i]!;
       const holder = rank.reservedBy(page);
@@ -495,8 +495,8 @@ export class MetadataState {
       const page = entry >= 0 && (includeIncomplete || ns.isComplete(entry)) ? rank.confirmedPage(entry) : -1;
       pages[i] = page;
       if (page < 0) continue;
+      ns.lease(entry, leaseUntilMs, now); // first: a leased key's touch moves it in no list
       ns.touch(entry, now);
-      ns.lease(entry, leaseUntilMs, now);
     }
     return pages;
   }
