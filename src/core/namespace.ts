@@ -6,6 +6,11 @@ import { KeyTree, REACHABLE } from "./key-tree.js";
 import { type EventCounts, type NamespaceCounts, zeroEventCounts } from "./namespace-counters.js";
 import { Rank } from "./rank.js";
 
+/** CONFIRMED_RESERVATION, in Namespace.confirm's outcome: the page confirmed was reserved (its reservation ended). */
+export const CONFIRMED_RESERVATION = 1;
+/** COMPLETED, in Namespace.confirm's outcome: the key became complete. */
+export const COMPLETED = 2;
+
 /** SCRATCH holds one key's UTF-8 bytes at a time while a store loads (entryOf). */
 const SCRATCH = Buffer.allocUnsafe(4 * 1024);
 const SCRATCH_VIEW = viewOf(SCRATCH);
@@ -43,8 +48,8 @@ export class Namespace {
   readonly keys = new KeyTable();
   /** columns hold each key's counts, read lease and reclaim deadline, by entry. */
   readonly columns = new KeyColumns();
-  /** confirmedKeys counts the entries of `keys` with a confirmed page. */
-  confirmedKeys = 0;
+  /** confirmedCount counts the entries of `keys` with a confirmed page (confirmedKeys). */
+  private confirmedCount = 0;
   /** tree links each key to its parent (prefix) key. */
   readonly tree = new KeyTree(this.columns);
   /** leaves are the complete keys no registered key names as parent, that a prefix match can reach (prefix-aware eviction). */
@@ -85,6 +90,11 @@ export class Namespace {
   /** counts gives every counter of NAMESPACE_COUNTERS: the sizes of the registry, then the events. */
   counts(): NamespaceCounts {
     return { keys: this.confirmedKeys, completeKeys: this.completeKeys, ...this.events };
+  }
+
+  /** confirmedKeys is the number of entries of `keys` with a confirmed page. */
+  get confirmedKeys(): number {
+    return this.confirmedCount;
   }
 
   /** completeKeys is the number of complete keys. */
@@ -305,6 +315,98 @@ export class Namespace {
 
   /** cut moves a key that a prefix match can no longer reach to the orphans, if it is a complete leaf. */
   private readonly cut = (entry: number) => this.relist(entry);
+
+  /**
+   * confirm makes `page` of `rank` key e's confirmed page there, and lists
+   * the key: its first page counts it and lists it incomplete until
+   * reclaimAtMs; the page that brings it to requiredRanks makes it complete
+   * (at nowMs). Returns CONFIRMED_RESERVATION when the page was reserved
+   * (not a lapsed reservation's), plus COMPLETED when the key became complete.
+   */
+  confirm(rank: Rank, entry: number, page: number, nowMs: number, reclaimAtMs: number): number {
+    const firstPage = this.columns.confirmed[entry] === 0;
+    const outcome = rank.confirm(entry, page) ? CONFIRMED_RESERVATION : 0;
+    if (firstPage) {
+      this.confirmedCount++;
+      this.columns.reclaimAtMs[entry] = reclaimAtMs;
+    }
+    if (this.isComplete(entry) || this.columns.confirmed[entry]! < this.requiredRanks) {
+      if (firstPage) this.incomplete.add(entry);
+      return outcome;
+    }
+    if (!firstPage) this.incomplete.delete(entry);
+    this.complete(entry, nowMs);
+    return outcome | COMPLETED;
+  }
+
+  /**
+   * restoreConfirmed lists a restored key whose pages the ranks hold
+   * already (Rank.restoreUsed): complete as the store says, or incomplete.
+   */
+  restoreConfirmed(entry: number, complete: boolean, nowMs: number): void {
+    this.confirmedCount++;
+    if (complete) this.complete(entry, nowMs);
+    else this.incomplete.add(entry);
+  }
+
+  /**
+   * completeReady makes complete each incomplete key confirmed on the
+   * required ranks (fewer now that a rank went), and hears of each.
+   */
+  completeReady(nowMs: number, completed: (entry: number) => void): void {
+    for (const entry of [...this.incomplete]) {
+      if (this.columns.confirmed[entry]! < this.requiredRanks) continue;
+      this.incomplete.delete(entry);
+      this.complete(entry, nowMs);
+      completed(entry);
+    }
+  }
+
+  /**
+   * unconfirmed takes a key whose pages are about to go off its list and
+   * out of the count; the ranks then drop its pages (Rank.dropConfirmed).
+   * False when it has none.
+   */
+  unconfirmed(entry: number): boolean {
+    if (this.columns.confirmed[entry] === 0) return false;
+    this.unlist(entry);
+    this.confirmedCount--;
+    return true;
+  }
+
+  /** endLease ends key e's read lease (it is being dropped). */
+  endLease(entry: number): void {
+    this.columns.leaseUntilMs[entry] = 0;
+  }
+
+  /**
+   * reclaimDue hands `drop` each incomplete key past its reclaim deadline
+   * at nowMs, oldest first. A read-leased one waits for its lease: it goes
+   * to the back with the lease's end as its deadline (later than it needs,
+   * never early).
+   */
+  reclaimDue(nowMs: number, drop: (entry: number) => void): void {
+    const columns = this.columns;
+    for (const entry of this.incomplete) {
+      if (columns.reclaimAtMs[entry]! > nowMs) return;
+      if (columns.leaseUntilMs[entry]! > nowMs) {
+        columns.reclaimAtMs[entry] = columns.leaseUntilMs[entry]!;
+        this.incomplete.moveToBack(entry);
+        continue;
+      }
+      drop(entry);
+    }
+  }
+
+  /**
+   * grantRestart gives a key with pages, as a state starts to serve after
+   * a restart or takeover, a read lease until leaseUntilMs and, if it is
+   * incomplete, a fresh reclaim deadline.
+   */
+  grantRestart(entry: number, leaseUntilMs: number, reclaimAtMs: number, nowMs: number): void {
+    this.lease(entry, leaseUntilMs, nowMs);
+    if (!this.isComplete(entry)) this.columns.reclaimAtMs[entry] = reclaimAtMs;
+  }
 
   /** touch marks a complete key as used at nowMs, the most recently used. */
   touch(entry: number, nowMs: number): void {

@@ -1,21 +1,19 @@
 import { AllocationStatus, Role } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import type { Change, ParentName } from "./change.js";
+import type { Change } from "./change.js";
 import type { Clock } from "./clock.js";
-import { Deadlines } from "./deadlines.js";
 import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
+import { Eviction } from "./eviction.js";
+import type { Journal } from "./journal.js";
 import type { KeyList, Keys } from "./key-list.js";
-import { ORPHANED } from "./key-tree.js";
-import { Namespace } from "./namespace.js";
+import { COMPLETED, CONFIRMED_RESERVATION, type Namespace } from "./namespace.js";
 import type { NamespaceCounts } from "./namespace-counters.js";
 import type { Rank } from "./rank.js";
-import { defaultStateOptions, MAX_NUM_PAGES, type StateOptions } from "./state-options.js";
-import { checkCount, checkMaxRanks, checkPages, checkPrefixes, checkSameLength, checkUint32, checkWatermarks, keyListFor, namespaceName } from "./validate.js";
+import { type Restoring, restoring } from "./recovery.js";
+import { Registry } from "./registry.js";
+import { MAX_NUM_PAGES, type StateOptions } from "./state-options.js";
+import { checkCount, checkPages, checkPrefixes, checkSameLength, checkUint32, keyListFor, namespaceName } from "./validate.js";
 
 export { AllocationStatus, Role };
-
-const NO_CHANGES: readonly Change[] = Object.freeze([]);
-/** NO_BATCH is the batch of an eviction that no call waits for (evictAhead). */
-const NO_BATCH: ReadonlySet<number> = new Set();
 
 /** InitializeRankResult describes a rank after InitializeRank. */
 export interface InitializeRankResult {
@@ -54,22 +52,11 @@ export interface NamespaceStatsView extends NamespaceCounts {
   ranks: RankStatsView[];
 }
 
-/** Replay applies stored changes to a state, then readies it to serve (MetadataState.replaying). */
-export interface Replay {
-  apply(change: Change): void;
-  takeOver(): void;
-}
-
-/** RestartTerms are what a state grants as it starts to serve after a restart or a takeover (MetadataState.restartTerms). */
-interface RestartTerms {
-  nowMs: number;
-  leaseUntilMs: number;
-  reclaimAtMs: number;
-}
-
 /**
- * MetadataState is the whole state machine: namespaces of ranks of pages,
- * the key registry, reservations, read leases and eviction.
+ * MetadataState is the state machine as it serves: the commands on
+ * namespaces of ranks of pages, the key registry, reservations, read
+ * leases and eviction (Eviction). Recovery (recovery.ts) fills it from a
+ * store; a hot standby's state is a ReplayState until it takes over.
  *
  * It is synchronous and does no I/O: each operation validates its whole
  * input, then applies all of it, so it is atomic. Time comes from the
@@ -80,28 +67,27 @@ interface RestartTerms {
  */
 export class MetadataState {
   readonly options: StateOptions;
-  private readonly namespaces = new Map<string, Namespace>();
-  /** deadlines schedules reservation expiries, incomplete reclaims and drain ends, so expire() costs what is due. */
-  private readonly deadlines = new Deadlines();
-  /** crowded are the ranks past the high watermark that evictAhead has not brought down yet, with their namespaces. */
-  private readonly crowded = new Map<Rank, Namespace>();
-  private changes: Change[] = [];
-  /** applying is true while a replayed change is applied (replaying), which journals nothing. */
-  private applying = false;
+  private readonly registry: Registry;
+  private readonly namespaces: Map<string, Namespace>;
+  private readonly journal: Journal;
+  private readonly eviction: Eviction;
 
   /**
-   * @param clock the time source.
+   * @param clock the time source, or (ReplayState.takeOver, through serving) the registry a replay filled.
    * @param options the rules; missing ones take their defaults.
    * @param journal whether to record changes (off for a state nobody persists).
    */
-  constructor(
-    private readonly clock: Clock,
-    options: Partial<StateOptions> = {},
-    private readonly journal = true,
-  ) {
-    this.options = { ...defaultStateOptions, ...options };
-    checkMaxRanks(this.options.maxRanksPerNamespace);
-    checkWatermarks(this.options.evictHighWatermark, this.options.evictLowWatermark);
+  constructor(clock: Clock | Registry, options: Partial<StateOptions> = {}, journal = true) {
+    this.registry = clock instanceof Registry ? clock : new Registry(clock, options, journal);
+    this.options = this.registry.options;
+    this.namespaces = this.registry.namespaces;
+    this.journal = this.registry.journal;
+    this.eviction = new Eviction(this.registry);
+  }
+
+  /** serving is the state that serves a registry recovery filled (internal: ReplayState.takeOver). */
+  static serving(registry: Registry): MetadataState {
+    return new MetadataState(registry);
   }
 
   /** namespaceViews exposes the namespaces read-only, for inspection and invariant checks. */
@@ -111,10 +97,24 @@ export class MetadataState {
 
   /** takeChanges returns the changes recorded since the last call, in order; the caller owns the array. */
   takeChanges(): readonly Change[] {
-    if (this.changes.length === 0) return NO_CHANGES;
-    const changes = this.changes;
-    this.changes = [];
-    return changes;
+    return this.journal.take();
+  }
+
+  /** restore rebuilds an empty state from stored state (restoring, all at once). */
+  restore(stored: Iterable<Change>): void {
+    const restore = this.restoring();
+    for (const change of stored) restore.add(change);
+    restore.finish();
+  }
+
+  /**
+   * restoring is restore a change at a time, for a caller that must yield
+   * to its event loop between batches (loadState): `add` each stored
+   * change ("rank" changes first), `link` the keys stored before their
+   * parents a batch at a time, then `finish`.
+   */
+  restoring(): Restoring {
+    return restoring(this.registry);
   }
 
   /**
@@ -173,10 +173,10 @@ export class MetadataState {
       throw limitExceeded("rank", `namespace "${name}" has ${ns.ranks.size} ranks, the limit (--max-ranks-per-namespace)`, { namespace: name, rank: rankNo });
     }
     if (ns === undefined) {
-      ns = this.newNamespace(name, worldSize);
+      ns = this.registry.newNamespace(name, worldSize);
     }
     ns.addRank(rankNo, numPages);
-    this.record({ kind: "rank", namespace: name, rank: rankNo, numPages, worldSize });
+    this.journal.record({ kind: "rank", namespace: name, rank: rankNo, numPages, worldSize });
     return { created: true, numPages, freePages: numPages };
   }
 
@@ -193,41 +193,36 @@ export class MetadataState {
     const name = namespaceName(namespace, this.options);
     checkUint32(rankNo, "rank");
     this.expire();
-    const { ns, rank } = this.rankOf(name, rankNo);
+    const { ns, rank } = this.registry.rankOf(name, rankNo);
     const subject = { namespace: name, rank: rankNo };
     for (const page of [...rank.reservations]) {
       ns.forgetIfEmpty(rank.releaseReservation(page));
-      this.record({ kind: "unreserve", ...subject, page });
+      this.journal.record({ kind: "unreserve", ...subject, page });
     }
     rank.forgetLapses();
     for (const [page, drain] of [...rank.draining]) {
       rank.endDrain(page, drain.untilMs);
-      this.record({ kind: "undrain", ...subject, page });
+      this.journal.record({ kind: "undrain", ...subject, page });
     }
-    const now = this.clock();
+    const now = this.registry.clock();
     let forgotten = 0;
     for (const entry of [...ns.keys.live()]) {
       const page = rank.confirmedPage(entry);
       if (page < 0) continue;
       if (ns.columns.confirmed[entry] === 1) {
-        this.dropKey(ns, entry, now, false); // its one page goes with the rank: nothing is left to drain
+        this.registry.dropKey(ns, entry, now, false); // its one page goes with the rank: nothing is left to drain
         forgotten++;
         continue;
       }
       rank.dropConfirmed(entry, page, undefined);
-      this.recordKey(ns, entry);
+      this.journal.key(ns, entry);
     }
     ns.removeRank(rankNo);
-    this.crowded.delete(rank);
-    this.record({ kind: "unrank", ...subject });
-    for (const entry of [...ns.incomplete]) {
-      if (ns.columns.confirmed[entry]! < ns.requiredRanks) continue;
-      ns.incomplete.delete(entry);
-      ns.complete(entry, now);
-      this.recordKey(ns, entry);
-    }
+    this.eviction.forget(rank);
+    this.journal.record({ kind: "unrank", ...subject });
+    ns.completeReady(now, (entry) => this.journal.key(ns, entry));
     if (ns.ranks.size === 0) this.namespaces.delete(name);
-    else this.deadlines.armIncomplete(ns);
+    else this.registry.deadlines.armIncomplete(ns);
     return forgotten;
   }
 
@@ -244,8 +239,8 @@ export class MetadataState {
     const keys = keyListFor(keyBatch, "keys", this.options);
     const prefixes = prefixKeys.length > 0 ? checkPrefixes(keys, prefixKeys, this.options) : undefined;
     this.expire();
-    const { ns, rank } = this.rankOf(name, rankNo);
-    const now = this.clock();
+    const { ns, rank } = this.registry.rankOf(name, rankNo);
+    const now = this.registry.clock();
     const expiresAtMs = now + this.options.reservationTtlMs;
     const pages = new Array<number>(keys.length);
     const statuses = new Array<AllocationStatus>(keys.length);
@@ -268,7 +263,7 @@ export class MetadataState {
       if (held >= 0) {
         if (rank.expiresAtMs(held) !== expiresAtMs) {
           rank.renew(held, expiresAtMs);
-          this.recordReserve(ns, rank, entry, held);
+          this.journal.reserve(ns, rank, entry, held);
         }
         pages[i] = held;
         statuses[i] = AllocationStatus.RESERVED;
@@ -280,7 +275,7 @@ export class MetadataState {
       if (page < 0) {
         // (The batch's new keys hold reservations, which eviction never takes.)
         batch ??= this.protectedFrom(ns, keys, found, prefixes);
-        if (this.evictOne(ns, rank, batch, now)) {
+        if (this.eviction.evictOne(ns, rank, batch, now)) {
           ns.events.inlineEvictions++;
           page = rank.reserveFree(entry, expiresAtMs);
         }
@@ -293,12 +288,12 @@ export class MetadataState {
         continue;
       }
       if (fresh && prefixes !== undefined) this.attachParent(ns, entry, keys, prefixes, i, placed!);
-      this.recordReserve(ns, rank, entry, page);
+      this.journal.reserve(ns, rank, entry, page);
       pages[i] = page;
       statuses[i] = AllocationStatus.NEW;
     }
-    this.deadlines.armReservations(ns, rank);
-    this.noteCrowding(ns, rank);
+    this.registry.deadlines.armReservations(ns, rank);
+    this.eviction.noteCrowding(ns, rank);
     return { pages, statuses };
   }
 
@@ -356,48 +351,38 @@ export class MetadataState {
     const releasing = keysToRelease.length > 0 ? keyListFor(keysToRelease, "keys_to_release", this.options) : undefined;
     if (releasing !== undefined) checkSameLength(releasing, "keys_to_release", pagesToRelease, "pages_to_release");
     this.expire();
-    const { ns, rank } = this.rankOf(name, rankNo);
+    const { ns, rank } = this.registry.rankOf(name, rankNo);
     const subject = { namespace: name, rank: rankNo };
     checkPages(pages, "pages", rank.numPages, subject);
     checkPages(pagesToRelease, "pages_to_release", rank.numPages, subject);
     const found = this.checkConfirmable(ns, rank, keys, pages, pagesToRelease, subject);
 
-    const now = this.clock();
-    const columns = ns.columns;
+    const now = this.registry.clock();
+    const reclaimAtMs = now + this.options.incompleteTtlMs;
     const result: ConfirmResult = { confirmed: 0, released: 0, completed: [] };
     for (let i = 0; i < keys.length; i++) {
       const page = pages[i]!;
       // A key repeated in the batch, or confirmed through a lapse, may have got its entry at an earlier position.
       const entry = found[i]! >= 0 ? found[i]! : ns.entryAt(keys, i);
       if (rank.confirmedPage(entry) === page) continue;
-      const firstPage = columns.confirmed[entry] === 0;
-      if (rank.confirm(entry, page) && this.journal) this.record({ kind: "unreserve", namespace: name, rank: rankNo, page, confirmed: true });
+      const outcome = ns.confirm(rank, entry, page, now, reclaimAtMs);
+      if (outcome & CONFIRMED_RESERVATION) this.journal.record({ kind: "unreserve", namespace: name, rank: rankNo, page, confirmed: true });
+      if (outcome & COMPLETED) result.completed.push(i);
       result.confirmed++;
-      if (firstPage) {
-        ns.confirmedKeys++;
-        columns.reclaimAtMs[entry] = now + this.options.incompleteTtlMs;
-      }
-      if (!ns.isComplete(entry) && columns.confirmed[entry]! >= ns.requiredRanks) {
-        if (!firstPage) ns.incomplete.delete(entry);
-        ns.complete(entry, now);
-        result.completed.push(i);
-      } else if (firstPage) {
-        ns.incomplete.add(entry);
-      }
-      this.recordKey(ns, entry);
+      this.journal.key(ns, entry);
     }
-    this.deadlines.armIncomplete(ns);
+    this.registry.deadlines.armIncomplete(ns);
     const releasers = releasing === undefined ? undefined : ns.findAll(releasing);
     for (let i = 0; releasers !== undefined && i < pagesToRelease.length; i++) {
       const page = pagesToRelease[i]!;
       const holder = rank.reservedBy(page);
       if (holder < 0 || holder !== releasers[i]) continue;
       ns.forgetIfEmpty(rank.releaseReservation(page));
-      this.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
+      this.journal.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
       result.released++;
     }
     // Reserved pages cannot be evicted, confirmed ones can: a rank crowded by this call's reservations is worth a look now.
-    this.noteCrowding(ns, rank);
+    this.eviction.noteCrowding(ns, rank);
     return result;
   }
 
@@ -485,8 +470,8 @@ export class MetadataState {
     const name = namespaceName(namespace, this.options);
     const keys = keyListFor(keyBatch, "keys", this.options);
     this.expire();
-    const { ns, rank } = this.rankOf(name, rankNo);
-    const now = this.clock();
+    const { ns, rank } = this.registry.rankOf(name, rankNo);
+    const now = this.registry.clock();
     const leaseUntilMs = now + this.options.readLeaseTtlMs;
     const pages = new Array<number>(keys.length);
     const found = ns.findAll(keys);
@@ -512,7 +497,7 @@ export class MetadataState {
     // A key repeated in the call finds its entry already dropped: no pages left.
     for (const entry of ns.findAll(keys)) {
       if (entry < 0 || ns.columns.confirmed[entry] === 0) continue;
-      this.dropKey(ns, entry);
+      this.registry.dropKey(ns, entry);
       deleted++;
     }
     return deleted;
@@ -527,12 +512,12 @@ export class MetadataState {
       for (const rank of ns.ranks.values()) {
         for (const page of rank.reservations) {
           rank.releaseReservation(page);
-          this.record({ kind: "unreserve", namespace: ns.name, rank: rank.rank, page });
+          this.journal.record({ kind: "unreserve", namespace: ns.name, rank: rank.rank, page });
         }
         rank.forgetLapses();
       }
       for (const entry of ns.keys.live()) {
-        if (ns.columns.confirmed[entry]! > 0) this.dropKey(ns, entry);
+        if (ns.columns.confirmed[entry]! > 0) this.registry.dropKey(ns, entry);
         else ns.forgetIfEmpty(entry);
       }
     }
@@ -562,83 +547,12 @@ export class MetadataState {
 
   /** expire processes every deadline that is due: expired reservations, stale incomplete keys, ended drains. */
   expire(): void {
-    const now = this.clock();
-    if (now < this.deadlines.nextMs) return;
-    for (let due = this.deadlines.popDue(now); due !== undefined; due = this.deadlines.popDue(now)) {
-      const ns = due.ns;
-      if (due.kind === "reservations") {
-        this.expireReservations(ns, due.rank, now);
-        this.deadlines.armReservations(ns, due.rank);
-      } else if (due.kind === "incomplete") {
-        this.reclaimIncomplete(ns, now);
-        this.deadlines.armIncomplete(ns);
-      } else if (due.rank.endDrain(due.page, due.atMs)) {
-        this.record({ kind: "undrain", namespace: ns.name, rank: due.rank.rank, page: due.page });
-      }
-    }
-  }
-
-  /** expireReservations frees the rank's reservations expired by now, remembering each as lapsed for a late confirmation. */
-  private expireReservations(ns: Namespace, rank: Rank, now: number): void {
-    rank.expireReservations(now, (page, entry) => {
-      rank.lapse(page, ns.keyOf(entry));
-      ns.forgetIfEmpty(entry);
-      ns.events.expiredReservations++;
-      this.record({ kind: "unreserve", namespace: ns.name, rank: rank.rank, page });
-    });
-  }
-
-  /**
-   * reclaimIncomplete drops the keys of ns that stayed incomplete past their
-   * deadline. A read-leased one waits for its lease: it goes to the back
-   * with the lease's end as its deadline (later than it needs, never early).
-   */
-  private reclaimIncomplete(ns: Namespace, now: number): void {
-    const columns = ns.columns;
-    for (const entry of ns.incomplete) {
-      if (columns.reclaimAtMs[entry]! > now) return;
-      if (columns.leaseUntilMs[entry]! > now) {
-        columns.reclaimAtMs[entry] = columns.leaseUntilMs[entry]!;
-        ns.incomplete.moveToBack(entry);
-        continue;
-      }
-      this.dropKey(ns, entry);
-      ns.events.reclaimedIncompleteKeys++;
-    }
-  }
-
-  /**
-   * evictOne drops one complete key that holds a page of `rank`, has no read
-   * lease (leased keys are in no list it reads) and is not in `batch`: the least recently used of the orphans,
-   * else of the reachable leaves, else of the rest (with children: the LRU
-   * fallback, or every complete key under plain LRU). False when none is
-   * evictable. Each list is read from its oldest key, skipping the ones
-   * that may not go.
-   */
-  private evictOne(ns: Namespace, rank: Rank, batch: ReadonlySet<number>, now: number): boolean {
-    ns.returnLeases(now);
-    for (const { list, cause } of ns.evictionOrder) {
-      for (let entry = list.first; entry >= 0; entry = list.after(entry)) {
-        if (batch.has(entry) || rank.confirmedPage(entry) < 0) continue;
-        this.dropKey(ns, entry, now);
-        ns.events.evictions++;
-        ns.events[cause]++;
-        return true;
-      }
-    }
-    return false;
-  }
-
-  /** noteCrowding marks a rank crowded when more than the high watermark of its pages are held (evictAhead), after a BatchAllocate or ConfirmWrite on it; never one whose low watermark is no page. */
-  private noteCrowding(ns: Namespace, rank: Rank): void {
-    // A rank so small that the low watermark holds no page (1 page at 0.90) is never evicted ahead: that would empty it.
-    if (heldPagesAt(rank, this.options.evictLowWatermark) === 0) return;
-    if (rank.numPages - rank.freePages > heldPagesAt(rank, this.options.evictHighWatermark)) this.crowded.set(rank, ns);
+    this.registry.expire();
   }
 
   /** evictionPending tells whether a rank is crowded: evictAhead has work. */
   get evictionPending(): boolean {
-    return this.crowded.size > 0;
+    return this.eviction.pending;
   }
 
   /**
@@ -652,392 +566,13 @@ export class MetadataState {
    */
   evictAhead(maxKeys: number): number {
     this.expire();
-    const now = this.clock();
-    let evicted = 0;
-    for (const [rank, ns] of this.crowded) {
-      const target = heldPagesAt(rank, this.options.evictLowWatermark);
-      let stuck = false;
-      while (rank.numPages - rank.freePages > target && evicted < maxKeys) {
-        if (!this.evictOne(ns, rank, NO_BATCH, now)) {
-          stuck = true;
-          break;
-        }
-        evicted++;
-      }
-      if (stuck || rank.numPages - rank.freePages <= target) this.crowded.delete(rank);
-      if (evicted >= maxKeys) break;
-    }
-    return evicted;
-  }
-
-  /**
-   * dropKey takes a key's confirmed pages away and frees them, or drains them
-   * while it is read-leased (unless drainLeased is false: its pages go with
-   * a dropped rank). The key stays in the registry while it has
-   * reservations on other ranks.
-   */
-  private dropKey(ns: Namespace, entry: number, now = this.clock(), drainLeased = true): void {
-    const columns = ns.columns;
-    const untilMs = columns.leaseUntilMs[entry]!;
-    const drains = drainLeased && untilMs > now && columns.confirmed[entry]! > 0;
-    // The key is named only for whoever needs it: the journal, or the drain that outlives the registry entry.
-    const key = this.journal || drains ? ns.keyOf(entry) : "";
-    this.record({ kind: "forget", namespace: ns.name, key });
-    this.unconfirm(ns, entry, drains ? untilMs : 0, key);
-    columns.leaseUntilMs[entry] = 0;
-    ns.forgetIfEmpty(entry);
-  }
-
-  /**
-   * unconfirm takes a key's confirmed pages away, and the key off its list:
-   * each page is freed, or, with drainUntilMs, held DRAINING for `key` until
-   * then (scheduled and journaled). A dropped key's pages (dropKey), or a
-   * replayed key record's that replaces them (replayOne).
-   */
-  private unconfirm(ns: Namespace, entry: number, drainUntilMs = 0, key = ""): void {
-    if (ns.columns.confirmed[entry] === 0) return;
-    ns.unlist(entry);
-    ns.confirmedKeys--;
-    // dropConfirmed counts the key's pages down: the ranks after its last page are not read.
-    for (let slot = 0; ns.columns.confirmed[entry]! > 0; slot++) {
-      const rank = ns.slots[slot]!;
-      const page = rank.confirmedPage(entry);
-      if (page < 0) continue;
-      if (drainUntilMs === 0) {
-        rank.dropConfirmed(entry, page, undefined);
-        continue;
-      }
-      rank.dropConfirmed(entry, page, { untilMs: drainUntilMs, key });
-      this.deadlines.drain(ns, rank, page, drainUntilMs);
-      this.record({ kind: "drain", namespace: ns.name, rank: rank.rank, page, key, untilMs: drainUntilMs });
-    }
-  }
-
-  /** recordKey journals a key's confirmed pages (by rank number), completeness and parent. */
-  private recordKey(ns: Namespace, entry: number): void {
-    if (!this.journal) return;
-    this.changes.push({
-      kind: "key",
-      namespace: ns.name,
-      key: ns.keyOf(entry),
-      parent: parentName(ns, entry),
-      complete: ns.isComplete(entry),
-      pages: ns.confirmedPages(entry),
-    });
-  }
-
-  /**
-   * restore rebuilds an empty MetadataState from stored state, without
-   * journaling it, and grants the restart terms (restartTerms). `stored`
-   * yields all "rank" changes first, then "key", "reserve" and "drain"
-   * changes in any order.
-   */
-  restore(stored: Iterable<Change>): void {
-    const restoring = this.restoring();
-    for (const change of stored) restoring.add(change);
-    restoring.finish();
-  }
-
-  /**
-   * restoring is restore a change at a time, for a caller that must yield
-   * to its event loop between batches (a cluster member keeping its lease
-   * alive): `add` each stored change in restore's order, then `link` the
-   * keys stored before their parents a batch at a time (true once done),
-   * then `finish`.
-   */
-  restoring(): { add(change: Change): void; link(max: number): boolean; finish(): void } {
-    const terms = this.restartTerms();
-    const pending: PendingParents = { namespaces: [], entries: [], names: [] };
-    let linked = 0;
-    const link = (max: number) => {
-      for (const end = Math.min(pending.entries.length, linked + max); linked < end; linked++) {
-        const ns = pending.namespaces[linked]!;
-        const entry = pending.entries[linked]!;
-        if (ns.tree.settled(entry)) continue; // listed twice: linked already
-        if (!ns.adoptByName(entry, pending.names[linked]!)) ns.orphan(entry);
-      }
-      return linked === pending.entries.length;
-    };
-    return {
-      add: (change) => this.restoreOne(change, terms, pending),
-      link,
-      finish: () => {
-        link(Number.POSITIVE_INFINITY);
-        for (const ns of this.namespaces.values()) {
-          for (const rank of ns.ranks.values()) {
-            rank.sortReservations();
-            this.deadlines.armReservations(ns, rank);
-          }
-          this.deadlines.armIncomplete(ns);
-        }
-      },
-    };
-  }
-
-  /**
-   * replaying keeps this state equal to what restoring the store would
-   * give, one stored change at a time, as a hot standby of a cluster applies
-   * the leader's log (`apply`: a key record replaces the key's confirmed
-   * pages whole, as the store replaces it). It neither journals nor runs
-   * deadlines, and must not serve meanwhile. `takeOver` then readies it to
-   * serve as a restart would: the restart terms (restartTerms), then the
-   * deadlines.
-   */
-  replaying(): Replay {
-    return {
-      apply: (change) => {
-        this.applying = true;
-        try {
-          this.replayOne(change);
-        } finally {
-          this.applying = false;
-        }
-      },
-      takeOver: () => this.takeOver(),
-    };
-  }
-
-  /** replayOne applies one change of the leader's journal (replaying); the restart terms come at takeOver. */
-  private replayOne(change: Change): void {
-    switch (change.kind) {
-      case "rank":
-        if (!this.namespaces.get(change.namespace)?.ranks.has(change.rank)) this.restoreOne(change, undefined);
-        return;
-      case "unrank": {
-        // The changes before it emptied the rank, as they did the leader's.
-        const ns = this.namespaces.get(change.namespace);
-        ns?.removeRank(change.rank);
-        if (ns?.ranks.size === 0) this.namespaces.delete(change.namespace);
-        return;
-      }
-      case "reserve": {
-        const { ns, rank } = this.rankOf(change.namespace, change.rank);
-        const holder = rank.reservedBy(change.page);
-        // A renewal comes as the same reservation again (the same expiry: its parent was journaled anew, recordOrphan).
-        if (holder < 0 || holder !== ns.entryOf(change.key)) this.restoreOne(change, undefined);
-        else if (rank.expiresAtMs(change.page) !== change.expiresAtMs) rank.renew(change.page, change.expiresAtMs);
-        return;
-      }
-      case "unreserve": {
-        const { ns, rank } = this.rankOf(change.namespace, change.rank);
-        if (rank.reservedBy(change.page) < 0) return;
-        const entry = rank.releaseReservation(change.page);
-        // A confirmation's key record follows: forgetting the key in between would cut it from its children.
-        if (!change.confirmed) ns.forgetIfEmpty(entry);
-        return;
-      }
-      case "key":
-      case "forget": {
-        const ns = this.namespaces.get(change.namespace);
-        if (ns === undefined) throw new Error(`replayed key "${change.key}" of unknown namespace "${change.namespace}"`);
-        const entry = ns.entryOf(change.key);
-        this.unconfirm(ns, entry);
-        if (change.kind === "key") this.restoreOne(change, undefined);
-        else ns.forgetIfEmpty(entry);
-        return;
-      }
-      case "drain":
-        this.restoreOne(change, undefined);
-        return;
-      case "undrain": {
-        const { rank } = this.rankOf(change.namespace, change.rank);
-        const drain = rank.draining.get(change.page);
-        if (drain !== undefined) rank.endDrain(change.page, drain.untilMs);
-        return;
-      }
-    }
-  }
-
-  /** takeOver readies a replayed state to serve (replaying): the restart terms, then the deadlines. */
-  private takeOver(): void {
-    const terms = this.restartTerms();
-    for (const ns of this.namespaces.values()) {
-      for (const entry of ns.keys.live()) if (ns.columns.confirmed[entry]! > 0) grantRestartTerms(ns, entry, terms);
-      for (const rank of ns.ranks.values()) {
-        for (const [page, drain] of rank.draining) {
-          const held = drainedUntil(drain.untilMs, terms);
-          if (held === drain.untilMs) continue;
-          drain.untilMs = held;
-          this.deadlines.drain(ns, rank, page, held);
-        }
-        rank.sortReservations();
-        this.deadlines.armReservations(ns, rank);
-      }
-      this.deadlines.armIncomplete(ns);
-    }
-  }
-
-  /**
-   * restartTerms: read leases are not stored, so a state that starts to
-   * serve after a restart or a takeover grants every key with pages a read
-   * lease of readLeaseTtlMs, for one TTL no key is evicted and no deleted
-   * key's page is freed (draining pages are held at least as long), and
-   * every incomplete key a fresh incomplete TTL.
-   */
-  private restartTerms(): RestartTerms {
-    const now = this.clock();
-    return { nowMs: now, leaseUntilMs: now + this.options.readLeaseTtlMs, reclaimAtMs: now + this.options.incompleteTtlMs };
-  }
-
-  /**
-   * restoreOne applies one stored change; with the restore's terms
-   * (restartTerms) and the parents it has yet to find, or without them when
-   * the takeover grants them later (replaying: the leader's log registers a
-   * parent before its children).
-   */
-  private restoreOne(change: Change, terms: RestartTerms | undefined, pending?: PendingParents): void {
-    switch (change.kind) {
-      case "rank": {
-        let ns = this.namespaces.get(change.namespace);
-        ns ??= this.newNamespace(change.namespace, change.worldSize);
-        ns.addRank(change.rank, change.numPages);
-        break;
-      }
-      case "key": {
-        const ns = this.namespaces.get(change.namespace);
-        if (ns === undefined) throw new Error(`stored key "${change.key}" of unknown namespace "${change.namespace}"`);
-        const entry = ns.entryOf(change.key);
-        restoreParent(ns, entry, change.parent, pending);
-        const pages = change.pages;
-        for (let i = 0; i < pages.length; i += 2) this.rankOf(change.namespace, pages[i]!).rank.restoreUsed(entry, pages[i + 1]!);
-        ns.confirmedKeys++;
-        if (change.complete) ns.complete(entry, this.clock());
-        else ns.incomplete.add(entry);
-        if (terms !== undefined) grantRestartTerms(ns, entry, terms);
-        break;
-      }
-      case "reserve": {
-        const { ns, rank } = this.rankOf(change.namespace, change.rank);
-        const entry = ns.entryOf(change.key);
-        restoreParent(ns, entry, change.parent, pending);
-        rank.restoreReservation(entry, change.page, change.expiresAtMs);
-        break;
-      }
-      case "drain": {
-        const { ns, rank } = this.rankOf(change.namespace, change.rank);
-        const untilMs = terms === undefined ? change.untilMs : drainedUntil(change.untilMs, terms);
-        // The page's holder is the deleted key, not whatever entry has its name now.
-        rank.restoreDraining(change.page, untilMs, change.key);
-        this.deadlines.drain(ns, rank, change.page, untilMs);
-        break;
-      }
-      case "unreserve":
-      case "undrain":
-      case "forget":
-        break;
-    }
-  }
-
-  /** newNamespace creates and registers a namespace under the eviction policy. */
-  private newNamespace(name: string, worldSize: number): Namespace {
-    const ns = new Namespace(name, worldSize, this.options.eviction === "prefix", (entry) => this.recordOrphan(ns, entry));
-    this.namespaces.set(name, ns);
-    return ns;
+    return this.eviction.evictAhead(maxKeys);
   }
 
   /** checkRank throws RANK_NOT_INITIALIZED unless the rank is initialized (for APIs that name a rank on every call). */
   checkRank(namespace: string, rankNo: number): void {
-    this.rankOf(namespaceName(namespace, this.options), rankNo);
+    this.registry.rankOf(namespaceName(namespace, this.options), rankNo);
   }
-
-  /** rankOf finds an initialized rank or throws RANK_NOT_INITIALIZED. */
-  private rankOf(name: string, rankNo: number): { ns: Namespace; rank: Rank } {
-    const ns = this.namespaces.get(name);
-    const rank = ns?.ranks.get(rankNo);
-    if (rank === undefined) {
-      checkUint32(rankNo, "rank");
-      throw new MetadataError(
-        Reason.RANK_NOT_INITIALIZED,
-        `rank ${rankNo} of namespace "${name}" is not initialized: call InitializeRank first (the server may have restarted without its state)`,
-        { namespace: name, rank: rankNo },
-      );
-    }
-    return { ns: ns!, rank };
-  }
-
-  /**
-   * recordOrphan journals again the records of a key whose parent left the
-   * registry, which name that parent: its key record and its reservations,
-   * now naming none (null), so that a restart does not link it to a later
-   * key of the parent's name. Not while replaying: the leader's log brings
-   * those records.
-   */
-  private recordOrphan(ns: Namespace, entry: number): void {
-    if (!this.journal || this.applying) return;
-    if (ns.columns.confirmed[entry]! > 0) this.recordKey(ns, entry);
-    for (let slot = 0, left = ns.columns.reserved[entry]!; left > 0; slot++) {
-      const rank = ns.slots[slot]!;
-      const page = rank.pageOf(entry);
-      if (page < 0 || rank.reservedBy(page) !== entry) continue;
-      this.recordReserve(ns, rank, entry, page);
-      left--;
-    }
-  }
-
-  /** recordReserve journals key e's reservation of page on rank, with its expiry. */
-  private recordReserve(ns: Namespace, rank: Rank, entry: number, page: number): void {
-    if (!this.journal) return;
-    this.record({
-      kind: "reserve",
-      namespace: ns.name,
-      rank: rank.rank,
-      page,
-      key: ns.keyOf(entry),
-      parent: parentName(ns, entry),
-      expiresAtMs: rank.expiresAtMs(page),
-    });
-  }
-
-  private record(change: Change): void {
-    if (this.journal) this.changes.push(change);
-  }
-}
-
-/** PendingParents are the keys restored before their parents, with the parents' names, to link once all keys are in (restoring). */
-interface PendingParents {
-  namespaces: Namespace[];
-  entries: number[];
-  names: string[];
-}
-
-/**
- * restoreParent gives a restored key the parent its record names, unless
- * an earlier record of it did (a key's parent is set once: by its first
- * reservation, then only lost): a root, an orphan, or the named key, which
- * a restore may not have met yet (pending).
- */
-function restoreParent(ns: Namespace, entry: number, parent: ParentName, pending: PendingParents | undefined): void {
-  if (parent === "" || ns.tree.settled(entry)) return;
-  if (parent !== null && ns.adoptByName(entry, parent)) return;
-  if (parent !== null && pending !== undefined) {
-    pending.namespaces.push(ns);
-    pending.entries.push(entry);
-    pending.names.push(parent);
-  } else ns.orphan(entry);
-}
-
-/** heldPagesAt is the number of held pages of a rank at a watermark (a fraction of its pages). */
-function heldPagesAt(rank: Rank, watermark: number): number {
-  // The epsilon keeps 0.95 × 100 at 95 pages, whichever way the product rounds.
-  return Math.floor(rank.numPages * watermark + 1e-9);
-}
-
-/** parentName names key e's parent for the journal (ParentName). */
-function parentName(ns: Namespace, entry: number): ParentName {
-  const parent = ns.tree.parentOf(entry);
-  if (parent >= 0) return ns.keyOf(parent);
-  return ns.tree.reachOf(entry) === ORPHANED ? null : "";
-}
-
-/** grantRestartTerms gives a key with pages its read lease and, if it is incomplete, its reclaim deadline after a restart (restartTerms). */
-function grantRestartTerms(ns: Namespace, entry: number, terms: RestartTerms): void {
-  ns.lease(entry, terms.leaseUntilMs, terms.nowMs);
-  if (!ns.isComplete(entry)) ns.columns.reclaimAtMs[entry] = terms.reclaimAtMs;
-}
-
-/** drainedUntil is how long a stored draining page is held after a restart: at least the restart's read lease (restartTerms). */
-function drainedUntil(untilMs: number, terms: RestartTerms): number {
-  return Math.max(untilMs, terms.leaseUntilMs);
 }
 
 /** statsOf reports a namespace's ranks, by number, and its counts. */

@@ -4,7 +4,8 @@ import type { Logger } from "pino";
 import type { Change } from "../core/change.js";
 import type { Clock } from "../core/clock.js";
 import { MetadataError, Reason } from "../core/errors.js";
-import { MetadataState, type Replay } from "../core/state.js";
+import { ReplayState } from "../core/replay-state.js";
+import { MetadataState } from "../core/state.js";
 import type { StateOptions } from "../core/state-options.js";
 import type { Leadership } from "../service/leadership.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
@@ -50,7 +51,7 @@ const RETRY_MS = 250;
  * leader serves: before it does, it applies the log up to its end, then
  * takes over its hot state; then it appends each group commit to the log,
  * fenced (LogWriter). A standby applies the log to its store and to a hot
- * state (LogReader, MetadataState.replaying), which it loaded from its store
+ * state (LogReader, ReplayState), which it loaded from its store
  * when it began to follow, and refuses calls with NOT_LEADER naming the
  * leader (Leadership). A leader whose lease lapses or whose append fails
  * drops its state and follows again (loading a hot state anew).
@@ -63,7 +64,7 @@ export class Member {
   /** copy writes the groups applied or appended to the local store, a window at a time. */
   private readonly copy: LocalCopy;
   /** hot is the standby's state, equal to the log at the applied entry, that it takes over when it leads; undefined until (re)loaded. */
-  private hot: { state: MetadataState; replay: Replay } | undefined;
+  private hot: ReplayState | undefined;
   private writer: LogWriter | undefined;
   private leaderUrl = "";
   private advertiseUrl = "";
@@ -325,9 +326,9 @@ export class Member {
     if (this.hot !== undefined) return;
     await this.reader.stored();
     const started = performance.now();
-    const state = new MetadataState(this.options.clock, this.options.state, true);
-    await loadState(state, this.local.stored());
-    this.hot = { state, replay: state.replaying() };
+    const hot = new ReplayState(this.options.clock, this.options.state, true);
+    await loadState(hot, this.local.stored());
+    this.hot = hot;
     this.logger.info({ appliedSeq: this.local.appliedSeq, tookMs: Math.round(performance.now() - started) }, "cluster: standby state loaded");
   }
 
@@ -335,7 +336,7 @@ export class Member {
   private replay(changes: readonly Change[]): void {
     if (this.hot === undefined) return;
     try {
-      for (const change of changes) this.hot.replay.apply(change);
+      for (const change of changes) this.hot.apply(change);
     } catch (error) {
       this.hot = undefined;
       this.logger.error({ err: (error as Error).message }, "cluster: the standby state could not apply the log; it is loaded again from the store");
@@ -345,10 +346,9 @@ export class Member {
   /** takeOverHot readies the hot state to serve, loading it first if it is not loaded (as a restart does). */
   private async takeOverHot(): Promise<MetadataState> {
     await this.loadHot();
-    const { state, replay } = this.hot!;
+    const hot = this.hot!;
     this.hot = undefined; // it leads now: it is this term's state, not a standby's
-    replay.takeOver();
-    return state;
+    return hot.takeOver();
   }
 
   /** publish writes this member's record (role, applied entry) under its lease. */

@@ -1,18 +1,19 @@
 import type { Change } from "../core/change.js";
-import type { MetadataState } from "../core/state.js";
+import type { Restoring } from "../core/recovery.js";
 
 /** LOAD_BATCH is how many stored records are restored between two turns of the event loop. */
 const LOAD_BATCH = 20_000;
 
 /**
- * loadState restores stored records into an empty state (MetadataState's
- * restore order), yielding to the event loop between batches: a server that
+ * loadState restores stored records, in MetadataState's restore order,
+ * into an empty MetadataState or ReplayState, yielding to the event loop
+ * between batches: a server that
  * listens meanwhile answers health checks and holds calls, and a cluster
  * member keeps its etcd lease alive while a large state loads. It stops
  * between two batches once `stopped()` says so (the server is shutting
  * down and will close the store), and then resolves false.
  */
-export async function loadState(state: MetadataState, stored: Iterable<Change>, stopped: () => boolean = () => false): Promise<boolean> {
+export async function loadState(state: { restoring(): Restoring }, stored: Iterable<Change>, stopped: () => boolean = () => false): Promise<boolean> {
   const restoring = state.restoring();
   let n = 0;
   for (const change of stored) {

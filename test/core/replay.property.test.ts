@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { MetadataError } from "../../src/core/errors.js";
+import { ReplayState } from "../../src/core/replay-state.js";
 import { MetadataState } from "../../src/core/state.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { assertInvariants } from "../support/invariants.js";
@@ -15,8 +16,7 @@ describe("a hot standby replaying the leader's journal", () => {
       fc.property(fc.boolean(), fc.array(operation, { maxLength: 60 }), fc.array(operation, { maxLength: 20 }), (knownWorldSize, ops, after) => {
         const time = new FakeClock();
         const leader = new MetadataState(time.clock, OPTIONS, true);
-        const standby = new MetadataState(time.clock, OPTIONS, true);
-        const replay = standby.replaying();
+        const replay = new ReplayState(time.clock, OPTIONS, true);
         const store = new RecordModel();
         const ship = () => {
           for (const change of leader.takeChanges()) {
@@ -32,7 +32,7 @@ describe("a hot standby replaying the leader's journal", () => {
         }
         const restored = new MetadataState(time.clock, OPTIONS, true);
         restored.restore(store.stored());
-        replay.takeOver();
+        const standby = replay.takeOver();
         assertInvariants(standby);
         expect(dumpState(standby)).toEqual(dumpState(restored));
         // Serving on from there as the leader, it keeps its invariants and its journal keeps the store equal to it.
