@@ -11,7 +11,7 @@ export type PageState = "free" | "reserved" | "used";
 
 /** Drain is a page of a deleted, read-leased key: held until untilMs, the key named for the journal and errors. */
 export interface Drain {
-  untilMs: number;
+  readonly untilMs: number;
   readonly key: string;
 }
 
@@ -244,6 +244,12 @@ export class Rank {
     this.pool.claim(page, NO_OWNER, DRAINING);
     this.drains ??= new Map();
     this.drains.set(page, { untilMs, key });
+  }
+
+  /** holdDrain holds a draining page until untilMs instead (a takeover's restart terms); only ever later. */
+  holdDrain(page: number, untilMs: number): void {
+    const drain = this.drains?.get(page);
+    if (drain !== undefined && drain.untilMs < untilMs) this.drains!.set(page, { untilMs, key: drain.key });
   }
 
   /** endDrain frees a draining page whose lease ended by untilMs; false when it is not draining until then. */

@@ -126,7 +126,7 @@ export function takeOver(registry: Registry): void {
       for (const [page, drain] of rank.draining) {
         const held = drainedUntil(drain.untilMs, terms);
         if (held === drain.untilMs) continue;
-        drain.untilMs = held;
+        rank.holdDrain(page, held);
         registry.deadlines.drain(ns, rank, page, held);
       }
       rank.sortReservations();

@@ -1,13 +1,12 @@
 import { Packr } from "msgpackr";
-import type { Change, ParentName } from "../core/change.js";
+import type { Change } from "../core/change.js";
+import { FORMAT_BY_TAG, formatOf, type LogField } from "../core/change-formats.js";
 
 /**
  * The replicated log's records. A leader appends one group per group
  * commit: every change of the calls it commits together, as one msgpack
- * value (namespaces listed once, each change a tuple naming its namespace
- * by index). A reserve or key tuple ends with the key's parent, which
- * records of earlier versions lack (read as a root); an unreserve tuple of a
- * confirmation ends with 1. A group whose bytes
+ * value (namespaces listed once, each change a tuple of its kind's tag,
+ * its namespace's index and its fields: CHANGE_FORMATS). A group whose bytes
  * pass PART_BYTES is cut into parts, each its own log entry and etcd
  * transaction; a standby applies a group only once its last part arrived,
  * so a leader that dies between two parts leaves nothing half applied.
@@ -33,18 +32,7 @@ export interface LogPart {
 
 const packr = new Packr({ useRecords: false, moreTypes: false });
 
-const RANK = 0;
-const RESERVE = 1;
-const UNRESERVE = 2;
-const KEY = 3;
-const FORGET = 4;
-const DRAIN = 5;
-const UNDRAIN = 6;
-const UNRANK = 7;
-
-type Tuple = (string | number | number[] | null)[];
-
-/** encodeGroup packs the changes of one group commit. */
+/** encodeGroup packs the changes of one group commit (CHANGE_FORMATS' log tuples). */
 export function encodeGroup(changes: readonly Change[]): Buffer {
   const namespaces: string[] = [];
   const index = new Map<string, number>();
@@ -56,73 +44,21 @@ export function encodeGroup(changes: readonly Change[]): Buffer {
     }
     return i;
   };
-  const tuples = changes.map((c) => tupleOf(c, indexOf(c.namespace)));
+  const tuples = changes.map((c) => {
+    const format = formatOf(c);
+    return [format.tag, indexOf(c.namespace), ...format.log(c)];
+  });
   return packr.pack([namespaces, tuples]);
-}
-
-/** tupleOf is a change as the tuple the log stores, its namespace given by index. */
-function tupleOf(c: Change, ns: number): Tuple {
-  switch (c.kind) {
-    case "rank":
-      return [RANK, ns, c.rank, c.numPages, c.worldSize];
-    case "unrank":
-      return [UNRANK, ns, c.rank];
-    case "reserve":
-      return [RESERVE, ns, c.rank, c.page, c.key, c.expiresAtMs, c.parent];
-    case "unreserve":
-      return c.confirmed ? [UNRESERVE, ns, c.rank, c.page, 1] : [UNRESERVE, ns, c.rank, c.page];
-    case "key":
-      return [KEY, ns, c.key, c.complete ? 1 : 0, c.pages, c.parent];
-    case "forget":
-      return [FORGET, ns, c.key];
-    case "drain":
-      return [DRAIN, ns, c.rank, c.page, c.key, c.untilMs];
-    case "undrain":
-      return [UNDRAIN, ns, c.rank, c.page];
-  }
 }
 
 /** decodeGroup unpacks a group's changes; it throws on bytes that encodeGroup did not make. */
 export function decodeGroup(bytes: Buffer): Change[] {
-  const [namespaces, tuples] = packr.unpack(bytes) as [string[], Tuple[]];
+  const [namespaces, tuples] = packr.unpack(bytes) as [string[], LogField[][]];
   return tuples.map((t) => {
-    const namespace = namespaces[t[1] as number]!;
-    switch (t[0]) {
-      case RANK:
-        return { kind: "rank", namespace, rank: t[2] as number, numPages: t[3] as number, worldSize: t[4] as number };
-      case RESERVE:
-        return {
-          kind: "reserve",
-          namespace,
-          rank: t[2] as number,
-          page: t[3] as number,
-          key: t[4] as string,
-          parent: parentOf(t[6]),
-          expiresAtMs: t[5] as number,
-        };
-      case UNRESERVE:
-        return t[4] === 1
-          ? { kind: "unreserve", namespace, rank: t[2] as number, page: t[3] as number, confirmed: true }
-          : { kind: "unreserve", namespace, rank: t[2] as number, page: t[3] as number };
-      case KEY:
-        return { kind: "key", namespace, key: t[2] as string, parent: parentOf(t[5]), complete: t[3] === 1, pages: t[4] as number[] };
-      case FORGET:
-        return { kind: "forget", namespace, key: t[2] as string };
-      case DRAIN:
-        return { kind: "drain", namespace, rank: t[2] as number, page: t[3] as number, key: t[4] as string, untilMs: t[5] as number };
-      case UNDRAIN:
-        return { kind: "undrain", namespace, rank: t[2] as number, page: t[3] as number };
-      case UNRANK:
-        return { kind: "unrank", namespace, rank: t[2] as number };
-      default:
-        throw new Error(`log record of unknown kind ${String(t[0])}`);
-    }
+    const format = FORMAT_BY_TAG.get(t[0] as number);
+    if (format === undefined) throw new Error(`log record of unknown kind ${String(t[0])}`);
+    return format.fromLog(t, namespaces[t[1] as number]!);
   });
-}
-
-/** parentOf reads a tuple's parent (ParentName); a record of a leader that did not keep parents has none: a root. */
-function parentOf(value: Tuple[number] | undefined): ParentName {
-  return value === undefined ? "" : (value as string | null);
 }
 
 /** splitGroup cuts a group's bytes into the values of its log entries, the first of which gets sequence number `first`. */

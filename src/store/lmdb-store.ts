@@ -4,27 +4,11 @@ import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { type Database, type Key, open, type RootDatabase, type Transaction } from "lmdb";
 import type { Change } from "../core/change.js";
+import { isPreParentKeyValue, type RecordValue } from "../core/change-formats.js";
 import { MetadataError, Reason } from "../core/errors.js";
 import { dataFile, prepareDataDir } from "./data-dir.js";
 import { DataDirLock } from "./data-dir-lock.js";
-import {
-  DB_NAMES,
-  drainChange,
-  FORMAT_VERSION,
-  isPreParentKeyValue,
-  type KeyKey,
-  type KeyValue,
-  keyChange,
-  type LongKeyValue,
-  longKeyChange,
-  type PageKey,
-  type PageValue,
-  type RankKey,
-  type RankValue,
-  reservationChange,
-  withRootParent,
-  writeOf,
-} from "./schema.js";
+import { DB_NAMES, FORMAT_VERSION, storedChange, withRootParent, writeOf } from "./schema.js";
 import type { Store } from "./store.js";
 
 /** APPLIED_SEQ and CLUSTER_ID are the meta records of a member of a highly available cluster (see src/replication/). */
@@ -125,30 +109,28 @@ export class LmdbStore implements Store {
     let nextReport = started + 1_000;
     const report = (done: boolean) => progress({ records, elapsedMs: Date.now() - started, done });
     for (const { key, value } of this.dbs.ranks.getRange({ transaction })) {
-      const [namespace, rank] = key as RankKey;
-      const [numPages, worldSize] = value as RankValue;
       records++;
-      yield { kind: "rank", namespace, rank, numPages, worldSize };
+      yield storedChange("ranks", key, value);
     }
     for (const { key, value } of this.dbs.keys.getRange({ transaction })) {
       if ((++records & 0x3fff) === 0 && Date.now() >= nextReport) {
         nextReport = Date.now() + 1_000;
         report(false);
       }
-      yield keyChange(key as KeyKey, value as KeyValue);
+      yield storedChange("keys", key, value);
     }
     // A store of version 1 opened read-only has no long_keys table (lmdb-js creates tables only for writers).
     for (const { value } of (this.dbs.long_keys as Database | undefined)?.getRange({ transaction }) ?? []) {
       records++;
-      yield longKeyChange(value as LongKeyValue);
+      yield storedChange("long_keys", undefined, value);
     }
     for (const { key, value } of this.dbs.reservations.getRange({ transaction })) {
       records++;
-      yield reservationChange(key as PageKey, value as PageValue);
+      yield storedChange("reservations", key, value);
     }
     for (const { key, value } of this.dbs.drains.getRange({ transaction })) {
       records++;
-      yield drainChange(key as PageKey, value as PageValue);
+      yield storedChange("drains", key, value);
     }
     report(true);
   }
@@ -356,9 +338,9 @@ function migrateParents(dbs: LmdbStore["dbs"]): void {
   dbs.meta.putSync("formatVersion", FORMAT_VERSION);
 }
 
-/** migrateKeyValues rewrites the records of a key table whose KeyValue (from index `at` of the value) is of the layout before version 3, as roots. */
+/** migrateKeyValues rewrites the records of a key table whose key value (from index `at` of the value) is of the layout before version 3, as roots. */
 function migrateKeyValues(db: Database, at: number): void {
-  const keyValue = (value: unknown) => (value as unknown[]).slice(at) as KeyValue;
+  const keyValue = (value: unknown) => (value as RecordValue).slice(at);
   for (let start: Key | undefined; ; ) {
     const chunk = [...db.getRange({ start, limit: MIGRATION_CHUNK })];
     const old = chunk.filter(({ value }) => isPreParentKeyValue(keyValue(value)));

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
-import type { Change, ParentName } from "../core/change.js";
+import type { Change } from "../core/change.js";
+import { formatOf, type RecordKey, type RecordValue, readerOf } from "../core/change-formats.js";
 
 /**
  * The on-disk layout of the LMDB store, all in one place. Keys are
@@ -12,7 +13,8 @@ import type { Change, ParentName } from "../core/change.js";
  *   reservations  [namespace, rank, page]  → [key, expiresAtMs, parent]
  *   drains        [namespace, rank, page]  → [key, untilMs]
  *
- * The store holds the state, not a log: one record per key (with its page
+ * Each kind of change puts or removes one record (CHANGE_FORMATS). The
+ * store holds the state, not a log: one record per key (with its page
  * on every rank, so recovery reads a key once, not once per rank), one per
  * reservation in flight and one per draining page. A FREE page has no record.
  *
@@ -41,81 +43,37 @@ export const PLAIN_KEY_BYTES = 1_000;
 export const DB_NAMES = ["meta", "ranks", "keys", "long_keys", "reservations", "drains"] as const;
 
 export type DbName = (typeof DB_NAMES)[number];
-export type RankKey = [namespace: string, rank: number];
-export type RankValue = [numPages: number, worldSize: number];
-export type KeyKey = [namespace: string, key: string];
-/** LongKeyValue is a long_keys record: the names, then a KeyValue. */
-export type LongKeyValue = [namespace: string, key: string, ...value: KeyValue];
-/** KeyValue is [complete, parent, rank, page, rank, page, ...]; before version 3, [complete, rank, page, ...]. */
-export type KeyValue = [complete: number, ...rest: (ParentName | number)[]];
-export type PageKey = [namespace: string, rank: number, page: number];
-/** PageValue is a reservation's [key, expiresAtMs, parent] (no parent before version 3) or a drain's [key, untilMs]. */
-export type PageValue = [key: string, atMs: number, parent?: ParentName];
 
-/** Write is one put (value defined) or remove (value undefined). */
+/** Write is one put (value defined) or remove (value undefined) of a record. */
 export interface Write {
   db: Exclude<DbName, "meta">;
-  key: RankKey | KeyKey | PageKey | string;
-  value: RankValue | KeyValue | LongKeyValue | PageValue | undefined;
+  key: RecordKey | string;
+  value: RecordValue | undefined;
 }
 
-/** writeOf encodes a change as the write that stores it. */
+/** writeOf encodes a change as the write that stores it (CHANGE_FORMATS), a key record with long names in long_keys. */
 export function writeOf(change: Change): Write {
-  switch (change.kind) {
-    case "rank":
-      return { db: "ranks", key: [change.namespace, change.rank], value: [change.numPages, change.worldSize] };
-    case "unrank":
-      return { db: "ranks", key: [change.namespace, change.rank], value: undefined };
-    case "key":
-      return keyWrite(change.namespace, change.key, [change.complete ? 1 : 0, change.parent, ...change.pages]);
-    case "forget":
-      return keyWrite(change.namespace, change.key, undefined);
-    case "reserve":
-      return { db: "reservations", key: [change.namespace, change.rank, change.page], value: [change.key, change.expiresAtMs, change.parent] };
-    case "unreserve":
-      return { db: "reservations", key: [change.namespace, change.rank, change.page], value: undefined };
-    case "drain":
-      return { db: "drains", key: [change.namespace, change.rank, change.page], value: [change.key, change.untilMs] };
-    case "undrain":
-      return { db: "drains", key: [change.namespace, change.rank, change.page], value: undefined };
-  }
+  const format = formatOf(change);
+  const key = format.key(change);
+  const value = format.value?.(change);
+  if (format.table !== "keys") return { db: format.table, key, value };
+  const [namespace, name] = key as [string, string];
+  if (Buffer.byteLength(namespace) + Buffer.byteLength(name) <= PLAIN_KEY_BYTES) return { db: "keys", key, value };
+  const hash = createHash("sha256").update(namespace).update("\0").update(name).digest("base64");
+  return { db: "long_keys", key: hash, value: value === undefined ? undefined : [namespace, name, ...value] };
 }
 
-/** keyWrite puts (value defined) or removes a key record, in `keys` or, for long names, in `long_keys`. */
-function keyWrite(namespace: string, key: string, value: KeyValue | undefined): Write {
-  if (Buffer.byteLength(namespace) + Buffer.byteLength(key) <= PLAIN_KEY_BYTES) return { db: "keys", key: [namespace, key], value };
-  const hash = createHash("sha256").update(namespace).update("\0").update(key).digest("base64");
-  return { db: "long_keys", key: hash, value: value === undefined ? undefined : [namespace, key, ...value] };
-}
+/** READERS read each table's records back as changes. */
+const READERS = { ranks: readerOf("ranks"), keys: readerOf("keys"), reservations: readerOf("reservations"), drains: readerOf("drains") };
 
-/** keyChange decodes a stored key, of either layout (FORMAT_VERSION). */
-export function keyChange([namespace, key]: KeyKey, value: KeyValue): Change {
-  const parented = !isPreParentKeyValue(value);
-  const pages = value.slice(parented ? 2 : 1) as number[];
-  return { kind: "key", namespace, key, parent: parented ? (value[1] as ParentName) : "", complete: value[0] === 1, pages };
-}
-
-/** isPreParentKeyValue tells a key value of the layout before version 3: a page (a number), or nothing, after `complete`. */
-export function isPreParentKeyValue(value: KeyValue): boolean {
-  return value.length === 1 || typeof value[1] === "number";
+/** storedChange decodes a record of a table, of any layout since version 1 (a long_keys record holds its names first). */
+export function storedChange(db: Exclude<DbName, "meta">, key: unknown, value: unknown): Change {
+  if (db !== "long_keys") return READERS[db](key as RecordKey, value as RecordValue);
+  const [namespace, name, ...rest] = value as RecordValue;
+  return READERS.keys([namespace as string, name as string], rest);
 }
 
 /** withRootParent is a key value of the layout before version 3 in the current one, as a root. */
-export function withRootParent([complete, ...pages]: KeyValue): KeyValue {
-  return [complete, "", ...pages];
-}
-
-/** longKeyChange decodes a key stored in long_keys. */
-export function longKeyChange([namespace, key, ...value]: LongKeyValue): Change {
-  return keyChange([namespace, key], value);
-}
-
-/** reservationChange decodes a stored reservation. */
-export function reservationChange([namespace, rank, page]: PageKey, [key, expiresAtMs, parent = ""]: PageValue): Change {
-  return { kind: "reserve", namespace, rank, page, key, parent, expiresAtMs };
-}
-
-/** drainChange decodes a stored draining page. */
-export function drainChange([namespace, rank, page]: PageKey, [key, untilMs]: PageValue): Change {
-  return { kind: "drain", namespace, rank, page, key, untilMs };
+export function withRootParent([complete, ...pages]: RecordValue): RecordValue {
+  return [complete!, "", ...pages];
 }

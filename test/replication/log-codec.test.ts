@@ -15,6 +15,7 @@ const change: fc.Arbitrary<Change> = fc.oneof(
   fc.record({ kind: fc.constant("forget" as const), namespace: name, key: name }),
   fc.record({ kind: fc.constant("drain" as const), namespace: name, rank: uint, page: uint, key: name, untilMs: fc.nat() }),
   fc.record({ kind: fc.constant("undrain" as const), namespace: name, rank: uint, page: uint }),
+  fc.record({ kind: fc.constant("unrank" as const), namespace: name, rank: uint }),
 );
 
 describe("the replicated log's records", () => {
