@@ -1,0 +1,110 @@
+import { randomUUID } from "node:crypto";
+import type { Etcd3 } from "etcd3";
+import type { Leadership } from "../service/leadership.js";
+import type { ClusterKeys, LeaderRecord } from "./cluster-keys.js";
+import type { MemberLease } from "./member-lease.js";
+import { aborted, sleep } from "./sleep.js";
+import { type Watches, watchAfter } from "./watch.js";
+import { within } from "./within.js";
+
+/** LEADER_RECHECK_MS is how often a waiting member reads the leader key even when its watch says nothing. */
+const LEADER_RECHECK_MS = 2_000;
+/** CAMPAIGN_RETRY_MS is the pause before a member that could not campaign (no leader, but not caught up) looks again. */
+const CAMPAIGN_RETRY_MS = 50;
+
+/**
+ * Election is a member's side of the leader key: the key holds the
+ * leader's record under the leader's lease, and its create revision fences
+ * the leader's writes (ClusterKeys.heldBy) for as long as that term lasts.
+ * A member campaigns whenever no one leads and its store is caught up
+ * (Leadership.caughtUp); meanwhile it names the leader to the edge.
+ */
+export class Election {
+  /** leaderUrl is the leader's URL, "" when this member leads or no leader is known. */
+  leaderUrl = "";
+  /** stopped resolves once the member stops. */
+  private readonly stopped: Promise<void>;
+
+  /**
+   * @param record is the leader key's value should this member win: its id and its advertised URL.
+   * @param stop aborts when the member stops.
+   */
+  constructor(
+    private readonly client: Etcd3,
+    private readonly watches: Watches,
+    private readonly keys: ClusterKeys,
+    private readonly record: () => LeaderRecord,
+    private readonly leadership: Leadership,
+    private readonly stop: AbortSignal,
+  ) {
+    this.stopped = aborted(stop);
+  }
+
+  /**
+   * awaitTurn waits, while the lease holds, until this member is elected
+   * (it resolves with the leader key's create revision: the term's fence)
+   * or the lease lapses or the member stops (undefined).
+   */
+  async awaitTurn(lease: MemberLease): Promise<string | undefined> {
+    while (lease.valid() && !this.stop.aborted) {
+      const res = await this.client.kv.range({ key: this.keys.leader }, lease.callOptions());
+      const current = res.kvs[0];
+      if (current === undefined) {
+        if (this.leadership.caughtUp) {
+          const won = await this.campaign(lease);
+          if (won !== undefined) return won;
+        }
+        await sleep(CAMPAIGN_RETRY_MS, this.stop);
+        continue;
+      }
+      const leader = JSON.parse(current.value.toString()) as LeaderRecord;
+      this.leaderUrl = leader.memberId === this.record().memberId ? "" : leader.url;
+      this.leadership.follow(this.leaderUrl, this.leadership.caughtUp);
+      await this.leaderKeyChange(res.header.revision, lease);
+    }
+    return undefined;
+  }
+
+  /** campaign puts the leader key with this member's lease unless it exists; it resolves with its create revision when it won. */
+  private async campaign(lease: MemberLease): Promise<string | undefined> {
+    const res = await this.client.kv.txn(
+      {
+        compare: [this.keys.absent(this.keys.leader)],
+        success: [{ request_put: { key: this.keys.leader, value: Buffer.from(JSON.stringify(this.record())), lease: lease.id } }],
+      },
+      lease.callOptions(),
+    );
+    return res.succeeded ? res.header.revision : undefined;
+  }
+
+  /** leaderKeyChange resolves when the leader key changes after `revision`, the lease lapses, or the member stops. */
+  private async leaderKeyChange(revision: string, lease: MemberLease): Promise<void> {
+    let changed!: () => void;
+    const change = new Promise<void>((resolve) => (changed = resolve));
+    const close = await this.watches.open((client) => watchAfter(client.watch().key(this.keys.leader), revision), {
+      put: changed,
+      delete: changed,
+      ended: changed,
+    });
+    try {
+      // Read the key again at least every LEADER_RECHECK_MS, whatever the watch says: a silent watch must not keep a member from campaigning.
+      await Promise.race([change, lease.lost, this.stopped, sleep(LEADER_RECHECK_MS, this.stop)]);
+    } finally {
+      await close();
+    }
+  }
+}
+
+/** ensureClusterId reads the cluster's id, making it if this is the cluster's first member. */
+export async function ensureClusterId(client: Etcd3, keys: ClusterKeys): Promise<string> {
+  const id = randomUUID();
+  const res = await client.kv.txn(
+    {
+      compare: [keys.absent(keys.id)],
+      success: [{ request_put: { key: keys.id, value: Buffer.from(id) } }],
+      failure: [{ request_range: { key: keys.id } }],
+    },
+    within(10_000),
+  );
+  return res.succeeded ? id : res.responses[0]!.response_range!.kvs[0]!.value.toString();
+}

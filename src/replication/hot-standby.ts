@@ -1,0 +1,125 @@
+import type { Logger } from "pino";
+import type { Change } from "../core/change.js";
+import type { Clock } from "../core/clock.js";
+import { ReplayState } from "../core/replay-state.js";
+import type { MetadataState } from "../core/state.js";
+import type { StateOptions } from "../core/state-options.js";
+import type { Leadership } from "../service/leadership.js";
+import type { LmdbStore } from "../store/lmdb-store.js";
+import { loadState } from "../store/load-state.js";
+import { LogGapError, type LogReader } from "./log-reader.js";
+import { fetchSnapshot } from "./replication-service.js";
+import { aborted, sleep } from "./sleep.js";
+
+/** RETRY_MS is the pause before a standby reads the log again after a failure. */
+const RETRY_MS = 250;
+
+/** HotStandbyOptions are what a hot standby needs besides its log and store. */
+export interface HotStandbyOptions {
+  clock: Clock;
+  /** state are the rules of the state it will serve. */
+  state: StateOptions;
+  clusterId: string;
+  /** token is sent to the leader when the standby asks it for a snapshot. */
+  token?: string;
+  /** leaderUrl names the leader now ("" when unknown), for a snapshot. */
+  leaderUrl: () => string;
+}
+
+/**
+ * HotStandby is a member that follows: it applies the replicated log to
+ * its store (LogReader) and to a hot state (ReplayState) that it loaded
+ * from the store when it began to follow, loads a snapshot from the leader
+ * when the log no longer holds its next entry, and tells the edge whether
+ * it is caught up (Leadership). The hot state is its own: `takeOver`
+ * hands it, ready to serve, to the member that is to lead with it.
+ */
+export class HotStandby {
+  /** hot is equal to the log at the applied entry; undefined until (re)loaded. */
+  private hot: ReplayState | undefined;
+
+  constructor(
+    private readonly reader: LogReader,
+    private readonly local: LmdbStore,
+    private readonly leadership: Leadership,
+    private readonly options: HotStandbyOptions,
+    private readonly logger: Logger,
+  ) {}
+
+  /** loaded is true while the hot state is loaded (a takeover then needs no load). */
+  get loaded(): boolean {
+    return this.hot !== undefined;
+  }
+
+  /** follow applies the log to the store and the hot state until signal aborts, catching up again after a failed watch. */
+  async follow(signal: AbortSignal): Promise<void> {
+    const stopped = aborted(signal);
+    while (!signal.aborted) {
+      try {
+        await this.load();
+        const { revision } = await this.reader.catchUp();
+        this.leadership.follow(this.options.leaderUrl(), true);
+        await this.reader.follow(revision, stopped);
+      } catch (error) {
+        if (signal.aborted) break;
+        this.leadership.follow(this.options.leaderUrl(), false);
+        if (error instanceof LogGapError)
+          await this.loadSnapshot(error, signal).catch((e: Error) => this.logger.warn({ err: e.message }, "cluster: loading a snapshot failed"));
+        else this.logger.warn({ err: (error as Error).message }, "cluster: following the log failed; catching up again");
+        await sleep(RETRY_MS, signal);
+      }
+    }
+  }
+
+  /** apply applies a group of the log to the hot state (the reader's `applied`); one that fails to apply is dropped, and loaded anew from the store. */
+  apply(changes: readonly Change[]): void {
+    if (this.hot === undefined) return;
+    try {
+      for (const change of changes) this.hot.apply(change);
+    } catch (error) {
+      this.hot = undefined;
+      this.logger.error({ err: (error as Error).message }, "cluster: the standby state could not apply the log; it is loaded again from the store");
+    }
+  }
+
+  /** takeOver hands the hot state over, ready to serve, loading it first if it is not loaded (as a restart does); the standby has none after. */
+  async takeOver(): Promise<MetadataState> {
+    await this.load();
+    const hot = this.hot!;
+    this.hot = undefined; // it leads now: it is the term's state, not a standby's
+    return hot.takeOver();
+  }
+
+  /** load loads the hot state from the store (which holds every group applied so far), unless it is loaded. */
+  private async load(): Promise<void> {
+    if (this.hot !== undefined) return;
+    await this.reader.stored();
+    const started = performance.now();
+    const hot = new ReplayState(this.options.clock, this.options.state, true);
+    await loadState(hot, this.local.stored());
+    this.hot = hot;
+    this.logger.info({ appliedSeq: this.local.appliedSeq, tookMs: Math.round(performance.now() - started) }, "cluster: standby state loaded");
+  }
+
+  /**
+   * loadSnapshot replaces the local store's records with the leader's
+   * (this member's next log entry is gone), and reads the log on from the
+   * snapshot's entry.
+   */
+  private async loadSnapshot(gap: LogGapError, signal: AbortSignal): Promise<void> {
+    while (this.options.leaderUrl() === "" && !signal.aborted) await sleep(100, signal);
+    if (signal.aborted) return;
+    const leaderUrl = this.options.leaderUrl();
+    this.logger.info({ why: gap.message, leader: leaderUrl }, "cluster: loading a snapshot from the leader");
+    const started = performance.now();
+    await this.reader.stored();
+    try {
+      const { appliedSeq, records } = await this.local.loadSnapshot(fetchSnapshot(leaderUrl, this.options.clusterId, this.options.token, signal));
+      this.logger.info({ appliedSeq, records, tookMs: Math.round(performance.now() - started) }, "cluster: snapshot loaded");
+    } finally {
+      // Whole or not, the store holds what the reader must start from: the snapshot, or nothing (a gap again, so another snapshot).
+      this.hot = undefined; // loaded anew from the store
+      this.reader.restart();
+    }
+  }
+}
