@@ -1,26 +1,21 @@
 import { AllocationStatus, Role } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { Change } from "./change.js";
 import type { Clock } from "./clock.js";
-import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
+import { MetadataError, Reason } from "./errors.js";
 import { Eviction } from "./eviction.js";
 import type { Journal } from "./journal.js";
 import type { KeyList, Keys } from "./key-list.js";
 import { COMPLETED, CONFIRMED_RESERVATION, type Namespace } from "./namespace.js";
-import type { NamespaceCounts } from "./namespace-counters.js";
 import type { Rank } from "./rank.js";
+import { dropRank, type InitializeRankResult, initializeRank } from "./rank-admin.js";
 import { type Restoring, restoring } from "./recovery.js";
 import { Registry } from "./registry.js";
-import { MAX_NUM_PAGES, type StateOptions } from "./state-options.js";
+import type { StateOptions } from "./state-options.js";
+import { type NamespaceStatsView, type RankStatsView, statsOf, statsPage } from "./stats-views.js";
 import { checkCount, checkPages, checkPrefixes, checkSameLength, checkUint32, keyListFor, namespaceName } from "./validate.js";
 
+export type { InitializeRankResult, NamespaceStatsView, RankStatsView };
 export { AllocationStatus, Role };
-
-/** InitializeRankResult describes a rank after InitializeRank. */
-export interface InitializeRankResult {
-  created: boolean;
-  numPages: number;
-  freePages: number;
-}
 
 /** AllocateResult gives a page and a status per key, in request order. */
 export interface AllocateResult {
@@ -34,22 +29,6 @@ export interface ConfirmResult {
   released: number;
   /** completed are the positions of the keys this call made complete. */
   completed: number[];
-}
-
-/** RankStatsView counts the pages of a rank. */
-export interface RankStatsView {
-  rank: number;
-  numPages: number;
-  freePages: number;
-  reservedPages: number;
-  usedPages: number;
-}
-
-/** NamespaceStatsView counts the pages of a namespace's ranks, and its NAMESPACE_COUNTERS. */
-export interface NamespaceStatsView extends NamespaceCounts {
-  namespace: string;
-  worldSize: number;
-  ranks: RankStatsView[];
 }
 
 /**
@@ -119,111 +98,15 @@ export class MetadataState {
 
   /**
    * initializeRank creates a rank, or checks that it exists with the same
-   * parameters. A scheduler keeps no state; any other role (unspecified
-   * included) is a worker.
+   * parameters (rank-admin.ts).
    */
   initializeRank(namespace: string, rankNo: number, numPages: number, worldSize: number, role: Role = Role.WORKER): InitializeRankResult {
-    const name = namespaceName(namespace, this.options);
-    checkUint32(rankNo, "rank");
-    checkUint32(worldSize, "world_size");
-    this.expire();
-    if (role === Role.SCHEDULER) return { created: false, numPages: 0, freePages: 0 };
-    if (!Number.isInteger(numPages) || numPages < 1 || numPages > MAX_NUM_PAGES) {
-      throw invalidArgument("num_pages", `num_pages must be from 1 to ${MAX_NUM_PAGES} for a worker, got ${numPages}`, {
-        namespace: name,
-        rank: rankNo,
-      });
-    }
-    if (worldSize > 0 && rankNo >= worldSize) {
-      throw invalidArgument("rank", `rank ${rankNo} is not below world_size ${worldSize}`, { namespace: name, rank: rankNo });
-    }
-    if (worldSize > this.options.maxRanksPerNamespace) {
-      throw limitExceeded(
-        "world_size",
-        `world_size ${worldSize} is more than the limit of ${this.options.maxRanksPerNamespace} ranks per namespace (--max-ranks-per-namespace)`,
-        {
-          namespace: name,
-          rank: rankNo,
-        },
-      );
-    }
-    let ns = this.namespaces.get(name);
-    if (ns !== undefined && ns.worldSize !== worldSize) {
-      throw new MetadataError(Reason.RANK_CONFIG_MISMATCH, `namespace "${name}" has world_size ${ns.worldSize}, not ${worldSize}`, {
-        namespace: name,
-        rank: rankNo,
-        field: "world_size",
-      });
-    }
-    const existing = ns?.ranks.get(rankNo);
-    if (existing !== undefined) {
-      if (existing.numPages !== numPages) {
-        throw new MetadataError(Reason.RANK_CONFIG_MISMATCH, `rank ${rankNo} of namespace "${name}" has ${existing.numPages} pages, not ${numPages}`, {
-          namespace: name,
-          rank: rankNo,
-          field: "num_pages",
-        });
-      }
-      return { created: false, numPages, freePages: existing.freePages };
-    }
-    if (ns === undefined && this.namespaces.size >= this.options.maxNamespaces) {
-      throw limitExceeded("namespace", `the server has ${this.namespaces.size} namespaces, the limit (--max-namespaces)`, { namespace: name, rank: rankNo });
-    }
-    if (ns !== undefined && ns.ranks.size >= this.options.maxRanksPerNamespace) {
-      throw limitExceeded("rank", `namespace "${name}" has ${ns.ranks.size} ranks, the limit (--max-ranks-per-namespace)`, { namespace: name, rank: rankNo });
-    }
-    if (ns === undefined) {
-      ns = this.registry.newNamespace(name, worldSize);
-    }
-    ns.addRank(rankNo, numPages);
-    this.journal.record({ kind: "rank", namespace: name, rank: rankNo, numPages, worldSize });
-    return { created: true, numPages, freePages: numPages };
+    return initializeRank(this.registry, namespace, rankNo, numPages, worldSize, role);
   }
 
-  /**
-   * dropRank removes a rank (an admin's call): its reservations and lapses
-   * end, its draining pages go, every key loses its page there (a key left
-   * with no page is forgotten), and a namespace left without ranks goes
-   * too, its world_size with it. With world_size 0 the rank no longer
-   * counts for completeness: an incomplete key confirmed on every rank left
-   * becomes complete. A complete key stays complete, as it does when a rank
-   * is added. Returns how many keys were forgotten.
-   */
+  /** dropRank removes a rank, an admin's call (rank-admin.ts); returns how many keys were forgotten. */
   dropRank(namespace: string, rankNo: number): number {
-    const name = namespaceName(namespace, this.options);
-    checkUint32(rankNo, "rank");
-    this.expire();
-    const { ns, rank } = this.registry.rankOf(name, rankNo);
-    const subject = { namespace: name, rank: rankNo };
-    for (const page of [...rank.reservations]) {
-      ns.forgetIfEmpty(rank.releaseReservation(page));
-      this.journal.record({ kind: "unreserve", ...subject, page });
-    }
-    rank.forgetLapses();
-    for (const [page, drain] of [...rank.draining]) {
-      rank.endDrain(page, drain.untilMs);
-      this.journal.record({ kind: "undrain", ...subject, page });
-    }
-    const now = this.registry.clock();
-    let forgotten = 0;
-    for (const entry of [...ns.keys.live()]) {
-      const page = rank.confirmedPage(entry);
-      if (page < 0) continue;
-      if (ns.columns.confirmed[entry] === 1) {
-        this.registry.dropKey(ns, entry, now, false); // its one page goes with the rank: nothing is left to drain
-        forgotten++;
-        continue;
-      }
-      rank.dropConfirmed(entry, page, undefined);
-      this.journal.key(ns, entry);
-    }
-    ns.removeRank(rankNo);
-    this.eviction.forget(rank);
-    this.journal.record({ kind: "unrank", ...subject });
-    ns.completeReady(now, (entry) => this.journal.key(ns, entry));
-    if (ns.ranks.size === 0) this.namespaces.delete(name);
-    else this.registry.deadlines.armIncomplete(ns);
-    return forgotten;
+    return dropRank(this.registry, this.eviction, namespace, rankNo);
   }
 
   /**
@@ -525,24 +408,17 @@ export class MetadataState {
 
   /** stats counts pages and keys of a namespace, or of all namespaces when namespace is undefined. */
   stats(namespace: string | undefined): NamespaceStatsView[] {
-    if (namespace === undefined) return this.statsPage("", Number.POSITIVE_INFINITY).views;
-    const ns = this.namespaces.get(namespaceName(namespace, this.options));
+    const name = namespace === undefined ? undefined : namespaceName(namespace, this.options);
     this.expire();
+    if (name === undefined) return statsPage(this.namespaces, "", Number.POSITIVE_INFINITY).views;
+    const ns = this.namespaces.get(name);
     return ns === undefined ? [] : [statsOf(ns)];
   }
 
-  /**
-   * statsPage reports at most `size` namespaces, by name, from the first
-   * after `after` ("" for the first), and the name to ask for the next page
-   * after ("" when none is left): an answer stays bounded however many
-   * namespaces and ranks there are.
-   */
+  /** statsPage reports at most `size` namespaces, by name, from the first after `after` (statsPage). */
   statsPage(after: string, size: number): { views: NamespaceStatsView[]; next: string } {
     this.expire();
-    const names = [...this.namespaces.keys()].filter((name) => name > after).sort();
-    const page = names.slice(0, size);
-    const next = names.length > page.length ? page[page.length - 1]! : "";
-    return { views: page.map((name) => statsOf(this.namespaces.get(name)!)), next };
+    return statsPage(this.namespaces, after, size);
   }
 
   /** expire processes every deadline that is due: expired reservations, stale incomplete keys, ended drains. */
@@ -573,12 +449,4 @@ export class MetadataState {
   checkRank(namespace: string, rankNo: number): void {
     this.registry.rankOf(namespaceName(namespace, this.options), rankNo);
   }
-}
-
-/** statsOf reports a namespace's ranks, by number, and its counts. */
-function statsOf(ns: Namespace): NamespaceStatsView {
-  const ranks = [...ns.ranks.values()]
-    .sort((a, b) => a.rank - b.rank)
-    .map((rank) => ({ rank: rank.rank, numPages: rank.numPages, freePages: rank.freePages, reservedPages: rank.reservedPages, usedPages: rank.usedPages }));
-  return { namespace: ns.name, worldSize: ns.worldSize, ranks, ...ns.counts() };
 }

@@ -1,0 +1,129 @@
+import { Role } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
+import type { Eviction } from "./eviction.js";
+import type { Registry } from "./registry.js";
+import { MAX_NUM_PAGES } from "./state-options.js";
+import { checkUint32, namespaceName } from "./validate.js";
+
+/** InitializeRankResult describes a rank after InitializeRank. */
+export interface InitializeRankResult {
+  created: boolean;
+  numPages: number;
+  freePages: number;
+}
+
+/**
+ * initializeRank creates a rank, or checks that it exists with the same
+ * parameters. A scheduler keeps no state; any other role (unspecified
+ * included) is a worker.
+ */
+export function initializeRank(
+  registry: Registry,
+  namespace: string,
+  rankNo: number,
+  numPages: number,
+  worldSize: number,
+  role: Role = Role.WORKER,
+): InitializeRankResult {
+  const name = namespaceName(namespace, registry.options);
+  checkUint32(rankNo, "rank");
+  checkUint32(worldSize, "world_size");
+  registry.expire();
+  if (role === Role.SCHEDULER) return { created: false, numPages: 0, freePages: 0 };
+  if (!Number.isInteger(numPages) || numPages < 1 || numPages > MAX_NUM_PAGES) {
+    throw invalidArgument("num_pages", `num_pages must be from 1 to ${MAX_NUM_PAGES} for a worker, got ${numPages}`, {
+      namespace: name,
+      rank: rankNo,
+    });
+  }
+  if (worldSize > 0 && rankNo >= worldSize) {
+    throw invalidArgument("rank", `rank ${rankNo} is not below world_size ${worldSize}`, { namespace: name, rank: rankNo });
+  }
+  if (worldSize > registry.options.maxRanksPerNamespace) {
+    throw limitExceeded(
+      "world_size",
+      `world_size ${worldSize} is more than the limit of ${registry.options.maxRanksPerNamespace} ranks per namespace (--max-ranks-per-namespace)`,
+      {
+        namespace: name,
+        rank: rankNo,
+      },
+    );
+  }
+  let ns = registry.namespaces.get(name);
+  if (ns !== undefined && ns.worldSize !== worldSize) {
+    throw new MetadataError(Reason.RANK_CONFIG_MISMATCH, `namespace "${name}" has world_size ${ns.worldSize}, not ${worldSize}`, {
+      namespace: name,
+      rank: rankNo,
+      field: "world_size",
+    });
+  }
+  const existing = ns?.ranks.get(rankNo);
+  if (existing !== undefined) {
+    if (existing.numPages !== numPages) {
+      throw new MetadataError(Reason.RANK_CONFIG_MISMATCH, `rank ${rankNo} of namespace "${name}" has ${existing.numPages} pages, not ${numPages}`, {
+        namespace: name,
+        rank: rankNo,
+        field: "num_pages",
+      });
+    }
+    return { created: false, numPages, freePages: existing.freePages };
+  }
+  if (ns === undefined && registry.namespaces.size >= registry.options.maxNamespaces) {
+    throw limitExceeded("namespace", `the server has ${registry.namespaces.size} namespaces, the limit (--max-namespaces)`, { namespace: name, rank: rankNo });
+  }
+  if (ns !== undefined && ns.ranks.size >= registry.options.maxRanksPerNamespace) {
+    throw limitExceeded("rank", `namespace "${name}" has ${ns.ranks.size} ranks, the limit (--max-ranks-per-namespace)`, { namespace: name, rank: rankNo });
+  }
+  if (ns === undefined) {
+    ns = registry.newNamespace(name, worldSize);
+  }
+  ns.addRank(rankNo, numPages);
+  registry.journal.record({ kind: "rank", namespace: name, rank: rankNo, numPages, worldSize });
+  return { created: true, numPages, freePages: numPages };
+}
+
+/**
+ * dropRank removes a rank (an admin's call): its reservations and lapses
+ * end, its draining pages go, every key loses its page there (a key left
+ * with no page is forgotten), and a namespace left without ranks goes
+ * too, its world_size with it. With world_size 0 the rank no longer
+ * counts for completeness: an incomplete key confirmed on every rank left
+ * becomes complete. A complete key stays complete, as it does when a rank
+ * is added. Returns how many keys were forgotten.
+ */
+export function dropRank(registry: Registry, eviction: Eviction, namespace: string, rankNo: number): number {
+  const name = namespaceName(namespace, registry.options);
+  checkUint32(rankNo, "rank");
+  registry.expire();
+  const { ns, rank } = registry.rankOf(name, rankNo);
+  const subject = { namespace: name, rank: rankNo };
+  for (const page of [...rank.reservations]) {
+    ns.forgetIfEmpty(rank.releaseReservation(page));
+    registry.journal.record({ kind: "unreserve", ...subject, page });
+  }
+  rank.forgetLapses();
+  for (const [page, drain] of [...rank.draining]) {
+    rank.endDrain(page, drain.untilMs);
+    registry.journal.record({ kind: "undrain", ...subject, page });
+  }
+  const now = registry.clock();
+  let forgotten = 0;
+  for (const entry of [...ns.keys.live()]) {
+    const page = rank.confirmedPage(entry);
+    if (page < 0) continue;
+    if (ns.columns.confirmed[entry] === 1) {
+      registry.dropKey(ns, entry, now, false); // its one page goes with the rank: nothing is left to drain
+      forgotten++;
+      continue;
+    }
+    rank.dropConfirmed(entry, page, undefined);
+    registry.journal.key(ns, entry);
+  }
+  ns.removeRank(rankNo);
+  eviction.forget(rank);
+  registry.journal.record({ kind: "unrank", ...subject });
+  ns.completeReady(now, (entry) => registry.journal.key(ns, entry));
+  if (ns.ranks.size === 0) registry.namespaces.delete(name);
+  else registry.deadlines.armIncomplete(ns);
+  return forgotten;
+}
