@@ -76,7 +76,7 @@ export class Member {
 
   private constructor(
     private readonly client: Etcd3,
-    private readonly watches: Watches,
+    watches: Watches,
     readonly local: LmdbStore,
     readonly clusterId: string,
     readonly leadership: Leadership,
