@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Etcd3 } from "etcd3";
 import type { Leadership } from "../service/leadership.js";
 import type { ClusterKeys, LeaderRecord } from "./cluster-keys.js";
-import type { MemberLease } from "./member-lease.js";
+import type { EtcdSession } from "./etcd-session.js";
 import { aborted, sleep } from "./sleep.js";
 import { type Watches, watchAfter } from "./watch.js";
 import { within } from "./within.js";
@@ -45,13 +45,13 @@ export class Election {
    * (it resolves with the leader key's create revision: the term's fence)
    * or the lease lapses or the member stops (undefined).
    */
-  async awaitTurn(lease: MemberLease): Promise<string | undefined> {
-    while (lease.valid() && !this.stop.aborted) {
-      const res = await this.client.kv.range({ key: this.keys.leader }, lease.callOptions());
+  async awaitTurn(session: EtcdSession): Promise<string | undefined> {
+    while (session.valid() && !this.stop.aborted) {
+      const res = await this.client.kv.range({ key: this.keys.leader }, session.callOptions());
       const current = res.kvs[0];
       if (current === undefined) {
         if (this.leadership.caughtUp) {
-          const won = await this.campaign(lease);
+          const won = await this.campaign(session);
           if (won !== undefined) return won;
         }
         await sleep(CAMPAIGN_RETRY_MS, this.stop);
@@ -60,25 +60,25 @@ export class Election {
       const leader = JSON.parse(current.value.toString()) as LeaderRecord;
       this.leaderUrl = leader.memberId === this.record().memberId ? "" : leader.url;
       this.leadership.follow(this.leaderUrl, this.leadership.caughtUp);
-      await this.leaderKeyChange(res.header.revision, lease);
+      await this.leaderKeyChange(res.header.revision, session);
     }
     return undefined;
   }
 
   /** campaign puts the leader key with this member's lease unless it exists; it resolves with its create revision when it won. */
-  private async campaign(lease: MemberLease): Promise<string | undefined> {
+  private async campaign(session: EtcdSession): Promise<string | undefined> {
     const res = await this.client.kv.txn(
       {
         compare: [this.keys.absent(this.keys.leader)],
-        success: [{ request_put: { key: this.keys.leader, value: Buffer.from(JSON.stringify(this.record())), lease: lease.id } }],
+        success: [{ request_put: { key: this.keys.leader, value: Buffer.from(JSON.stringify(this.record())), lease: session.id } }],
       },
-      lease.callOptions(),
+      session.callOptions(),
     );
     return res.succeeded ? res.header.revision : undefined;
   }
 
   /** leaderKeyChange resolves when the leader key changes after `revision`, the lease lapses, or the member stops. */
-  private async leaderKeyChange(revision: string, lease: MemberLease): Promise<void> {
+  private async leaderKeyChange(revision: string, session: EtcdSession): Promise<void> {
     let changed!: () => void;
     const change = new Promise<void>((resolve) => (changed = resolve));
     const close = await this.watches.open((client) => watchAfter(client.watch().key(this.keys.leader), revision), {
@@ -88,7 +88,7 @@ export class Election {
     });
     try {
       // Read the key again at least every LEADER_RECHECK_MS, whatever the watch says: a silent watch must not keep a member from campaigning.
-      await Promise.race([change, lease.lost, this.stopped, sleep(LEADER_RECHECK_MS, this.stop)]);
+      await Promise.race([change, session.lost, this.stopped, sleep(LEADER_RECHECK_MS, this.stop)]);
     } finally {
       await close();
     }

@@ -2,9 +2,9 @@ import type { Etcd3 } from "etcd3";
 import type { Change } from "../core/change.js";
 import { MetadataError, Reason } from "../core/errors.js";
 import type { ClusterKeys } from "./cluster-keys.js";
+import type { EtcdSession } from "./etcd-session.js";
 import type { LocalCopy } from "./local-copy.js";
 import { encodeGroup, splitGroup } from "./log-codec.js";
-import type { MemberLease } from "./member-lease.js";
 
 interface Pending {
   changes: readonly Change[];
@@ -40,13 +40,13 @@ export class LogWriter {
   constructor(
     private readonly client: Etcd3,
     private readonly keys: ClusterKeys,
-    private readonly lease: MemberLease,
+    private readonly session: EtcdSession,
     /** termRevision is the create_revision of the leader key this member put. */
     private readonly termRevision: string,
     private nextSeq: number,
     private readonly local: LocalCopy,
   ) {
-    void lease.lost.then(() => this.end("its etcd lease lapsed"));
+    void session.lost.then(() => this.end("its etcd lease lapsed"));
   }
 
   /** lastSeq is the sequence number of the last entry appended in this term (or before it). */
@@ -73,7 +73,7 @@ export class LogWriter {
   /** afterPending resolves once every commit issued so far is in the log (at once when none is pending), if the lease still holds then. */
   private async afterPending(): Promise<void> {
     await this.last;
-    if (!this.lease.valid()) throw this.failure ?? new MetadataError(Reason.NOT_LEADER, "this member's leadership lapsed: retry on the leader");
+    if (!this.session.valid()) throw this.failure ?? new MetadataError(Reason.NOT_LEADER, "this member's leadership lapsed: retry on the leader");
   }
 
   /** localDone resolves once every group appended so far is in the local store too. */
@@ -96,7 +96,7 @@ export class LogWriter {
       const changes = batch.length === 1 ? batch[0]!.changes : batch.flatMap((p) => p.changes);
       try {
         if (changes.length > 0) await this.append(changes);
-        if (!this.lease.valid()) throw new Error("its etcd lease lapsed before the append was acknowledged");
+        if (!this.session.valid()) throw new Error("its etcd lease lapsed before the append was acknowledged");
       } catch (error) {
         this.end((error as Error).message);
         for (const pending of batch) pending.reject(this.failure!);
@@ -119,7 +119,7 @@ export class LogWriter {
           success: [{ request_put: { key, value } }],
           failure: [{ request_range: { key: this.keys.leader } }, { request_range: { key } }],
         },
-        this.lease.callOptions(),
+        this.session.callOptions(),
       );
       const [leader, entry] = res.succeeded ? [] : res.responses.map((r) => r.response_range?.kvs[0]);
       if (!res.succeeded && leader?.create_revision !== this.termRevision) throw new Error("another member leads now (the fenced append was refused)");

@@ -9,11 +9,11 @@ import type { Leadership } from "../service/leadership.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
 import { ClusterKeys, type MemberRecord } from "./cluster-keys.js";
 import { Election, ensureClusterId } from "./election.js";
+import { EtcdSession } from "./etcd-session.js";
 import { HotStandby } from "./hot-standby.js";
 import { LocalCopy } from "./local-copy.js";
 import { LogReader } from "./log-reader.js";
 import { LogWriter } from "./log-writer.js";
-import { MemberLease } from "./member-lease.js";
 import { ReplicatedStore } from "./replicated-store.js";
 import { sleep } from "./sleep.js";
 import type { Watches } from "./watch.js";
@@ -44,7 +44,7 @@ const RETRY_MS = 250;
 
 /**
  * Member is one server of a highly available cluster on etcd, as a loop of
- * terms, each on its own lease (MemberLease). In a term it follows the log
+ * terms, each on its own lease (EtcdSession). In a term it follows the log
  * as a hot standby (HotStandby) while it waits for its turn (Election);
  * elected, it leads: it applies the log up to its end, takes over the
  * standby's state, then appends each group commit to the log, fenced by
@@ -165,28 +165,28 @@ export class Member {
 
   /** term runs on one lease: follow the log, campaign when no one leads, lead when elected; it ends when the lease lapses. */
   private async term(): Promise<void> {
-    const lease = await MemberLease.grant(this.client, this.options.leaderLeaseMs);
-    const publisher = setInterval(() => void this.publish(lease), PUBLISH_MS);
+    const session = await EtcdSession.grant(this.client, this.options.leaderLeaseMs);
+    const publisher = setInterval(() => void this.publish(session), PUBLISH_MS);
     try {
-      await this.publish(lease);
-      while (lease.valid() && !this.closed) {
+      await this.publish(session);
+      while (session.valid() && !this.closed) {
         const following = new AbortController();
         const follower = this.standby.follow(following.signal);
         let won: string | undefined;
         try {
-          won = await this.election.awaitTurn(lease);
+          won = await this.election.awaitTurn(session);
         } finally {
           // One follower at a time, whatever ended the wait: the next term, or the lead, reads the log itself.
           following.abort();
           await follower;
         }
         if (won === undefined) continue;
-        await this.lead(lease, won);
+        await this.lead(session, won);
         return; // a term that led ends with its lease (revoked below), so that the leader key goes at once
       }
     } finally {
       clearInterval(publisher);
-      await lease.revoke();
+      await session.revoke();
     }
   }
 
@@ -197,22 +197,22 @@ export class Member {
    * once the term ended (lease lapsed, append failed, or close), with the
    * member closed to calls and its state dropped.
    */
-  private async lead(lease: MemberLease, termRevision: string): Promise<void> {
+  private async lead(session: EtcdSession, termRevision: string): Promise<void> {
     const started = performance.now();
-    const { lastSeq } = await this.reader.catchUp(lease.remainingMs());
+    const { lastSeq } = await this.reader.catchUp(session.remainingMs());
     const hot = this.standby.loaded;
     const state = await this.standby.takeOver();
-    if (!lease.valid()) return;
-    const writer = new LogWriter(this.client, this.keys, lease, termRevision, lastSeq + 1, this.copy);
+    if (!session.valid()) return;
+    const writer = new LogWriter(this.client, this.keys, session, termRevision, lastSeq + 1, this.copy);
     this.ledger.state = state;
     this.writer = writer;
     this.election.leaderUrl = "";
-    this.leadership.lead(() => lease.valid());
-    void this.publish(lease);
+    this.leadership.lead(() => session.valid());
+    void this.publish(session);
     // hot: it took over the state it kept as a standby (false: it loaded it from its store first, as a restart does).
     this.logger.info({ lastSeq, hot, tookMs: Math.round(performance.now() - started) }, "cluster: leading");
-    const compactor = setInterval(() => void this.compact(lease, termRevision), COMPACT_MS);
-    const cause = await Promise.race([writer.lost, lease.lost.then(() => "its etcd lease lapsed"), this.closing]);
+    const compactor = setInterval(() => void this.compact(session, termRevision), COMPACT_MS);
+    const cause = await Promise.race([writer.lost, session.lost.then(() => "its etcd lease lapsed"), this.closing]);
     clearInterval(compactor);
     writer.end(this.closed ? "the member is shutting down" : "its term ended");
     this.leadership.follow("", false);
@@ -224,8 +224,8 @@ export class Member {
   }
 
   /** publish writes this member's record (role, applied entry) under its lease. */
-  private async publish(lease: MemberLease): Promise<void> {
-    if (!lease.valid()) return;
+  private async publish(session: EtcdSession): Promise<void> {
+    if (!session.valid()) return;
     const record: MemberRecord = {
       memberId: this.memberId,
       url: this.advertiseUrl,
@@ -234,7 +234,7 @@ export class Member {
       atMs: Date.now(),
     };
     await this.client.kv
-      .put({ key: this.keys.member(this.memberId), value: Buffer.from(JSON.stringify(record)), lease: lease.id }, lease.callOptions())
+      .put({ key: this.keys.member(this.memberId), value: Buffer.from(JSON.stringify(record)), lease: session.id }, session.callOptions())
       .catch(() => undefined);
   }
 
@@ -256,9 +256,9 @@ export class Member {
    * sequence number). The delete is fenced like an append; etcd's history
    * is compacted after it.
    */
-  private async compact(lease: MemberLease, termRevision: string): Promise<void> {
+  private async compact(session: EtcdSession, termRevision: string): Promise<void> {
     const writer = this.writer;
-    if (writer === undefined || !lease.valid()) return;
+    if (writer === undefined || !session.valid()) return;
     try {
       const members = await this.members();
       const last = writer.lastSeq;
@@ -271,12 +271,12 @@ export class Member {
           compare: [this.keys.heldBy(termRevision)],
           success: [{ request_delete_range: { key: this.keys.log, range_end: this.keys.logEntry(keepFrom) } }],
         },
-        lease.callOptions(),
+        session.callOptions(),
       );
       if (!res.succeeded) return;
       this.compactedBelow = keepFrom;
       // etcd keeps every deleted entry in its history until compacted: compact it too, or its database grows to its quota.
-      await this.client.kv.compact({ revision: res.header.revision }, lease.callOptions());
+      await this.client.kv.compact({ revision: res.header.revision }, session.callOptions());
     } catch (error) {
       this.logger.warn({ err: (error as Error).message }, "cluster: compacting the log failed");
     }

@@ -3,10 +3,10 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { Change } from "../../src/core/change.js";
 import { MetadataError, Reason } from "../../src/core/errors.js";
 import { ClusterKeys } from "../../src/replication/cluster-keys.js";
+import { EtcdSession } from "../../src/replication/etcd-session.js";
 import { LocalCopy } from "../../src/replication/local-copy.js";
 import { decodeGroup, decodePart } from "../../src/replication/log-codec.js";
 import { LogWriter } from "../../src/replication/log-writer.js";
-import { MemberLease } from "../../src/replication/member-lease.js";
 import { LmdbStore } from "../../src/store/lmdb-store.js";
 import { etcdMissing, startEtcdCluster } from "../support/etcd-cluster.js";
 import { tempDir } from "../support/temp-dir.js";
@@ -33,7 +33,7 @@ describe.skipIf(missing !== "")("the leader's log writer, on etcd", () => {
     );
     const keys = new ClusterKeys("test");
     const term = async () => {
-      const lease = await MemberLease.grant(client, 2_000);
+      const lease = await EtcdSession.grant(client, 2_000);
       closing.push(() => lease.release());
       const res = await client.kv.txn({
         compare: [{ key: keys.leader, target: "Create", result: "Equal", create_revision: 0 }],

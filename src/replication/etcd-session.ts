@@ -6,7 +6,8 @@ import { within } from "./within.js";
 const VALID_FRACTION = 0.85;
 
 /**
- * MemberLease is a member's etcd lease, kept alive by hand (the etcd3
+ * EtcdSession is a member's etcd lease (a session, as etcd's own clients
+ * call it: not to be confused with a key's read lease), kept alive by hand (the etcd3
  * package's automatic keepalive and Election helper are not used: a probe
  * saw Election report a leader that no longer held its lease). The member
  * trusts the lease only until VALID_FRACTION of its TTL after the last
@@ -15,7 +16,7 @@ const VALID_FRACTION = 0.85;
  * whatever its timers did meanwhile, since validity is read from the
  * monotonic clock at each use.
  */
-export class MemberLease {
+export class EtcdSession {
   private validUntil: number;
   private timer: NodeJS.Timeout | undefined;
   private ended = false;
@@ -34,13 +35,13 @@ export class MemberLease {
   }
 
   /** grant asks etcd for a lease of ttlMs (whole seconds, at least 1), within ttlMs. */
-  static async grant(client: Etcd3, ttlMs: number): Promise<MemberLease> {
+  static async grant(client: Etcd3, ttlMs: number): Promise<EtcdSession> {
     const ttlSeconds = Math.max(1, Math.ceil(ttlMs / 1_000));
     const lease = client.lease(ttlSeconds, { autoKeepAlive: false, ...within(ttlMs) });
     lease.on("lost", () => undefined); // loss is read from validity; the package's own event only mirrors it
     const sentAt = performance.now();
     const id = await lease.grant();
-    return new MemberLease(lease, id, ttlSeconds * 1_000, sentAt);
+    return new EtcdSession(lease, id, ttlSeconds * 1_000, sentAt);
   }
 
   /** valid is true while the lease is trusted; false for good once it lapsed. */
