@@ -2,7 +2,8 @@
  * The layers of src/, checked by `npm run lint` (dependency-cruiser): the
  * core knows nothing but itself and the generated types; the store nothing
  * above it; the service edge nothing of the process, the transports or
- * replication; replication nothing of the process. No circles.
+ * replication; replication nothing of the process; the server (the
+ * process's assembly) nothing of the CLI that starts it. No circles.
  */
 module.exports = {
   forbidden: [
@@ -18,21 +19,28 @@ module.exports = {
       comment: "src/store knows nothing of the service, the process or replication.",
       severity: "error",
       from: { path: "^src/store/" },
-      to: { path: "^src/(service|server|replication|client)/" },
+      to: { path: "^src/(service|server|replication|client|cli)/" },
     },
     {
       name: "service-below-server",
       comment: "src/service (the edge and handlers) knows nothing of the process, its transports or replication.",
       severity: "error",
       from: { path: "^src/service/" },
-      to: { path: "^src/(server|replication|client)/" },
+      to: { path: "^src/(server|replication|client|cli)/" },
     },
     {
       name: "replication-below-server",
       comment: "src/replication knows nothing of the process that assembles it.",
       severity: "error",
       from: { path: "^src/replication/" },
-      to: { path: "^src/(server|client)/" },
+      to: { path: "^src/(server|client|cli)/" },
+    },
+    {
+      name: "server-below-cli",
+      comment: "src/server assembles a server as a library; src/cli (flags, commands) starts it, never the other way.",
+      severity: "error",
+      from: { path: "^src/server/" },
+      to: { path: "^src/cli/" },
     },
     {
       name: "no-circles",

@@ -15,7 +15,7 @@ const seconds = Number(option("seconds", "4"));
 
 async function run(root: string): Promise<string> {
   const serve = ["serve", "--in-memory", "--host", "127.0.0.1", "--port", "0", "--read-lease-ttl", "50ms"];
-  const server = await startProcess(relative(here, `${root}/src/server/main.ts`), serve);
+  const server = await startProcess(relative(here, `${root}/src/cli/main.ts`), serve);
   const config = cycleConfig(server.url, { batch, durationMs: seconds * 1_000 });
   const { result, serverCpuMs } = await runLoad<LoadResult>(config, server.pid);
   await server.stop();

@@ -4,8 +4,8 @@
 // floor that the service's own work sits on.
 import type { ServiceImpl } from "@connectrpc/connect";
 import { AllocationStatus, type MetadataService } from "../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { defaultServerOptions } from "../src/cli/serve-options.js";
 import { MetadataState } from "../src/core/state.js";
-import { defaultServerOptions } from "../src/server/serve-options.js";
 import { connectFraming } from "../src/server/transport/connect-framing.js";
 import { DualProtocolListener } from "../src/server/transport/dual-protocol-listener.js";
 import { GrpcUnaryFastPath } from "../src/server/transport/grpc-unary-fast-path.js";
@@ -35,10 +35,7 @@ const connect = connectFraming(
   () => undefined,
   (_req, res) => res.writeHead(404).end(),
 );
-const listener = new DualProtocolListener(requestHandler("floor", new GrpcUnaryFastPath(canned, edge), connect), {
-  ...limits,
-  keepaliveMs: limits.http2KeepaliveMs,
-});
+const listener = new DualProtocolListener(requestHandler("floor", new GrpcUnaryFastPath(canned, edge), connect), limits);
 const port = await listener.listen("127.0.0.1", 0);
 console.log(JSON.stringify({ msg: "listening", url: `http://127.0.0.1:${port}` }));
 process.once("SIGTERM", () => void listener.close(1_000).then(() => process.exit(0)));

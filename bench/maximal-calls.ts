@@ -25,7 +25,7 @@ const calls = Number(values.calls);
 const dir = mkdtempSync(join(tmpdir(), "maximal-"));
 const server = spawn(
   process.execPath,
-  ["--import", "./bench/loop-delay.mjs", "src/server/bin.mjs", "serve", "--data-dir", dir, "--port", values.port!, "--log-level", "warn"],
+  ["--import", "./bench/loop-delay.mjs", "src/cli/bin.mjs", "serve", "--data-dir", dir, "--port", values.port!, "--log-level", "warn"],
   {
     stdio: ["ignore", "inherit", "pipe"],
   },

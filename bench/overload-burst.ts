@@ -36,7 +36,7 @@ const warmup = Number(values.warmup);
 
 for (const lag of ["0", values.lag!]) {
   const server = await startProcess(
-    "src/server/bin.mjs",
+    "src/cli/bin.mjs",
     ["serve", "--in-memory", "--port", "0", "--overload-lag", lag, ...values["server-args"]!.split(" ").filter(Boolean)],
     ["--import", "./bench/loop-delay.mjs"],
   );

@@ -7,7 +7,7 @@ const ROOT = new URL("..", import.meta.url).pathname;
 const CLOCK_TICKS_PER_SECOND = 100;
 
 /** SERVER is the server's entry point, run through tsx. */
-export const SERVER = "src/server/main.ts";
+export const SERVER = "src/cli/main.ts";
 
 /** serverArgs are the benchmarks' common serve flags (loopback, an ephemeral port, short read leases), then `extra`. */
 export const serverArgs = (extra: string[]) => ["serve", "--host", "127.0.0.1", "--port", "0", "--read-lease-ttl", "50ms", ...extra];

@@ -23,7 +23,7 @@ const { values } = parseArgs({ options: { minutes: { type: "string", default: "1
 const durationMs = Number(values.minutes) * 60_000;
 const ROOT = new URL("..", import.meta.url).pathname;
 const dir = mkdtempSync(join(tmpdir(), "hf3fs-soak-"));
-const server = await startProcess("src/server/bin.mjs", ["serve", "--data-dir", dir, "--port", "0", "--overload-lag", "200ms"]);
+const server = await startProcess("src/cli/bin.mjs", ["serve", "--data-dir", dir, "--port", "0", "--overload-lag", "200ms"]);
 
 const workers = new Map<number, ChildProcess>();
 const totals: Record<string, number> = {};

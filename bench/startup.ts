@@ -6,7 +6,7 @@ import { createInterface } from "node:readline";
 import { fillStore } from "./recovery.js";
 
 const ROOT = new URL("..", import.meta.url).pathname;
-const BIN = join(ROOT, "src/server/bin.mjs");
+const BIN = join(ROOT, "src/cli/bin.mjs");
 
 /** StartTimes are the milliseconds from spawning `hf3fs-metadata serve` to its "listening" line and to its "ready" line (its store loaded). */
 export interface StartTimes {
@@ -14,7 +14,7 @@ export interface StartTimes {
   readyMs: number;
 }
 
-/** startOnce starts the CLI as a supervisor would (`node src/server/bin.mjs serve`, the compiled build) and times it; then kills it. */
+/** startOnce starts the CLI as a supervisor would (`node src/cli/bin.mjs serve`, the compiled build) and times it; then kills it. */
 async function startOnce(args: string[]): Promise<StartTimes> {
   const started = performance.now();
   const child = spawn(process.execPath, [BIN, "serve", "--port", "0", "--log-level", "info", ...args], { stdio: ["ignore", "pipe", "pipe"] });

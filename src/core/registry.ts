@@ -4,8 +4,8 @@ import { MetadataError, Reason } from "./errors.js";
 import { Journal } from "./journal.js";
 import { Namespace } from "./namespace.js";
 import type { Rank } from "./rank.js";
-import { defaultStateOptions, type StateOptions } from "./state-options.js";
-import { checkMaxRanks, checkUint32, checkWatermarks } from "./validate.js";
+import { checkStateOptions, defaultStateOptions, type StateOptions } from "./state-options.js";
+import { checkUint32 } from "./validate.js";
 
 /**
  * Registry is what the modes of a state share (the commands, eviction,
@@ -32,8 +32,7 @@ export class Registry {
     readonly journaling: boolean,
   ) {
     this.options = { ...defaultStateOptions, ...options };
-    checkMaxRanks(this.options.maxRanksPerNamespace);
-    checkWatermarks(this.options.evictHighWatermark, this.options.evictLowWatermark);
+    checkStateOptions(this.options);
     this.journal = new Journal(journaling);
   }
 

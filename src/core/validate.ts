@@ -1,6 +1,6 @@
 import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
 import { KeyList, type Keys, keyListOf } from "./key-list.js";
-import { DEFAULT_NAMESPACE, MAX_RANKS_PER_NAMESPACE, type StateOptions } from "./state-options.js";
+import { DEFAULT_NAMESPACE, type StateOptions } from "./state-options.js";
 
 /** MAX_UINT32 is the largest rank, world size or page count a request can carry. */
 const MAX_UINT32 = 2 ** 32 - 1;
@@ -62,20 +62,6 @@ export function checkPrefixes(keys: KeyList, prefixKeys: Keys, options: StateOpt
     }
   }
   return prefixes;
-}
-
-/** checkWatermarks checks the eviction watermarks, fractions of a rank's pages (0 < low ≤ high ≤ 1), naming them as the caller does (options or flags). */
-export function checkWatermarks(high: number, low: number, names = { high: "evictHighWatermark", low: "evictLowWatermark" }): void {
-  if (!(low > 0 && low <= high && high <= 1)) {
-    throw new RangeError(`${names.low} (${low}) must be above 0 and at most ${names.high} (${high}), itself at most 1`);
-  }
-}
-
-/** checkMaxRanks checks a bound of ranks per namespace (at most MAX_RANKS_PER_NAMESPACE), naming it as the caller does (option or flag). */
-export function checkMaxRanks(maxRanks: number, name = "maxRanksPerNamespace"): void {
-  if (maxRanks > MAX_RANKS_PER_NAMESPACE) {
-    throw new RangeError(`${name} must be at most ${MAX_RANKS_PER_NAMESPACE}, got ${maxRanks} (the key columns count a key's ranks in 16 bits)`);
-  }
 }
 
 /** checkCount checks that a batch field has at most maxKeysPerCall entries. */

@@ -1,7 +1,22 @@
 import { type Logger, pino } from "pino";
+import { type OptionsOf, optionTable } from "../core/option-table.js";
 import { FORMAT_VERSION } from "../store/schema.js";
 
 export type { Logger };
+
+/** LOG_OPTIONS choose what the server logs. */
+export const LOG_OPTIONS = optionTable({
+  logLevel: {
+    flag: "log-level",
+    kind: "string",
+    choices: ["fatal", "error", "warn", "info", "debug", "trace", "silent"],
+    default: "info",
+    help: "fatal, error, warn, info, debug, trace or silent",
+  },
+});
+
+/** LogOptions choose what the server logs (LOG_OPTIONS). */
+export type LogOptions = OptionsOf<typeof LOG_OPTIONS>;
 
 /** createLogger writes one JSON line per event to stdout. */
 export function createLogger(level: string): Logger {

@@ -1,8 +1,8 @@
 import type { AccessPolicy } from "../service/access-policy.js";
 import type { Store } from "../store/store.js";
 import type { Logger } from "./logger.js";
-import type { ServerOptions } from "./serve-options.js";
 import type { RunningServer } from "./server.js";
+import type { ServerOptions } from "./server-options.js";
 import { tlsOf } from "./tls-files.js";
 
 /**

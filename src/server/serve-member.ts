@@ -6,14 +6,11 @@ import { Member } from "../replication/member.js";
 import { isOrphanWatchResponse, Watches } from "../replication/watch.js";
 import { readTokens } from "../service/access-policy.js";
 import { Leadership } from "../service/leadership.js";
-import { isInternalCommitRejection, LmdbStore } from "../store/lmdb-store.js";
-import { tolerateKnownRejections } from "./known-rejections.js";
-import { logMigration } from "./logger.js";
 import { cannotStart, runUntilStopped } from "./run-until-stopped.js";
-import type { ServerOptions } from "./serve-options.js";
 import { type RunningServer, startServer } from "./server.js";
+import type { ServerOptions } from "./server-options.js";
 import { serverUrl } from "./server-url.js";
-import type { Start } from "./start.js";
+import { openDurable, type Start } from "./start.js";
 import { readOptionFile } from "./tls-files.js";
 
 /**
@@ -27,9 +24,7 @@ import { readOptionFile } from "./tls-files.js";
 export async function serveMember({ options, security, port, stopped, logger }: Start): Promise<number> {
   let member: Member;
   try {
-    tolerateKnownRejections([isInternalCommitRejection, isOrphanWatchResponse]);
-    const local = await LmdbStore.open(options.dataDir, { overlappingSync: true });
-    logMigration(local, logger);
+    const local = await openDurable(options.dataDir, logger, { overlappingSync: true }, [isOrphanWatchResponse]);
     const etcdAuth = etcdSecurity(options);
     const connect = () => etcdClient({ hosts: options.etcdEndpoints.split(","), dialTimeout: 2_000, grpcOptions: ETCD_GRPC_OPTIONS, ...etcdAuth });
     const client = connect();

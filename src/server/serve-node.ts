@@ -1,14 +1,13 @@
 import { systemClock } from "../core/clock.js";
 import { MetadataError, Reason } from "../core/errors.js";
 import { MetadataState } from "../core/state.js";
-import { isInternalCommitRejection, LmdbStore } from "../store/lmdb-store.js";
+import type { LmdbStore } from "../store/lmdb-store.js";
 import { loadState } from "../store/load-state.js";
 import { MemoryStore } from "../store/memory-store.js";
-import { tolerateKnownRejections } from "./known-rejections.js";
-import { type Logger, logMigration } from "./logger.js";
+import type { Logger } from "./logger.js";
 import { cannotStart, runUntilStopped } from "./run-until-stopped.js";
 import type { RunningServer } from "./server.js";
-import type { Start } from "./start.js";
+import { openDurable, type Start } from "./start.js";
 
 /**
  * serveNode runs the single-node server on a port bound already: it opens
@@ -17,9 +16,8 @@ import type { Start } from "./start.js";
  */
 export async function serveNode({ options, security, port, stopped, logger }: Start): Promise<number> {
   const state = new MetadataState(systemClock, options, !options.inMemory);
-  if (!options.inMemory) tolerateKnownRejections([isInternalCommitRejection]);
   // Opening checks the store (a child process reads it whole) while the server's modules load.
-  const opening = (options.inMemory ? Promise.resolve(undefined) : LmdbStore.open(options.dataDir)).then(
+  const opening = (options.inMemory ? Promise.resolve(undefined) : openDurable(options.dataDir, logger)).then(
     (durable) => ({ durable }),
     (error: Error) => ({ error }),
   );
@@ -27,7 +25,6 @@ export async function serveNode({ options, security, port, stopped, logger }: St
   const opened = await opening;
   if ("error" in opened) return cannotStart(logger, opened.error);
   const { durable } = opened;
-  if (durable !== undefined) logMigration(durable, logger);
   const store = durable ?? new MemoryStore();
   const server = await startServer({ state, store }, { ...options, ...security, port, starting: durable !== undefined }, logger);
   const loading = durable === undefined ? undefined : load(durable, state, server, logger);

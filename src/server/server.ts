@@ -13,57 +13,45 @@ import { Edge } from "../service/edge.js";
 import { healthService } from "../service/health-service.js";
 import { jsonRouter } from "../service/json/json-router.js";
 import { sglangRoutes } from "../service/json/sglang-routes.js";
+import type { VllmOptions } from "../service/json/vllm-options.js";
 import { vllmRoutes } from "../service/json/vllm-routes.js";
 import type { Leadership } from "../service/leadership.js";
 import { commit, type Ledger } from "../service/ledger.js";
 import { Lifecycle } from "../service/lifecycle.js";
+import { bufferedBytesFor, type LimitOptions } from "../service/limit-options.js";
 import { type LagSampler, LoadShedder, loopLagSampler } from "../service/load-shedder.js";
 import { metadataService } from "../service/metadata-service.js";
 import { reflectionService } from "../service/reflection-service.js";
 import type { Logger } from "./logger.js";
 import { type ClusterView, Metrics } from "./metrics.js";
-import { bufferedBytesFor, defaultServerOptions } from "./serve-options.js";
+import { defaultServerOptions } from "./server-options.js";
 import { serverUrl } from "./server-url.js";
 import { connectFraming } from "./transport/connect-framing.js";
 import { DualProtocolListener, type ListenerTls } from "./transport/dual-protocol-listener.js";
 import type { EarlyPort } from "./transport/early-port.js";
 import { GrpcUnaryFastPath } from "./transport/grpc-unary-fast-path.js";
+import type { ListenerOptions } from "./transport/listener-options.js";
 import { requestHandler } from "./transport/request-handler.js";
 import { keepLeadingByteOrderMark } from "./transport/utf8-text.js";
 
-/** ServerConfig is what a running server needs beyond its ledger. */
-export interface ServerConfig {
-  host: string;
+/**
+ * ServerConfig is what a running server needs beyond its ledger: the
+ * options of its listener, its limits and its vLLM routes (every one left
+ * out takes the default of `serve`, defaultServerOptions, so that a server
+ * started in a test runs with the documented limits; the buffers default
+ * from maxBodyBytes, bufferedBytesFor), and what the serve command built.
+ */
+export type ServerConfig = Partial<Omit<ListenerOptions, "port"> & LimitOptions & VllmOptions> & {
   /** port is the TCP port to bind (0: any free one), or a port bound already (EarlyPort: its owner logged "listening"). */
   port: number | EarlyPort;
-  maxBodyBytes: number;
-  /** maxBufferedBytes and maxBufferedBytesPerConnection bound unfinished request bodies (bufferedBytesFor(maxBodyBytes) when absent). */
-  maxBufferedBytes?: number;
-  maxBufferedBytesPerConnection?: number;
-  shutdownTimeoutMs: number;
   /** access decides which calls may run (token files); undefined: every call. */
   access?: AccessPolicy;
   /** metricsAuth makes GET /metrics need a known token (with access). */
   metricsAuth?: boolean;
   /** tls serves every protocol over TLS with this certificate (and requires client certificates signed by its clientCa); undefined: cleartext. */
   tls?: ListenerTls;
-  /** http2KeepaliveMs is how long an HTTP/2 session may stay silent before it is pinged (DualProtocolListener). */
-  http2KeepaliveMs?: number;
-  /** overloadLagMs: new calls are shed (REASON_OVERLOADED) while the event loop is more than this behind; 0 or undefined: never. */
-  overloadLagMs?: number;
   /** sampleLag replaces the event-loop lag measurement (tests). */
   sampleLag?: LagSampler;
-  /**
-   * maxConnections, maxStreamsPerConnection, requestTimeoutMs and
-   * idleTimeoutMs bound connections (ListenerOptions); requestTimeoutMs also
-   * bounds the time to receive a body. Every limit left out takes the
-   * default of `serve` (defaultServerOptions), so that a server started in
-   * a test runs with the documented limits.
-   */
-  maxConnections?: number;
-  maxStreamsPerConnection?: number;
-  requestTimeoutMs?: number;
-  idleTimeoutMs?: number;
   /** expireIntervalMs is how often due deadlines are processed without traffic. Defaults to 1 s. */
   expireIntervalMs?: number;
   /** leadership, in a highly available cluster, admits MetadataService calls only while this member leads; undefined: single-node. */
@@ -76,11 +64,7 @@ export interface ServerConfig {
    * fail with the refusal it gives `lifecycle.refuse()` if loading failed.
    */
   starting?: boolean;
-  /** vllmWorldSize is the world_size vLLM's routes declare for new namespaces (--vllm-world-size); 0 or undefined: every rank initialized counts. */
-  vllmWorldSize?: number;
-  /** startupHoldMs bounds how long a call waits while the state loads or no leader is known (defaultServerOptions when absent). */
-  startupHoldMs?: number;
-}
+};
 
 /** RunningServer is a server that listens until closed. */
 export interface RunningServer {
@@ -125,7 +109,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
   const eviction = new BackgroundEviction(measured, serving);
   const instrumented = eviction.ledger;
   const observe = metrics.observeCall.bind(metrics);
-  const limits = { ...defaultServerOptions, ...bufferedBytesFor(config.maxBodyBytes), ...definedOf(config) };
+  const limits = { ...defaultServerOptions, ...bufferedBytesFor(config.maxBodyBytes ?? defaultServerOptions.maxBodyBytes), ...definedOf(config) };
   const { access } = config;
   const edge = new Edge({
     ledger: instrumented,
@@ -152,7 +136,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     [file_hf3fs_metadata_v1_metadata, file_grpc_health_v1_health, file_grpc_reflection_v1_reflection, file_grpc_reflection_v1alpha_reflection],
     SERVICES,
   );
-  const json = jsonRouter(ledger, edge, [...vllmRoutes(config.vllmWorldSize ?? 0), ...sglangRoutes]);
+  const json = jsonRouter(ledger, edge, [...vllmRoutes(limits.vllmWorldSize), ...sglangRoutes]);
   const openServices = (router: Parameters<Parameters<typeof connectFraming>[2]>[0]) => {
     router.service(Health, healthService(lifecycle, [MetadataService.typeName], shedder, config.leadership));
     router.service(ReflectionV1, reflection);
@@ -163,16 +147,9 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     if (req.method === "GET" && req.url?.split("?")[0] === "/metrics") return void serveMetrics(metrics, metricsAccess, req.headers.authorization, res);
     void json(req, res);
   });
-  const listener = new DualProtocolListener(requestHandler(serverId, new GrpcUnaryFastPath(service, edge), connect), {
-    keepaliveMs: limits.http2KeepaliveMs,
-    tls: config.tls,
-    maxConnections: limits.maxConnections,
-    maxStreamsPerConnection: limits.maxStreamsPerConnection,
-    requestTimeoutMs: limits.requestTimeoutMs,
-    idleTimeoutMs: limits.idleTimeoutMs,
-  });
-  const port = typeof config.port === "number" ? await listener.listen(config.host, config.port) : listener.adopt(config.port);
-  const url = serverUrl(config.host, port, config.tls !== undefined);
+  const listener = new DualProtocolListener(requestHandler(serverId, new GrpcUnaryFastPath(service, edge), connect), { ...limits, tls: config.tls });
+  const port = typeof config.port === "number" ? await listener.listen(limits.host, config.port) : listener.adopt(config.port);
+  const url = serverUrl(limits.host, port, config.tls !== undefined);
 
   const expiry = setInterval(() => {
     if (lifecycle.starting) return; // the state is still loading
@@ -188,7 +165,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
       clearInterval(expiry);
       eviction.close();
       lag?.stop();
-      await listener.close(config.shutdownTimeoutMs);
+      await listener.close(limits.shutdownTimeoutMs);
       edge.close();
       logger.info({ url }, "stopped");
     })());

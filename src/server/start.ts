@@ -1,6 +1,8 @@
-import type { Logger } from "./logger.js";
-import type { ServerOptions } from "./serve-options.js";
+import { isInternalCommitRejection, LmdbStore } from "../store/lmdb-store.js";
+import { tolerateKnownRejections } from "./known-rejections.js";
+import { type Logger, logMigration } from "./logger.js";
 import type { ServerConfig } from "./server.js";
+import type { ServerOptions } from "./server-options.js";
 import type { EarlyPort } from "./transport/early-port.js";
 
 /**
@@ -14,4 +16,22 @@ export interface Start {
   port: EarlyPort;
   stopped: Promise<NodeJS.Signals>;
   logger: Logger;
+}
+
+/**
+ * openDurable opens the data dir's store for a server that is about to
+ * serve from it (single-node or a cluster member): lmdb-js's known stray
+ * rejections (and those of `rejections`) tolerated, a migration of its
+ * format logged. Throws naming what is wrong with the data dir.
+ */
+export async function openDurable(
+  dataDir: string,
+  logger: Logger,
+  open: Parameters<typeof LmdbStore.open>[1] = {},
+  rejections: Parameters<typeof tolerateKnownRejections>[0] = [],
+): Promise<LmdbStore> {
+  tolerateKnownRejections([isInternalCommitRejection, ...rejections]);
+  const store = await LmdbStore.open(dataDir, open);
+  logMigration(store, logger);
+  return store;
 }

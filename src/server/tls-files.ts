@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import type { ServerOptions } from "./serve-options.js";
+import type { ServerOptions } from "./server-options.js";
 import type { ListenerTls } from "./transport/dual-protocol-listener.js";
 
 /** readOptionFile reads a file an option names, or throws naming the file and what it is for (`what`, e.g. "TLS file"). */

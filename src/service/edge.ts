@@ -12,6 +12,7 @@ import { LargeCallLane } from "./large-call-lane.js";
 import type { Leadership } from "./leadership.js";
 import { commit, type Ledger } from "./ledger.js";
 import type { Lifecycle } from "./lifecycle.js";
+import type { LimitOptions } from "./limit-options.js";
 import type { LoadShedder } from "./load-shedder.js";
 import { maxEntriesFor } from "./message-entries.js";
 import { type BodyStream, HeldBytes, lingerForBody, readBody, SlowReads } from "./read-body.js";
@@ -20,28 +21,26 @@ import { nextChange } from "./state-changes.js";
 /** CallObserver hears of every call: its method, its code ("ok" or a gRPC code name) and its duration. */
 export type CallObserver = (method: string, code: string, seconds: number) => void;
 
-/** EdgeOptions are what the edge needs: the ledger it commits, whether calls are accepted, and the limits. */
-export interface EdgeOptions {
+/**
+ * EdgeOptions are what the edge checks calls with: its limits (LimitOptions:
+ * maxBodyBytes bounds a request message or JSON body, gRPC's 5-byte envelope
+ * on top; the buffers bound the bytes of unfinished bodies, in all and per
+ * connection; requestTimeoutMs the time to receive a body, whatever the
+ * client's deadline; startupHoldMs how long a call waits for a state or a
+ * leader), and the parts of the server it consults.
+ */
+export interface EdgeOptions
+  extends Readonly<Pick<LimitOptions, "maxBodyBytes" | "maxBufferedBytes" | "maxBufferedBytesPerConnection" | "requestTimeoutMs" | "startupHoldMs">> {
   readonly ledger: Ledger;
   readonly lifecycle: Lifecycle;
   readonly serverId: string;
   readonly observe: CallObserver;
-  /** maxBodyBytes bounds a request message (or JSON body); gRPC's 5-byte envelope comes on top. */
-  readonly maxBodyBytes: number;
-  /** maxBufferedBytes bounds the bytes of all unfinished request bodies. */
-  readonly maxBufferedBytes: number;
-  /** maxBufferedBytesPerConnection bounds those of one connection. */
-  readonly maxBufferedBytesPerConnection: number;
   /** access decides which calls may run, from their authorization header; undefined: every call. */
   readonly access?: AccessPolicy;
   /** leadership refuses calls while this cluster member does not lead (NOT_LEADER); undefined: single-node, always. */
   readonly leadership?: Leadership;
   /** shedder refuses new calls while the server is overloaded; undefined: never. */
   readonly shedder?: LoadShedder;
-  /** requestTimeoutMs bounds the time to receive a body, whatever the client's deadline (slow senders are cut). */
-  readonly requestTimeoutMs: number;
-  /** startupHoldMs bounds how long a call waits for the state to load, or for a cluster to elect a leader (--startup-hold). */
-  readonly startupHoldMs: number;
 }
 
 /**

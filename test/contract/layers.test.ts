@@ -36,4 +36,13 @@ describe("the layers of src/ (npm run lint)", () => {
     });
     expect(circle.output).toContain("no-circles");
   });
+
+  it("fail the lint when the store, replication or the server reach above them", () => {
+    const store = cruise({ "src/store/bad-import.ts": 'export { Edge } from "../service/edge.js";\n' });
+    expect(store.output).toContain("store-below-service");
+    const replication = cruise({ "src/replication/bad-import.ts": 'export { startServer } from "../server/server.js";\n' });
+    expect(replication.output).toContain("replication-below-server");
+    const server = cruise({ "src/server/bad-import.ts": 'export { parseServerOptions } from "../cli/serve-options.js";\n' });
+    expect(server.output).toContain("server-below-cli");
+  });
 });

@@ -2,8 +2,8 @@ import { readFileSync } from "node:fs";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { BatchAllocateRequestSchema } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { parseDuration } from "../../src/server/duration.js";
-import { defaultServerOptions, envName, OPTIONS, parseServerOptions } from "../../src/server/serve-options.js";
+import { parseDuration } from "../../src/cli/duration.js";
+import { defaultServerOptions, envName, OPTIONS, parseServerOptions } from "../../src/cli/serve-options.js";
 
 describe("parseDuration", () => {
   it.each([

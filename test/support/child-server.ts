@@ -3,7 +3,7 @@ import { once } from "node:events";
 import { createInterface } from "node:readline";
 import { afterEach } from "vitest";
 
-const BIN = new URL("../../src/server/bin.mjs", import.meta.url).pathname;
+const BIN = new URL("../../src/cli/bin.mjs", import.meta.url).pathname;
 
 export interface ChildServer {
   url: string;

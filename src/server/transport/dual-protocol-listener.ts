@@ -2,7 +2,9 @@ import * as http from "node:http";
 import * as http2 from "node:http2";
 import * as net from "node:net";
 import * as tls from "node:tls";
+import type { LimitOptions } from "../../service/limit-options.js";
 import { EarlyPort } from "./early-port.js";
+import type { ListenerOptions } from "./listener-options.js";
 
 /** RequestHandler serves a request of either HTTP version through Node's compatibility API. */
 export type RequestHandler = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => void;
@@ -14,31 +16,22 @@ export interface ListenerTls {
   readonly clientCa?: Buffer;
 }
 
-/** ListenerOptions bound what connections may hold and how long they may take (the options of `serve`, with their defaults, in server/options.ts). */
-export interface ListenerOptions {
-  /**
-   * keepaliveMs: an HTTP/2 session silent this long is pinged, and
-   * destroyed unless the ping is answered within as long again. Node leaves
-   * a session that sent GOAWAY for a protocol error (a malformed frame, a
-   * flood of resets) open, silent, and its socket in CLOSE-WAIT forever;
-   * this frees it.
-   */
-  readonly keepaliveMs: number;
+/**
+ * ConnectionLimits bound the listener's connections (ListenerOptions, and
+ * LimitOptions' requestTimeoutMs: from a connection's start, with TLS the
+ * end of its handshake, itself bounded as long, to its protocol being
+ * known, and HTTP/1.1's time to receive a request). An HTTP/2 session
+ * silent http2KeepaliveMs is pinged, and destroyed unless the ping is
+ * answered within as long again: Node leaves a session that sent GOAWAY
+ * for a protocol error (a malformed frame, a flood of resets) open,
+ * silent, and its socket in CLOSE-WAIT forever; this frees it.
+ */
+export type ConnectionLimits = Readonly<
+  Pick<ListenerOptions, "maxConnections" | "maxStreamsPerConnection" | "idleTimeoutMs" | "http2KeepaliveMs"> & Pick<LimitOptions, "requestTimeoutMs">
+> & {
   /** tls serves TLS (h2 and http/1.1 by ALPN); undefined: cleartext. */
   readonly tls?: ListenerTls;
-  /** maxConnections bounds the connections at once; more are closed as they come (Node's net.Server.maxConnections). */
-  readonly maxConnections: number;
-  /** maxStreamsPerConnection is HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS. */
-  readonly maxStreamsPerConnection: number;
-  /**
-   * requestTimeoutMs bounds the time from a connection's start (with TLS:
-   * the end of its handshake, itself bounded as long) to its protocol
-   * being known, and HTTP/1.1's time to receive a request.
-   */
-  readonly requestTimeoutMs: number;
-  /** idleTimeoutMs closes a connection without a call in flight for this long (HTTP/2: GOAWAY; HTTP/1.1: keep-alive timeout). */
-  readonly idleTimeoutMs: number;
-}
+};
 
 /** The HTTP/2 client preface starts with these bytes; no HTTP/1.1 method does. */
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0");
@@ -67,12 +60,12 @@ export class DualProtocolListener {
   private handingOver: net.Socket | undefined;
 
   private readonly maxConnections: number;
-  private readonly keepaliveMs: number;
+  private readonly http2KeepaliveMs: number;
   private readonly requestTimeoutMs: number;
   private readonly idleTimeoutMs: number;
 
-  constructor(handler: RequestHandler, options: ListenerOptions) {
-    this.keepaliveMs = options.keepaliveMs;
+  constructor(handler: RequestHandler, options: ConnectionLimits) {
+    this.http2KeepaliveMs = options.http2KeepaliveMs;
     this.requestTimeoutMs = options.requestTimeoutMs;
     this.idleTimeoutMs = options.idleTimeoutMs;
     const secure = options.tls;
@@ -146,7 +139,7 @@ export class DualProtocolListener {
   /**
    * trackSession sizes a new HTTP/2 session's window, follows its open
    * streams, closes it after idleTimeoutMs without one, and pings it after
-   * keepaliveMs of silence (probe). Node does not always end a session's
+   * http2KeepaliveMs of silence (probe). Node does not always end a session's
    * socket by itself once the session is closing and idle, nor after a
    * session error, so this does: a closing session ends when its last
    * stream does, and a closed session's socket is destroyed.
@@ -177,7 +170,7 @@ export class DualProtocolListener {
       });
     });
     session.on("error", () => session.destroy());
-    session.setTimeout(this.keepaliveMs, () => this.probe(session));
+    session.setTimeout(this.http2KeepaliveMs, () => this.probe(session));
     session.once("close", () => {
       clearTimeout(idle);
       this.sessions.delete(session);
@@ -189,7 +182,7 @@ export class DualProtocolListener {
   /** probe pings a silent session and destroys it unless the ping is answered in time (any answer is activity, which re-arms the session's timeout). */
   private probe(session: http2.ServerHttp2Session): void {
     if (session.destroyed) return;
-    const deadline = setTimeout(() => session.destroy(), this.keepaliveMs);
+    const deadline = setTimeout(() => session.destroy(), this.http2KeepaliveMs);
     deadline.unref();
     const sent = session.ping((error) => {
       clearTimeout(deadline);

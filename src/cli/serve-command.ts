@@ -1,11 +1,11 @@
+import { createLogger, type Logger } from "../server/logger.js";
+import { stopSignal } from "../server/run-until-stopped.js";
+import { serverUrl } from "../server/server-url.js";
+import { tlsOf } from "../server/tls-files.js";
+import type { ListenerTls } from "../server/transport/dual-protocol-listener.js";
+import { EarlyPort } from "../server/transport/early-port.js";
 import { AccessPolicy } from "../service/access-policy.js";
-import { createLogger, type Logger } from "./logger.js";
-import { stopSignal } from "./run-until-stopped.js";
 import { parseServerOptions, type ServerOptions, usage } from "./serve-options.js";
-import { serverUrl } from "./server-url.js";
-import { tlsOf } from "./tls-files.js";
-import type { ListenerTls } from "./transport/dual-protocol-listener.js";
-import { EarlyPort } from "./transport/early-port.js";
 
 /**
  * serveCommand runs `hf3fs-metadata serve` until SIGTERM/SIGINT (exit 0) or
@@ -47,8 +47,8 @@ export async function serveCommand(args: string[]): Promise<number> {
   }
   logger.info({ url: serverUrl(options.host, port.port, options.tlsCert !== "") }, "listening");
   const start = { options, security: { access, tls }, port, stopped, logger };
-  if (options.etcdEndpoints !== "") return (await import("./serve-member.js")).serveMember(start);
-  return (await import("./serve-node.js")).serveNode(start);
+  if (options.etcdEndpoints !== "") return (await import("../server/serve-member.js")).serveMember(start);
+  return (await import("../server/serve-node.js")).serveNode(start);
 }
 
 /** accessPolicyOf builds the access policy of the token file options; undefined when none is given. Throws naming an unreadable or empty file. */

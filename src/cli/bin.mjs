@@ -26,7 +26,7 @@ function builtAt() {
 }
 
 if (builtAt() >= newestSource()) {
-  await import(new URL("dist/src/server/main.js", root).href);
+  await import(new URL("dist/src/cli/main.js", root).href);
 } else {
   process.stderr.write("hf3fs-metadata: dist/ is missing or older than the sources; running them through tsx (`npm run build` makes starts faster)\n");
   const { register } = await import("tsx/esm/api");

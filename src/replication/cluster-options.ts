@@ -1,0 +1,88 @@
+import { type NameOf, type OptionsOf, optionTable } from "../core/option-table.js";
+import type { AccessOptions } from "../service/access-options.js";
+import type { StoreOptions } from "../store/store-options.js";
+
+/** CLUSTER_OPTIONS make the server a member of a highly available cluster on etcd (serve-member.ts), and secure its link to etcd. */
+export const CLUSTER_OPTIONS = optionTable({
+  etcdEndpoints: {
+    flag: "etcd-endpoints",
+    kind: "string",
+    default: "",
+    help: "etcd client URLs (URL,URL,...): run as a member of a highly available cluster; empty: single-node",
+  },
+  clusterName: { flag: "cluster-name", kind: "string", default: "default", help: "the cluster's name; its etcd keys live under /hf3fs-metadata/<name>/" },
+  advertiseUrl: {
+    flag: "advertise-url",
+    kind: "string",
+    default: "",
+    help: "URL at which clients and the other members reach this member (empty: the URL it listens on)",
+  },
+  leaderLeaseMs: {
+    flag: "leader-lease",
+    kind: "duration",
+    default: 2_000,
+    help: "TTL of each member's etcd lease (whole seconds): how long a dead leader is waited for",
+  },
+  etcdCa: { flag: "etcd-ca", kind: "string", default: "", help: "PEM CA that etcd's certificate must be signed by (https:// endpoints)" },
+  etcdCert: { flag: "etcd-cert", kind: "string", default: "", help: "PEM client certificate for etcd (its --client-cert-auth)" },
+  etcdKey: { flag: "etcd-key", kind: "string", default: "", help: "PEM private key of --etcd-cert" },
+  etcdUser: { flag: "etcd-user", kind: "string", default: "", help: "etcd user to log in as (etcd's auth)" },
+  etcdPasswordFile: { flag: "etcd-password-file", kind: "string", default: "", help: "file whose first line is --etcd-user's password" },
+});
+
+/** ClusterOptions make the server a member of a cluster (CLUSTER_OPTIONS); etcdEndpoints "" runs single-node. */
+export type ClusterOptions = OptionsOf<typeof CLUSTER_OPTIONS>;
+
+/** LINK_FIELDS are the options of the member's link to etcd (TLS and auth). */
+const LINK_FIELDS = ["etcdCa", "etcdCert", "etcdKey", "etcdUser", "etcdPasswordFile"] as const;
+
+/** URL matches an http(s) URL of a host (and port), as --etcd-endpoints and --advertise-url take. */
+const URL = /^https?:\/\/[^/\s]+\/?$/;
+
+/** checkCluster throws unless the options of high availability go together, and with the store and the tokens. */
+export function checkCluster(options: ClusterOptions & StoreOptions & AccessOptions, name: NameOf): void {
+  if (options.etcdEndpoints === "") {
+    const stray = LINK_FIELDS.find((field) => options[field] !== "");
+    if (stray !== undefined) throw new RangeError(`${name(stray)} is for a member of a cluster: give ${name("etcdEndpoints")} too`);
+    return;
+  }
+  for (const endpoint of options.etcdEndpoints.split(",")) {
+    if (!URL.test(endpoint)) throw new RangeError(`${name("etcdEndpoints")} takes URLs like http://127.0.0.1:2379, got "${endpoint}"`);
+  }
+  if (options.authTokenFile !== "" && options.adminTokenFile === "") {
+    throw new RangeError(
+      `a cluster member with ${name("authTokenFile")} needs ${name("adminTokenFile")} too: standbys fetch the leader's snapshot with an admin token`,
+    );
+  }
+  if (options.inMemory) {
+    throw new RangeError(
+      `${name("etcdEndpoints")} needs the durable store (a member keeps the cluster's state in ${name("dataDir")}): drop ${name("inMemory")}`,
+    );
+  }
+  if (!/^[A-Za-z0-9._-]{1,64}$/.test(options.clusterName)) {
+    throw new RangeError(`${name("clusterName")} takes 1 to 64 letters, digits, ".", "_" or "-", got "${options.clusterName}"`);
+  }
+  if (options.advertiseUrl !== "" && !URL.test(options.advertiseUrl)) {
+    throw new RangeError(`${name("advertiseUrl")} takes a URL like http://10.0.0.2:18000, got "${options.advertiseUrl}"`);
+  }
+  if (options.leaderLeaseMs < 1_000 || options.leaderLeaseMs % 1_000 !== 0) {
+    throw new RangeError(`${name("leaderLeaseMs")} must be whole seconds, at least 1s (etcd leases count seconds), got ${options.leaderLeaseMs} ms`);
+  }
+  checkEtcdLink(options, name);
+}
+
+/** checkEtcdLink checks the options of the member's link to etcd: TLS needs https:// endpoints, and each pair comes whole. */
+function checkEtcdLink(options: ClusterOptions, name: NameOf): void {
+  const tls = options.etcdCa !== "" || options.etcdCert !== "" || options.etcdKey !== "";
+  if (tls && !options.etcdEndpoints.split(",").every((endpoint) => endpoint.startsWith("https://"))) {
+    throw new RangeError(`${name("etcdCa")}, ${name("etcdCert")} and ${name("etcdKey")} are for TLS to etcd: give https:// ${name("etcdEndpoints")}`);
+  }
+  if ((options.etcdCert === "") !== (options.etcdKey === "")) {
+    throw new RangeError(`${name("etcdCert")} and ${name("etcdKey")} go together: give both or neither`);
+  }
+  if (options.etcdCert !== "" && options.etcdCa === "")
+    throw new RangeError(`${name("etcdCert")} needs ${name("etcdCa")}, the CA that signed etcd's certificate`);
+  if ((options.etcdUser === "") !== (options.etcdPasswordFile === "")) {
+    throw new RangeError(`${name("etcdUser")} and ${name("etcdPasswordFile")} go together: give both or neither`);
+  }
+}

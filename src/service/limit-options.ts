@@ -1,0 +1,88 @@
+import { defaultsOf, type NameOf, type OptionsOf, optionTable } from "../core/option-table.js";
+import { defaultStateOptions, type StateOptions } from "../core/state-options.js";
+import { ENVELOPE_BYTES } from "../protocol/envelope.js";
+
+/**
+ * maxBodyBytesFor is the body the largest call within the key limits needs,
+ * so that the limits agree: BatchAllocate of maxKeysPerCall keys and as
+ * many prefix keys, each of maxKeyBytes, as protobuf (3 bytes of tag and
+ * length per key) or as vLLM's JSON (quotes, commas, brackets), plus room
+ * for the namespace and the other fields.
+ */
+export function maxBodyBytesFor({ maxKeysPerCall, maxKeyBytes }: Pick<StateOptions, "maxKeysPerCall" | "maxKeyBytes">): number {
+  return 2 * maxKeysPerCall * (maxKeyBytes + 8) + 64 * 1024;
+}
+
+/** bufferedBytesFor gives the default bounds of unfinished request bodies: one body at the limit per connection, four in all. */
+export function bufferedBytesFor(maxBodyBytes: number): { maxBufferedBytes: number; maxBufferedBytesPerConnection: number } {
+  const body = maxBodyBytes + ENVELOPE_BYTES;
+  return { maxBufferedBytes: 4 * body, maxBufferedBytesPerConnection: body };
+}
+
+const DEFAULT_BODY_BYTES = maxBodyBytesFor(defaultStateOptions);
+
+/** LIMIT_OPTIONS bound what the edge admits: bodies, the bytes held, the time to receive, the wait for a state, overload. */
+export const LIMIT_OPTIONS = optionTable({
+  maxBodyBytes: {
+    flag: "max-body-bytes",
+    kind: "integer",
+    min: 1,
+    default: DEFAULT_BODY_BYTES,
+    help: "bytes per request body at most (default: what the largest call within the key limits needs)",
+  },
+  maxBufferedBytes: {
+    flag: "max-buffered-bytes",
+    kind: "integer",
+    default: bufferedBytesFor(DEFAULT_BODY_BYTES).maxBufferedBytes,
+    help: "bytes of requests not yet served (bodies, decompressed messages) the server holds at most (default: 4 bodies at --max-body-bytes)",
+  },
+  maxBufferedBytesPerConnection: {
+    flag: "max-buffered-bytes-per-connection",
+    kind: "integer",
+    default: bufferedBytesFor(DEFAULT_BODY_BYTES).maxBufferedBytesPerConnection,
+    help: "bytes of unfinished request bodies one connection holds at most (default: 1 body at --max-body-bytes)",
+  },
+  requestTimeoutMs: {
+    flag: "request-timeout",
+    kind: "duration",
+    min: 1,
+    default: 60_000,
+    help: "time to receive a request's headers and body; slower senders are cut",
+  },
+  startupHoldMs: {
+    flag: "startup-hold",
+    kind: "duration",
+    default: 60_000,
+    help: "how long a call waits while the state loads or no cluster leader is known, before UNAVAILABLE; 0: no wait",
+  },
+  overloadLagMs: {
+    flag: "overload-lag",
+    kind: "duration",
+    default: 0,
+    help: "shed new calls (UNAVAILABLE, REASON_OVERLOADED) while the event loop is more than this behind; 0: never",
+  },
+});
+
+/** LimitOptions bound what the edge admits (LIMIT_OPTIONS). */
+export type LimitOptions = OptionsOf<typeof LIMIT_OPTIONS>;
+
+/** defaultLimitOptions are the documented defaults. */
+export const defaultLimitOptions: LimitOptions = defaultsOf(LIMIT_OPTIONS);
+
+/**
+ * resolveLimits fills the body limits not given from the ones given (the
+ * body from the key limits, the buffers from the body), then checks that
+ * the buffers hold one body.
+ */
+export function resolveLimits(options: LimitOptions & StateOptions, given: ReadonlySet<string>, name: NameOf): void {
+  if (!given.has("maxBodyBytes")) options.maxBodyBytes = maxBodyBytesFor(options);
+  const buffered = bufferedBytesFor(options.maxBodyBytes);
+  if (!given.has("maxBufferedBytesPerConnection")) options.maxBufferedBytesPerConnection = buffered.maxBufferedBytesPerConnection;
+  if (!given.has("maxBufferedBytes")) options.maxBufferedBytes = Math.max(buffered.maxBufferedBytes, options.maxBufferedBytesPerConnection);
+  const { maxBufferedBytes, maxBufferedBytesPerConnection, maxBodyBytes } = options;
+  if (maxBufferedBytesPerConnection < maxBodyBytes + ENVELOPE_BYTES || maxBufferedBytes < maxBufferedBytesPerConnection) {
+    throw new RangeError(
+      `${name("maxBufferedBytes")} (${maxBufferedBytes}) must be at least ${name("maxBufferedBytesPerConnection")} (${maxBufferedBytesPerConnection}), which must hold one body at ${name("maxBodyBytes")} (${maxBodyBytes} + ${ENVELOPE_BYTES})`,
+    );
+  }
+}

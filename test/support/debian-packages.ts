@@ -1,0 +1,37 @@
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+
+const PYTHON = "/usr/bin/python3";
+
+/**
+ * TOOLS are the Debian packages the suite runs against, each with how to
+ * tell it is installed. `.ci/debian-packages` installs every one of them.
+ */
+const TOOLS = {
+  etcd: { packages: ["etcd-server"], present: () => spawnSync("/usr/bin/etcd", ["--version"]).status === 0 },
+  openssl: { packages: ["openssl"], present: () => spawnSync("openssl", ["version"]).status === 0 },
+  protoc: {
+    packages: ["protobuf-compiler", "libprotobuf-dev"],
+    present: () => spawnSync("protoc", ["--version"]).status === 0 && existsSync("/usr/include/google/protobuf/any.proto"),
+  },
+  grpcio: { packages: ["python3-grpcio", "python3-protobuf"], present: () => spawnSync(PYTHON, ["-c", "import grpc, google.protobuf"]).status === 0 },
+  requests: { packages: ["python3-requests"], present: () => spawnSync(PYTHON, ["-c", "import requests, urllib3"]).status === 0 },
+} as const;
+
+/** Tool names a tool the suite needs (TOOLS). */
+export type Tool = keyof typeof TOOLS;
+
+/**
+ * lacking says which Debian packages `what` needs that this machine lacks
+ * ("" when it has them all). A test file skips when it is not "", after one
+ * line that names the packages; under CI=true a lacking package fails the
+ * run instead, so CI never passes by skipping.
+ */
+export function lacking(what: string, ...tools: Tool[]): string {
+  const packages = tools.filter((tool) => !TOOLS[tool].present()).flatMap((tool) => TOOLS[tool].packages);
+  if (packages.length === 0) return "";
+  const missing = [...new Set(packages)].join(" ");
+  if (process.env.CI === "true") throw new Error(`CI must run ${what} but lacks the Debian packages ${missing}`);
+  console.warn(`skipping ${what}: needs the Debian packages ${missing} (apt-get install -y ${missing}, or bash .ci/debian-packages for all)`);
+  return missing;
+}
