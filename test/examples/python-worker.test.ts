@@ -1,35 +1,18 @@
-import { execFile, execFileSync, spawnSync } from "node:child_process";
-import { existsSync, writeFileSync } from "node:fs";
+import { execFile, execFileSync } from "node:child_process";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { AccessPolicy } from "../../src/service/access-policy.js";
+import { lacking } from "../support/debian-packages.js";
 import { tempDir } from "../support/temp-dir.js";
 import { startTestServer } from "../support/test-server.js";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 const PYTHON = "/usr/bin/python3";
-const INSTALL = "apt-get install -y python3-grpcio python3-protobuf protobuf-compiler libprotobuf-dev";
+const missing = lacking("the Python worker test", "grpcio", "protoc");
 
-/** missing says what the Python example needs and this machine lacks, or "" when it has everything. */
-function missing(): string {
-  const python = spawnSync(PYTHON, ["-c", "import grpc, google.protobuf"], { encoding: "utf8" });
-  const protoc = spawnSync("protoc", ["--version"], { encoding: "utf8" });
-  const wellKnown = existsSync("/usr/include/google/protobuf/any.proto");
-  return [
-    python.status === 0 ? "" : "python3-grpcio and python3-protobuf for /usr/bin/python3",
-    protoc.status === 0 ? "" : "protoc",
-    wellKnown ? "" : "the well-known protos (libprotobuf-dev)",
-  ]
-    .filter(Boolean)
-    .join(", ");
-}
-
-const lacking = missing();
-if (lacking !== "" && process.env.CI === "true") throw new Error(`CI must run the Python example but lacks ${lacking}: ${INSTALL}`);
-if (lacking !== "") console.warn(`skipping the Python worker test: it needs ${lacking} (${INSTALL})`);
-
-describe.skipIf(lacking !== "")("the Python worker example (grpcio)", () => {
+describe.skipIf(missing !== "")("the Python worker example (grpcio)", () => {
   it("runs the full cycle and reads FAILED_PRECONDITION with its ErrorInfo", async () => {
     execFileSync("bash", [`${ROOT}examples/python/generate.sh`]);
     const server = await startTestServer();

@@ -2,10 +2,11 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { createMetadataClient } from "../../src/client/index.js";
-import { etcdMissing, startEtcdCluster } from "../support/etcd-cluster.js";
+import { lacking } from "../support/debian-packages.js";
+import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, restartServer, startServer, waitForConvergence, waitForLeader } from "../support/ha-cluster.js";
 
-const missing = etcdMissing();
+const missing = lacking("the tests of high availability on etcd: catching up", "etcd");
 if (missing !== "") console.log(`skipping the HA catch-up tests: ${missing}`);
 
 const exec = promisify(execFile);

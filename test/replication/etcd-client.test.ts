@@ -1,9 +1,10 @@
 import type { Etcd3 } from "etcd3";
 import { afterEach, describe, expect, it } from "vitest";
 import { etcdClient } from "../../src/replication/etcd-client.js";
-import { etcdMissing, startEtcdCluster } from "../support/etcd-cluster.js";
+import { lacking } from "../support/debian-packages.js";
+import { startEtcdCluster } from "../support/etcd-cluster.js";
 
-const missing = etcdMissing();
+const missing = lacking("the tests of a member's etcd client", "etcd");
 if (missing !== "") console.log(`skipping the etcd client tests: ${missing}`);
 
 /** leaderOf asks one etcd member, over its HTTP gateway, whom it follows ("0" while it knows no leader). */

@@ -4,16 +4,14 @@ import { Etcd3 } from "etcd3";
 import { describe, expect, it } from "vitest";
 import { AllocationStatus } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { createMetadataClient } from "../../src/client/index.js";
-import { makeCertificates, opensslMissing } from "../support/certificates.js";
+import { makeCertificates } from "../support/certificates.js";
 import { startChildServer } from "../support/child-server.js";
-import { type EtcdCluster, etcdMissing, freePort, startEtcdCluster } from "../support/etcd-cluster.js";
+import { lacking } from "../support/debian-packages.js";
+import { type EtcdCluster, freePort, startEtcdCluster } from "../support/etcd-cluster.js";
 import { startServer, waitForLeader } from "../support/ha-cluster.js";
 import { tempDir } from "../support/temp-dir.js";
 
-const lacking = opensslMissing();
-if (lacking !== "" && process.env.CI === "true") throw new Error(`CI must run the etcd TLS tests but lacks ${lacking}`);
-const missing = etcdMissing() || lacking;
-if (missing !== "") console.log(`skipping the etcd TLS and auth tests: ${missing}`);
+const missing = lacking("the etcd TLS and auth tests", "etcd", "openssl");
 
 /** enableAuth turns etcd's auth on with a root user (etcd requires one, in the root role) whose password is `password`. */
 async function enableAuth(etcd: EtcdCluster, certificates: { ca: string; clientCert: string; clientKey: string }, password: string): Promise<void> {

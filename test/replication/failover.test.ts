@@ -2,10 +2,11 @@ import { ConnectError } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
 import { AllocationStatus } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { createMetadataClient, type MetadataClient } from "../../src/client/index.js";
-import { etcdMissing, startEtcdCluster } from "../support/etcd-cluster.js";
+import { lacking } from "../support/debian-packages.js";
+import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, restartServer, type Server, startServer, waitForConvergence, waitForLeader } from "../support/ha-cluster.js";
 
-const missing = etcdMissing();
+const missing = lacking("the tests of high availability on etcd: failover", "etcd");
 if (missing !== "") console.log(`skipping the HA failover tests: ${missing}`);
 
 const NS = "ha";

@@ -2,10 +2,11 @@ import { ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { AllocationStatus } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { createMetadataClient, type MetadataClient } from "../../src/client/index.js";
-import { etcdMissing, startEtcdCluster } from "../support/etcd-cluster.js";
+import { lacking } from "../support/debian-packages.js";
+import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, restartServer, type Server, startServer, waitForConvergence, waitForLeader } from "../support/ha-cluster.js";
 
-const missing = etcdMissing();
+const missing = lacking("the tests of high availability under randomized faults", "etcd");
 if (missing !== "") console.log(`skipping the randomized fault test: ${missing}`);
 
 /** FAULT_SECONDS is how long faults are injected: short in npm test, long with `npm run bench:faults`. */

@@ -3,10 +3,11 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import { ErrorInfoSchema, MetadataService, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { createMetadataClient } from "../../src/client/index.js";
-import { etcdMissing, startEtcdCluster } from "../support/etcd-cluster.js";
+import { lacking } from "../support/debian-packages.js";
+import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { type Server, startServer, waitForLeader } from "../support/ha-cluster.js";
 
-const missing = etcdMissing();
+const missing = lacking("the tests of high availability on etcd: fencing", "etcd");
 if (missing !== "") console.log(`skipping the HA fencing tests: ${missing}`);
 
 /** rawClient calls one member, without retries or redirects: what it answers is what the test sees. */

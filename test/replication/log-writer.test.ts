@@ -8,10 +8,11 @@ import { LocalCopy } from "../../src/replication/local-copy.js";
 import { decodeGroup, decodePart } from "../../src/replication/log-codec.js";
 import { LogWriter } from "../../src/replication/log-writer.js";
 import { LmdbStore } from "../../src/store/lmdb-store.js";
-import { etcdMissing, startEtcdCluster } from "../support/etcd-cluster.js";
+import { lacking } from "../support/debian-packages.js";
+import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { tempDir } from "../support/temp-dir.js";
 
-const missing = etcdMissing();
+const missing = lacking("the tests of the leader's log writer, on etcd", "etcd");
 if (missing !== "") console.log(`skipping the log writer tests: ${missing}`);
 
 const CHANGE: Change = { kind: "rank", namespace: "kv", rank: 0, numPages: 8, worldSize: 1 };

@@ -4,10 +4,11 @@ import { describe, expect, it } from "vitest";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { createMetadataClient } from "../../src/client/index.js";
 import { runCli, startChildServer } from "../support/child-server.js";
-import { etcdMissing, freePort, startEtcdCluster } from "../support/etcd-cluster.js";
+import { lacking } from "../support/debian-packages.js";
+import { freePort, startEtcdCluster } from "../support/etcd-cluster.js";
 import { type Server, serving, startServer, waitForLeader } from "../support/ha-cluster.js";
 
-const missing = etcdMissing();
+const missing = lacking("the tests of high availability on etcd: a standby's answers", "etcd");
 if (missing !== "") console.log(`skipping the HA redirect tests: ${missing}`);
 
 const exec = promisify(execFile);

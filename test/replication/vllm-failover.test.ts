@@ -1,11 +1,10 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { etcdMissing, startEtcdCluster } from "../support/etcd-cluster.js";
+import { lacking } from "../support/debian-packages.js";
+import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, restartServer, type Server, startServer, waitForLeader } from "../support/ha-cluster.js";
-import { VllmWorker, vllmWorkerMissing } from "../support/vllm-worker.js";
+import { VllmWorker } from "../support/vllm-worker.js";
 
-const missing = [etcdMissing(), vllmWorkerMissing()].filter((m) => m !== "").join("; ");
-if (missing !== "" && process.env.CI === "true") throw new Error(`CI must run the vLLM failover test but lacks ${missing}`);
-if (missing !== "") console.log(`skipping the vLLM failover test: ${missing}`);
+const missing = lacking("the vLLM failover test", "etcd", "requests");
 
 describe.skipIf(missing !== "")("high availability on etcd: an unmodified vLLM client rides through failovers", () => {
   let servers: Server[] = [];

@@ -2,9 +2,10 @@ import { EventEmitter } from "node:events";
 import { Etcd3, type IKeyValue, type WatchBuilder } from "etcd3";
 import { afterEach, describe, expect, it } from "vitest";
 import { Watches, WatchNotOpened, watch } from "../../src/replication/watch.js";
-import { etcdMissing, startEtcdCluster } from "../support/etcd-cluster.js";
+import { lacking } from "../support/debian-packages.js";
+import { startEtcdCluster } from "../support/etcd-cluster.js";
 
-const missing = etcdMissing();
+const missing = lacking("the tests of watches on etcd", "etcd");
 if (missing !== "") console.log(`skipping the watch tests: ${missing}`);
 
 /** OPEN_MS is the tests' bound on a watch's opening: long enough for a loaded machine, short enough to fail fast. */

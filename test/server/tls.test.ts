@@ -8,13 +8,12 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { type ClientTls, createMetadataClient } from "../../src/client/index.js";
 import type { ListenerTls } from "../../src/server/transport/dual-protocol-listener.js";
-import { type Certificates, makeCertificates, opensslMissing } from "../support/certificates.js";
+import { type Certificates, makeCertificates } from "../support/certificates.js";
+import { lacking } from "../support/debian-packages.js";
 import { tempDir } from "../support/temp-dir.js";
 import { startTestServer } from "../support/test-server.js";
 
-const lacking = opensslMissing();
-if (lacking !== "" && process.env.CI === "true") throw new Error(`CI must run the TLS tests but lacks ${lacking}`);
-if (lacking !== "") console.warn(`skipping the TLS tests: they need ${lacking}`);
+const missing = lacking("the TLS tests", "openssl");
 
 const read = (file: string) => readFileSync(file);
 
@@ -34,7 +33,7 @@ async function outcome(baseUrl: string, tls: ClientTls | undefined, protocol: "g
   );
 }
 
-describe.skipIf(lacking !== "")("TLS on the port", () => {
+describe.skipIf(missing !== "")("TLS on the port", () => {
   it("cuts a connection that stays silent, before or after the handshake, within --request-timeout, as the cleartext port does", async () => {
     const certs = makeCertificates(tempDir());
     const server = await startTestServer({}, undefined, 0, { tls: listenerTls(certs, false), requestTimeoutMs: 300 });

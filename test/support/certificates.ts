@@ -1,4 +1,4 @@
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 
@@ -17,11 +17,6 @@ export interface Certificates {
   /** expiredClientCert is signed by ca but expired. */
   expiredClientCert: string;
   expiredClientKey: string;
-}
-
-/** opensslMissing says why certificates cannot be made here, or "" when openssl is available. */
-export function opensslMissing(): string {
-  return spawnSync("openssl", ["version"]).status === 0 ? "" : "openssl (apt-get install -y openssl)";
 }
 
 /** makeCertificates makes, in dir, two CAs, a server certificate for 127.0.0.1 and localhost, and client certificates. */

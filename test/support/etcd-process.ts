@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { get } from "node:https";
 import { createServer } from "node:net";
@@ -13,18 +13,6 @@ import { join } from "node:path";
  */
 
 const ETCD = "/usr/bin/etcd";
-
-/**
- * etcdMissing says why the HA tests cannot run here ("" when they can).
- * Under CI=true a missing etcd is a failure, not a skip: the caller throws.
- */
-export function etcdMissing(): string {
-  const probe = spawnSync(ETCD, ["--version"], { encoding: "utf8" });
-  if (probe.status === 0) return "";
-  const why = `etcd is not installed (${ETCD}); apt-get install etcd-server`;
-  if (process.env.CI === "true") throw new Error(`CI=true and ${why}`);
-  return why;
-}
 
 export interface EtcdMember {
   readonly name: string;

@@ -1,16 +1,9 @@
-import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from "node:child_process";
+import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { afterEach } from "vitest";
 
 const PYTHON = "/usr/bin/python3";
 const CLIENT = new URL("./vllm_policy_client.py", import.meta.url).pathname;
-
-/** vllmWorkerMissing says what the worker needs and this machine lacks, or "" when it has it. */
-export function vllmWorkerMissing(): string {
-  return spawnSync(PYTHON, ["-c", "import requests, urllib3"]).status === 0
-    ? ""
-    : "python3-requests for /usr/bin/python3 (apt-get install -y python3-requests)";
-}
 
 /** Summary is what the vLLM-policy worker reports once its stdin closes. */
 export interface WorkerSummary {
