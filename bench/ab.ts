@@ -2,6 +2,7 @@
 // of 100,000 pages, in-memory) against this checkout's server and another checkout's (DIR), alternated
 // N times, each run on a fresh server; prints the server's CPU per key and per call of each run. How
 // the README's before/after figures of a change are measured. Run: node --import tsx bench/ab.ts --root=/tmp/before
+import { existsSync } from "node:fs";
 import { relative, resolve } from "node:path";
 import type { LoadResult } from "./load.js";
 import { option } from "./options.js";
@@ -15,7 +16,9 @@ const seconds = Number(option("seconds", "4"));
 
 async function run(root: string): Promise<string> {
   const serve = ["serve", "--in-memory", "--host", "127.0.0.1", "--port", "0", "--read-lease-ttl", "50ms"];
-  const server = await startProcess(relative(here, `${root}/src/cli/main.ts`), serve);
+  // Checkouts from before src/cli/ kept the CLI in src/server/.
+  const main = existsSync(`${root}/src/cli/main.ts`) ? `${root}/src/cli/main.ts` : `${root}/src/server/main.ts`;
+  const server = await startProcess(relative(here, main), serve);
   const config = cycleConfig(server.url, { batch, durationMs: seconds * 1_000 });
   const { result, serverCpuMs } = await runLoad<LoadResult>(config, server.pid);
   await server.stop();

@@ -5,8 +5,7 @@ import { Watches, WatchNotOpened, watch } from "../../src/replication/watch.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 
-const missing = lacking("the tests of watches on etcd", "etcd");
-if (missing !== "") console.log(`skipping the watch tests: ${missing}`);
+const missing = lacking("the watch tests", "etcd");
 
 /** OPEN_MS is the tests' bound on a watch's opening: long enough for a loaded machine, short enough to fail fast. */
 const OPEN_MS = 3_000;
