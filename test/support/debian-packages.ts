@@ -14,9 +14,18 @@ const TOOLS = {
     packages: ["protobuf-compiler", "libprotobuf-dev"],
     present: () => spawnSync("protoc", ["--version"]).status === 0 && existsSync("/usr/include/google/protobuf/any.proto"),
   },
-  grpcio: { packages: ["python3-grpcio", "python3-protobuf"], present: () => spawnSync(PYTHON, ["-c", "import grpc, google.protobuf"]).status === 0 },
-  requests: { packages: ["python3-requests"], present: () => spawnSync(PYTHON, ["-c", "import requests, urllib3"]).status === 0 },
+  // The probes import what the scripts use, not only the package's name: an empty directory of that name imports too.
+  grpcio: {
+    packages: ["python3-grpcio", "python3-protobuf"],
+    present: () => python("from grpc import insecure_channel; from google.protobuf.descriptor_pb2 import FileDescriptorProto"),
+  },
+  requests: { packages: ["python3-requests"], present: () => python("from requests.adapters import HTTPAdapter; from urllib3.util.retry import Retry") },
 } as const;
+
+/** python tells whether /usr/bin/python3 runs `code`. */
+function python(code: string): boolean {
+  return spawnSync(PYTHON, ["-c", code]).status === 0;
+}
 
 /** Tool names a tool the suite needs (TOOLS). */
 export type Tool = keyof typeof TOOLS;
