@@ -4,8 +4,8 @@
 // floor that the service's own work sits on.
 import type { ServiceImpl } from "@connectrpc/connect";
 import { AllocationStatus, type MetadataService } from "../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { defaultServerOptions } from "../src/cli/serve-options.js";
 import { MetadataState } from "../src/core/state.js";
+import { defaultServerOptions } from "../src/server/server-options.js";
 import { connectFraming } from "../src/server/transport/connect-framing.js";
 import { DualProtocolListener } from "../src/server/transport/dual-protocol-listener.js";
 import { GrpcUnaryFastPath } from "../src/server/transport/grpc-unary-fast-path.js";

@@ -59,7 +59,9 @@ export function checkBounds(table: OptionTable, options: object, name: NameOf = 
     const value = values[field];
     if (value === undefined) continue;
     if (spec.choices !== undefined && !spec.choices.includes(value as string)) {
-      throw new RangeError(`${name(field)} takes ${spec.choices.join(" or ")}, got "${String(value)}"`);
+      const last = spec.choices[spec.choices.length - 1];
+      const choices = spec.choices.length <= 2 ? spec.choices.join(" or ") : `${spec.choices.slice(0, -1).join(", ")} or ${last}`;
+      throw new RangeError(`${name(field)} takes ${choices}, got "${String(value)}"`);
     }
     if (typeof value !== "number") continue;
     const why = spec.why === undefined ? "" : ` (${spec.why})`;

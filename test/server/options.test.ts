@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import { BatchAllocateRequestSchema } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { parseDuration } from "../../src/cli/duration.js";
 import { defaultServerOptions, envName, OPTIONS, parseServerOptions } from "../../src/cli/serve-options.js";
+import { MetadataState } from "../../src/core/state.js";
 
 describe("parseDuration", () => {
   it.each([
@@ -51,6 +52,25 @@ describe("parseServerOptions", () => {
     );
     expect(() => parseServerOptions(["--evict-low-watermark", "0"], {})).toThrow(/must be above 0/);
     expect(parseServerOptions(["--max-key-bytes", "1024"], {}).maxKeyBytes).toBe(1024);
+  });
+});
+
+describe("the rules of each concern's options", () => {
+  it("name a core limit by its flag on the command line, and by its field to a library's caller", () => {
+    expect(() => parseServerOptions(["--max-namespaces", "0"], {})).toThrow(/^--max-namespaces must be at least 1$/);
+    expect(() => new MetadataState(() => 0, { maxNamespaces: 0 })).toThrow(/^maxNamespaces must be at least 1$/);
+    expect(() => new MetadataState(() => 0, { evictLowWatermark: 0.99 })).toThrow(/^evictLowWatermark \(0.99\) must be above 0 and at most evictHighWatermark/);
+  });
+
+  it("refuse a value that is none of an option's choices, naming them", () => {
+    expect(() => parseServerOptions(["--log-level", "loud"], {})).toThrow('--log-level takes fatal, error, warn, info, debug, trace or silent, got "loud"');
+    expect(parseServerOptions(["--log-level", "silent"], {}).logLevel).toBe("silent");
+  });
+
+  it("refuse durations of no time where a connection's timer needs one", () => {
+    for (const flag of ["--http2-keepalive", "--request-timeout", "--idle-timeout"]) {
+      expect(() => parseServerOptions([flag, "0s"], {})).toThrow(new RegExp(`^${flag} must be longer than 0$`));
+    }
   });
 });
 
