@@ -1,6 +1,7 @@
 import { IndexList } from "./index-list.js";
 import { KeyColumns } from "./key-columns.js";
 import { type KeyList, keyListOf } from "./key-list.js";
+import { parseRankScoped } from "./key-scope.js";
 import { hashKey, KEY_HASH_SEED, KeyTable, viewOf } from "./key-table.js";
 import { KeyTree, REACHABLE } from "./key-tree.js";
 import { type EventCounts, type NamespaceCounts, zeroEventCounts } from "./namespace-counters.js";
@@ -76,6 +77,10 @@ export class Namespace {
   private readonly lists: readonly (IndexList | undefined)[] = [undefined, this.leaves, this.incomplete, this.lru, this.orphans, this.leased];
   /** events counts what happened to the namespace since the process started (evictions, expirations, reclaims). */
   readonly events: EventCounts = zeroEventCounts();
+  /** label is the namespace's name as clients give it: `name` but for one rank of a namespace of KEY_SCOPE_RANK (key-scope.ts). */
+  readonly label: string;
+  /** scopedRank is the rank this namespace is, in a namespace of KEY_SCOPE_RANK; undefined for KEY_SCOPE_NAMESPACE. */
+  readonly scopedRank: number | undefined;
 
   constructor(
     readonly name: string,
@@ -85,7 +90,11 @@ export class Namespace {
     readonly prefixAware = true,
     /** orphaned hears of each key that lost its parent because the parent left the registry (the journal names parents). */
     private readonly orphaned: (entry: number) => void = () => {},
-  ) {}
+  ) {
+    const scoped = parseRankScoped(name);
+    this.label = scoped?.name ?? name;
+    this.scopedRank = scoped?.rank;
+  }
 
   /** counts gives every counter of NAMESPACE_COUNTERS: the sizes of the registry, then the events. */
   counts(): NamespaceCounts {
@@ -114,8 +123,9 @@ export class Namespace {
     this.freeSlots.push(rank.slot);
   }
 
-  /** requiredRanks is how many ranks must confirm a key for it to be complete now. */
+  /** requiredRanks is how many ranks must confirm a key for it to be complete now: one where each rank keeps its own keys. */
   get requiredRanks(): number {
+    if (this.scopedRank !== undefined) return 1;
     return this.worldSize > 0 ? this.worldSize : this.ranks.size;
   }
 

@@ -1,6 +1,7 @@
 import { Role } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
 import type { Eviction } from "./eviction.js";
+import { KeyScope, rankScopedName } from "./key-scope.js";
 import type { Registry } from "./registry.js";
 import { MAX_NUM_PAGES } from "./state-options.js";
 import { checkUint32, namespaceName } from "./validate.js";
@@ -15,7 +16,8 @@ export interface InitializeRankResult {
 /**
  * initializeRank creates a rank, or checks that it exists with the same
  * parameters. A scheduler keeps no state; any other role (unspecified
- * included) is a worker.
+ * included) is a worker. The first rank of a namespace fixes its KeyScope
+ * (NAMESPACE unless given).
  */
 export function initializeRank(
   registry: Registry,
@@ -24,6 +26,7 @@ export function initializeRank(
   numPages: number,
   worldSize: number,
   role: Role = Role.WORKER,
+  keyScope: KeyScope = KeyScope.UNSPECIFIED,
 ): InitializeRankResult {
   const name = namespaceName(namespace, registry.options);
   checkUint32(rankNo, "rank");
@@ -49,15 +52,26 @@ export function initializeRank(
       },
     );
   }
-  let ns = registry.namespaces.get(name);
-  if (ns !== undefined && ns.worldSize !== worldSize) {
-    throw new MetadataError(Reason.RANK_CONFIG_MISMATCH, `namespace "${name}" has world_size ${ns.worldSize}, not ${worldSize}`, {
+  const current = registry.scopeOf(name);
+  if (current !== KeyScope.UNSPECIFIED && keyScope !== KeyScope.UNSPECIFIED && keyScope !== current) {
+    throw new MetadataError(Reason.RANK_CONFIG_MISMATCH, `namespace "${name}" has key scope ${scopeName(current)}, not ${scopeName(keyScope)}`, {
+      namespace: name,
+      rank: rankNo,
+      field: "key_scope",
+    });
+  }
+  const perRank = (current === KeyScope.UNSPECIFIED ? keyScope : current) === KeyScope.RANK;
+  // A namespace of KEY_SCOPE_RANK is one namespace per rank inside; its ranks share its world_size and its limits.
+  const parts = registry.parts(name);
+  const declared = parts[0]?.worldSize;
+  if (declared !== undefined && declared !== worldSize) {
+    throw new MetadataError(Reason.RANK_CONFIG_MISMATCH, `namespace "${name}" has world_size ${declared}, not ${worldSize}`, {
       namespace: name,
       rank: rankNo,
       field: "world_size",
     });
   }
-  const existing = ns?.ranks.get(rankNo);
+  const existing = registry.find(name, rankNo)?.rank;
   if (existing !== undefined) {
     if (existing.numPages !== numPages) {
       throw new MetadataError(Reason.RANK_CONFIG_MISMATCH, `rank ${rankNo} of namespace "${name}" has ${existing.numPages} pages, not ${numPages}`, {
@@ -68,17 +82,17 @@ export function initializeRank(
     }
     return { created: false, numPages, freePages: existing.freePages };
   }
-  if (ns === undefined && registry.namespaces.size >= registry.options.maxNamespaces) {
-    throw limitExceeded("namespace", `the server has ${registry.namespaces.size} namespaces, the limit (--max-namespaces)`, { namespace: name, rank: rankNo });
+  if (parts.length === 0 && registry.namespaceCount >= registry.options.maxNamespaces) {
+    throw limitExceeded("namespace", `the server has ${registry.namespaceCount} namespaces, the limit (--max-namespaces)`, { namespace: name, rank: rankNo });
   }
-  if (ns !== undefined && ns.ranks.size >= registry.options.maxRanksPerNamespace) {
-    throw limitExceeded("rank", `namespace "${name}" has ${ns.ranks.size} ranks, the limit (--max-ranks-per-namespace)`, { namespace: name, rank: rankNo });
+  const ranks = parts.reduce((sum, part) => sum + part.ranks.size, 0);
+  if (ranks >= registry.options.maxRanksPerNamespace) {
+    throw limitExceeded("rank", `namespace "${name}" has ${ranks} ranks, the limit (--max-ranks-per-namespace)`, { namespace: name, rank: rankNo });
   }
-  if (ns === undefined) {
-    ns = registry.newNamespace(name, worldSize);
-  }
+  const internal = perRank ? rankScopedName(name, rankNo) : name;
+  const ns = perRank ? registry.newNamespace(internal, worldSize) : (parts[0] ?? registry.newNamespace(name, worldSize));
   ns.addRank(rankNo, numPages);
-  registry.journal.record({ kind: "rank", namespace: name, rank: rankNo, numPages, worldSize });
+  registry.journal.record({ kind: "rank", namespace: internal, rank: rankNo, numPages, worldSize });
   return { created: true, numPages, freePages: numPages };
 }
 
@@ -96,7 +110,7 @@ export function dropRank(registry: Registry, eviction: Eviction, namespace: stri
   checkUint32(rankNo, "rank");
   registry.expire();
   const { ns, rank } = registry.rankOf(name, rankNo);
-  const subject = { namespace: name, rank: rankNo };
+  const subject = { namespace: ns.name, rank: rankNo };
   for (const page of [...rank.reservations]) {
     ns.forgetIfEmpty(rank.releaseReservation(page));
     registry.journal.record({ kind: "unreserve", ...subject, page });
@@ -123,7 +137,12 @@ export function dropRank(registry: Registry, eviction: Eviction, namespace: stri
   eviction.forget(rank);
   registry.journal.record({ kind: "unrank", ...subject });
   ns.completeReady(now, (entry) => registry.journal.key(ns, entry));
-  if (ns.ranks.size === 0) registry.namespaces.delete(name);
+  if (ns.ranks.size === 0) registry.deleteNamespace(ns);
   else registry.deadlines.armIncomplete(ns);
   return forgotten;
+}
+
+/** scopeName names a KeyScope in an error. */
+function scopeName(scope: KeyScope): string {
+  return scope === KeyScope.RANK ? "RANK (each rank keeps its own keys)" : "NAMESPACE (keys complete on every rank)";
 }

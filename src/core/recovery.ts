@@ -76,7 +76,7 @@ export function replayOne(registry: Registry, change: Change): void {
       // The changes before it emptied the rank, as they did the leader's.
       const ns = registry.namespaces.get(change.namespace);
       ns?.removeRank(change.rank);
-      if (ns?.ranks.size === 0) registry.namespaces.delete(change.namespace);
+      if (ns?.ranks.size === 0) registry.deleteNamespace(ns);
       return;
     }
     case "reserve": {

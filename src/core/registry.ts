@@ -2,6 +2,7 @@ import type { Clock } from "./clock.js";
 import { Deadlines } from "./deadlines.js";
 import { MetadataError, Reason } from "./errors.js";
 import { Journal } from "./journal.js";
+import { KeyScope } from "./key-scope.js";
 import { Namespace } from "./namespace.js";
 import type { Rank } from "./rank.js";
 import { checkStateOptions, defaultStateOptions, type StateOptions } from "./state-options.js";
@@ -16,7 +17,12 @@ import { checkUint32 } from "./validate.js";
  */
 export class Registry {
   readonly options: StateOptions;
+  /** namespaces are every namespace by internal name: a namespace of KEY_SCOPE_RANK is one per rank (key-scope.ts). */
   readonly namespaces = new Map<string, Namespace>();
+  /** rankScoped are the namespaces of KEY_SCOPE_RANK, by name, each rank's own by rank. */
+  private readonly rankScoped = new Map<string, Map<number, Namespace>>();
+  /** scopedParts counts the namespaces of `namespaces` that are one rank of a namespace of KEY_SCOPE_RANK. */
+  private scopedParts = 0;
   /** deadlines schedules reservation expiries, incomplete reclaims and drain ends, so expire() costs what is due. */
   readonly deadlines = new Deadlines();
   readonly journal: Journal;
@@ -36,18 +42,65 @@ export class Registry {
     this.journal = new Journal(journaling);
   }
 
-  /** newNamespace creates and registers a namespace under the eviction policy. */
+  /** newNamespace creates and registers a namespace (or one rank's of KEY_SCOPE_RANK, by its internal name) under the eviction policy. */
   newNamespace(name: string, worldSize: number): Namespace {
     const ns = new Namespace(name, worldSize, this.options.eviction === "prefix", (entry) => this.journal.orphan(ns, entry));
     this.namespaces.set(name, ns);
+    if (ns.scopedRank !== undefined) {
+      const ranks = this.rankScoped.get(ns.label) ?? new Map<number, Namespace>();
+      this.rankScoped.set(ns.label, ranks);
+      ranks.set(ns.scopedRank, ns);
+      this.scopedParts++;
+    }
     return ns;
+  }
+
+  /** deleteNamespace forgets a namespace that holds no rank any more. */
+  deleteNamespace(ns: Namespace): void {
+    if (!this.namespaces.delete(ns.name) || ns.scopedRank === undefined) return;
+    const ranks = this.rankScoped.get(ns.label)!;
+    ranks.delete(ns.scopedRank);
+    if (ranks.size === 0) this.rankScoped.delete(ns.label);
+    this.scopedParts--;
+  }
+
+  /** scopeOf is the KeyScope of the namespace a client names; UNSPECIFIED when it has none. */
+  scopeOf(name: string): KeyScope {
+    if (this.namespaces.has(name)) return KeyScope.NAMESPACE;
+    return this.rankScoped.has(name) ? KeyScope.RANK : KeyScope.UNSPECIFIED;
+  }
+
+  /** parts are the namespaces a client's name stands for: itself, or one per rank for KEY_SCOPE_RANK, by rank; none when unknown. */
+  parts(name: string): Namespace[] {
+    const ns = this.namespaces.get(name);
+    if (ns !== undefined) return [ns];
+    const ranks = this.rankScoped.get(name);
+    return ranks === undefined ? [] : [...ranks.values()].sort((a, b) => a.scopedRank! - b.scopedRank!);
+  }
+
+  /** names are the namespaces by the names clients give, each once. */
+  names(): string[] {
+    const names = [...this.rankScoped.keys()];
+    for (const ns of this.namespaces.values()) if (ns.scopedRank === undefined) names.push(ns.name);
+    return names;
+  }
+
+  /** namespaceCount is the number of namespaces clients see (a namespace of KEY_SCOPE_RANK is one). */
+  get namespaceCount(): number {
+    return this.namespaces.size - this.scopedParts + this.rankScoped.size;
+  }
+
+  /** find is the namespace and the rank a call names, undefined when the rank is not initialized. */
+  find(name: string, rankNo: number): { ns: Namespace; rank: Rank } | undefined {
+    const ns = this.namespaces.get(name) ?? this.rankScoped.get(name)?.get(rankNo);
+    const rank = ns?.ranks.get(rankNo);
+    return rank === undefined ? undefined : { ns: ns!, rank };
   }
 
   /** rankOf finds an initialized rank or throws RANK_NOT_INITIALIZED. */
   rankOf(name: string, rankNo: number): { ns: Namespace; rank: Rank } {
-    const ns = this.namespaces.get(name);
-    const rank = ns?.ranks.get(rankNo);
-    if (rank === undefined) {
+    const found = this.find(name, rankNo);
+    if (found === undefined) {
       checkUint32(rankNo, "rank");
       throw new MetadataError(
         Reason.RANK_NOT_INITIALIZED,
@@ -55,7 +108,7 @@ export class Registry {
         { namespace: name, rank: rankNo },
       );
     }
-    return { ns: ns!, rank };
+    return found;
   }
 
   /**

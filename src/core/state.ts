@@ -1,10 +1,11 @@
 import { AllocationStatus, Role } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { Change } from "./change.js";
 import type { Clock } from "./clock.js";
-import { MetadataError, Reason } from "./errors.js";
+import { invalidArgument, MetadataError, Reason } from "./errors.js";
 import { Eviction } from "./eviction.js";
 import type { Journal } from "./journal.js";
 import type { KeyList, Keys } from "./key-list.js";
+import { KeyScope } from "./key-scope.js";
 import { COMPLETED, CONFIRMED_RESERVATION, type Namespace } from "./namespace.js";
 import type { Rank } from "./rank.js";
 import { dropRank, type InitializeRankResult, initializeRank } from "./rank-admin.js";
@@ -15,7 +16,7 @@ import { type NamespaceStatsView, type RankStatsView, statsOf, statsPage } from 
 import { checkCount, checkPages, checkPrefixes, checkSameLength, checkUint32, keyListFor, namespaceName } from "./validate.js";
 
 export type { InitializeRankResult, NamespaceStatsView, RankStatsView };
-export { AllocationStatus, Role };
+export { AllocationStatus, KeyScope, Role };
 
 /** AllocateResult gives a page and a status per key, in request order. */
 export interface AllocateResult {
@@ -100,8 +101,15 @@ export class MetadataState {
    * initializeRank creates a rank, or checks that it exists with the same
    * parameters (rank-admin.ts).
    */
-  initializeRank(namespace: string, rankNo: number, numPages: number, worldSize: number, role: Role = Role.WORKER): InitializeRankResult {
-    return initializeRank(this.registry, namespace, rankNo, numPages, worldSize, role);
+  initializeRank(
+    namespace: string,
+    rankNo: number,
+    numPages: number,
+    worldSize: number,
+    role: Role = Role.WORKER,
+    keyScope: KeyScope = KeyScope.UNSPECIFIED,
+  ): InitializeRankResult {
+    return initializeRank(this.registry, namespace, rankNo, numPages, worldSize, role, keyScope);
   }
 
   /** dropRank removes a rank, an admin's call (rank-admin.ts); returns how many keys were forgotten. */
@@ -249,7 +257,7 @@ export class MetadataState {
       const entry = found[i]! >= 0 ? found[i]! : ns.entryAt(keys, i);
       if (rank.confirmedPage(entry) === page) continue;
       const outcome = ns.confirm(rank, entry, page, now, reclaimAtMs);
-      if (outcome & CONFIRMED_RESERVATION) this.journal.record({ kind: "unreserve", namespace: name, rank: rankNo, page, confirmed: true });
+      if (outcome & CONFIRMED_RESERVATION) this.journal.record({ kind: "unreserve", namespace: ns.name, rank: rankNo, page, confirmed: true });
       if (outcome & COMPLETED) result.completed.push(i);
       result.confirmed++;
       this.journal.key(ns, entry);
@@ -261,7 +269,7 @@ export class MetadataState {
       const holder = rank.reservedBy(page);
       if (holder < 0 || holder !== releasers[i]) continue;
       ns.forgetIfEmpty(rank.releaseReservation(page));
-      this.journal.record({ kind: "unreserve", namespace: name, rank: rankNo, page });
+      this.journal.record({ kind: "unreserve", namespace: ns.name, rank: rankNo, page });
       result.released++;
     }
     // Reserved pages cannot be evicted, confirmed ones can: a rank crowded by this call's reservations is worth a look now.
@@ -322,26 +330,29 @@ export class MetadataState {
   }
 
   /**
-   * batchExists tells, per key, whether it is complete in the namespace, or
-   * with a rank, whether it is confirmed on that rank.
+   * batchExists tells, per key, whether it is complete in the namespace
+   * (with KEY_SCOPE_RANK: held by every rank), or with a rank, whether it is
+   * confirmed on that rank.
    */
   batchExists(namespace: string, keyBatch: Keys, rankNo?: number): boolean[] {
     const name = namespaceName(namespace, this.options);
     const keys = keyListFor(keyBatch, "keys", this.options);
     if (rankNo !== undefined) checkUint32(rankNo, "rank");
     this.expire();
-    const ns = this.namespaces.get(name);
     const exists = new Array<boolean>(keys.length).fill(false);
-    if (ns === undefined) return exists;
     if (rankNo !== undefined) {
-      const rank = ns.ranks.get(rankNo);
-      if (rank === undefined) return exists;
-      const found = ns.findAll(keys);
-      for (let i = 0; i < keys.length; i++) exists[i] = found[i]! >= 0 && rank.confirmedPage(found[i]!) >= 0;
+      const at = this.registry.find(name, rankNo);
+      if (at === undefined) return exists;
+      const found = at.ns.findAll(keys);
+      for (let i = 0; i < keys.length; i++) exists[i] = found[i]! >= 0 && at.rank.confirmedPage(found[i]!) >= 0;
       return exists;
     }
-    const found = ns.findAll(keys);
-    for (let i = 0; i < keys.length; i++) exists[i] = found[i]! >= 0 && ns.isComplete(found[i]!);
+    const parts = this.registry.parts(name);
+    for (let p = 0; p < parts.length; p++) {
+      const ns = parts[p]!;
+      const found = ns.findAll(keys);
+      for (let i = 0; i < keys.length; i++) exists[i] = (p === 0 || exists[i]!) && found[i]! >= 0 && ns.isComplete(found[i]!);
+    }
     return exists;
   }
 
@@ -369,29 +380,42 @@ export class MetadataState {
     return pages;
   }
 
-  /** deleteKeys drops keys at once; pages of read-leased keys stay held until the lease ends. */
-  deleteKeys(namespace: string, keyBatch: Keys): number {
+  /**
+   * deleteKeys drops keys at once, from every rank, or with a rank of a
+   * namespace of KEY_SCOPE_RANK from that rank only; pages of read-leased
+   * keys stay held until the lease ends. Returns how many of the keys were
+   * held (on some rank) and are gone.
+   */
+  deleteKeys(namespace: string, keyBatch: Keys, rankNo?: number): number {
     const name = namespaceName(namespace, this.options);
     const keys = keyListFor(keyBatch, "keys", this.options);
+    const parts = this.partsFor(name, rankNo, "DeleteKeys");
     this.expire();
-    const ns = this.namespaces.get(name);
-    if (ns === undefined) return 0;
-    let deleted = 0;
-    // A key repeated in the call finds its entry already dropped: no pages left.
-    for (const entry of ns.findAll(keys)) {
-      if (entry < 0 || ns.columns.confirmed[entry] === 0) continue;
-      this.registry.dropKey(ns, entry);
-      deleted++;
+    const deleted = new Uint8Array(keys.length);
+    for (const ns of parts) {
+      // A key repeated in the call finds its entry already dropped: no pages left.
+      const found = ns.findAll(keys);
+      for (let i = 0; i < keys.length; i++) {
+        const entry = found[i]!;
+        if (entry < 0 || ns.columns.confirmed[entry] === 0) continue;
+        this.registry.dropKey(ns, entry);
+        deleted[i] = 1;
+      }
     }
-    return deleted;
+    return deleted.reduce((sum, d) => sum + d, 0);
   }
 
-  /** clear drops every key and reservation of a namespace, or of all namespaces when namespace is undefined. */
-  clear(namespace: string | undefined): void {
+  /**
+   * clear drops every key and reservation of a namespace (with a rank of a
+   * namespace of KEY_SCOPE_RANK, of that rank only), or of all namespaces
+   * when namespace is undefined. The ranks stay initialized.
+   */
+  clear(namespace: string | undefined, rankNo?: number): void {
     const name = namespace === undefined ? undefined : namespaceName(namespace, this.options);
+    if (name === undefined && rankNo !== undefined) throw invalidArgument("rank", "Clear of every namespace (all_namespaces) takes no rank");
+    const parts = name === undefined ? [...this.namespaces.values()] : this.partsFor(name, rankNo, "Clear");
     this.expire();
-    for (const ns of this.namespaces.values()) {
-      if (name !== undefined && ns.name !== name) continue;
+    for (const ns of parts) {
       for (const rank of ns.ranks.values()) {
         for (const page of rank.reservations) {
           rank.releaseReservation(page);
@@ -406,19 +430,38 @@ export class MetadataState {
     }
   }
 
+  /**
+   * partsFor are the namespaces a DeleteKeys or Clear of `name` acts on:
+   * all of the namespace, or with a rank its rank's (KEY_SCOPE_RANK only:
+   * a namespace whose keys span its ranks cannot lose a key on one rank).
+   */
+  private partsFor(name: string, rankNo: number | undefined, call: string): Namespace[] {
+    if (rankNo === undefined) return this.registry.parts(name);
+    checkUint32(rankNo, "rank");
+    const scope = this.registry.scopeOf(name);
+    if (scope === KeyScope.UNSPECIFIED) return [];
+    if (scope === KeyScope.NAMESPACE) {
+      throw invalidArgument("rank", `namespace "${name}" keeps each key across its ranks (KEY_SCOPE_NAMESPACE): ${call} takes no rank`, {
+        namespace: name,
+        rank: rankNo,
+      });
+    }
+    return [this.registry.rankOf(name, rankNo).ns];
+  }
+
   /** stats counts pages and keys of a namespace, or of all namespaces when namespace is undefined. */
   stats(namespace: string | undefined): NamespaceStatsView[] {
     const name = namespace === undefined ? undefined : namespaceName(namespace, this.options);
     this.expire();
-    if (name === undefined) return statsPage(this.namespaces, "", Number.POSITIVE_INFINITY).views;
-    const ns = this.namespaces.get(name);
-    return ns === undefined ? [] : [statsOf(ns)];
+    if (name === undefined) return statsPage(this.registry, "", Number.POSITIVE_INFINITY).views;
+    const parts = this.registry.parts(name);
+    return parts.length === 0 ? [] : [statsOf(parts)];
   }
 
   /** statsPage reports at most `size` namespaces, by name, from the first after `after` (statsPage). */
   statsPage(after: string, size: number): { views: NamespaceStatsView[]; next: string } {
     this.expire();
-    return statsPage(this.namespaces, after, size);
+    return statsPage(this.registry, after, size);
   }
 
   /** expire processes every deadline that is due: expired reservations, stale incomplete keys, ended drains. */
@@ -443,6 +486,11 @@ export class MetadataState {
   evictAhead(maxKeys: number): number {
     this.expire();
     return this.eviction.evictAhead(maxKeys);
+  }
+
+  /** keyScopeOf is a namespace's KeyScope, UNSPECIFIED while it has no rank. */
+  keyScopeOf(namespace: string): KeyScope {
+    return this.registry.scopeOf(namespaceName(namespace, this.options));
   }
 
   /** checkRank throws RANK_NOT_INITIALIZED unless the rank is initialized (for APIs that name a rank on every call). */

@@ -1,5 +1,7 @@
+import { KeyScope } from "./key-scope.js";
 import type { Namespace } from "./namespace.js";
 import type { NamespaceCounts } from "./namespace-counters.js";
+import type { Registry } from "./registry.js";
 
 /** RankStatsView counts the pages of a rank. */
 export interface RankStatsView {
@@ -14,6 +16,7 @@ export interface RankStatsView {
 export interface NamespaceStatsView extends NamespaceCounts {
   namespace: string;
   worldSize: number;
+  keyScope: KeyScope;
   ranks: RankStatsView[];
 }
 
@@ -23,17 +26,28 @@ export interface NamespaceStatsView extends NamespaceCounts {
  * after ("" when none is left): an answer stays bounded however many
  * namespaces and ranks there are.
  */
-export function statsPage(namespaces: ReadonlyMap<string, Namespace>, after: string, size: number): { views: NamespaceStatsView[]; next: string } {
-  const names = [...namespaces.keys()].filter((name) => name > after).sort();
+export function statsPage(registry: Registry, after: string, size: number): { views: NamespaceStatsView[]; next: string } {
+  const names = registry
+    .names()
+    .filter((name) => name > after)
+    .sort();
   const page = names.slice(0, size);
   const next = names.length > page.length ? page[page.length - 1]! : "";
-  return { views: page.map((name) => statsOf(namespaces.get(name)!)), next };
+  return { views: page.map((name) => statsOf(registry.parts(name))), next };
 }
 
-/** statsOf reports a namespace's ranks, by number, and its counts. */
-export function statsOf(ns: Namespace): NamespaceStatsView {
-  const ranks = [...ns.ranks.values()]
+/** statsOf reports a namespace (all its parts: one per rank with KEY_SCOPE_RANK): its ranks, by number, and its counts summed. */
+export function statsOf(parts: readonly Namespace[]): NamespaceStatsView {
+  const first = parts[0]!;
+  const ranks = parts
+    .flatMap((ns) => [...ns.ranks.values()])
     .sort((a, b) => a.rank - b.rank)
     .map((rank) => ({ rank: rank.rank, numPages: rank.numPages, freePages: rank.freePages, reservedPages: rank.reservedPages, usedPages: rank.usedPages }));
-  return { namespace: ns.name, worldSize: ns.worldSize, ranks, ...ns.counts() };
+  const counts = first.counts();
+  for (const ns of parts.slice(1)) {
+    const more = ns.counts();
+    for (const field of Object.keys(counts) as (keyof NamespaceCounts)[]) counts[field] += more[field];
+  }
+  const keyScope = first.scopedRank === undefined ? KeyScope.NAMESPACE : KeyScope.RANK;
+  return { namespace: first.label, worldSize: first.worldSize, keyScope, ranks, ...counts };
 }

@@ -1,5 +1,6 @@
 import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
 import { KeyList, type Keys, keyListOf } from "./key-list.js";
+import { RANK_SEPARATOR } from "./key-scope.js";
 import { DEFAULT_NAMESPACE, type StateOptions } from "./state-options.js";
 
 /** MAX_UINT32 is the largest rank, world size or page count a request can carry. */
@@ -10,6 +11,9 @@ export function namespaceName(name: string, options: StateOptions): string {
   if (name === "") return DEFAULT_NAMESPACE;
   if (typeof name !== "string" || utf8Length(name) > options.maxKeyBytes) {
     throw invalidArgument("namespace", `namespace must be a string of at most ${options.maxKeyBytes} bytes`);
+  }
+  if (name.includes(RANK_SEPARATOR)) {
+    throw invalidArgument("namespace", "namespace must not hold U+001F (the store names each rank of a namespace of KEY_SCOPE_RANK with it)");
   }
   return name;
 }
