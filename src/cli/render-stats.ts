@@ -1,18 +1,20 @@
 import { NAMESPACE_COUNTERS } from "../core/namespace-counters.js";
-import type { NamespaceStatsView } from "../core/state.js";
+import { KeyScope, type NamespaceStatsView } from "../core/state.js";
 
 const BAR_WIDTH = 30;
 
 /**
  * renderStats draws a table per namespace: one row per rank with a usage bar
- * ('#' used, '+' reserved, '.' free), then the key counters.
+ * ('#' used, '+' reserved, '.' free), then the key counters ("keys per
+ * rank" for a namespace of KEY_SCOPE_RANK, whose counts are each rank's).
  */
 export function renderStats(namespaces: readonly NamespaceStatsView[]): string {
   if (namespaces.length === 0) return "no namespaces\n";
   const out: string[] = [];
   for (const ns of namespaces) {
     const counts = NAMESPACE_COUNTERS.map(({ field, label }) => `  ${label} ${ns[field]}`).join("");
-    out.push(`namespace ${ns.namespace}  world_size ${ns.worldSize || "unknown"}${counts}`);
+    const scope = ns.keyScope === KeyScope.RANK ? "  keys per rank" : "";
+    out.push(`namespace ${ns.namespace}  world_size ${ns.worldSize || "unknown"}${scope}${counts}`);
     out.push(`  ${"rank".padStart(5)}  ${"pages".padStart(11)}  ${"free".padStart(11)}  ${"reserved".padStart(11)}  ${"used".padStart(11)}  usage`);
     for (const r of ns.ranks) {
       out.push(

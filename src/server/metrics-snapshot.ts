@@ -41,11 +41,21 @@ export function metricsSnapshot(state: MetadataState, limits: MetricsLimits = ME
   const series: NamespaceSeries[] = [];
   let other: NamespaceSeries | undefined;
   let ranksLeft = limits.ranks;
+  // A namespace of KEY_SCOPE_RANK is one namespace per rank inside: each adds to its namespace's one series.
+  const named = new Map<string, NamespaceSeries>();
   for (const ns of state.namespaceViews.values()) {
-    if (series.length < limits.namespaces && ns.ranks.size <= ranksLeft) {
+    const same = named.get(ns.label);
+    if ((same !== undefined || series.length < limits.namespaces) && ns.ranks.size <= ranksLeft) {
       ranksLeft -= ns.ranks.size;
       const ranks = [...ns.ranks.values()].map((r) => ({ rank: String(r.rank), free: r.pool.freePages, reserved: r.reservedPages, used: r.usedPages }));
-      series.push({ namespace: ns.name, counts: ns.counts(), ranks });
+      if (same !== undefined) {
+        addCounts(same.counts, ns.counts());
+        same.ranks.push(...ranks);
+        continue;
+      }
+      const one = { namespace: ns.label, counts: ns.counts(), ranks };
+      named.set(ns.label, one);
+      series.push(one);
       continue;
     }
     other ??= { namespace: OTHER, counts: zeroCounts(ns.counts()), ranks: [{ rank: OTHER, free: 0, reserved: 0, used: 0 }] };

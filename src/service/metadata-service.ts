@@ -15,7 +15,7 @@ import { keysOf } from "./key-bytes.js";
 export function metadataService(ledger: { readonly state: MetadataState }, serverId: string): ServiceImpl<typeof MetadataService> {
   return {
     async initializeRank(req) {
-      return { ...ledger.state.initializeRank(req.namespace, req.rank, req.numPages, req.worldSize, req.role), serverId };
+      return { ...ledger.state.initializeRank(req.namespace, req.rank, req.numPages, req.worldSize, req.role, req.keyScope), serverId };
     },
     async batchAllocate(req) {
       return ledger.state.batchAllocate(req.namespace, req.rank, keysOf(req, "keys"), keysOf(req, "prefixKeys"));
@@ -30,10 +30,10 @@ export function metadataService(ledger: { readonly state: MetadataState }, serve
       return { pages: ledger.state.getLocations(req.namespace, req.rank, keysOf(req, "keys"), req.includeIncomplete) };
     },
     async deleteKeys(req) {
-      return { deleted: ledger.state.deleteKeys(req.namespace, req.keys) };
+      return { deleted: ledger.state.deleteKeys(req.namespace, req.keys, req.rank) };
     },
     async clear(req) {
-      ledger.state.clear(req.allNamespaces ? undefined : req.namespace);
+      ledger.state.clear(req.allNamespaces ? undefined : req.namespace, req.rank);
       return {};
     },
     async dropRank(req) {
@@ -53,7 +53,12 @@ const MAX_STATS_PAGE_SIZE = 256;
 
 /** namespaceStats converts a view to the message, whose 64-bit counters are bigints. */
 function namespaceStats(view: NamespaceStatsView): MessageInitShape<typeof NamespaceStatsSchema> {
-  const message: MessageInitShape<typeof NamespaceStatsSchema> = { namespace: view.namespace, worldSize: view.worldSize, ranks: view.ranks };
+  const message: MessageInitShape<typeof NamespaceStatsSchema> = {
+    namespace: view.namespace,
+    worldSize: view.worldSize,
+    keyScope: view.keyScope,
+    ranks: view.ranks,
+  };
   for (const { field } of NAMESPACE_COUNTERS) message[field] = BigInt(view[field]);
   return message;
 }

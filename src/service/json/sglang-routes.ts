@@ -1,18 +1,23 @@
-import { AllocationStatus } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { AllocationStatus, KeyScope, Role } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import type { MetadataState } from "../../core/state.js";
 import { int, ints, isInt, isPrefix, isString, namespaceField, pairs, strings } from "./json-body.js";
 import { type JsonRoute, NO_CONTENT } from "./json-route.js";
 
 /**
  * sglangRoutes are the routes of SGLang's HF3FS metadata server: a per-rank
  * view, the rank in the path (404 when it is not initialized), an optional
- * "namespace" in every body.
+ * "namespace" in every body. The namespaces they create are of
+ * KEY_SCOPE_RANK, as SGLang's own server keeps them: each rank keeps its
+ * own keys, and delete_keys and clear touch only the rank in the path. A
+ * namespace of KEY_SCOPE_NAMESPACE (made over gRPC, or stored before key
+ * scopes) keeps its scope, and delete_keys and clear act on all of it.
  */
 export const sglangRoutes: JsonRoute[] = [
   {
     name: "sglang.initialize",
     pattern: /^\/(\d+)\/initialize$/,
     handle(state, body, [rank]) {
-      state.initializeRank(namespaceField(body), Number(rank), int(body, "num_pages"), 0);
+      state.initializeRank(namespaceField(body), Number(rank), int(body, "num_pages"), 0, Role.WORKER, scopeFor(state, namespaceField(body)));
       return NO_CONTENT;
     },
   },
@@ -52,7 +57,7 @@ export const sglangRoutes: JsonRoute[] = [
     pattern: /^\/(\d+)\/delete_keys$/,
     handle(state, body, [rank]) {
       state.checkRank(namespaceField(body), Number(rank));
-      state.deleteKeys(namespaceField(body), strings(body, "keys"));
+      state.deleteKeys(namespaceField(body), strings(body, "keys"), rankFor(state, namespaceField(body), Number(rank)));
       return NO_CONTENT;
     },
   },
@@ -61,7 +66,7 @@ export const sglangRoutes: JsonRoute[] = [
     pattern: /^\/(\d+)\/clear$/,
     handle(state, body, [rank]) {
       state.checkRank(namespaceField(body), Number(rank));
-      state.clear(namespaceField(body));
+      state.clear(namespaceField(body), rankFor(state, namespaceField(body), Number(rank)));
       return NO_CONTENT;
     },
   },
@@ -74,3 +79,13 @@ export const sglangRoutes: JsonRoute[] = [
     },
   },
 ];
+
+/** scopeFor is the scope an SGLang initialize asks for: KEY_SCOPE_RANK for a new namespace, the namespace's own otherwise. */
+function scopeFor(state: MetadataState, namespace: string): KeyScope {
+  return state.keyScopeOf(namespace) === KeyScope.UNSPECIFIED ? KeyScope.RANK : KeyScope.UNSPECIFIED;
+}
+
+/** rankFor is the rank a delete_keys or clear acts on: the path's in a namespace of KEY_SCOPE_RANK, none (all of it) otherwise. */
+function rankFor(state: MetadataState, namespace: string, rank: number): number | undefined {
+  return state.keyScopeOf(namespace) === KeyScope.RANK ? rank : undefined;
+}

@@ -1,4 +1,4 @@
-import { Role } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { KeyScope, Role } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { invalidArgument } from "../../core/errors.js";
 import { int, ints, isInt, isPrefix, isString, namespaceField, pairs, str, strings } from "./json-body.js";
 import { type JsonRoute, NO_CONTENT } from "./json-route.js";
@@ -21,7 +21,14 @@ export function vllmRoutes(worldSize: number): JsonRoute[] {
         if (role !== "worker" && role !== "scheduler") throw invalidArgument("role", `"role" must be "worker" or "scheduler", got "${role}"`);
         const numPages = role === "worker" ? int(body, "num_pages") : 0;
         const declared = int(body, "world_size", worldSize);
-        const result = state.initializeRank(namespaceField(body), Number(rank), numPages, declared, role === "worker" ? Role.WORKER : Role.SCHEDULER);
+        const result = state.initializeRank(
+          namespaceField(body),
+          Number(rank),
+          numPages,
+          declared,
+          role === "worker" ? Role.WORKER : Role.SCHEDULER,
+          KeyScope.NAMESPACE,
+        );
         const message =
           role === "scheduler"
             ? `scheduler of rank ${rank} registered`
