@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { MetadataState } from "../../src/core/state.js";
+import { KeyScope, MetadataState } from "../../src/core/state.js";
 import { Metrics } from "../../src/server/metrics.js";
 import { metricsSnapshot, OTHER } from "../../src/server/metrics-snapshot.js";
 import { FakeClock } from "../support/fake-clock.js";
@@ -15,6 +15,17 @@ function stateWith(namespaces: number, ranksEach: number): MetadataState {
 }
 
 describe("the metrics of a scrape", () => {
+  it("report a namespace whose ranks keep their own keys as one series, under its name", () => {
+    const state = new MetadataState(new FakeClock().clock);
+    for (const rank of [0, 1]) {
+      state.initializeRank("sg", rank, 10, 0, undefined, KeyScope.RANK);
+      const { pages } = state.batchAllocate("sg", rank, ["a"]);
+      state.confirmWrite("sg", rank, ["a"], pages);
+    }
+    const series = metricsSnapshot(state);
+    expect(series.map((s) => [s.namespace, s.counts.keys, s.counts.completeKeys, s.ranks.map((r) => r.rank)])).toEqual([["sg", 2, 2, ["0", "1"]]]);
+  });
+
   it("report namespaces each within the limits and sum the rest under _other", () => {
     const series = metricsSnapshot(stateWith(5, 3), { namespaces: 2, ranks: 100 });
     expect(series.map((s) => s.namespace)).toEqual(["ns-0", "ns-1", OTHER]);
