@@ -1,4 +1,6 @@
 import fc from "fast-check";
+import { rankScopedName } from "../../src/core/key-scope.js";
+import type { Namespace } from "../../src/core/namespace.js";
 import type { MetadataState } from "../../src/core/state.js";
 import type { FakeClock } from "./fake-clock.js";
 
@@ -30,6 +32,11 @@ export const operation = fc.oneof(
   fc.record({ op: fc.constant("dropRank" as const), rank, numPages: fc.integer({ min: 1, max: PAGES }) }),
 );
 
+/** partOf is the namespace that holds rank r of "kv": "kv" itself, or, with KEY_SCOPE_RANK, rank r's own (key-scope.ts). */
+export function partOf(state: MetadataState, r: number): Namespace {
+  return state.namespaceViews.get("kv") ?? state.namespaceViews.get(rankScopedName("kv", r))!;
+}
+
 /** prefixKeysOf gives the prefix keys a drawn `prefixes` makes for keys. */
 function prefixKeysOf(keys: readonly string[], drawn: "none" | "chain" | string[]): string[] {
   if (drawn === "none") return [];
@@ -44,7 +51,7 @@ export type Operation = typeof operation extends fc.Arbitrary<infer T> ? T : nev
 
 /** apply runs one drawn operation on the state; a lease the test saw granted goes into leases. */
 export function apply(state: MetadataState, time: FakeClock, op: Operation, leases: Lease[]): void {
-  const ranks = state.namespaceViews.get("kv")!.ranks;
+  const ranks = { get: (r: number) => partOf(state, r).ranks.get(r) };
   switch (op.op) {
     case "cycle":
       for (let r = 0; r < RANKS; r++) {
@@ -73,7 +80,7 @@ export function apply(state: MetadataState, time: FakeClock, op: Operation, leas
       break;
     case "confirmReserved": {
       const rank = ranks.get(op.rank)!;
-      const holder = (page: number) => state.namespaceViews.get("kv")!.keyOf(rank.reservedBy(page));
+      const holder = (page: number) => partOf(state, op.rank).keyOf(rank.reservedBy(page));
       const reserved = [...rank.reservations].slice(0, op.take);
       // A release names the key its page is reserved for, or, for a page that is not reserved, a key it is not.
       const releasing = op.release.map((page) => (rank.reservedBy(page) >= 0 ? holder(page) : "k0"));
@@ -107,9 +114,10 @@ export function apply(state: MetadataState, time: FakeClock, op: Operation, leas
       break;
     case "dropRank": {
       // Dropped and initialized again at once (with another size, perhaps), so that every rank is there for the next operation.
-      const worldSize = state.namespaceViews.get("kv")!.worldSize;
+      const worldSize = partOf(state, op.rank).worldSize;
+      const scope = state.keyScopeOf("");
       state.dropRank("", op.rank);
-      state.initializeRank("", op.rank, op.numPages, worldSize);
+      state.initializeRank("", op.rank, op.numPages, worldSize, undefined, scope);
       // A dropped rank's leases go with it.
       for (let i = leases.length - 1; i >= 0; i--) if (leases[i]!.rank === op.rank) leases.splice(i, 1);
       break;
