@@ -17,6 +17,13 @@ export const CLUSTER_OPTIONS = optionTable({
     default: "",
     help: "URL at which clients and the other members reach this member (empty: the URL it listens on)",
   },
+  standbyCalls: {
+    flag: "standby-calls",
+    kind: "string",
+    choices: ["forward", "refuse"],
+    default: "forward",
+    help: "what a standby does with a call: forward it to the leader (holding it while none is known), or refuse it (NOT_LEADER naming the leader; the JSON routes answer 307) for clients that route themselves",
+  },
   leaderLeaseMs: {
     flag: "leader-lease",
     kind: "duration",

@@ -6,6 +6,8 @@ import { file_grpc_reflection_v1alpha_reflection, ServerReflection as Reflection
 import { ReplicationService } from "../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
 import { file_hf3fs_metadata_v1_metadata, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataError, Reason } from "../core/errors.js";
+import { ENVELOPE_BYTES } from "../protocol/envelope.js";
+import type { ClusterOptions } from "../replication/cluster-options.js";
 import { type ReplicationSource, replicationService } from "../replication/replication-service.js";
 import type { AccessPolicy } from "../service/access-policy.js";
 import { BackgroundEviction } from "../service/background-eviction.js";
@@ -30,6 +32,7 @@ import { connectFraming } from "./transport/connect-framing.js";
 import { DualProtocolListener, type ListenerTls } from "./transport/dual-protocol-listener.js";
 import type { EarlyPort } from "./transport/early-port.js";
 import { GrpcUnaryFastPath } from "./transport/grpc-unary-fast-path.js";
+import { LeaderForward } from "./transport/leader-forward.js";
 import type { ListenerOptions } from "./transport/listener-options.js";
 import { requestHandler } from "./transport/request-handler.js";
 import { keepLeadingByteOrderMark } from "./transport/utf8-text.js";
@@ -41,7 +44,7 @@ import { keepLeadingByteOrderMark } from "./transport/utf8-text.js";
  * started in a test runs with the documented limits; the buffers default
  * from maxBodyBytes, bufferedBytesFor), and what the serve command built.
  */
-export type ServerConfig = Partial<Omit<ListenerOptions, "port"> & LimitOptions & VllmOptions> & {
+export type ServerConfig = Partial<Omit<ListenerOptions, "port"> & LimitOptions & VllmOptions & Pick<ClusterOptions, "standbyCalls">> & {
   /** port is the TCP port to bind (0: any free one), or a port bound already (EarlyPort: its owner logged "listening"). */
   port: number | EarlyPort;
   /** access decides which calls may run (token files); undefined: every call. */
@@ -147,7 +150,12 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     if (req.method === "GET" && req.url?.split("?")[0] === "/metrics") return void serveMetrics(metrics, metricsAccess, req.headers.authorization, res);
     void json(req, res);
   });
-  const listener = new DualProtocolListener(requestHandler(serverId, new GrpcUnaryFastPath(service, edge), connect), { ...limits, tls: config.tls });
+  // A standby passes calls to its leader unless told to refuse them (--standby-calls).
+  const forward =
+    config.leadership !== undefined && limits.standbyCalls === "forward"
+      ? new LeaderForward(config.leadership, limits.startupHoldMs, limits.maxBodyBytes + ENVELOPE_BYTES, limits)
+      : undefined;
+  const listener = new DualProtocolListener(requestHandler(serverId, new GrpcUnaryFastPath(service, edge), connect, forward), { ...limits, tls: config.tls });
   const port = typeof config.port === "number" ? await listener.listen(limits.host, config.port) : listener.adopt(config.port);
   const url = serverUrl(limits.host, port, config.tls !== undefined);
 
@@ -164,6 +172,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
       lifecycle.refuse(new MetadataError(Reason.SHUTTING_DOWN, "the server is shutting down; retry against the restarted server"));
       clearInterval(expiry);
       eviction.close();
+      forward?.close();
       lag?.stop();
       await listener.close(limits.shutdownTimeoutMs);
       edge.close();

@@ -10,6 +10,9 @@ import { type Server, startServer, waitForLeader } from "../support/ha-cluster.j
 const missing = lacking("the HA fencing tests", "etcd");
 
 /** rawClient calls one member, without retries or redirects: what it answers is what the test sees. */
+/** REFUSE makes standbys answer NOT_LEADER, as clients that route themselves want. */
+const REFUSE = ["--standby-calls", "refuse"];
+
 function rawClient(server: Server) {
   return createClient(MetadataService, createGrpcTransport({ baseUrl: server.url }));
 }
@@ -28,7 +31,8 @@ function outcome(call: Promise<unknown>): Promise<string> {
 describe.skipIf(missing !== "")("high availability on etcd: fencing", () => {
   it("a leader paused (SIGSTOP) until another is elected acknowledges nothing when it wakes, and names the new leader", async () => {
     const etcd = await startEtcdCluster(3);
-    const servers = await Promise.all([0, 1, 2].map(() => startServer(etcd)));
+    // Standbys that refuse (--standby-calls refuse): what a deposed leader answers is the point here, not forwarding.
+    const servers = await Promise.all([0, 1, 2].map(() => startServer(etcd, undefined, REFUSE)));
     const paused = await waitForLeader(servers);
     const cluster = createMetadataClient({ baseUrl: servers.map((s) => s.url).join(",") });
     await cluster.initializeRank({ namespace: "f", rank: 0, numPages: 64, worldSize: 1 });
@@ -63,7 +67,7 @@ describe.skipIf(missing !== "")("high availability on etcd: fencing", () => {
   it("etcd: one member down, the service goes on; two down, writes fail UNAVAILABLE; both back, it resumes by itself", async () => {
     const etcd = await startEtcdCluster(3);
     // Without a leader, calls wait --startup-hold for one (60 s by default): half a second here, so the loop below sees many refusals.
-    const servers = await Promise.all([0, 1].map(() => startServer(etcd, undefined, ["--startup-hold", "500ms"])));
+    const servers = await Promise.all([0, 1].map(() => startServer(etcd, undefined, ["--startup-hold", "500ms", ...REFUSE])));
     await waitForLeader(servers);
     const cluster = createMetadataClient({ baseUrl: servers.map((s) => s.url).join(","), retry: { deadlineMs: 30_000 } });
     await cluster.initializeRank({ namespace: "q", rank: 0, numPages: 1024, worldSize: 1 });

@@ -20,6 +20,9 @@ r = requests.post(sys.argv[1], json=json.loads(sys.argv[2]), timeout=10)
 print(json.dumps({"status": r.status_code, "history": [h.status_code for h in r.history], "body": r.json() if r.content else None}))
 `;
 
+/** REFUSE makes standbys refuse calls (--standby-calls refuse), for the clients that route themselves, which these tests are about. */
+const REFUSE = ["--standby-calls", "refuse"];
+
 /** untilNamesLeader polls a standby until it names the leader (it does once it has read the leader key), and returns its redirect of an InitializeRank. */
 async function untilNamesLeader(standby: Server): Promise<Response> {
   const init = async () => fetch(`${standby.url}/rank/0/initialize`, { method: "POST", body: JSON.stringify({ num_pages: 16 }), redirect: "manual" });
@@ -35,7 +38,7 @@ async function untilNamesLeader(standby: Server): Promise<Response> {
 describe.skipIf(missing !== "")("high availability on etcd: a standby's answers", () => {
   it("a standby is healthy but not for MetadataService, and redirects a vLLM call to the leader (307): a client that follows it succeeds", async () => {
     const etcd = await startEtcdCluster(1);
-    const servers = await Promise.all([startServer(etcd), startServer(etcd)]);
+    const servers = await Promise.all([startServer(etcd, undefined, REFUSE), startServer(etcd, undefined, REFUSE)]);
     const leader = await waitForLeader(servers);
     const standby = servers.find((s) => s !== leader)!;
     const redirect = await untilNamesLeader(standby);
@@ -67,7 +70,7 @@ describe.skipIf(missing !== "")("high availability on etcd: a standby's answers"
   it("the Python and TypeScript clients go to the leader a standby names, past a member that is down", async () => {
     execFileSync("bash", [`${ROOT}examples/python/generate.sh`]);
     const etcd = await startEtcdCluster(1);
-    const servers = await Promise.all([startServer(etcd), startServer(etcd)]);
+    const servers = await Promise.all([startServer(etcd, undefined, REFUSE), startServer(etcd, undefined, REFUSE)]);
     const leader = await waitForLeader(servers);
     const standby = servers.find((s) => s !== leader)!;
     await untilNamesLeader(standby);

@@ -2,18 +2,24 @@ import type * as http2 from "node:http2";
 import { SERVER_ID_HEADER } from "../../protocol/headers.js";
 import type { RequestHandler } from "./dual-protocol-listener.js";
 import type { GrpcUnaryFastPath } from "./grpc-unary-fast-path.js";
+import type { LeaderForward } from "./leader-forward.js";
 
 /**
  * requestHandler stamps every response with the server id, then hands plain
  * gRPC calls of MetadataService to the fast path and everything else to
  * `other` (the connect framing, which falls back to the JSON routes and
- * /metrics).
+ * /metrics). On a standby of a cluster that forwards, calls go to the
+ * leader instead (LeaderForward).
  */
-export function requestHandler(serverId: string, fastPath: GrpcUnaryFastPath, other: RequestHandler): RequestHandler {
-  return (req, res) => {
-    res.setHeader(SERVER_ID_HEADER, serverId);
+export function requestHandler(serverId: string, fastPath: GrpcUnaryFastPath, other: RequestHandler, forward?: LeaderForward): RequestHandler {
+  const here: RequestHandler = (req, res) => {
     const fast = req.httpVersionMajor === 2 ? fastPath.route(req as http2.Http2ServerRequest) : undefined;
     if (fast !== undefined) return void fastPath.serve(fast, req as http2.Http2ServerRequest, res as http2.Http2ServerResponse);
     other(req, res);
+  };
+  return (req, res) => {
+    res.setHeader(SERVER_ID_HEADER, serverId);
+    if (forward?.takes(req)) return void forward.forward(req, res, () => here(req, res));
+    here(req, res);
   };
 }

@@ -1,0 +1,268 @@
+import type * as http from "node:http";
+import * as http2 from "node:http2";
+import { BodyBudget } from "../../service/body-budget.js";
+import type { Leadership } from "../../service/leadership.js";
+
+/** CONNECT_MS bounds the wait for a connection to the leader: a leader that does not answer by then is taken for gone. */
+const CONNECT_MS = 1_000;
+
+/** HOP_BY_HOP are the headers of one connection, never passed on (RFC 9110 7.6.1), with HTTP/2's own. */
+const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "host", "http2-settings"]);
+
+/** LOCAL_PREFIXES are the paths a member answers itself, leader or not: health, reflection, replication (snapshots, status) and metrics. */
+const LOCAL_PREFIXES = ["/grpc.", "/hf3fs.metadata.internal.", "/metrics"];
+
+/** RETRY_MS is the pause before a call whose connection broke before its answer is sent again. */
+const RETRY_MS = 100;
+
+/** Unanswered is a call that failed before its answer began: it may be sent again (to the next leader, if this one is gone). */
+class Unanswered extends Error {}
+
+/** Unreached is a call none of which went to the leader: it goes to the next leader. */
+class Unreached extends Unanswered {}
+
+/** KeptBody is a request's body as read before it is forwarded: all of it (whole), or its start, the rest still to stream; its bytes count in the budget until release. */
+interface KeptBody {
+  readonly chunks: Buffer[];
+  readonly whole: boolean;
+  release(): void;
+}
+
+type Request = http.IncomingMessage | http2.Http2ServerRequest;
+type Response = http.ServerResponse | http2.Http2ServerResponse;
+
+/**
+ * LeaderForward passes the calls that reach a standby of a cluster to its
+ * leader, in any framing, as they came (headers, body, answer, trailers),
+ * so a client that knows one member needs no redirect (--standby-calls
+ * forward). The leader is the one the member read from etcd (Leadership);
+ * while none is known the call waits for one, at most `holdMs`, and then
+ * gets the member's own answer (NOT_LEADER or UNAVAILABLE, as without
+ * forwarding), as it does when this member leads by then. A call whose
+ * leader cannot be reached waits for the next the same way. A call whose
+ * answer began is never sent again: its outcome is the leader's.
+ */
+export class LeaderForward {
+  private connection: { url: string; session: Promise<http2.ClientHttp2Session> } | undefined;
+  private closed = false;
+
+  /** budget bounds the bytes of the bodies kept for forwarding, as the edge bounds its own (--max-buffered-bytes). */
+  private readonly budget: BodyBudget;
+
+  /**
+   * @param holdMs is how long a call waits for a leader (--startup-hold).
+   * @param maxBodyBytes bounds a body kept for resending (--max-body-bytes and the envelope).
+   */
+  constructor(
+    private readonly leadership: Leadership,
+    private readonly holdMs: number,
+    private readonly maxBodyBytes: number,
+    limits: { maxBufferedBytes: number; maxBufferedBytesPerConnection: number },
+  ) {
+    this.budget = new BodyBudget(limits.maxBufferedBytes, limits.maxBufferedBytesPerConnection);
+  }
+
+  /** takes tells whether a request goes to the leader: a call, while this member does not lead. */
+  takes(req: Request): boolean {
+    if (this.closed || this.leadership.refusal === undefined) return false;
+    const path = req.url ?? "/";
+    return !LOCAL_PREFIXES.some((prefix) => path.startsWith(prefix));
+  }
+
+  /**
+   * forward passes one call to the leader and its answer back; `here`
+   * answers it on this member instead (it leads now, or no leader came in
+   * time). The body is kept (within the limits of one body and of the
+   * buffered bytes) until the leader answers, so a call that fails before
+   * its answer begins goes again, to the next leader if that one is gone:
+   * every call of the service is safe to repeat. A body past those limits
+   * is streamed to the leader once.
+   */
+  async forward(req: Request, res: Response, here: () => void): Promise<void> {
+    const deadline = Date.now() + this.holdMs;
+    let leaderUrl = await this.leaderAfter("", deadline);
+    if (leaderUrl === "") return here(); // before the body is read: the member's own path reads it
+    const body = await this.keep(req).catch(() => undefined);
+    if (body === undefined) return abort(res, new Error("the request failed while it was read"));
+    try {
+      for (;;) {
+        try {
+          await this.send(leaderUrl, req, body, res);
+          return;
+        } catch (error) {
+          this.drop(leaderUrl);
+          if (!(error instanceof Unanswered) || !body.whole) return abort(res, error as Error);
+          // Not reached: wait for another leader. Reached but unanswered (its connection broke): the same or the next, after a pause.
+          const unreachable = error instanceof Unreached ? leaderUrl : "";
+          if (unreachable === "") await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+          leaderUrl = await this.leaderAfter(unreachable, deadline);
+          // This member leads now, or no leader came in time: the body is read, so the client gets a broken call to retry.
+          if (leaderUrl === "") return abort(res, error as Error);
+        }
+      }
+    } finally {
+      body.release();
+    }
+  }
+
+  /**
+   * keep reads a request's body into memory while it fits in one body
+   * (maxBodyBytes and the envelope) and in the budget of buffered bytes;
+   * past that it stops, and the rest is streamed (whole false).
+   */
+  private keep(req: Request): Promise<KeptBody> {
+    const connection: object = "stream" in req ? (req.stream.session ?? req.stream) : req.socket;
+    return new Promise((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      let held = 0;
+      const release = () => this.budget.give(connection, held);
+      const done = (whole: boolean) => {
+        req.off("data", onData);
+        req.off("end", onEnd);
+        req.off("error", onError);
+        resolve({ chunks, whole, release });
+      };
+      const onData = (chunk: Buffer) => {
+        chunks.push(chunk);
+        if (held + chunk.length > this.maxBodyBytes) return stop();
+        try {
+          this.budget.take(connection, chunk.length);
+          held += chunk.length;
+        } catch {
+          stop();
+        }
+      };
+      const stop = () => {
+        req.pause();
+        done(false);
+      };
+      const onEnd = () => done(true);
+      const onError = (error: Error) => {
+        release();
+        req.off("data", onData);
+        reject(error);
+      };
+      req.on("data", onData);
+      req.on("end", onEnd);
+      req.on("error", onError);
+    });
+  }
+
+  /** close ends the connection to the leader; calls that come after are answered here. */
+  close(): void {
+    this.closed = true;
+    if (this.connection !== undefined)
+      void this.connection.session.then(
+        (session) => session.close(),
+        () => undefined,
+      );
+    this.connection = undefined;
+  }
+
+  /**
+   * leaderAfter waits until this member names a leader other than `tried`
+   * (the one it could not reach), and returns its URL; "" when this member
+   * leads, or once `deadline` passed.
+   */
+  private async leaderAfter(tried: string, deadline: number): Promise<string> {
+    for (;;) {
+      const refusal = this.leadership.refusal;
+      if (refusal === undefined) return "";
+      const url = refusal.subject.leaderUrl ?? "";
+      if (url !== "" && url !== tried) return url;
+      const left = deadline - Date.now();
+      if (left <= 0 || this.closed) return "";
+      const signal = AbortSignal.timeout(left);
+      await this.leadership.next(signal);
+    }
+  }
+
+  /**
+   * send writes the call to the leader and its answer to res. Unreached
+   * when no byte of the call went out; Unanswered when the call went out
+   * but no answer began (a connection that broke); any other error once
+   * the answer began.
+   */
+  private async send(leaderUrl: string, req: Request, body: KeptBody, res: Response): Promise<void> {
+    const session = await this.session(leaderUrl);
+    const headers: http2.OutgoingHttpHeaders = { ":method": req.method ?? "POST", ":path": req.url ?? "/" };
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (name.startsWith(":") || HOP_BY_HOP.has(name) || value === undefined) continue;
+      headers[name] = value;
+    }
+    let upstream: http2.ClientHttp2Stream;
+    try {
+      upstream = session.request(headers);
+    } catch (error) {
+      throw new Unreached(`the connection to the leader at ${leaderUrl} closed: ${(error as Error).message}`); // nothing was sent
+    }
+    await new Promise<void>((resolve, reject) => {
+      let answered = false;
+      upstream.on("response", (answer) => {
+        answered = true;
+        const out: http.OutgoingHttpHeaders = {};
+        for (const [name, value] of Object.entries(answer)) if (!name.startsWith(":") && !HOP_BY_HOP.has(name) && value !== undefined) out[name] = value;
+        res.writeHead(Number(answer[":status"] ?? 502), out);
+      });
+      upstream.on("trailers", (trailers) => {
+        if (!("addTrailers" in res) || req.httpVersionMajor !== 2) return;
+        const out: http.OutgoingHttpHeaders = {};
+        for (const [name, value] of Object.entries(trailers)) if (!name.startsWith(":") && value !== undefined) out[name] = value as string | string[];
+        res.addTrailers(out);
+      });
+      upstream.on("data", (chunk: Buffer) => (res as http.ServerResponse).write(chunk));
+      upstream.on("end", () => {
+        if (!answered) return reject(new Unanswered(`the leader at ${leaderUrl} closed the call without an answer`));
+        res.end();
+        resolve();
+      });
+      upstream.on("error", (error) => reject(answered ? error : new Unanswered(error.message)));
+      for (const chunk of body.chunks) upstream.write(chunk);
+      if (body.whole) upstream.end();
+      else {
+        req.on("error", (error) => upstream.destroy(error));
+        req.pipe(upstream);
+      }
+    });
+  }
+
+  /** session is the connection to the leader at url, made once and kept while it lives; Unreached when it cannot be made within CONNECT_MS. */
+  private session(url: string): Promise<http2.ClientHttp2Session> {
+    if (this.connection?.url === url) return this.connection.session;
+    if (this.connection !== undefined) this.drop(this.connection.url);
+    const session = new Promise<http2.ClientHttp2Session>((resolve, reject) => {
+      const client = http2.connect(url);
+      const timer = setTimeout(() => client.destroy(new Error(`no connection to the leader at ${url} within ${CONNECT_MS} ms`)), CONNECT_MS);
+      client.once("connect", () => {
+        clearTimeout(timer);
+        resolve(client);
+      });
+      client.once("error", (error) => {
+        clearTimeout(timer);
+        reject(new Unreached(`cannot reach the leader at ${url}: ${error.message}`));
+      });
+      client.on("close", () => {
+        if (this.connection?.url === url) this.connection = undefined;
+      });
+      client.unref();
+    });
+    this.connection = { url, session };
+    return session;
+  }
+
+  /** drop forgets the connection to url (it failed, or the leader changed). */
+  private drop(url: string): void {
+    if (this.connection?.url !== url) return;
+    void this.connection.session.then(
+      (session) => session.destroy(),
+      () => undefined,
+    );
+    this.connection = undefined;
+  }
+}
+
+/** abort ends an answer that cannot be completed: the stream reset (HTTP/2), the connection closed (HTTP/1.1), so the client sees the failure. */
+function abort(res: Response, error: Error): void {
+  if ("stream" in res) res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+  else res.destroy(error);
+}

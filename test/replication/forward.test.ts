@@ -1,0 +1,83 @@
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import { afterEach, describe, expect, it } from "vitest";
+import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { SERVER_ID_HEADER } from "../../src/protocol/headers.js";
+import { lacking } from "../support/debian-packages.js";
+import { startEtcdCluster } from "../support/etcd-cluster.js";
+import { kill9, type Server, serving, startServer, waitForLeader } from "../support/ha-cluster.js";
+import { VllmWorker } from "../support/vllm-worker.js";
+
+const missing = lacking("the standby forwarding tests", "etcd", "requests");
+
+/** untilForwarding waits until a standby has read the leader key (it names a leader to forward to), polling a harmless call. */
+async function untilForwarding(standby: Server): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    const res = await fetch(`${standby.url}/keys/batch_exists`, { method: "POST", body: JSON.stringify({ namespace: "probe", keys: ["k"] }) });
+    if (res.status === 200) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error("the standby never forwarded a call");
+}
+
+describe.skipIf(missing !== "")("high availability on etcd: standbys forward calls to the leader (--standby-calls forward, the default)", () => {
+  let servers: Server[] = [];
+  afterEach(() => {
+    servers = [];
+  });
+
+  it("in every framing, with the leader's answers, while the standby keeps answering health itself", async () => {
+    const etcd = await startEtcdCluster(1);
+    servers = await Promise.all([startServer(etcd), startServer(etcd)]);
+    const leader = await waitForLeader(servers);
+    const standby = servers.find((s) => s !== leader)!;
+    await untilForwarding(standby);
+    // vLLM's JSON: answered, no redirect.
+    const json = (path: string, body: unknown) =>
+      fetch(`${standby.url}${path}`, { method: "POST", body: JSON.stringify(body), redirect: "manual" }).then(async (r) => ({
+        status: r.status,
+        body: await r.json(),
+        serverId: r.headers.get(SERVER_ID_HEADER),
+      }));
+    expect(await json("/rank/0/initialize", { num_pages: 16 })).toMatchObject({ status: 200, body: { message: "rank 0 initialized with 16 pages" } });
+    expect(await json("/keys/batch_allocate", { rank: 0, keys: [["k", ""]] })).toMatchObject({ status: 200, body: { rank: 0, results: [["k", 0]] } });
+    expect((await fetch(`${standby.url}/keys/confirm_write`, { method: "POST", body: JSON.stringify({ rank: 0, confirmations: [["k", 0]] }) })).status).toBe(
+      204,
+    );
+    // An error is the leader's too: status, reason and body.
+    expect(await json("/keys/batch_allocate", { rank: 7, keys: [["k", ""]] })).toMatchObject({ status: 404, body: { reason: "REASON_RANK_NOT_INITIALIZED" } });
+    // gRPC (the fast path's framing), Connect and gRPC-Web, each straight to the standby with no client of its own routing.
+    for (const transport of [createGrpcTransport, createConnectTransport, createGrpcWebTransport]) {
+      const client = createClient(MetadataService, transport({ baseUrl: standby.url, httpVersion: transport === createGrpcTransport ? "2" : "1.1" }));
+      expect((await client.getLocations({ rank: 0, keys: ["k", "none"] })).pages).toEqual([0, -1]);
+      await expect(client.confirmWrite({ rank: 0, keys: ["other"], pages: [0] })).rejects.toThrow(/RESERVATION_NOT_FOUND|no reservation/);
+    }
+    // Health is each member's own: the standby does not serve MetadataService, whatever it forwards.
+    expect(await serving(standby, "")).toBe(true);
+    expect(await serving(standby, MetadataService.typeName)).toBe(false);
+  }, 60_000);
+
+  it("kill -9 of the leader, not restarted, then of the next: an unmodified vLLM client given one standby sees no error and loses nothing", async () => {
+    const etcd = await startEtcdCluster(3);
+    servers = await Promise.all([0, 1, 2].map(() => startServer(etcd)));
+    const first = await waitForLeader(servers);
+    const member = servers.find((s) => s !== first)!;
+    await untilForwarding(member);
+    const worker = VllmWorker.start(member.url, 2, 4_096, 0);
+    await worker.progress(5);
+    let killed = 0;
+    for (let round = 0; round < 2; round++) {
+      const leader = await waitForLeader(servers);
+      if (leader === member) break; // the member the client knows leads now: it serves the calls itself
+      await kill9(leader);
+      killed++;
+      await worker.progress(5);
+    }
+    const summary = await worker.stop();
+    console.log(`vLLM-policy worker across ${killed} leaders killed for good: ${JSON.stringify({ ...summary, errors: summary.errors.length })}`);
+    expect(killed).toBeGreaterThanOrEqual(1);
+    expect(summary.errors).toEqual([]);
+    expect(summary.lost).toBe(0);
+  }, 120_000);
+});
