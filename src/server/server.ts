@@ -158,6 +158,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
   const listener = new DualProtocolListener(requestHandler(serverId, new GrpcUnaryFastPath(service, edge), connect, forward), { ...limits, tls: config.tls });
   const port = typeof config.port === "number" ? await listener.listen(limits.host, config.port) : listener.adopt(config.port);
   const url = serverUrl(limits.host, port, config.tls !== undefined);
+  if (forward !== undefined) forward.selfUrl = url;
 
   const expiry = setInterval(() => {
     if (lifecycle.starting) return; // the state is still loading

@@ -45,6 +45,8 @@ type Response = http.ServerResponse | http2.Http2ServerResponse;
 export class LeaderForward {
   private connection: { url: string; session: Promise<http2.ClientHttp2Session> } | undefined;
   private closed = false;
+  /** selfUrl is this member's own URL (set once it listens): a call whose body was read when the member came to lead goes there. */
+  selfUrl = "";
 
   /** budget bounds the bytes of the bodies kept for forwarding, as the edge bounds its own (--max-buffered-bytes). */
   private readonly budget: BodyBudget;
@@ -96,7 +98,9 @@ export class LeaderForward {
           const unreachable = error instanceof Unreached ? leaderUrl : "";
           if (unreachable === "") await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
           leaderUrl = await this.leaderAfter(unreachable, deadline);
-          // This member leads now, or no leader came in time: the body is read, so the client gets a broken call to retry.
+          // This member leads now: the body is read, so the call goes through this member's own port to its own path.
+          if (leaderUrl === "" && this.leadership.refusal === undefined) leaderUrl = this.selfUrl;
+          // No leader came in time: the client gets a call refused, to retry.
           if (leaderUrl === "") return abort(res, error as Error);
         }
       }
@@ -261,8 +265,13 @@ export class LeaderForward {
   }
 }
 
-/** abort ends an answer that cannot be completed: the stream reset (HTTP/2), the connection closed (HTTP/1.1), so the client sees the failure. */
+/**
+ * abort ends an answer that cannot be completed so the client sees the
+ * failure: the stream refused (HTTP/2 REFUSED_STREAM, which gRPC clients
+ * read as UNAVAILABLE, to retry: every call is safe to repeat), the
+ * connection closed (HTTP/1.1).
+ */
 function abort(res: Response, error: Error): void {
-  if ("stream" in res) res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+  if ("stream" in res) res.stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
   else res.destroy(error);
 }
