@@ -9,8 +9,18 @@ const CONNECT_MS = 1_000;
 /** HOP_BY_HOP are the headers of one connection, never passed on (RFC 9110 7.6.1), with HTTP/2's own. */
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "host", "http2-settings"]);
 
+/** GRPC_STATUS are the headers of a gRPC status, which end an answer (in its trailers, or in the headers of an answer of trailers only). */
+const GRPC_STATUS = new Set(["grpc-status", "grpc-message", "grpc-status-details-bin"]);
+
 /** LOCAL_PREFIXES are the paths a member answers itself, leader or not: health, reflection, replication (snapshots, status) and metrics. */
 const LOCAL_PREFIXES = ["/grpc.", "/hf3fs.metadata.internal.", "/metrics"];
+
+/**
+ * FORWARDED marks a call a standby forwarded. A member answers such a call
+ * itself, leader or not, so a call never goes round between members whose
+ * views of the leader are both stale for a moment.
+ */
+const FORWARDED = "hf3fs-forwarded-by";
 
 /** RETRY_MS is the pause before a call whose connection broke before its answer is sent again. */
 const RETRY_MS = 100;
@@ -66,7 +76,7 @@ export class LeaderForward {
 
   /** takes tells whether a request goes to the leader: a call, while this member does not lead. */
   takes(req: Request): boolean {
-    if (this.closed || this.leadership.refusal === undefined) return false;
+    if (this.closed || this.leadership.refusal === undefined || req.headers[FORWARDED] !== undefined) return false;
     const path = req.url ?? "/";
     return !LOCAL_PREFIXES.some((prefix) => path.startsWith(prefix));
   }
@@ -189,9 +199,9 @@ export class LeaderForward {
    */
   private async send(leaderUrl: string, req: Request, body: KeptBody, res: Response): Promise<void> {
     const session = await this.session(leaderUrl);
-    const headers: http2.OutgoingHttpHeaders = { ":method": req.method ?? "POST", ":path": req.url ?? "/" };
+    const headers: http2.OutgoingHttpHeaders = { ":method": req.method ?? "POST", ":path": req.url ?? "/", [FORWARDED]: this.selfUrl || "a standby" };
     for (const [name, value] of Object.entries(req.headers)) {
-      if (name.startsWith(":") || HOP_BY_HOP.has(name) || value === undefined) continue;
+      if (name.startsWith(":") || HOP_BY_HOP.has(name) || name === FORWARDED || value === undefined) continue;
       headers[name] = value;
     }
     let upstream: http2.ClientHttp2Stream;
@@ -202,11 +212,19 @@ export class LeaderForward {
     }
     await new Promise<void>((resolve, reject) => {
       let answered = false;
+      let ended = false;
       upstream.on("response", (answer) => {
         answered = true;
         const out: http.OutgoingHttpHeaders = {};
-        for (const [name, value] of Object.entries(answer)) if (!name.startsWith(":") && !HOP_BY_HOP.has(name) && value !== undefined) out[name] = value;
+        const status: http.OutgoingHttpHeaders = {};
+        for (const [name, value] of Object.entries(answer)) {
+          if (name.startsWith(":") || HOP_BY_HOP.has(name) || value === undefined) continue;
+          // A gRPC answer of trailers only (an error) carries its status in its headers: it goes on as headers, then trailers.
+          if (GRPC_STATUS.has(name) && req.httpVersionMajor === 2) status[name] = value;
+          else out[name] = value;
+        }
         res.writeHead(Number(answer[":status"] ?? 502), out);
+        if (Object.keys(status).length > 0) (res as http2.Http2ServerResponse).addTrailers(status);
       });
       upstream.on("trailers", (trailers) => {
         if (!("addTrailers" in res) || req.httpVersionMajor !== 2) return;
@@ -216,9 +234,15 @@ export class LeaderForward {
       });
       upstream.on("data", (chunk: Buffer) => (res as http.ServerResponse).write(chunk));
       upstream.on("end", () => {
-        if (!answered) return reject(new Unanswered(`the leader at ${leaderUrl} closed the call without an answer`));
-        res.end();
-        resolve();
+        ended = true;
+      });
+      // Only a stream that ended and closed without a reset is a whole answer: a leader killed mid-answer ends it early, or resets it.
+      upstream.on("close", () => {
+        if (ended && answered && upstream.rstCode === http2.constants.NGHTTP2_NO_ERROR) {
+          res.end();
+          resolve();
+        } else if (answered) reject(new Error(`the leader at ${leaderUrl} broke off its answer`));
+        else reject(new Unanswered(`the leader at ${leaderUrl} closed the call without an answer`));
       });
       upstream.on("error", (error) => reject(answered ? error : new Unanswered(error.message)));
       for (const chunk of body.chunks) upstream.write(chunk);
@@ -266,12 +290,32 @@ export class LeaderForward {
 }
 
 /**
- * abort ends an answer that cannot be completed so the client sees the
- * failure: the stream refused (HTTP/2 REFUSED_STREAM, which gRPC clients
- * read as UNAVAILABLE, to retry: every call is safe to repeat), the
+ * abort ends a call that could not be forwarded so that its client sees a
+ * failure to retry (every call is safe to repeat). Before the answer began:
+ * UNAVAILABLE in the request's framing (gRPC and gRPC-Web in trailers, a
+ * 503 whose JSON body is both a Connect error and a JSON route's).
+ * After: the stream reset (HTTP/2 CANCEL, a torn-down call), or the
  * connection closed (HTTP/1.1).
  */
 function abort(res: Response, error: Error): void {
-  if ("stream" in res) res.stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
-  else res.destroy(error);
+  if (res.headersSent) {
+    if ("stream" in res) res.stream.close(http2.constants.NGHTTP2_CANCEL);
+    else res.destroy(error);
+    return;
+  }
+  const message = `this standby could not forward the call to the leader: ${error.message}`;
+  const type = String(res.req.headers["content-type"] ?? "");
+  if (type.startsWith("application/grpc")) {
+    const status = { "grpc-status": "14", "grpc-message": encodeURIComponent(message) };
+    if (type.startsWith("application/grpc-web") || !("addTrailers" in res) || res.req.httpVersionMajor !== 2) {
+      res.writeHead(200, { "content-type": type, ...status });
+    } else {
+      res.writeHead(200, { "content-type": type });
+      (res as http2.Http2ServerResponse).addTrailers(status);
+    }
+    res.end();
+    return;
+  }
+  res.writeHead(503, { "content-type": "application/json" });
+  res.end(JSON.stringify({ code: "unavailable", message, detail: message, reason: "REASON_NOT_LEADER" }));
 }
