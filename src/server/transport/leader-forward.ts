@@ -95,7 +95,7 @@ export class LeaderForward {
     let leaderUrl = await this.leaderAfter("", deadline);
     if (leaderUrl === "") return here(); // before the body is read: the member's own path reads it
     const body = await this.keep(req).catch(() => undefined);
-    if (body === undefined) return abort(res, new Error("the request failed while it was read"));
+    if (body === undefined) return abort(res, new Error("the request failed while it was read"), false);
     try {
       for (;;) {
         try {
@@ -103,7 +103,7 @@ export class LeaderForward {
           return;
         } catch (error) {
           this.drop(leaderUrl);
-          if (!(error instanceof Unanswered) || !body.whole) return abort(res, error as Error);
+          if (!(error instanceof Unanswered) || !body.whole) return abort(res, error as Error, !(error instanceof Unanswered));
           // Not reached: wait for another leader. Reached but unanswered (its connection broke): the same or the next, after a pause.
           const unreachable = error instanceof Unreached ? leaderUrl : "";
           if (unreachable === "") await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
@@ -111,7 +111,7 @@ export class LeaderForward {
           // This member leads now: the body is read, so the call goes through this member's own port to its own path.
           if (leaderUrl === "" && this.leadership.refusal === undefined) leaderUrl = this.selfUrl;
           // No leader came in time: the client gets a call refused, to retry.
-          if (leaderUrl === "") return abort(res, error as Error);
+          if (leaderUrl === "") return abort(res, error as Error, false);
         }
       }
     } finally {
@@ -213,37 +213,60 @@ export class LeaderForward {
     await new Promise<void>((resolve, reject) => {
       let answered = false;
       let ended = false;
-      upstream.on("response", (answer) => {
-        answered = true;
-        const out: http.OutgoingHttpHeaders = {};
-        const status: http.OutgoingHttpHeaders = {};
-        for (const [name, value] of Object.entries(answer)) {
-          if (name.startsWith(":") || HOP_BY_HOP.has(name) || value === undefined) continue;
-          // A gRPC answer of trailers only (an error) carries its status in its headers: it goes on as headers, then trailers.
-          if (GRPC_STATUS.has(name) && req.httpVersionMajor === 2) status[name] = value;
-          else out[name] = value;
-        }
-        res.writeHead(Number(answer[":status"] ?? 502), out);
-        if (Object.keys(status).length > 0) (res as http2.Http2ServerResponse).addTrailers(status);
-      });
-      upstream.on("trailers", (trailers) => {
-        if (!("addTrailers" in res) || req.httpVersionMajor !== 2) return;
-        const out: http.OutgoingHttpHeaders = {};
-        for (const [name, value] of Object.entries(trailers)) if (!name.startsWith(":") && value !== undefined) out[name] = value as string | string[];
-        res.addTrailers(out);
-      });
-      upstream.on("data", (chunk: Buffer) => (res as http.ServerResponse).write(chunk));
+      // What the handlers write to res may throw (the client went away): that fails this call, never the process.
+      const guarded =
+        <A extends unknown[]>(handle: (...args: A) => void) =>
+        (...args: A) => {
+          try {
+            handle(...args);
+          } catch (error) {
+            upstream.destroy();
+            reject(error);
+          }
+        };
+      upstream.on(
+        "response",
+        guarded((answer: http2.IncomingHttpHeaders & http2.IncomingHttpStatusHeader) => {
+          answered = true;
+          const out: http.OutgoingHttpHeaders = {};
+          const status: http.OutgoingHttpHeaders = {};
+          for (const [name, value] of Object.entries(answer)) {
+            if (name.startsWith(":") || HOP_BY_HOP.has(name) || value === undefined) continue;
+            // A gRPC answer of trailers only (an error) carries its status in its headers: it goes on as headers, then trailers.
+            if (GRPC_STATUS.has(name) && req.httpVersionMajor === 2) status[name] = value;
+            else out[name] = value;
+          }
+          res.writeHead(Number(answer[":status"] ?? 502), out);
+          if (Object.keys(status).length > 0) (res as http2.Http2ServerResponse).addTrailers(status);
+        }),
+      );
+      upstream.on(
+        "trailers",
+        guarded((trailers: http2.IncomingHttpHeaders) => {
+          if (!("addTrailers" in res) || req.httpVersionMajor !== 2) return;
+          const out: http.OutgoingHttpHeaders = {};
+          for (const [name, value] of Object.entries(trailers)) if (!name.startsWith(":") && value !== undefined) out[name] = value as string | string[];
+          res.addTrailers(out);
+        }),
+      );
+      upstream.on(
+        "data",
+        guarded((chunk: Buffer) => void (res as http.ServerResponse).write(chunk)),
+      );
       upstream.on("end", () => {
         ended = true;
       });
       // Only a stream that ended and closed without a reset is a whole answer: a leader killed mid-answer ends it early, or resets it.
-      upstream.on("close", () => {
-        if (ended && answered && upstream.rstCode === http2.constants.NGHTTP2_NO_ERROR) {
-          res.end();
-          resolve();
-        } else if (answered) reject(new Error(`the leader at ${leaderUrl} broke off its answer`));
-        else reject(new Unanswered(`the leader at ${leaderUrl} closed the call without an answer`));
-      });
+      upstream.on(
+        "close",
+        guarded(() => {
+          if (ended && answered && upstream.rstCode === http2.constants.NGHTTP2_NO_ERROR) {
+            res.end();
+            resolve();
+          } else if (answered) reject(new Error(`the leader at ${leaderUrl} broke off its answer`));
+          else reject(new Unanswered(`the leader at ${leaderUrl} closed the call without an answer`));
+        }),
+      );
       upstream.on("error", (error) => reject(answered ? error : new Unanswered(error.message)));
       for (const chunk of body.chunks) upstream.write(chunk);
       if (body.whole) upstream.end();
@@ -265,12 +288,14 @@ export class LeaderForward {
         clearTimeout(timer);
         resolve(client);
       });
-      client.once("error", (error) => {
+      // Every error, the first or a later one (the leader died under a live connection), ends this connection; none may go unheard.
+      client.on("error", (error) => {
         clearTimeout(timer);
         reject(new Unreached(`cannot reach the leader at ${url}: ${error.message}`));
+        if (this.connection?.session === session) this.connection = undefined;
       });
       client.on("close", () => {
-        if (this.connection?.url === url) this.connection = undefined;
+        if (this.connection?.session === session) this.connection = undefined;
       });
       client.unref();
     });
@@ -294,11 +319,11 @@ export class LeaderForward {
  * failure to retry (every call is safe to repeat). Before the answer began:
  * UNAVAILABLE in the request's framing (gRPC and gRPC-Web in trailers, a
  * 503 whose JSON body is both a Connect error and a JSON route's).
- * After: the stream reset (HTTP/2 CANCEL, a torn-down call), or the
+ * After (`began`: its head was written, if not yet sent): the stream reset (HTTP/2 CANCEL, a torn-down call), or the
  * connection closed (HTTP/1.1).
  */
-function abort(res: Response, error: Error): void {
-  if (res.headersSent) {
+function abort(res: Response, error: Error, began: boolean): void {
+  if (began || res.headersSent) {
     if ("stream" in res) res.stream.close(http2.constants.NGHTTP2_CANCEL);
     else res.destroy(error);
     return;

@@ -1,0 +1,91 @@
+import * as http from "node:http";
+import * as http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { LeaderForward } from "../../src/server/transport/leader-forward.js";
+import { Leadership } from "../../src/service/leadership.js";
+import { freePort } from "../support/test-server.js";
+
+const LIMITS = { maxBufferedBytes: 1 << 20, maxBufferedBytesPerConnection: 1 << 20 };
+const closing: (() => void)[] = [];
+afterEach(() => {
+  for (const close of closing.splice(0)) close();
+});
+
+/** leader starts an HTTP/2 server that answers each call with `answer` (given the call's number from 0), and returns its URL. */
+async function leader(answer: (call: number, stream: http2.ServerHttp2Stream, body: string) => void): Promise<string> {
+  let calls = 0;
+  const server = http2.createServer();
+  server.on("stream", (stream) => {
+    stream.on("error", () => undefined); // a stream the test breaks on purpose
+    const chunks: Buffer[] = [];
+    stream.on("data", (chunk: Buffer) => chunks.push(chunk));
+    stream.on("end", () => answer(calls++, stream, Buffer.concat(chunks).toString()));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  closing.push(() => server.close());
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/** standby starts an HTTP/1.1 server that forwards every call to the leader its Leadership names, and returns its URL. */
+async function standby(leaderUrl: string, holdMs = 2_000): Promise<string> {
+  const leadership = new Leadership();
+  leadership.follow(leaderUrl, true);
+  const forward = new LeaderForward(leadership, holdMs, 1 << 16, LIMITS);
+  const server = http.createServer((req, res) => {
+    expect(forward.takes(req)).toBe(true);
+    void forward.forward(req, res, () => res.writeHead(500).end("answered here"));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  closing.push(() => {
+    forward.close();
+    server.close();
+  });
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+const post = (url: string, body: string) => fetch(`${url}/keys/batch_exists`, { method: "POST", body }).then(async (r) => [r.status, await r.text()]);
+
+describe("a standby's forwarding of calls (LeaderForward)", () => {
+  it("passes a call to the leader and its answer back, status, headers and body", async () => {
+    const url = await standby(
+      await leader((_, stream, body) => {
+        stream.respond({ ":status": 200, "x-answer": "yes" });
+        stream.end(`echo ${body}`);
+      }),
+    );
+    const res = await fetch(`${url}/keys/batch_exists`, { method: "POST", body: "k" });
+    expect([res.status, res.headers.get("x-answer"), await res.text()]).toEqual([200, "yes", "echo k"]);
+  });
+
+  it("sends a call again, with its body, when the leader's connection broke before any answer", async () => {
+    const url = await standby(
+      await leader((call, stream, body) => {
+        if (call === 0) return void stream.session?.destroy(); // as a leader killed under the call
+        stream.respond({ ":status": 200 });
+        stream.end(`second try: ${body}`);
+      }),
+    );
+    expect(await post(url, "the body")).toEqual([200, "second try: the body"]);
+  });
+
+  it("fails the call, and only it, when the leader breaks off an answer it began", async () => {
+    const url = await standby(
+      await leader((_, stream) => {
+        stream.respond({ ":status": 200 });
+        stream.write("half an answ");
+        setTimeout(() => stream.session?.destroy(), 20); // as a leader killed mid-answer
+      }),
+    );
+    await expect(post(url, "k")).rejects.toThrow();
+    // The standby goes on serving: the next call is forwarded too (and broken off by this leader the same way).
+    await expect(post(url, "k")).rejects.toThrow();
+  });
+
+  it("answers UNAVAILABLE in the call's framing when no leader can be reached within the hold", async () => {
+    const url = await standby(`http://127.0.0.1:${await freePort()}`, 300);
+    const [status, body] = await post(url, "k");
+    expect(status).toBe(503);
+    expect(JSON.parse(body as string)).toMatchObject({ code: "unavailable", reason: "REASON_NOT_LEADER" });
+  });
+});
