@@ -53,14 +53,16 @@ describe.skipIf(missing !== "")("high availability on etcd: standbys forward cal
       expect((await client.getLocations({ rank: 0, keys: ["k", "none"] })).pages).toEqual([0, -1]);
       await expect(client.confirmWrite({ rank: 0, keys: ["other"], pages: [0] })).rejects.toThrow(/RESERVATION_NOT_FOUND|no reservation/);
     }
-    // A call another member forwarded is answered here, never passed on again (no call goes round between stale members).
+    // A call another member forwarded is answered here, never passed on again (no call goes round between stale members),
+    // and never redirected either (the leader it would name may be gone by the time the client gets there): 503, to send again.
     const again = await fetch(`${standby.url}/rank/0/initialize`, {
       method: "POST",
       headers: { "hf3fs-forwarded-by": "http://another-member:18000" },
       body: JSON.stringify({ num_pages: 16 }),
       redirect: "manual",
     });
-    expect(again.status).toBe(307);
+    expect([again.status, again.headers.get("location")]).toEqual([503, null]);
+    expect(await again.json()).toMatchObject({ reason: "REASON_NOT_LEADER" });
     // Health is each member's own: the standby does not serve MetadataService, whatever it forwards.
     expect(await serving(standby, "")).toBe(true);
     expect(await serving(standby, MetadataService.typeName)).toBe(false);

@@ -25,8 +25,9 @@ export interface ErrorBody {
  * jsonRouter is the framing of the JSON dialects (POST, body
  * application/json): it finds the route, runs it through the edge, and
  * writes the reply, or the edge's error as an ErrorBody with its HTTP status.
+ * With `redirect`, a standby's NOT_LEADER naming the leader is a 307 to it.
  */
-export function jsonRouter(ledger: { readonly state: MetadataState }, edge: Edge, routes: readonly JsonRoute[]) {
+export function jsonRouter(ledger: { readonly state: MetadataState }, edge: Edge, routes: readonly JsonRoute[], redirect = true) {
   return async (req: Request, res: Response): Promise<void> => {
     const path = (req.url ?? "/").split("?")[0]!;
     const { route, params } = match(routes, path);
@@ -41,8 +42,9 @@ export function jsonRouter(ledger: { readonly state: MetadataState }, edge: Edge
     } catch (error) {
       reply = errorReply(error as ConnectError); // the edge throws nothing else
       const leaderUrl = leaderUrlOf(error as ConnectError);
-      // A standby sends the call to the leader: 307 keeps method and body (vLLM's and SGLang's clients use requests, which follows it).
-      if (leaderUrl !== "") reply = { ...reply, status: 307, headers: { location: `${leaderUrl}${req.url ?? path}` } };
+      // A standby that refuses calls sends them to the leader: 307 keeps method and body (vLLM's and SGLang's clients use requests,
+      // which follows it). One that forwards never redirects: a call it answers itself gets 503, for the client to send again.
+      if (redirect && leaderUrl !== "") reply = { ...reply, status: 307, headers: { location: `${leaderUrl}${req.url ?? path}` } };
     }
     send(req, res, reply);
   };
