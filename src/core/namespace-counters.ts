@@ -54,3 +54,8 @@ export type EventCounts = Record<Extract<Counter, { kind: "counter" }>["field"],
 export function zeroEventCounts(): EventCounts {
   return Object.fromEntries(NAMESPACE_COUNTERS.filter((c) => c.kind === "counter").map((c) => [c.field, 0])) as EventCounts;
 }
+
+/** addCounts adds every counter of `more` into `into` (a namespace's counts over its parts, or many namespaces' in one series). */
+export function addCounts(into: NamespaceCounts, more: NamespaceCounts): void {
+  for (const field of Object.keys(into) as (keyof NamespaceCounts)[]) into[field] += more[field];
+}

@@ -1,6 +1,6 @@
 import { KeyScope } from "./key-scope.js";
 import type { Namespace } from "./namespace.js";
-import type { NamespaceCounts } from "./namespace-counters.js";
+import { addCounts, type NamespaceCounts } from "./namespace-counters.js";
 import type { Registry } from "./registry.js";
 
 /** RankStatsView counts the pages of a rank. */
@@ -44,10 +44,7 @@ export function statsOf(parts: readonly Namespace[]): NamespaceStatsView {
     .sort((a, b) => a.rank - b.rank)
     .map((rank) => ({ rank: rank.rank, numPages: rank.numPages, freePages: rank.freePages, reservedPages: rank.reservedPages, usedPages: rank.usedPages }));
   const counts = first.counts();
-  for (const ns of parts.slice(1)) {
-    const more = ns.counts();
-    for (const field of Object.keys(counts) as (keyof NamespaceCounts)[]) counts[field] += more[field];
-  }
+  for (const ns of parts.slice(1)) addCounts(counts, ns.counts());
   const keyScope = first.scopedRank === undefined ? KeyScope.NAMESPACE : KeyScope.RANK;
   return { namespace: first.label, worldSize: first.worldSize, keyScope, ranks, ...counts };
 }

@@ -1,4 +1,4 @@
-import type { NamespaceCounts } from "../core/namespace-counters.js";
+import { addCounts, type NamespaceCounts } from "../core/namespace-counters.js";
 import type { MetadataState } from "../core/state.js";
 
 /** OTHER is the namespace label of the namespaces summed together, and the rank label of their ranks. */
@@ -73,8 +73,4 @@ export function metricsSnapshot(state: MetadataState, limits: MetricsLimits = ME
 
 function zeroCounts(like: NamespaceCounts): NamespaceCounts {
   return Object.fromEntries(Object.keys(like).map((field) => [field, 0])) as NamespaceCounts;
-}
-
-function addCounts(into: NamespaceCounts, more: NamespaceCounts): void {
-  for (const field of Object.keys(into) as (keyof NamespaceCounts)[]) into[field] += more[field];
 }

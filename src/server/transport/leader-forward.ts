@@ -324,8 +324,7 @@ export class LeaderForward {
  */
 function abort(res: Response, error: Error, began: boolean): void {
   if (began || res.headersSent) {
-    if ("stream" in res) res.stream.close(http2.constants.NGHTTP2_CANCEL);
-    else res.destroy(error);
+    breakOff(res, error);
     return;
   }
   const message = `this standby could not forward the call to the leader: ${error.message}`;
@@ -343,4 +342,10 @@ function abort(res: Response, error: Error, began: boolean): void {
   }
   res.writeHead(503, { "content-type": "application/json" });
   res.end(JSON.stringify({ code: "unavailable", message, detail: message, reason: "REASON_NOT_LEADER" }));
+}
+
+/** breakOff ends a call whose answer cannot be written (any more): its stream reset (HTTP/2 CANCEL, a torn-down call), its connection closed (HTTP/1.1). */
+export function breakOff(res: Response, error: Error): void {
+  if ("stream" in res) res.stream.close(http2.constants.NGHTTP2_CANCEL);
+  else res.destroy(error);
 }

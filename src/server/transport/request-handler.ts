@@ -1,8 +1,8 @@
-import * as http2 from "node:http2";
+import type * as http2 from "node:http2";
 import { SERVER_ID_HEADER } from "../../protocol/headers.js";
 import type { RequestHandler } from "./dual-protocol-listener.js";
 import type { GrpcUnaryFastPath } from "./grpc-unary-fast-path.js";
-import type { LeaderForward } from "./leader-forward.js";
+import { breakOff, type LeaderForward } from "./leader-forward.js";
 
 /**
  * requestHandler stamps every response with the server id, then hands plain
@@ -20,13 +20,7 @@ export function requestHandler(serverId: string, fastPath: GrpcUnaryFastPath, ot
   return (req, res) => {
     res.setHeader(SERVER_ID_HEADER, serverId);
     // A forward never fails the process: whatever it did not foresee ends this call alone.
-    if (forward?.takes(req)) return void forward.forward(req, res, () => here(req, res)).catch((error: Error) => endBroken(res, error));
+    if (forward?.takes(req)) return void forward.forward(req, res, () => here(req, res)).catch((error: Error) => breakOff(res, error));
     here(req, res);
   };
-}
-
-/** endBroken ends a call that failed where no answer could be written: its stream or its connection closed. */
-function endBroken(res: Parameters<RequestHandler>[1], error: Error): void {
-  if ("stream" in res) res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
-  else res.destroy(error);
 }
