@@ -17,7 +17,7 @@ export interface InitializeRankResult {
  * initializeRank creates a rank, or checks that it exists with the same
  * parameters. A scheduler keeps no state; any other role (unspecified
  * included) is a worker. The first rank of a namespace fixes its KeyScope
- * (NAMESPACE unless given).
+ * (NAMESPACE unless given, by keyScope or for a new namespace newKeyScope).
  */
 export function initializeRank(
   registry: Registry,
@@ -27,6 +27,7 @@ export function initializeRank(
   worldSize: number,
   role: Role = Role.WORKER,
   keyScope: KeyScope = KeyScope.UNSPECIFIED,
+  newKeyScope: KeyScope = KeyScope.UNSPECIFIED,
 ): InitializeRankResult {
   const name = namespaceName(namespace, registry.options);
   checkUint32(rankNo, "rank");
@@ -60,7 +61,7 @@ export function initializeRank(
       field: "key_scope",
     });
   }
-  const perRank = (current === KeyScope.UNSPECIFIED ? keyScope : current) === KeyScope.RANK;
+  const perRank = (current !== KeyScope.UNSPECIFIED ? current : keyScope !== KeyScope.UNSPECIFIED ? keyScope : newKeyScope) === KeyScope.RANK;
   // A namespace of KEY_SCOPE_RANK is one namespace per rank inside; its ranks share its world_size and its limits.
   const parts = registry.parts(name);
   const declared = parts[0]?.worldSize;

@@ -99,7 +99,8 @@ export class MetadataState {
 
   /**
    * initializeRank creates a rank, or checks that it exists with the same
-   * parameters (rank-admin.ts).
+   * parameters (rank-admin.ts); a new namespace takes keyScope, or
+   * newKeyScope when that is unspecified.
    */
   initializeRank(
     namespace: string,
@@ -108,8 +109,9 @@ export class MetadataState {
     worldSize: number,
     role: Role = Role.WORKER,
     keyScope: KeyScope = KeyScope.UNSPECIFIED,
+    newKeyScope: KeyScope = KeyScope.UNSPECIFIED,
   ): InitializeRankResult {
-    return initializeRank(this.registry, namespace, rankNo, numPages, worldSize, role, keyScope);
+    return initializeRank(this.registry, namespace, rankNo, numPages, worldSize, role, keyScope, newKeyScope);
   }
 
   /** dropRank removes a rank, an admin's call (rank-admin.ts); returns how many keys were forgotten. */

@@ -22,7 +22,7 @@ import { commit, type Ledger } from "../service/ledger.js";
 import { Lifecycle } from "../service/lifecycle.js";
 import { bufferedBytesFor, type LimitOptions } from "../service/limit-options.js";
 import { type LagSampler, LoadShedder, loopLagSampler } from "../service/load-shedder.js";
-import { metadataService } from "../service/metadata-service.js";
+import { localCalls, metadataService } from "../service/metadata-service.js";
 import { reflectionService } from "../service/reflection-service.js";
 import type { Logger } from "./logger.js";
 import { type ClusterView, Metrics } from "./metrics.js";
@@ -139,7 +139,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     [file_hf3fs_metadata_v1_metadata, file_grpc_health_v1_health, file_grpc_reflection_v1_reflection, file_grpc_reflection_v1alpha_reflection],
     SERVICES,
   );
-  const json = jsonRouter(ledger, edge, [...vllmRoutes(limits.vllmWorldSize), ...sglangRoutes], limits.standbyCalls === "refuse");
+  const json = jsonRouter(localCalls(service), edge, [...vllmRoutes(limits.vllmWorldSize), ...sglangRoutes], limits.standbyCalls === "refuse");
   const openServices = (router: Parameters<Parameters<typeof connectFraming>[2]>[0]) => {
     router.service(Health, healthService(lifecycle, [MetadataService.typeName], shedder, config.leadership));
     router.service(ReflectionV1, reflection);

@@ -1,9 +1,15 @@
-import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { ServiceImpl } from "@connectrpc/connect";
-import type { MetadataService, NamespaceStatsSchema } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { MetadataService, type NamespaceStatsSchema } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { NAMESPACE_COUNTERS } from "../core/namespace-counters.js";
+import { actedRank, askedRank } from "../core/rank-view.js";
 import type { MetadataState, NamespaceStatsView } from "../core/state.js";
 import { keysOf } from "./key-bytes.js";
+import type { MetadataCalls, MethodName, RequestOf } from "./metadata-calls.js";
+
+/** LocalService is MetadataService on this process's state: connect-node serves it, and the JSON routes call it (localCalls). */
+export type LocalService = {
+  [M in MethodName]: (request: RequestOf<M>) => Promise<MessageInitShape<(typeof MetadataService.method)[M]["output"]>>;
+};
 
 /**
  * metadataService implements MetadataService on the ledger's state (read at
@@ -12,10 +18,10 @@ import { keysOf } from "./key-bytes.js";
  * before the reply and maps errors to status codes, whichever framing
  * serves the call.
  */
-export function metadataService(ledger: { readonly state: MetadataState }, serverId: string): ServiceImpl<typeof MetadataService> {
+export function metadataService(ledger: { readonly state: MetadataState }, serverId: string): LocalService {
   return {
     async initializeRank(req) {
-      return { ...ledger.state.initializeRank(req.namespace, req.rank, req.numPages, req.worldSize, req.role, req.keyScope), serverId };
+      return { ...ledger.state.initializeRank(req.namespace, req.rank, req.numPages, req.worldSize, req.role, req.keyScope, req.newKeyScope), serverId };
     },
     async batchAllocate(req) {
       return ledger.state.batchAllocate(req.namespace, req.rank, keysOf(req, "keys"), keysOf(req, "prefixKeys"));
@@ -24,16 +30,17 @@ export function metadataService(ledger: { readonly state: MetadataState }, serve
       return ledger.state.confirmWrite(req.namespace, req.rank, keysOf(req, "keys"), req.pages, req.pagesToRelease, req.keysToRelease);
     },
     async batchExists(req) {
-      return { exists: ledger.state.batchExists(req.namespace, keysOf(req, "keys"), req.rank) };
+      return { exists: ledger.state.batchExists(req.namespace, keysOf(req, "keys"), askedRank(ledger.state, req.namespace, req)) };
     },
     async getLocations(req) {
       return { pages: ledger.state.getLocations(req.namespace, req.rank, keysOf(req, "keys"), req.includeIncomplete) };
     },
     async deleteKeys(req) {
-      return { deleted: ledger.state.deleteKeys(req.namespace, req.keys, req.rank) };
+      return { deleted: ledger.state.deleteKeys(req.namespace, req.keys, actedRank(ledger.state, req.namespace, req)) };
     },
     async clear(req) {
-      ledger.state.clear(req.allNamespaces ? undefined : req.namespace, req.rank);
+      if (req.allNamespaces) ledger.state.clear(undefined, req.rank ?? req.callerRank);
+      else ledger.state.clear(req.namespace, actedRank(ledger.state, req.namespace, req));
       return {};
     },
     async dropRank(req) {
@@ -44,6 +51,16 @@ export function metadataService(ledger: { readonly state: MetadataState }, serve
       const { views, next } = ledger.state.statsPage(req.pageToken, Math.min(req.pageSize || STATS_PAGE_SIZE, MAX_STATS_PAGE_SIZE));
       return { namespaces: views.map(namespaceStats), nextPageToken: next };
     },
+  };
+}
+
+/** localCalls are the handlers as a framing that translates its dialect calls them (the JSON routes). */
+export function localCalls(service: LocalService): MetadataCalls {
+  return async (method, request) => {
+    const handler = service[method] as (
+      request: RequestOf<typeof method>,
+    ) => Promise<MessageInitShape<(typeof MetadataService.method)[typeof method]["output"]>>;
+    return { response: create(MetadataService.method[method].output, await handler(request)) as never };
   };
 }
 

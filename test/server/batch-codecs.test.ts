@@ -47,7 +47,10 @@ const REQUESTS = {
   },
   BatchExists: {
     schema: BatchExistsRequestSchema,
-    init: fc.record({ namespace: text, keys: texts, rank: fc.option(uint32, { nil: undefined }) }, { requiredKeys: ["namespace", "keys"] }),
+    init: fc.record(
+      { namespace: text, keys: texts, rank: fc.option(uint32, { nil: undefined }), callerRank: fc.option(uint32, { nil: undefined }) },
+      { requiredKeys: ["namespace", "keys"] },
+    ),
   },
   GetLocations: {
     schema: GetLocationsRequestSchema,
@@ -103,7 +106,7 @@ describe("the hand-written codecs of the cycle's messages", () => {
         ["1 namespace", "2 rank", "3 keys", "4 pages", "5 pages_to_release", "6 keys_to_release"],
         ["1 confirmed", "2 released", "3 completed"],
       ],
-      BatchExists: [["1 namespace", "2 keys", "3 rank"], ["1 exists"]],
+      BatchExists: [["1 namespace", "2 keys", "3 rank", "4 caller_rank"], ["1 exists"]],
       GetLocations: [["1 namespace", "2 rank", "3 keys", "4 include_incomplete"], ["1 pages"]],
     });
   });

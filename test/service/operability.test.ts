@@ -79,7 +79,7 @@ describe("GET /metrics", () => {
     const { pages } = await client.batchAllocate({ namespace: "m", rank: 2, keys: ["a", "b"] });
     await client.confirmWrite({ namespace: "m", rank: 2, keys: ["a"], pages: [pages[0]!] });
     await client.batchAllocate({ namespace: "m", rank: 7, keys: ["a"] }).catch(() => undefined);
-    await fetch(`${server.url}/0/exists`, { method: "POST", body: "{}" });
+    await fetch(`${server.url}/0/exists`, { method: "POST", body: JSON.stringify({ keys: [] }) });
     const res = await fetch(`${server.url}/metrics`);
     expect(res.status).toBe(200);
     const text = await res.text();

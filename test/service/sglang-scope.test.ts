@@ -221,3 +221,47 @@ describe("the SGLang routes against a model of SGLang's per-rank server", () => 
     );
   });
 });
+
+describe("SGLang's per-rank view in the contract (what the SGLang routes send, and a relay forwards)", () => {
+  it("new_key_scope scopes a new namespace only; caller_rank must be initialized and acts as SGLang's routes do", async () => {
+    const { url } = await startTestServer();
+    const client = createMetadataClient({ baseUrl: url });
+    // new_key_scope gives a new namespace its scope; an existing one keeps its own, with no mismatch.
+    await client.initializeRank({ namespace: "r", rank: 0, numPages: 4, newKeyScope: KeyScope.RANK });
+    await client.initializeRank({ namespace: "n", rank: 0, numPages: 4, keyScope: KeyScope.NAMESPACE });
+    await client.initializeRank({ namespace: "n", rank: 1, numPages: 4, newKeyScope: KeyScope.RANK });
+    for (const [ns, scope] of [
+      ["r", KeyScope.RANK],
+      ["n", KeyScope.NAMESPACE],
+    ] as const) {
+      expect((await client.getStats({ namespace: ns })).namespaces[0]!.keyScope).toBe(scope);
+    }
+    for (const rank of [0, 1]) {
+      if (rank === 1) await client.initializeRank({ namespace: "r", rank, numPages: 4 });
+      for (const ns of ["r", "n"]) {
+        const { pages } = await client.batchAllocate({ namespace: ns, rank, keys: ["a"] });
+        await client.confirmWrite({ namespace: ns, rank, keys: ["a"], pages });
+      }
+    }
+    // A rank that is not initialized: RANK_NOT_INITIALIZED, where rank answers all false.
+    expect((await client.batchExists({ namespace: "r", keys: ["a"], rank: 7 })).exists).toEqual([false]);
+    for (const call of [
+      () => client.batchExists({ namespace: "r", keys: ["a"], callerRank: 7 }),
+      () => client.deleteKeys({ namespace: "r", keys: ["a"], callerRank: 7 }),
+      () => client.clear({ namespace: "r", callerRank: 7 }),
+    ]) {
+      await expect(call()).rejects.toMatchObject({ code: Code.FailedPrecondition });
+    }
+    // With both rank and caller_rank, or caller_rank on every namespace: INVALID_ARGUMENT.
+    await expect(client.batchExists({ namespace: "r", keys: ["a"], rank: 0, callerRank: 0 })).rejects.toMatchObject({ code: Code.InvalidArgument });
+    await expect(client.clear({ allNamespaces: true, callerRank: 0 })).rejects.toMatchObject({ code: Code.InvalidArgument });
+    // caller_rank deletes from that rank in KEY_SCOPE_RANK, from every rank in KEY_SCOPE_NAMESPACE.
+    expect((await client.deleteKeys({ namespace: "r", keys: ["a"], callerRank: 0 })).deleted).toBe(1);
+    expect((await client.batchExists({ namespace: "r", keys: ["a"], callerRank: 0 })).exists).toEqual([false]);
+    expect((await client.batchExists({ namespace: "r", keys: ["a"], callerRank: 1 })).exists).toEqual([true]);
+    expect((await client.deleteKeys({ namespace: "n", keys: ["a"], callerRank: 0 })).deleted).toBe(1);
+    expect((await client.batchExists({ namespace: "n", keys: ["a"], rank: 1 })).exists).toEqual([false]);
+    await client.clear({ namespace: "r", callerRank: 1 });
+    expect((await client.batchExists({ namespace: "r", keys: ["a"], callerRank: 1 })).exists).toEqual([false]);
+  });
+});

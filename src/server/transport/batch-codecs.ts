@@ -98,7 +98,7 @@ function decodeConfirmWrite(bytes: Buffer, maxEntries: number): ConfirmWriteRequ
 }
 
 function decodeBatchExists(bytes: Buffer, maxEntries: number): BatchExistsRequest {
-  const message: KeyBytesMessage & { $typeName: "hf3fs.metadata.v1.BatchExistsRequest"; namespace: string; rank?: number } = Object.assign(
+  const message: KeyBytesMessage & { $typeName: "hf3fs.metadata.v1.BatchExistsRequest"; namespace: string; rank?: number; callerRank?: number } = Object.assign(
     new KeyBytesMessage(bytes),
     { $typeName: "hf3fs.metadata.v1.BatchExistsRequest" as const, namespace: "" },
   );
@@ -106,6 +106,7 @@ function decodeBatchExists(bytes: Buffer, maxEntries: number): BatchExistsReques
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) reader.keyField(message, "keys");
     else if (field === 3) message.rank = reader.uint32Field();
+    else if (field === 4) message.callerRank = reader.uint32Field();
     else return false;
     return true;
   });

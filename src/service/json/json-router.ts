@@ -1,10 +1,12 @@
 import type * as http from "node:http";
 import type * as http2 from "node:http2";
+import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { ErrorInfoSchema, Reason, ReasonSchema } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import type { MetadataState } from "../../core/state.js";
+import { ErrorInfoSchema, MetadataService, Reason, ReasonSchema } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { SERVER_ID_HEADER } from "../../protocol/headers.js";
 import { codeName, type Edge } from "../edge.js";
 import { httpStatusOf, reasonOf } from "../error-table.js";
+import type { MetadataCalls } from "../metadata-calls.js";
 import { parseJsonObject } from "./json-body.js";
 import type { JsonReply, JsonRoute } from "./json-route.js";
 
@@ -23,11 +25,12 @@ export interface ErrorBody {
 
 /**
  * jsonRouter is the framing of the JSON dialects (POST, body
- * application/json): it finds the route, runs it through the edge, and
- * writes the reply, or the edge's error as an ErrorBody with its HTTP status.
+ * application/json): it finds the route, runs it through the edge on
+ * `calls` (the server's handlers, or a relay's upstream), and writes the
+ * reply, or the edge's error as an ErrorBody with its HTTP status.
  * With `redirect`, a standby's NOT_LEADER naming the leader is a 307 to it.
  */
-export function jsonRouter(ledger: { readonly state: MetadataState }, edge: Edge, routes: readonly JsonRoute[], redirect = true) {
+export function jsonRouter(calls: MetadataCalls, edge: Edge, routes: readonly JsonRoute[], redirect = true) {
   return async (req: Request, res: Response): Promise<void> => {
     const path = (req.url ?? "/").split("?")[0]!;
     const { route, params } = match(routes, path);
@@ -38,7 +41,7 @@ export function jsonRouter(ledger: { readonly state: MetadataState }, edge: Edge
     }
     let reply: JsonReply;
     try {
-      reply = await edge.call(route.name, { body: req, decode: parseJsonObject }, (body) => route.handle(ledger.state, body, params));
+      reply = await edge.call(route.name, { body: req, decode: parseJsonObject }, (body) => run(calls, route, body, params));
     } catch (error) {
       reply = errorReply(error as ConnectError); // the edge throws nothing else
       const leaderUrl = leaderUrlOf(error as ConnectError);
@@ -48,6 +51,14 @@ export function jsonRouter(ledger: { readonly state: MetadataState }, edge: Edge
     }
     send(req, res, reply);
   };
+}
+
+/** run translates a body into its route's call, makes it, and translates the answer (with the server id of a server that answered for this process). */
+async function run(calls: MetadataCalls, route: JsonRoute, body: Record<string, unknown>, params: string[]): Promise<JsonReply> {
+  const request = create(MetadataService.method[route.method].input, route.request(body, params)) as never;
+  const { response, serverId } = await calls(route.method, request);
+  const reply = route.reply(response as never, request);
+  return serverId === undefined ? reply : { ...reply, headers: { ...reply.headers, [SERVER_ID_HEADER]: serverId } };
 }
 
 /** match finds the route of a path and its path parameters. */

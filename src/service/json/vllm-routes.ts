@@ -1,7 +1,7 @@
 import { KeyScope, Role } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { invalidArgument } from "../../core/errors.js";
 import { int, ints, isInt, isPrefix, isString, namespaceField, pairs, str, strings } from "./json-body.js";
-import { type JsonRoute, NO_CONTENT } from "./json-route.js";
+import { type JsonRoute, jsonRoute, NO_CONTENT } from "./json-route.js";
 
 /**
  * vllmRoutes are the routes of vLLM's HF3FS KV connector metadata server,
@@ -13,82 +13,87 @@ import { type JsonRoute, NO_CONTENT } from "./json-route.js";
  */
 export function vllmRoutes(worldSize: number): JsonRoute[] {
   return [
-    {
+    jsonRoute({
       name: "vllm.initialize",
       pattern: /^\/rank\/(\d+)\/initialize$/,
-      handle(state, body, [rank]) {
+      method: "initializeRank",
+      request(body, [rank]) {
         const role = str(body, "role", "worker");
         if (role !== "worker" && role !== "scheduler") throw invalidArgument("role", `"role" must be "worker" or "scheduler", got "${role}"`);
-        const numPages = role === "worker" ? int(body, "num_pages") : 0;
-        const declared = int(body, "world_size", worldSize);
-        const result = state.initializeRank(
-          namespaceField(body),
-          Number(rank),
-          numPages,
-          declared,
-          role === "worker" ? Role.WORKER : Role.SCHEDULER,
-          KeyScope.NAMESPACE,
-        );
+        return {
+          namespace: namespaceField(body),
+          rank: Number(rank),
+          numPages: role === "worker" ? int(body, "num_pages") : 0,
+          worldSize: int(body, "world_size", worldSize),
+          role: role === "worker" ? Role.WORKER : Role.SCHEDULER,
+          keyScope: KeyScope.NAMESPACE,
+        };
+      },
+      reply(response, request) {
         const message =
-          role === "scheduler"
-            ? `scheduler of rank ${rank} registered`
-            : `rank ${rank} ${result.created ? "initialized" : "already initialized"} with ${numPages} pages`;
+          request.role === Role.SCHEDULER
+            ? `scheduler of rank ${request.rank} registered`
+            : `rank ${request.rank} ${response.created ? "initialized" : "already initialized"} with ${request.numPages} pages`;
         return { status: 200, body: { message } };
       },
-    },
-    {
+    }),
+    jsonRoute({
       name: "vllm.batch_allocate",
       pattern: /^\/keys\/batch_allocate$/,
-      handle(state, body) {
-        const rank = int(body, "rank");
+      method: "batchAllocate",
+      request(body) {
         const [keys, prefixes] = pairs(body, "keys", isString, isPrefix, "[key, prefix_key]");
-        const { pages } = state.batchAllocate(
-          namespaceField(body),
-          rank,
-          keys,
-          prefixes.map((p) => p ?? ""),
-        );
+        return { namespace: namespaceField(body), rank: int(body, "rank"), keys, prefixKeys: prefixes.map((p) => p ?? "") };
+      },
+      reply({ pages }, { rank, keys }) {
         return { status: 200, body: { rank, results: keys.map((key, i) => [key, pages[i]]) } };
       },
-    },
-    {
+    }),
+    jsonRoute({
       name: "vllm.confirm_write",
       pattern: /^\/keys\/confirm_write$/,
-      handle(state, body) {
+      method: "confirmWrite",
+      request(body) {
         const [keys, pages] = pairs(body, "confirmations", isString, isInt, "[key, page]");
-        state.confirmWrite(namespaceField(body), int(body, "rank"), keys, pages, ints(body, "pages_to_release", true), strings(body, "keys_to_release", true));
-        return NO_CONTENT;
+        const rank = int(body, "rank");
+        return {
+          namespace: namespaceField(body),
+          rank,
+          keys,
+          pages,
+          pagesToRelease: ints(body, "pages_to_release", true),
+          keysToRelease: strings(body, "keys_to_release", true),
+        };
       },
-    },
-    {
+      reply: () => NO_CONTENT,
+    }),
+    jsonRoute({
       name: "vllm.batch_exists",
       pattern: /^\/keys\/batch_exists$/,
-      handle(state, body) {
-        return { status: 200, body: { exists: state.batchExists(namespaceField(body), strings(body, "keys")) } };
-      },
-    },
-    {
+      method: "batchExists",
+      request: (body) => ({ namespace: namespaceField(body), keys: strings(body, "keys") }),
+      reply: ({ exists }) => ({ status: 200, body: { exists } }),
+    }),
+    jsonRoute({
       name: "vllm.get_locations",
       pattern: /^\/keys\/get_locations$/,
-      handle(state, body) {
-        const pages = state.getLocations(namespaceField(body), int(body, "rank"), strings(body, "keys"));
-        return { status: 200, body: { locations: pages.map((p) => (p < 0 ? null : p)) } };
-      },
-    },
-    {
+      method: "getLocations",
+      request: (body) => ({ namespace: namespaceField(body), rank: int(body, "rank"), keys: strings(body, "keys") }),
+      reply: ({ pages }) => ({ status: 200, body: { locations: pages.map((p) => (p < 0 ? null : p)) } }),
+    }),
+    jsonRoute({
       name: "vllm.clear",
       pattern: /^\/clear$/,
-      handle(state) {
-        state.clear(undefined);
-        return NO_CONTENT;
-      },
-    },
-    {
+      method: "clear",
+      request: () => ({ allNamespaces: true }),
+      reply: () => NO_CONTENT,
+    }),
+    jsonRoute({
       name: "vllm.drop_rank",
       pattern: /^\/rank\/(\d+)\/drop$/,
-      handle(state, body, [rank]) {
-        return { status: 200, body: { forgotten_keys: state.dropRank(namespaceField(body), Number(rank)) } };
-      },
-    },
+      method: "dropRank",
+      request: (body, [rank]) => ({ namespace: namespaceField(body), rank: Number(rank) }),
+      reply: ({ forgottenKeys }) => ({ status: 200, body: { forgotten_keys: forgottenKeys } }),
+    }),
   ];
 }
