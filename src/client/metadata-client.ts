@@ -1,9 +1,10 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { type CallOptions, type Client, Code, ConnectError, createClient, type Interceptor, type Transport } from "@connectrpc/connect";
+import { type CallOptions, type Client, Code, ConnectError, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { ErrorInfoSchema, type InitializeRankRequestSchema, MetadataService, Reason, Role } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
-import { backoffMs, defaultRetryPolicy, type RetryPolicy } from "./backoff.js";
+import { defaultRetryPolicy, type RetryPolicy } from "./backoff.js";
+import { LeaderFollowing, type Method } from "./leader-following.js";
 
 /** MetadataClientOptions configure createMetadataClient. */
 export interface MetadataClientOptions {
@@ -43,7 +44,6 @@ export type MetadataClient = Client<typeof MetadataService> & {
 };
 
 type InitRequest = MessageInitShape<typeof InitializeRankRequestSchema>;
-type Method = keyof Client<typeof MetadataService>;
 
 /**
  * createMetadataClient returns a MetadataService client that
@@ -59,51 +59,26 @@ type Method = keyof Client<typeof MetadataService>;
  *   retried once.
  */
 export function createMetadataClient(options: MetadataClientOptions): MetadataClient {
-  const policy = { ...defaultRetryPolicy, ...options.retry };
-  const random = options.random ?? Math.random;
-  const servers = new ServerList(options);
+  const following = new LeaderFollowing({
+    baseUrl: options.baseUrl,
+    transportFor: (url) => options.transport ?? transportFor({ ...options, baseUrl: url }),
+    single: options.transport !== undefined,
+    policy: { ...defaultRetryPolicy, ...options.retry },
+    random: options.random ?? Math.random,
+  });
   const initialized = new Map<string, InitRequest>();
   let serverId: string | undefined;
 
   /** attempt makes one call with retries on UNAVAILABLE; it notes the server id of every answer. */
   async function attempt<R>(method: Method, request: unknown, callOptions: CallOptions | undefined): Promise<{ response: R; restarted: boolean }> {
-    const started = Date.now();
-    for (let n = 0; ; n++) {
-      let headerId: string | null = null;
-      try {
-        const response = await (servers.current()[method] as (r: unknown, o: CallOptions) => Promise<R>)(request, {
-          ...callOptions,
-          onHeader(headers) {
-            headerId = headers.get(SERVER_ID_HEADER);
-            callOptions?.onHeader?.(headers);
-          },
-        });
-        return { response, restarted: noteServerId(headerId) };
-      } catch (e) {
-        const error = ConnectError.from(e);
-        // An error's metadata merges headers and trailers: "id, id" over gRPC.
-        noteServerId(error.metadata.get(SERVER_ID_HEADER)?.split(",")[0]?.trim() ?? null);
-        if (!lostConnection(error, callOptions?.signal)) throw error;
-        // A standby that names the leader: go there now. Anything else unavailable: the next server, after a backoff.
-        if (Date.now() - started < policy.deadlineMs && servers.follow(leaderUrlOf(error))) continue;
-        const waitMs = backoffMs(policy, n, random);
-        if (Date.now() - started + waitMs > policy.deadlineMs) throw unavailable(error, n + 1, Date.now() - started);
-        await new Promise((resolve) => setTimeout(resolve, waitMs));
-        servers.next();
-      }
+    try {
+      const { response, serverId: id } = await following.call<R>(method, request, callOptions);
+      return { response, restarted: noteServerId(id) };
+    } catch (e) {
+      // An error's metadata merges headers and trailers: "id, id" over gRPC.
+      if (e instanceof ConnectError) noteServerId(e.metadata.get(SERVER_ID_HEADER)?.split(",")[0]?.trim() ?? null);
+      throw e;
     }
-  }
-
-  function unavailable(cause: ConnectError, attempts: number, elapsedMs: number): ConnectError {
-    const error = new ConnectError(
-      `metadata server ${options.baseUrl} unavailable after ${attempts} attempts in ${Math.round(elapsedMs)} ms: ${cause.rawMessage}`,
-      Code.Unavailable,
-      cause.metadata,
-      undefined,
-      cause,
-    );
-    error.details.push(...cause.details);
-    return error;
   }
 
   /** noteServerId records the server id of an answer; true when it changed (a restart that lost state). */
@@ -140,65 +115,6 @@ export function createMetadataClient(options: MetadataClientOptions): MetadataCl
     MetadataService.methods.map((m) => [m.localName, (req: unknown, o?: CallOptions) => call(m.localName as Method, req, o)]),
   ) as Client<typeof MetadataService>;
   return Object.defineProperty(client, "serverId", { get: () => serverId, enumerable: true }) as MetadataClient;
-}
-
-/**
- * ServerList holds a client per server of the options' baseUrl (made on
- * first use) and which one calls go to: the first, until a standby names
- * the leader (follow) or a call fails (next).
- */
-class ServerList {
-  private readonly urls: string[];
-  private readonly clients = new Map<string, Client<typeof MetadataService>>();
-  private at = 0;
-  private leader: string | undefined;
-
-  constructor(private readonly options: MetadataClientOptions) {
-    this.urls = options.baseUrl.split(",").map((url) => url.trim().replace(/\/$/, ""));
-  }
-
-  /** current is the client of the server calls go to now. */
-  current(): Client<typeof MetadataService> {
-    const url = this.leader ?? this.urls[this.at]!;
-    let client = this.clients.get(url);
-    if (client === undefined) {
-      const transport = this.options.transport ?? transportFor({ ...this.options, baseUrl: url });
-      client = createClient(MetadataService, transport);
-      this.clients.set(url, client);
-    }
-    return client;
-  }
-
-  /** follow sends calls to the leader a standby named; false when it named none, or the one calls go to already. */
-  follow(leaderUrl: string): boolean {
-    const url = leaderUrl.replace(/\/$/, "");
-    if (url === "" || url === this.leader || this.options.transport !== undefined) return false;
-    this.leader = url;
-    return true;
-  }
-
-  /** next sends calls to the next server of the list. */
-  next(): void {
-    if (this.leader === undefined) this.at = (this.at + 1) % this.urls.length;
-    this.leader = undefined;
-  }
-}
-
-/**
- * lostConnection is true for an error that says the server is unavailable,
- * or that the connection broke under the call (a server killed mid-call:
- * ECONNRESET is ABORTED, a torn-down HTTP/2 session CANCELED) unless the
- * caller itself canceled it. Every RPC of the service is safe to retry.
- */
-function lostConnection(error: ConnectError, signal: AbortSignal | undefined): boolean {
-  if (error.code === Code.Unavailable) return true;
-  return (error.code === Code.Aborted || error.code === Code.Canceled) && signal?.aborted !== true;
-}
-
-/** leaderUrlOf is the leader a NOT_LEADER error names, "" for other errors. */
-function leaderUrlOf(error: ConnectError): string {
-  const info = error.findDetails(ErrorInfoSchema)[0];
-  return info?.reason === Reason.NOT_LEADER ? info.leaderUrl : "";
 }
 
 function isRankNotInitialized(e: unknown): boolean {

@@ -31,9 +31,11 @@ export type CallObserver = (method: string, code: string, seconds: number) => vo
  */
 export interface EdgeOptions
   extends Readonly<Pick<LimitOptions, "maxBodyBytes" | "maxBufferedBytes" | "maxBufferedBytesPerConnection" | "requestTimeoutMs" | "startupHoldMs">> {
-  readonly ledger: Ledger;
+  /** ledger is the state calls run on and its store; undefined on a relay, which keeps none: nothing to commit, entries bounded by the body alone. */
+  readonly ledger?: Ledger;
   readonly lifecycle: Lifecycle;
-  readonly serverId: string;
+  /** serverId stamps every error; undefined on a relay, whose errors keep the id of the server that answered, if any. */
+  readonly serverId?: string;
   readonly observe: CallObserver;
   /** access decides which calls may run, from their authorization header; undefined: every call. */
   readonly access?: AccessPolicy;
@@ -87,7 +89,7 @@ const LARGE_BODY_BYTES = 1 << 20;
  */
 export class Edge {
   readonly lifecycle: Lifecycle;
-  readonly serverId: string;
+  readonly serverId: string | undefined;
   /** maxBodyBytes bounds a request message (EdgeOptions.maxBodyBytes). */
   readonly maxBodyBytes: number;
   /** maxEntries bounds the entries a request may carry, from the per-call key limit (maxEntriesFor). */
@@ -104,7 +106,7 @@ export class Edge {
     this.serverId = options.serverId;
     this.maxBodyBytes = options.maxBodyBytes;
     this.bodyLimit = options.maxBodyBytes + ENVELOPE_BYTES;
-    this.maxEntries = maxEntriesFor(options.ledger.state.options.maxKeysPerCall);
+    this.maxEntries = options.ledger === undefined ? options.maxBodyBytes : maxEntriesFor(options.ledger.state.options.maxKeysPerCall);
     this.slowReads = new SlowReads(options.requestTimeoutMs);
     this.budget = new BodyBudget(options.maxBufferedBytes, options.maxBufferedBytesPerConnection);
   }
@@ -134,7 +136,7 @@ export class Edge {
         this.beforeCore(deadline);
         const result = await handle(message);
         await turn();
-        return [result, commit(this.options.ledger)] as const;
+        return [result, this.commit()] as const;
       });
       return await this.settle(method, started, result, durable);
     } catch (error) {
@@ -270,7 +272,7 @@ export class Edge {
   }
 
   /** settle commits the call's changes (unless `durable` is that commit, issued already) and reports its success; the reply waits for both. */
-  private async settle<Res>(method: string, started: number, result: Res, durable = commit(this.options.ledger)): Promise<Res> {
+  private async settle<Res>(method: string, started: number, result: Res, durable = this.commit()): Promise<Res> {
     await durable;
     this.options.observe(method, "ok", (performance.now() - started) / 1_000);
     return result;
@@ -300,12 +302,20 @@ export class Edge {
     return answer;
   }
 
-  /** stamped puts the server id in an error's metadata. */
+  /** commit makes the changes of the call durable (none on a relay). */
+  private commit(): Promise<void> {
+    return this.options.ledger === undefined ? NOTHING_TO_COMMIT : commit(this.options.ledger);
+  }
+
+  /** stamped puts the server id in an error's metadata (a relay's errors keep what they carry). */
   private stamped(error: ConnectError): ConnectError {
-    error.metadata.set(SERVER_ID_HEADER, this.serverId);
+    if (this.serverId !== undefined) error.metadata.set(SERVER_ID_HEADER, this.serverId);
     return error;
   }
 }
+
+/** NOTHING_TO_COMMIT is the commit of a call on a relay. */
+const NOTHING_TO_COMMIT = Promise.resolve();
 
 /** STILL_STARTING is the answer to a call that waited --startup-hold while the state was still loading. */
 const STILL_STARTING = new MetadataError(Reason.STARTING, "the server is still loading its state after --startup-hold; retry shortly");
