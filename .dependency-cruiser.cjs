@@ -3,7 +3,9 @@
  * core knows nothing but itself and the generated types; the store nothing
  * above it; the service edge nothing of the process, the transports or
  * replication; replication nothing of the process; the server (the
- * process's assembly) nothing of the CLI that starts it. No circles.
+ * process's assembly) nothing of the CLI that starts it; the relay is
+ * built from the edge, the framings and the client, and none of them knows
+ * it. No circles.
  */
 module.exports = {
   forbidden: [
@@ -41,6 +43,20 @@ module.exports = {
       severity: "error",
       from: { path: "^src/server/" },
       to: { path: "^src/cli/" },
+    },
+    {
+      name: "relay-below-cli",
+      comment: "src/relay assembles a relay as a library; src/cli starts it, never the other way.",
+      severity: "error",
+      from: { path: "^src/relay/" },
+      to: { path: "^src/cli/" },
+    },
+    {
+      name: "relay-on-top",
+      comment: "src/relay is built from the layers below it (the edge, the framings, the client); none of them knows it.",
+      severity: "error",
+      from: { path: "^src/(core|store|service|server|replication|client|protocol)/" },
+      to: { path: "^src/relay/" },
     },
     {
       name: "no-circles",

@@ -2,6 +2,7 @@ const COMMANDS = `usage: hf3fs-metadata <command> [options]
 
 commands:
   serve     run the metadata server (serve --help lists its options)
+  relay     serve the server's surface on an engine node's localhost, relaying to --upstream (relay --help)
   inspect   print what a data dir holds (inspect --data-dir DIR)
   stats     print a running server's page usage per namespace and rank (stats [--server URL] [--namespace NS])
   health    exit 0 only when a running server is SERVING (health [--server URL])
@@ -16,6 +17,8 @@ export async function main(argv: string[]): Promise<number> {
   switch (command) {
     case "serve":
       return (await import("./serve-command.js")).serveCommand(args);
+    case "relay":
+      return (await import("./relay-command.js")).relayCommand(args);
     case "inspect":
       return (await import("./inspect-command.js")).inspectCommand(args);
     case "stats":

@@ -1,10 +1,8 @@
-import { createLogger, type Logger } from "../server/logger.js";
+import { createLogger } from "../server/logger.js";
 import { stopSignal } from "../server/run-until-stopped.js";
 import { serverUrl } from "../server/server-url.js";
-import { tlsOf } from "../server/tls-files.js";
-import type { ListenerTls } from "../server/transport/dual-protocol-listener.js";
 import { EarlyPort } from "../server/transport/early-port.js";
-import { AccessPolicy } from "../service/access-policy.js";
+import { type CallerSecurity, callerSecurityOf, warnIfExposed } from "./caller-security.js";
 import { parseServerOptions, type ServerOptions, usage } from "./serve-options.js";
 
 /**
@@ -26,11 +24,9 @@ export async function serveCommand(args: string[]): Promise<number> {
     return 2;
   }
   const logger = createLogger(options.logLevel);
-  let access: AccessPolicy | undefined;
-  let tls: ListenerTls | undefined;
+  let security: CallerSecurity;
   try {
-    access = accessPolicyOf(options);
-    tls = tlsOf(options);
+    security = callerSecurityOf(options);
   } catch (error) {
     console.error(`hf3fs-metadata serve: ${(error as Error).message}`);
     return 1;
@@ -46,30 +42,7 @@ export async function serveCommand(args: string[]): Promise<number> {
     return 1;
   }
   logger.info({ url: serverUrl(options.host, port.port, options.tlsCert !== "") }, "listening");
-  const start = { options, security: { access, tls }, port, stopped, logger };
+  const start = { options, security, port, stopped, logger };
   if (options.etcdEndpoints !== "") return (await import("../server/serve-member.js")).serveMember(start);
   return (await import("../server/serve-node.js")).serveNode(start);
-}
-
-/** accessPolicyOf builds the access policy of the token file options; undefined when none is given. Throws naming an unreadable or empty file. */
-function accessPolicyOf(options: ServerOptions): AccessPolicy | undefined {
-  if (options.authTokenFile === "" && options.adminTokenFile === "") return undefined;
-  return new AccessPolicy({
-    workerTokenFile: options.authTokenFile === "" ? undefined : options.authTokenFile,
-    adminTokenFile: options.adminTokenFile === "" ? undefined : options.adminTokenFile,
-  });
-}
-
-/** warnIfExposed logs a warning when the server listens beyond loopback without tokens or without TLS. */
-function warnIfExposed(options: ServerOptions, logger: Logger): void {
-  if (isLoopback(options.host) || (options.authTokenFile !== "" && options.tlsCert !== "")) return;
-  const missing = [
-    options.authTokenFile === "" ? "without --auth-token-file (anyone who reaches the port may call it)" : "",
-    options.tlsCert === "" ? "without TLS (tokens and keys cross the network in clear)" : "",
-  ].filter((m) => m !== "");
-  logger.warn({ host: options.host }, `listening beyond loopback ${missing.join(" and ")}`);
-}
-
-function isLoopback(host: string): boolean {
-  return host === "localhost" || host === "::1" || host.startsWith("127.");
 }

@@ -22,10 +22,11 @@ export interface FollowingOptions {
   readonly onServer?: (url: string) => void;
 }
 
-/** Attempted is a call's response and the server id its answer carried (null: none). */
+/** Attempted is a call's response, the server id its answer carried (null: none), and how many times it was sent. */
 export interface Attempted<R> {
   readonly response: R;
   readonly serverId: string | null;
+  readonly attempts: number;
 }
 
 /**
@@ -63,8 +64,10 @@ export class LeaderFollowing {
   async call<R>(method: Method, request: unknown, callOptions: CallOptions | undefined, deadlineMs = this.options.policy.deadlineMs): Promise<Attempted<R>> {
     const { policy, random } = this.options;
     const started = Date.now();
+    let attempts = 0;
     for (let n = 0; ; n++) {
       let serverId: string | null = null;
+      attempts++;
       try {
         const response = await (this.servers.client()[method] as (r: unknown, o: CallOptions) => Promise<R>)(request, {
           ...callOptions,
@@ -73,7 +76,7 @@ export class LeaderFollowing {
             callOptions?.onHeader?.(headers);
           },
         });
-        return { response, serverId };
+        return { response, serverId, attempts };
       } catch (e) {
         const error = ConnectError.from(e);
         if (!lostConnection(error, callOptions?.signal)) throw error;
@@ -83,7 +86,7 @@ export class LeaderFollowing {
           continue;
         }
         const waitMs = backoffMs(policy, n, random);
-        if (Date.now() - started + waitMs > deadlineMs || callOptions?.signal?.aborted) throw this.unavailable(error, n + 1, Date.now() - started);
+        if (Date.now() - started + waitMs > deadlineMs || callOptions?.signal?.aborted) throw this.unavailable(error, attempts, Date.now() - started);
         this.heard(error);
         await pause(waitMs, callOptions?.signal);
         this.servers.next();

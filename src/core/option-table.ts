@@ -71,3 +71,8 @@ export function checkBounds(table: OptionTable, options: object, name: NameOf = 
     if (spec.max !== undefined && value > spec.max) throw new RangeError(`${name(field)} must be at most ${spec.max}, got ${value}${why}`);
   }
 }
+
+/** definedOf drops the fields of an object that are undefined, so that spreading it over defaults keeps the defaults they leave out. */
+export function definedOf<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}

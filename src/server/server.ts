@@ -1,11 +1,10 @@
-import type * as http from "node:http";
-import type * as http2 from "node:http2";
 import { file_grpc_health_v1_health, Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { file_grpc_reflection_v1_reflection, ServerReflection as ReflectionV1 } from "../../gen/grpc/reflection/v1/reflection_pb.js";
 import { file_grpc_reflection_v1alpha_reflection, ServerReflection as ReflectionV1alpha } from "../../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import { ReplicationService } from "../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
 import { file_hf3fs_metadata_v1_metadata, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataError, Reason } from "../core/errors.js";
+import { definedOf } from "../core/option-table.js";
 import { ENVELOPE_BYTES } from "../protocol/envelope.js";
 import type { ClusterOptions } from "../replication/cluster-options.js";
 import { type ReplicationSource, replicationService } from "../replication/replication-service.js";
@@ -26,6 +25,7 @@ import { localCalls, metadataService } from "../service/metadata-service.js";
 import { reflectionService } from "../service/reflection-service.js";
 import type { Logger } from "./logger.js";
 import { type ClusterView, Metrics } from "./metrics.js";
+import { serveMetrics } from "./serve-metrics.js";
 import { defaultServerOptions } from "./server-options.js";
 import { serverUrl } from "./server-url.js";
 import { connectFraming } from "./transport/connect-framing.js";
@@ -147,7 +147,8 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     if (config.cluster !== undefined) router.service(ReplicationService, replicationService(config.cluster));
   };
   const connect = connectFraming(edge, service, openServices, (req, res) => {
-    if (req.method === "GET" && req.url?.split("?")[0] === "/metrics") return void serveMetrics(metrics, metricsAccess, req.headers.authorization, res);
+    if (req.method === "GET" && req.url?.split("?")[0] === "/metrics")
+      return void serveMetrics(metrics.registry, metricsAccess, req.headers.authorization, res);
     void json(req, res);
   });
   // A standby passes calls to its leader unless told to refuse them (--standby-calls).
@@ -181,28 +182,4 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     })());
   logger.info({ url, serverId }, typeof config.port === "number" ? "listening" : "serving");
   return { url, port, lifecycle, close, failed, reloadTls: (tls) => listener.reloadTls(tls) };
-}
-
-/** serveMetrics answers GET /metrics, after a token check when access is given (--metrics-auth). */
-async function serveMetrics(
-  metrics: Metrics,
-  access: AccessPolicy | undefined,
-  authorization: string | undefined,
-  res: http.ServerResponse | http2.Http2ServerResponse,
-): Promise<void> {
-  try {
-    access?.check("metrics", authorization, true);
-  } catch (error) {
-    res.writeHead(401, { "content-type": "text/plain" });
-    res.end(`${(error as Error).message}\n`);
-    return;
-  }
-  const body = await metrics.registry.metrics();
-  res.writeHead(200, { "content-type": metrics.registry.contentType });
-  res.end(body);
-}
-
-/** definedOf drops the fields of an object that are undefined, so that spreading it keeps the defaults they leave out. */
-function definedOf<T extends object>(value: T): Partial<T> {
-  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
 }

@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import type { ServerOptions } from "./server-options.js";
+import type { TlsOptions } from "./tls-options.js";
 import type { ListenerTls } from "./transport/dual-protocol-listener.js";
 
 /** readOptionFile reads a file an option names, or throws naming the file and what it is for (`what`, e.g. "TLS file"). */
@@ -12,7 +12,7 @@ export function readOptionFile(file: string, what: string): Buffer {
 }
 
 /** tlsOf reads the TLS files of the options; undefined without --tls-cert. Throws naming a file it cannot read. */
-export function tlsOf(options: ServerOptions): ListenerTls | undefined {
+export function tlsOf(options: TlsOptions): ListenerTls | undefined {
   if (options.tlsCert === "") return undefined;
   const read = (file: string) => readOptionFile(file, "TLS file");
   return { cert: read(options.tlsCert), key: read(options.tlsKey), clientCa: options.tlsClientCa === "" ? undefined : read(options.tlsClientCa) };

@@ -23,6 +23,7 @@ export const codeOfReason: Record<Reason, Code> = {
   [Reason.OVERLOADED]: Code.Unavailable,
   [Reason.NOT_LEADER]: Code.Unavailable,
   [Reason.STARTING]: Code.Unavailable,
+  [Reason.UPSTREAM_UNAVAILABLE]: Code.Unavailable,
 };
 
 /**

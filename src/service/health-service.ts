@@ -14,7 +14,8 @@ import { nextChange } from "./state-changes.js";
  * all traffic there. Both are NOT_SERVING once the lifecycle refuses calls
  * (draining, store failed), and while a shedder says the server is
  * overloaded (Check only: a readiness probe then sends traffic elsewhere).
- * Watch sends the status, then each change of it, and ends once the
+ * (A relay passes its reach of the upstream as `leadership`: SERVING while
+ * it reaches a leader.) Watch sends the status, then each change of it, and ends once the
  * lifecycle refuses calls, so that a draining server is not held open by
  * watchers.
  */
@@ -22,7 +23,7 @@ export function healthService(
   lifecycle: Lifecycle,
   leaderServices: readonly string[],
   shedder?: LoadShedder,
-  leadership?: Leadership,
+  leadership?: Pick<Leadership, "caughtUp" | "refusal" | "next">,
 ): ServiceImpl<typeof Health> {
   const known = (service: string) => service === "" || leaderServices.includes(service);
   const running = () => lifecycle.refusal === undefined && !lifecycle.starting && (leadership?.caughtUp ?? true);

@@ -76,6 +76,15 @@ export const defaultLimitOptions: LimitOptions = defaultsOf(LIMIT_OPTIONS);
  */
 export function resolveLimits(options: LimitOptions & StateOptions, given: ReadonlySet<string>, name: NameOf): void {
   if (!given.has("maxBodyBytes")) options.maxBodyBytes = maxBodyBytesFor(options);
+  resolveBuffers(options, given, name);
+}
+
+/** resolveBuffers fills the buffers not given from the body limit, then checks that they hold one body (a server's limits, and a relay's). */
+export function resolveBuffers(
+  options: Pick<LimitOptions, "maxBodyBytes" | "maxBufferedBytes" | "maxBufferedBytesPerConnection">,
+  given: ReadonlySet<string>,
+  name: NameOf,
+): void {
   const buffered = bufferedBytesFor(options.maxBodyBytes);
   if (!given.has("maxBufferedBytesPerConnection")) options.maxBufferedBytesPerConnection = buffered.maxBufferedBytesPerConnection;
   if (!given.has("maxBufferedBytes")) options.maxBufferedBytes = Math.max(buffered.maxBufferedBytes, options.maxBufferedBytesPerConnection);

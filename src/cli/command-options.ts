@@ -1,0 +1,81 @@
+import { parseArgs } from "node:util";
+import type { NameOf, OptionKind, OptionSpec, OptionTable } from "../core/option-table.js";
+import { parseDuration } from "./duration.js";
+
+/** Option is one flag of a command: its spec (OptionSpec) and the field it sets. */
+export type Option<O> = OptionSpec & { readonly field: keyof O & string };
+
+/** CommandOptions are the options of one command (serve, relay), from its concerns' tables; the env variable of each is HF3FS_METADATA_<FLAG>. */
+export class CommandOptions<O extends object> {
+  /** options lists every option, in the order of the tables. */
+  readonly options: readonly Option<O>[];
+  private readonly byField: Map<string, Option<O>>;
+
+  /**
+   * `resolve` fills the options derived from others that were not `given`,
+   * and throws naming (by its NameOf) the first option that breaks a rule.
+   */
+  constructor(
+    private readonly command: string,
+    tables: readonly OptionTable[],
+    private readonly defaults: O,
+    private readonly resolve: (options: O, given: ReadonlySet<string>, name: NameOf) => O,
+  ) {
+    this.options = tables.flatMap((table) => Object.entries(table).map(([field, spec]) => ({ ...spec, field: field as keyof O & string })));
+    this.byField = new Map(this.options.map((option) => [option.field, option]));
+  }
+
+  /** parse reads flags, then the environment, then the defaults: flags win. Throws with a readable message naming the flag. */
+  parse(args: string[], env: NodeJS.ProcessEnv): O {
+    const { values } = parseArgs({
+      args,
+      options: Object.fromEntries(this.options.map((o) => [o.flag, { type: o.kind === "boolean" ? "boolean" : "string" }])),
+      strict: true,
+      allowPositionals: false,
+    });
+    const options = { ...this.defaults } as Record<string, unknown>;
+    const given = new Set<string>();
+    for (const { flag, field, kind } of this.options) {
+      const raw = values[flag] ?? env[envName(flag)];
+      if (raw === undefined) continue;
+      options[field] = convert(raw, kind, flag);
+      given.add(field);
+    }
+    return this.resolve(options as unknown as O, given, (field) => `--${this.byField.get(field)?.flag ?? field}`);
+  }
+
+  /** usage is the command's help text. */
+  usage(): string {
+    const lines = this.options.map((o) => {
+      const value = o.kind === "boolean" ? "" : ` <${o.kind}>`;
+      const fallback = this.defaults[o.field];
+      return `  --${o.flag}${value}\n      ${o.help} (default ${String(fallback)}; env ${envName(o.flag)})`;
+    });
+    return `usage: hf3fs-metadata ${this.command} [options]\n\noptions:\n${lines.join("\n")}\n\nDurations accept 500ms, 60s, 10m, 1h; defaults in ms.`;
+  }
+}
+
+/** envName is the environment variable of a flag, e.g. HF3FS_METADATA_RESERVATION_TTL. */
+export function envName(flag: string): string {
+  return `HF3FS_METADATA_${flag.toUpperCase().replaceAll("-", "_")}`;
+}
+
+/** convert reads a flag's text as its kind. */
+function convert(raw: string | boolean, kind: OptionKind, flag: string): unknown {
+  if (kind === "boolean") return raw === true || raw === "true" || raw === "1";
+  const text = String(raw);
+  if (kind === "string") return text;
+  if (kind === "duration") {
+    try {
+      return parseDuration(text);
+    } catch (e) {
+      throw new Error(`--${flag}: ${(e as Error).message}`);
+    }
+  }
+  if (kind === "fraction") {
+    if (!/^(0(\.\d+)?|1(\.0*)?|\.\d+)$/.test(text)) throw new Error(`--${flag} must be a fraction from 0 to 1, like 0.95, got "${text}"`);
+    return Number(text);
+  }
+  if (!/^\d+$/.test(text)) throw new Error(`--${flag} must be a whole number, got "${text}"`);
+  return Number(text);
+}

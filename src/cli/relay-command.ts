@@ -1,0 +1,65 @@
+import type { ClientTls } from "../client/metadata-client.js";
+import { defaultRelayOptions, RELAY_TABLES, type RelayOptions, resolveRelayOptions } from "../relay/relay-options.js";
+import { createLogger } from "../server/logger.js";
+import { stopSignal } from "../server/run-until-stopped.js";
+import { serverUrl } from "../server/server-url.js";
+import { EarlyPort } from "../server/transport/early-port.js";
+import { readTokens } from "../service/access-policy.js";
+import { type CallerSecurity, callerSecurityOf, readOptionFile, warnIfExposed } from "./caller-security.js";
+import { CommandOptions } from "./command-options.js";
+
+/** RELAY is the options of `relay`, by concern (RELAY_TABLES). */
+export const RELAY = new CommandOptions("relay", RELAY_TABLES, defaultRelayOptions, resolveRelayOptions);
+
+/**
+ * relayCommand runs `hf3fs-metadata relay` until SIGTERM/SIGINT (exit 0):
+ * it binds its port as soon as the options are read (callers' connections
+ * wait rather than fail), then relays every call to --upstream.
+ */
+export async function relayCommand(args: string[]): Promise<number> {
+  if (args.includes("--help") || args.includes("-h")) {
+    console.log(RELAY.usage());
+    return 0;
+  }
+  let options: RelayOptions;
+  try {
+    options = RELAY.parse(args, process.env);
+  } catch (e) {
+    console.error(`hf3fs-metadata relay: ${(e as Error).message} (relay --help lists the options)`);
+    return 2;
+  }
+  const logger = createLogger(options.logLevel);
+  let security: CallerSecurity;
+  let upstreamToken: string | undefined;
+  let upstreamTls: ClientTls | undefined;
+  try {
+    security = callerSecurityOf(options);
+    upstreamToken = options.upstreamTokenFile === "" ? undefined : readTokens(options.upstreamTokenFile)[0];
+    upstreamTls = upstreamTlsOf(options);
+  } catch (error) {
+    console.error(`hf3fs-metadata relay: ${(error as Error).message}`);
+    return 1;
+  }
+  const stopped = stopSignal();
+  warnIfExposed(options, logger);
+  let port: EarlyPort;
+  try {
+    port = await EarlyPort.bind(options.host, options.port, options.maxConnections);
+  } catch (error) {
+    console.error(`hf3fs-metadata relay: cannot listen on ${options.host}:${options.port}: ${(error as Error).message}`);
+    return 1;
+  }
+  logger.info({ url: serverUrl(options.host, port.port, options.tlsCert !== "") }, "listening");
+  const { startRelay } = await import("../relay/relay.js");
+  const relay = await startRelay({ ...options, ...security, port, upstreamToken, upstreamTls }, logger);
+  logger.info({ signal: await stopped }, "shutting down");
+  await relay.close();
+  return 0;
+}
+
+/** upstreamTlsOf reads the upstream's TLS files; undefined when none is given (an https upstream is then checked against the system's CAs). */
+function upstreamTlsOf(options: RelayOptions): ClientTls | undefined {
+  if (options.upstreamCa === "" && options.upstreamCert === "") return undefined;
+  const read = (file: string) => (file === "" ? undefined : readOptionFile(file, "upstream TLS file"));
+  return { ca: read(options.upstreamCa), cert: read(options.upstreamCert), key: read(options.upstreamKey) };
+}

@@ -1,0 +1,82 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+
+/** LATENCY_BUCKETS are the buckets of the relay's latencies, in seconds: a call's own, and the upstream's. */
+const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
+
+/** RelayMetrics are a relay's Prometheus metrics, in a registry of its own (GET /metrics on the relay). */
+export class RelayMetrics {
+  readonly registry = new Registry();
+  private readonly calls = new Counter({
+    name: "hf3fs_relay_calls_total",
+    help: "Calls by method (or JSON route) and status code.",
+    labelNames: ["method", "code"],
+    registers: [this.registry],
+  });
+  private readonly latency = new Histogram({
+    name: "hf3fs_relay_call_duration_seconds",
+    help: "Call latency at the relay by method, from the request's arrival to its reply (holds included).",
+    labelNames: ["method"],
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly upstream = new Histogram({
+    name: "hf3fs_relay_upstream_duration_seconds",
+    help: "Time from sending a call upstream to its answer, by method (retries and holds included).",
+    labelNames: ["method"],
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly retries = new Counter({
+    name: "hf3fs_relay_upstream_retries_total",
+    help: "Calls sent upstream again: after a broken connection, an UNAVAILABLE answer, or to the leader a standby named.",
+    registers: [this.registry],
+  });
+  private readonly changes = new Counter({
+    name: "hf3fs_relay_upstream_changes_total",
+    help: "Times the relay moved its calls to another upstream server (a new leader, or the next member after a failure).",
+    registers: [this.registry],
+  });
+  private readonly held = new Histogram({
+    name: "hf3fs_relay_held_seconds",
+    help: "Calls the relay held through a failure upstream (at least one retry), by how long they were held.",
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30, 60],
+    registers: [this.registry],
+  });
+  private readonly reachable = new Gauge({
+    name: "hf3fs_relay_upstream_reachable",
+    help: "1 while the relay reaches a server that answers calls (a single server, or a cluster's leader), else 0.",
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry });
+    this.reachable.set(0);
+  }
+
+  /** observeCall counts one call at the relay that ended with code ("ok" or a gRPC code name), and its latency. */
+  observeCall(method: string, code: string, seconds: number): void {
+    this.calls.labels({ method, code }).inc();
+    this.latency.labels({ method }).observe(seconds);
+  }
+
+  /** observeUpstream records one call's time upstream, and how long it was held when it needed retries. */
+  observeUpstream(method: string, seconds: number, retried: boolean): void {
+    this.upstream.labels({ method }).observe(seconds);
+    if (retried) this.held.observe(seconds);
+  }
+
+  /** retried counts a call sent upstream again. */
+  retried(): void {
+    this.retries.inc();
+  }
+
+  /** moved counts a change of the upstream server calls go to. */
+  moved(): void {
+    this.changes.inc();
+  }
+
+  /** reach sets whether the upstream answers calls. */
+  reach(up: boolean): void {
+    this.reachable.set(up ? 1 : 0);
+  }
+}

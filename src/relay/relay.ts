@@ -1,0 +1,119 @@
+import { file_grpc_health_v1_health, Health } from "../../gen/grpc/health/v1/health_pb.js";
+import { file_grpc_reflection_v1_reflection, ServerReflection as ReflectionV1 } from "../../gen/grpc/reflection/v1/reflection_pb.js";
+import { file_grpc_reflection_v1alpha_reflection, ServerReflection as ReflectionV1alpha } from "../../gen/grpc/reflection/v1alpha/reflection_pb.js";
+import { file_hf3fs_metadata_v1_metadata, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import type { ClientTls } from "../client/metadata-client.js";
+import { MetadataError, Reason } from "../core/errors.js";
+import { definedOf } from "../core/option-table.js";
+import type { Logger } from "../server/logger.js";
+import { serveMetrics } from "../server/serve-metrics.js";
+import { serverUrl } from "../server/server-url.js";
+import { connectFraming } from "../server/transport/connect-framing.js";
+import { DualProtocolListener, type ListenerTls } from "../server/transport/dual-protocol-listener.js";
+import type { EarlyPort } from "../server/transport/early-port.js";
+import { keepLeadingByteOrderMark } from "../server/transport/utf8-text.js";
+import type { AccessPolicy } from "../service/access-policy.js";
+import { Edge } from "../service/edge.js";
+import { healthService } from "../service/health-service.js";
+import { jsonRouter } from "../service/json/json-router.js";
+import { sglangRoutes } from "../service/json/sglang-routes.js";
+import { vllmRoutes } from "../service/json/vllm-routes.js";
+import { Lifecycle } from "../service/lifecycle.js";
+import { reflectionService } from "../service/reflection-service.js";
+import { RelayMetrics } from "./relay-metrics.js";
+import { defaultRelayOptions, type RelayOptions } from "./relay-options.js";
+import { Upstream } from "./upstream.js";
+
+/** RelayConfig is what a running relay needs: its options (defaults for those left out), its callers' security, and its own upstream. */
+export type RelayConfig = Partial<Omit<RelayOptions, "port">> &
+  Pick<RelayOptions, "upstream"> & {
+    /** port is the TCP port to bind (0: any free one), or a port bound already (EarlyPort: its owner logged "listening"). */
+    port: number | EarlyPort;
+    /** access decides which of the relay's callers may call (its own --auth-token-file); undefined: every caller. */
+    access?: AccessPolicy;
+    /** tls serves the relay's callers over TLS; undefined: cleartext. */
+    tls?: ListenerTls;
+    /** upstreamToken is sent upstream on every call; undefined: none. */
+    upstreamToken?: string;
+    /** upstreamTls is what the relay trusts and presents upstream. */
+    upstreamTls?: ClientTls;
+  };
+
+/** RunningRelay is a relay that listens until closed. */
+export interface RunningRelay {
+  readonly url: string;
+  readonly port: number;
+  reloadTls(tls: ListenerTls): void;
+  /** close drains calls in flight (new ones get UNAVAILABLE) and stops; idempotent. */
+  close(): Promise<void>;
+}
+
+/** SERVICES are the services a relay answers, as reflection names them (the server's, but for replication, which is between members). */
+const SERVICES = [MetadataService.typeName, Health.typeName, ReflectionV1.typeName, ReflectionV1alpha.typeName];
+
+/**
+ * startRelay serves, on one port, the surface of a server (MetadataService
+ * over gRPC, gRPC-Web and Connect; the vLLM and SGLang JSON routes, which
+ * it translates into MetadataService calls with the server's own
+ * translation; health; reflection; its own metrics on GET /metrics) and
+ * answers every MetadataService call from its upstream (Upstream): the
+ * same answers, errors and server ids as the server's. Its callers' calls
+ * pass its own edge (tokens, limits, drain); the upstream does the rest.
+ */
+export async function startRelay(config: RelayConfig, logger: Logger): Promise<RunningRelay> {
+  keepLeadingByteOrderMark();
+  const options = { ...defaultRelayOptions, ...definedOf(config) };
+  const lifecycle = new Lifecycle();
+  const metrics = new RelayMetrics();
+  const upstream = new Upstream({
+    urls: options.upstream,
+    holdMs: options.holdMs,
+    token: config.upstreamToken,
+    tls: config.upstreamTls,
+    metrics,
+  });
+  const edge = new Edge({
+    lifecycle,
+    observe: metrics.observeCall.bind(metrics),
+    maxBodyBytes: options.maxBodyBytes,
+    maxBufferedBytes: options.maxBufferedBytes,
+    maxBufferedBytesPerConnection: options.maxBufferedBytesPerConnection,
+    requestTimeoutMs: options.requestTimeoutMs,
+    startupHoldMs: 0, // the upstream holds calls (--hold)
+    access: config.access,
+  });
+  const reflection = reflectionService(
+    [file_hf3fs_metadata_v1_metadata, file_grpc_health_v1_health, file_grpc_reflection_v1_reflection, file_grpc_reflection_v1alpha_reflection],
+    SERVICES,
+  );
+  const json = jsonRouter(upstream.calls, edge, [...vllmRoutes(options.vllmWorldSize), ...sglangRoutes], false);
+  const metricsAccess = options.metricsAuth ? config.access : undefined;
+  const handler = connectFraming(
+    edge,
+    upstream.service(),
+    (router) => {
+      router.service(Health, healthService(lifecycle, [MetadataService.typeName], undefined, upstream.reach));
+      router.service(ReflectionV1, reflection);
+      router.service(ReflectionV1alpha, reflection as never);
+    },
+    (req, res) => {
+      if (req.method === "GET" && req.url?.split("?")[0] === "/metrics")
+        return void serveMetrics(metrics.registry, metricsAccess, req.headers.authorization, res);
+      void json(req, res);
+    },
+  );
+  const listener = new DualProtocolListener(handler, { ...options, tls: config.tls });
+  const port = typeof config.port === "number" ? await listener.listen(options.host, config.port) : listener.adopt(config.port);
+  const url = serverUrl(options.host, port, config.tls !== undefined);
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      lifecycle.refuse(new MetadataError(Reason.SHUTTING_DOWN, "the relay is shutting down; retry against the restarted relay"));
+      await listener.close(options.shutdownTimeoutMs);
+      upstream.close();
+      edge.close();
+      logger.info({ url }, "stopped");
+    })());
+  logger.info({ url, upstream: options.upstream }, typeof config.port === "number" ? "listening" : "relaying");
+  return { url, port, close, reloadTls: (tls) => listener.reloadTls(tls) };
+}

@@ -1,0 +1,208 @@
+import { type CallOptions, Code, ConnectError, createClient, type HandlerContext, type ServiceImpl, type Transport } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
+import { ErrorInfoSchema, MetadataService, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { LeaderFollowing, type Method } from "../client/leader-following.js";
+import type { ClientTls } from "../client/metadata-client.js";
+import { MetadataError } from "../core/errors.js";
+import { SERVER_ID_HEADER } from "../protocol/headers.js";
+import type { MetadataCalls } from "../service/metadata-calls.js";
+import { Changes } from "../service/state-changes.js";
+import type { RelayMetrics } from "./relay-metrics.js";
+
+/** PROBE_MS is how often the relay asks every upstream server whether it answers calls (health of MetadataService: only a leader, in a cluster). */
+const PROBE_MS = 500;
+
+/** PROBE_TIMEOUT_MS bounds one probe: a server that does not answer by then is taken for gone. */
+const PROBE_TIMEOUT_MS = 1_000;
+
+/** RETRY = the backoff between sends of a held call: short, as a failover upstream takes about 2 s and the members are few. */
+const RETRY = { initialBackoffMs: 25, maxBackoffMs: 250 };
+
+/** UpstreamConfig is where a relay sends its calls and how. */
+export interface UpstreamConfig {
+  /** urls is the server, or a cluster's members, comma-separated. */
+  readonly urls: string;
+  /** holdMs bounds how long one call is held through failures upstream (--hold), within its own deadline. */
+  readonly holdMs: number;
+  /** token is sent upstream on every call as `authorization: Bearer`; undefined: none. */
+  readonly token?: string;
+  /** tls is what the relay trusts and presents upstream (https). */
+  readonly tls?: ClientTls;
+  readonly metrics: RelayMetrics;
+}
+
+/**
+ * Upstream is the relay's way to the servers: MetadataService calls over
+ * gRPC on one multiplexed HTTP/2 connection per server, following the
+ * leader (LeaderFollowing: NOT_LEADER names it, the next member after a
+ * failure) and held through failovers up to the hold; a probe every
+ * PROBE_MS finds the server that answers calls, so that calls go straight
+ * to a cluster's leader and health says whether one is reachable (reach).
+ */
+export class Upstream {
+  /** reach is what the relay's health reports: SERVING while a server answers calls. */
+  readonly reach = new Reach();
+  private readonly transports = new Map<string, Transport>();
+  private readonly following: LeaderFollowing;
+  private readonly urls: string[];
+  private readonly probing: NodeJS.Timeout;
+
+  constructor(private readonly config: UpstreamConfig) {
+    this.urls = config.urls.split(",").map((url) => url.trim().replace(/\/$/, ""));
+    this.following = new LeaderFollowing({
+      baseUrl: this.urls.join(","),
+      transportFor: (url) => this.transportOf(url),
+      policy: { deadlineMs: config.holdMs, ...RETRY },
+      random: Math.random,
+      onRetry: () => config.metrics.retried(),
+      onServer: () => config.metrics.moved(),
+    });
+    this.probing = setInterval(() => void this.probe(), PROBE_MS);
+    this.probing.unref();
+    void this.probe();
+  }
+
+  /** calls are the upstream as the relay's JSON routes call it. */
+  readonly calls: MetadataCalls = async (method, request, signal) => {
+    const { response, serverId } = await this.call(method, request, { signal });
+    return { response: response as never, serverId };
+  };
+
+  /** service is the upstream as connect-node serves it to the relay's gRPC, gRPC-Web and Connect callers, the answering server's id in its headers. */
+  service(): ServiceImpl<typeof MetadataService> {
+    const forward = (method: Method) => async (request: unknown, context: HandlerContext) => {
+      const { response, serverId } = await this.call(method, request, { signal: context.signal, timeoutMs: context.timeoutMs() });
+      if (serverId !== undefined) context.responseHeader.set(SERVER_ID_HEADER, serverId);
+      return response as never;
+    };
+    return Object.fromEntries(MetadataService.methods.map((m) => [m.localName, forward(m.localName as Method)])) as unknown as ServiceImpl<
+      typeof MetadataService
+    >;
+  }
+
+  /** close stops the probes and the connections. */
+  close(): void {
+    clearInterval(this.probing);
+  }
+
+  /**
+   * call sends one call upstream, held within the hold and the caller's
+   * deadline, and answers the server's response, or its error as the
+   * server gave it (code, message, details, its server id alone); a call
+   * no server answered within the hold is UNAVAILABLE
+   * REASON_UPSTREAM_UNAVAILABLE.
+   */
+  private async call(method: Method, request: unknown, options: Pick<CallOptions, "signal" | "timeoutMs">): Promise<{ response: unknown; serverId?: string }> {
+    const started = performance.now();
+    const holdMs = Math.min(this.config.holdMs, options.timeoutMs ?? Number.POSITIVE_INFINITY);
+    try {
+      const { response, serverId, attempts } = await this.following.call(method, request, { ...options, timeoutMs: options.timeoutMs ?? holdMs }, holdMs);
+      this.config.metrics.observeUpstream(method, (performance.now() - started) / 1_000, attempts > 1);
+      this.reach.set(true, this.config.metrics);
+      return { response, serverId: serverId ?? undefined };
+    } catch (e) {
+      const error = ConnectError.from(e);
+      this.config.metrics.observeUpstream(method, (performance.now() - started) / 1_000, true);
+      throw answerOf(error, firstServerId(error));
+    }
+  }
+
+  /** probe asks every server whether it answers calls, moves calls to the one that does, and sets the reach. */
+  private async probe(): Promise<void> {
+    const answers = await Promise.all(
+      this.urls.map((url) =>
+        createClient(Health, this.transportOf(url))
+          .check({ service: MetadataService.typeName }, { timeoutMs: PROBE_TIMEOUT_MS })
+          .then(({ status }) => status === ServingStatus.SERVING)
+          .catch(() => false),
+      ),
+    );
+    const serving = this.urls.filter((_, i) => answers[i]);
+    if (serving.length > 0 && !serving.includes(this.following.current)) this.following.prefer(serving[0]!);
+    this.reach.set(serving.length > 0, this.config.metrics);
+  }
+
+  /** transportOf is the one gRPC transport (one HTTP/2 connection, made on first use) to a server, for calls and probes. */
+  private transportOf(url: string): Transport {
+    let transport = this.transports.get(url);
+    if (transport === undefined) {
+      const { token, tls } = this.config;
+      transport = createGrpcTransport({
+        baseUrl: url,
+        nodeOptions: tls === undefined ? undefined : { ...tls },
+        pingIntervalMs: 5_000,
+        pingTimeoutMs: 2_000,
+        interceptors:
+          token === undefined
+            ? []
+            : [
+                (next) => (req) => {
+                  req.header.set("authorization", `Bearer ${token}`);
+                  return next(req);
+                },
+              ],
+      });
+      this.transports.set(url, transport);
+    }
+    return transport;
+  }
+}
+
+/**
+ * Reach is whether the relay reaches a server that answers calls, shaped
+ * as health reads a cluster member's leadership (healthService): SERVING
+ * while it does.
+ */
+export class Reach {
+  private up = false;
+  private readonly changes = new Changes();
+
+  get caughtUp(): boolean {
+    return this.up;
+  }
+
+  get refusal(): MetadataError | undefined {
+    return this.up ? undefined : UNREACHED;
+  }
+
+  /** set records whether a server answers, and tells the watchers and the metrics of a change. */
+  set(up: boolean, metrics: RelayMetrics): void {
+    if (up === this.up) return;
+    this.up = up;
+    metrics.reach(up);
+    this.changes.notify();
+  }
+
+  next(signal: AbortSignal): Promise<void> {
+    return this.changes.next(signal);
+  }
+}
+
+/** UNREACHED is the reach's refusal while no upstream server answers calls. */
+const UNREACHED = new MetadataError(Reason.UPSTREAM_UNAVAILABLE, "the relay reaches no upstream server that answers calls");
+
+/** firstServerId is the server id an error's metadata carries (headers and trailers merged: "id, id" over gRPC). */
+function firstServerId(error: ConnectError): string | undefined {
+  return error.metadata.get(SERVER_ID_HEADER)?.split(",")[0]?.trim() || undefined;
+}
+
+/**
+ * answerOf is the error a relay's caller gets for an upstream error: the
+ * same code, message and details, and of the upstream's metadata only its
+ * server id (its other headers are of that exchange, not this one). A call
+ * whose hold was spent (UNAVAILABLE: LeaderFollowing retries every other
+ * UNAVAILABLE) is REASON_UPSTREAM_UNAVAILABLE.
+ */
+function answerOf(error: ConnectError, serverId: string | undefined): ConnectError {
+  const metadata = new Headers();
+  if (serverId !== undefined) metadata.set(SERVER_ID_HEADER, serverId);
+  if (error.code !== Code.Unavailable) {
+    const answer = new ConnectError(error.rawMessage, error.code, metadata);
+    answer.details.push(...error.details); // as received: connect-node writes them back as they came
+    return answer;
+  }
+  return new ConnectError(`relay: ${error.rawMessage}`, Code.Unavailable, metadata, [
+    { desc: ErrorInfoSchema, value: { reason: Reason.UPSTREAM_UNAVAILABLE, namespace: "" } },
+  ]);
+}

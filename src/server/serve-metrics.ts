@@ -1,0 +1,23 @@
+import type * as http from "node:http";
+import type * as http2 from "node:http2";
+import type { Registry } from "prom-client";
+import type { AccessPolicy } from "../service/access-policy.js";
+
+/** serveMetrics answers GET /metrics from a registry (a server's, a relay's), after a token check when access is given (--metrics-auth). */
+export async function serveMetrics(
+  registry: Registry,
+  access: AccessPolicy | undefined,
+  authorization: string | undefined,
+  res: http.ServerResponse | http2.Http2ServerResponse,
+): Promise<void> {
+  try {
+    access?.check("metrics", authorization, true);
+  } catch (error) {
+    res.writeHead(401, { "content-type": "text/plain" });
+    res.end(`${(error as Error).message}\n`);
+    return;
+  }
+  const body = await registry.metrics();
+  res.writeHead(200, { "content-type": registry.contentType });
+  res.end(body);
+}
