@@ -44,6 +44,9 @@ export function jsonRouter(calls: MetadataCalls, edge: Edge, routes: readonly Js
       reply = await edge.call(route.name, { body: req, decode: parseJsonObject }, (body) => run(calls, route, body, params));
     } catch (error) {
       reply = errorReply(error as ConnectError); // the edge throws nothing else
+      // A relay's error carries the id of the server that gave it (a server's own id is on every response already).
+      const serverId = (error as ConnectError).metadata.get(SERVER_ID_HEADER)?.split(",")[0]?.trim();
+      if (serverId) reply = { ...reply, headers: { [SERVER_ID_HEADER]: serverId } };
       const leaderUrl = leaderUrlOf(error as ConnectError);
       // A standby that refuses calls sends them to the leader: 307 keeps method and body (vLLM's and SGLang's clients use requests,
       // which follows it). One that forwards never redirects: a call it answers itself gets 503, for the client to send again.

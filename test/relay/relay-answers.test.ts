@@ -1,0 +1,141 @@
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import { describe, expect, it } from "vitest";
+import { ErrorInfoSchema, KeyScope, MetadataService, Role } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { SERVER_ID_HEADER } from "../../src/protocol/headers.js";
+import { startTestRelay } from "../support/test-relay.js";
+import { startTestServer } from "../support/test-server.js";
+
+/** JSON_CALLS are calls of both JSON dialects, in order, meant to meet every route and every error status the routes answer. */
+const JSON_CALLS: [method: string, path: string, body?: string][] = [
+  ["POST", "/rank/0/initialize", '{"num_pages": 8}'],
+  ["POST", "/rank/0/initialize", '{"num_pages": 8}'], // already initialized
+  ["POST", "/rank/0/initialize", '{"num_pages": 8, "world_size": 2}'], // 409 mismatch
+  ["POST", "/rank/1/initialize", '{"role": "scheduler"}'],
+  ["POST", "/rank/1/initialize", '{"role": "nobody"}'], // 400
+  ["POST", "/keys/batch_allocate", '{"rank": 0, "keys": [["a", ""], ["b", "a"], ["c", null]]}'],
+  ["POST", "/keys/batch_allocate", '{"rank": 0, "keys": [["a", ""]]}'], // a retry: the same page
+  ["POST", "/keys/batch_allocate", '{"rank": 9, "keys": [["a", ""]]}'], // 404 rank not initialized
+  ["POST", "/keys/batch_allocate", '{"rank": 0, "keys": "a"}'], // 400 malformed
+  ["POST", "/keys/confirm_write", '{"rank": 0, "confirmations": [["a", 0], ["b", 1]]}'],
+  ["POST", "/keys/confirm_write", '{"rank": 0, "confirmations": [["zz", 5]]}'], // 409 no reservation
+  ["POST", "/keys/confirm_write", '{"rank": 0, "confirmations": [["a", 99]]}'], // 400 page out of range
+  ["POST", "/keys/batch_exists", '{"keys": ["a", "b", "c", "none"]}'],
+  ["POST", "/keys/get_locations", '{"rank": 0, "keys": ["a", "none"]}'],
+  ["POST", "/keys/batch_exists", "not json"], // 400
+  ["POST", "/keys/batch_exists", "[1]"], // 400, not an object
+  ["GET", "/keys/batch_exists"], // 405
+  ["POST", "/no/such/route", "{}"], // 404
+  ["POST", "/rank/5/drop", "{}"], // 404
+  ["POST", "/0/initialize", '{"namespace": "sg", "num_pages": 4}'],
+  ["POST", "/1/initialize", '{"namespace": "sg", "num_pages": 4}'],
+  ["POST", "/0/reserve_and_allocate_page_indices", '{"namespace": "sg", "keys": [["x", null], ["y", "x"]]}'],
+  ["POST", "/0/confirm_write", '{"namespace": "sg", "written_keys_to_confirm": [["x", 0], ["y", 1]], "pages_to_release": []}'],
+  ["POST", "/0/reserve_and_allocate_page_indices", '{"namespace": "sg", "keys": [["x", null]]}'], // existing
+  ["POST", "/0/exists", '{"namespace": "sg", "keys": ["x", "y", "z"]}'],
+  ["POST", "/1/exists", '{"namespace": "sg", "keys": ["x"]}'],
+  ["POST", "/7/exists", '{"namespace": "sg", "keys": ["x"]}'], // 404
+  ["POST", "/0/get_page_indices", '{"namespace": "sg", "keys": ["x", "z"]}'],
+  ["POST", "/0/delete_keys", '{"namespace": "sg", "keys": ["y"]}'],
+  ["POST", "/0/exists", '{"namespace": "sg", "keys": ["x", "y"]}'],
+  ["POST", "/0/clear", '{"namespace": "sg"}'],
+  ["POST", "/7/clear", '{"namespace": "sg"}'], // 404
+  ["POST", "/0/exists", '{"namespace": "sg", "keys": ["x"]}'],
+  ["POST", "/rank/0/initialize", '{"namespace": "sg", "num_pages": 4}'], // 409: an SGLang namespace on the vLLM routes
+  ["POST", "/rank/0/drop", "{}"],
+  ["POST", "/clear", ""],
+  ["POST", "/keys/batch_exists", '{"keys": ["a"]}'],
+];
+
+/** jsonAnswer is what a JSON caller sees of a call: status, body, content type, redirect, and whether a server id came with it. */
+async function jsonAnswer(url: string, [method, path, body]: (typeof JSON_CALLS)[number]) {
+  const res = await fetch(`${url}${path}`, { method, body, headers: { "content-type": "application/json" }, redirect: "manual" });
+  return {
+    status: res.status,
+    body: await res.text(),
+    contentType: res.headers.get("content-type"),
+    allow: res.headers.get("allow"),
+    location: res.headers.get("location"),
+  };
+}
+
+const TRANSPORTS = [
+  ["gRPC", (baseUrl: string) => createGrpcTransport({ baseUrl })],
+  ["Connect", (baseUrl: string) => createConnectTransport({ baseUrl, httpVersion: "1.1" })],
+  ["gRPC-Web", (baseUrl: string) => createGrpcWebTransport({ baseUrl, httpVersion: "2" })],
+] as const;
+
+describe("a relay answers as the server behind it", () => {
+  it("every JSON route and error status of both dialects: the same status, body and content type, with the upstream's server id", async () => {
+    const direct = await startTestServer();
+    const behind = await startTestServer();
+    const relay = await startTestRelay(behind.url);
+    for (const call of JSON_CALLS) {
+      const [fromServer, fromRelay] = [await jsonAnswer(direct.url, call), await jsonAnswer(relay.url, call)];
+      expect({ call, ...fromRelay }).toEqual({ call, ...fromServer });
+    }
+    // The server id the relay passes on is that of the server that answered, on answers and on errors.
+    const behindId = (await fetch(`${behind.url}/keys/batch_exists`, { method: "POST", body: "{}" })).headers.get(SERVER_ID_HEADER);
+    for (const path of ["/keys/batch_exists", "/keys/get_locations"]) {
+      const res = await fetch(`${relay.url}${path}`, { method: "POST", body: '{"rank": 0, "keys": []}' });
+      expect(res.headers.get(SERVER_ID_HEADER)).toBe(behindId);
+    }
+  });
+
+  it.each(TRANSPORTS)("every MetadataService call over %s: the same responses, codes, messages, ErrorInfo and server ids", async (_, transport) => {
+    const direct = await startTestServer();
+    const behind = await startTestServer();
+    const relay = await startTestRelay(behind.url);
+    const answers = async (url: string) => {
+      const client = createClient(MetadataService, transport(url));
+      const out: unknown[] = [];
+      const run = async (call: () => Promise<unknown>) => {
+        let serverId: string | null = null;
+        const onHeader = (h: Headers) => (serverId = h.get(SERVER_ID_HEADER));
+        try {
+          const response = await (call as (o: unknown) => Promise<unknown>)({ onHeader });
+          out.push({ response, serverId });
+        } catch (e) {
+          const error = e as import("@connectrpc/connect").ConnectError;
+          out.push({
+            code: error.code,
+            message: error.rawMessage,
+            info: error.findDetails(ErrorInfoSchema)[0],
+            serverId: error.metadata.get(SERVER_ID_HEADER),
+          });
+        }
+      };
+      type O = { onHeader(h: Headers): void };
+      await run((o: O) => client.initializeRank({ rank: 0, numPages: 8, worldSize: 1 }, o));
+      await run((o: O) => client.initializeRank({ rank: 0, numPages: 9, worldSize: 1 }, o));
+      await run((o: O) => client.initializeRank({ rank: 1, role: Role.WORKER, numPages: 0 }, o));
+      await run((o: O) => client.initializeRank({ namespace: "r", rank: 0, numPages: 4, newKeyScope: KeyScope.RANK }, o));
+      await run((o: O) => client.batchAllocate({ rank: 0, keys: ["a", "b"] }, o));
+      await run((o: O) => client.batchAllocate({ rank: 3, keys: ["a"] }, o));
+      await run((o: O) => client.confirmWrite({ rank: 0, keys: ["a"], pages: [0] }, o));
+      await run((o: O) => client.confirmWrite({ rank: 0, keys: ["q"], pages: [7] }, o));
+      await run((o: O) => client.batchExists({ keys: ["a", "b"] }, o));
+      await run((o: O) => client.batchExists({ namespace: "r", keys: ["a"], callerRank: 2 }, o));
+      await run((o: O) => client.getLocations({ rank: 0, keys: ["a", "b"], includeIncomplete: true }, o));
+      await run((o: O) => client.deleteKeys({ keys: ["a"], rank: 0 }, o));
+      await run((o: O) => client.getStats({ allNamespaces: true }, o));
+      await run((o: O) => client.clear({ namespace: "r", callerRank: 0 }, o));
+      await run((o: O) => client.dropRank({ rank: 5 }, o));
+      await run((o: O) => client.dropRank({ rank: 0 }, o));
+      return out;
+    };
+    const [fromServer, fromRelay] = [await answers(direct.url), await answers(relay.url)];
+    // Server ids differ by server: each answer's (and InitializeRank's server_id field) must name the server that answered.
+    const withoutIds = (list: unknown[]) =>
+      list.map((a) => {
+        const answer = a as { response?: { serverId?: string } };
+        return { ...answer, serverId: undefined, response: answer.response && { ...answer.response, serverId: undefined } };
+      });
+    expect(withoutIds(fromRelay)).toEqual(withoutIds(fromServer));
+    const behindId = (await fetch(`${behind.url}/keys/batch_exists`, { method: "POST", body: "{}" })).headers.get(SERVER_ID_HEADER)!;
+    for (const answer of fromRelay as { serverId: string | null; response?: { serverId?: string } }[]) {
+      expect(answer.serverId?.split(",")[0]?.trim()).toBe(behindId);
+      if (answer.response?.serverId !== undefined) expect(answer.response.serverId).toBe(behindId);
+    }
+  });
+});

@@ -1,0 +1,83 @@
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Code, type ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { describe, expect, it } from "vitest";
+import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
+import { ErrorInfoSchema, MetadataService, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { AccessPolicy } from "../../src/service/access-policy.js";
+import { tempDir } from "../support/temp-dir.js";
+import { startTestRelay } from "../support/test-relay.js";
+import { freePort, startTestServer } from "../support/test-server.js";
+
+/** status is the relay's health of a service. */
+async function status(url: string, service: string): Promise<ServingStatus> {
+  return (await createClient(Health, createGrpcTransport({ baseUrl: url })).check({ service })).status;
+}
+
+/** until polls `ok` every 50 ms, for at most 5 s. */
+async function until(ok: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  while (!(await ok())) {
+    if (Date.now() > deadline) throw new Error("never happened");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+const exists = (url: string, headers: Record<string, string> = {}) =>
+  fetch(`${url}/keys/batch_exists`, { method: "POST", body: JSON.stringify({ keys: ["k"] }), headers });
+
+describe("a relay with no upstream to reach", () => {
+  it("holds calls up to --hold, then answers 503 and UNAVAILABLE REASON_UPSTREAM_UNAVAILABLE; health is NOT_SERVING", async () => {
+    const relay = await startTestRelay(`http://127.0.0.1:${await freePort()}`, { holdMs: 600 });
+    const started = performance.now();
+    const res = await exists(relay.url);
+    expect(performance.now() - started).toBeGreaterThan(300); // held, not refused at once (the hold's last backoff may cut it short)
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({ reason: "REASON_UPSTREAM_UNAVAILABLE", code: "unavailable" });
+    const error = (await createClient(MetadataService, createGrpcTransport({ baseUrl: relay.url }))
+      .batchExists({ keys: ["k"] })
+      .catch((e: ConnectError) => e)) as ConnectError;
+    expect(error.code).toBe(Code.Unavailable);
+    expect(error.findDetails(ErrorInfoSchema)[0]?.reason).toBe(Reason.UPSTREAM_UNAVAILABLE);
+    for (const service of ["", MetadataService.typeName]) expect(await status(relay.url, service)).toBe(ServingStatus.NOT_SERVING);
+  });
+
+  it("answers a held call once the server comes up within the hold, and turns SERVING", async () => {
+    const port = await freePort();
+    const relay = await startTestRelay(`http://127.0.0.1:${port}`, { holdMs: 10_000 });
+    const held = exists(relay.url);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await startTestServer({}, undefined, port);
+    const res = await held;
+    expect([res.status, await res.json()]).toEqual([200, { exists: [false] }]);
+    await until(async () => (await status(relay.url, MetadataService.typeName)) === ServingStatus.SERVING);
+    expect(await status(relay.url, "")).toBe(ServingStatus.SERVING);
+    const metrics = await (await fetch(`${relay.url}/metrics`)).text();
+    expect(metrics).toMatch(/hf3fs_relay_upstream_retries_total [1-9]/);
+    expect(metrics).toMatch(/hf3fs_relay_held_seconds_count [1-9]/);
+    expect(metrics).toContain('hf3fs_relay_calls_total{method="vllm.batch_exists",code="ok"} 1');
+    expect(metrics).toContain("hf3fs_relay_upstream_reachable 1");
+  });
+});
+
+describe("a relay's tokens", () => {
+  it("sends its upstream token for callers that have none, and asks its own callers for its own", async () => {
+    const dir = tempDir();
+    const file = (name: string, token: string) => {
+      writeFileSync(join(dir, name), `${token}\n`);
+      return join(dir, name);
+    };
+    const server = await startTestServer({}, undefined, 0, { access: new AccessPolicy({ workerTokenFile: file("upstream", "up-secret") }) });
+    expect((await exists(server.url)).status).toBe(401); // the server wants its token
+    const open = await startTestRelay(server.url, { upstreamToken: "up-secret" });
+    expect((await exists(open.url)).status).toBe(200); // an engine with no token, through the relay
+    const guarded = await startTestRelay(server.url, { upstreamToken: "up-secret", access: new AccessPolicy({ workerTokenFile: file("own", "own-secret") }) });
+    expect((await exists(guarded.url)).status).toBe(401);
+    expect((await exists(guarded.url, { authorization: "Bearer up-secret" })).status).toBe(401); // the upstream's token is not the relay's
+    expect((await exists(guarded.url, { authorization: "Bearer own-secret" })).status).toBe(200);
+    const wrong = await startTestRelay(server.url, { upstreamToken: "not-it", holdMs: 300 });
+    const refused = await exists(wrong.url);
+    expect([refused.status, (await refused.json()).reason]).toEqual([401, "REASON_UNAUTHENTICATED"]); // the server's answer, passed on
+  });
+});
