@@ -89,11 +89,12 @@ describe("a relay answers as the server behind it", () => {
     const answers = async (url: string) => {
       const client = createClient(MetadataService, transport(url));
       const out: unknown[] = [];
-      const run = async (call: () => Promise<unknown>) => {
+      type O = { onHeader(h: Headers): void };
+      const run = async (call: (o: O) => Promise<unknown>) => {
         let serverId: string | null = null;
         const onHeader = (h: Headers) => (serverId = h.get(SERVER_ID_HEADER));
         try {
-          const response = await (call as (o: unknown) => Promise<unknown>)({ onHeader });
+          const response = await call({ onHeader });
           out.push({ response, serverId });
         } catch (e) {
           const error = e as import("@connectrpc/connect").ConnectError;
@@ -105,7 +106,6 @@ describe("a relay answers as the server behind it", () => {
           });
         }
       };
-      type O = { onHeader(h: Headers): void };
       await run((o: O) => client.initializeRank({ rank: 0, numPages: 8, worldSize: 1 }, o));
       await run((o: O) => client.initializeRank({ rank: 0, numPages: 9, worldSize: 1 }, o));
       await run((o: O) => client.initializeRank({ rank: 1, role: Role.WORKER, numPages: 0 }, o));

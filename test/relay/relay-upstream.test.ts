@@ -78,6 +78,6 @@ describe("a relay's tokens", () => {
     expect((await exists(guarded.url, { authorization: "Bearer own-secret" })).status).toBe(200);
     const wrong = await startTestRelay(server.url, { upstreamToken: "not-it", holdMs: 300 });
     const refused = await exists(wrong.url);
-    expect([refused.status, (await refused.json()).reason]).toEqual([401, "REASON_UNAUTHENTICATED"]); // the server's answer, passed on
+    expect([refused.status, ((await refused.json()) as { reason: string }).reason]).toEqual([401, "REASON_UNAUTHENTICATED"]); // the server's answer, passed on
   });
 });

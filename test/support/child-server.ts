@@ -42,7 +42,17 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ c
  * it (e.g. prlimit with its options).
  */
 export async function startChildServer(args: string[] = ["--in-memory"], env: NodeJS.ProcessEnv = {}, wrapper: string[] = []): Promise<ChildServer> {
-  const command = [...wrapper, process.execPath, BIN, "serve", "--host", "127.0.0.1", "--port", "0", ...args];
+  return startChild("serve", args, env, wrapper);
+}
+
+/** startChildRelay runs `hf3fs-metadata relay` on 127.0.0.1 (an ephemeral port unless args give --port), killed after the test. */
+export function startChildRelay(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ChildServer> {
+  return startChild("relay", args, env, []);
+}
+
+/** startChild runs a listening command of the CLI and resolves once it logged "listening". */
+async function startChild(verb: "serve" | "relay", args: string[], env: NodeJS.ProcessEnv, wrapper: string[]): Promise<ChildServer> {
+  const command = [...wrapper, process.execPath, BIN, verb, "--host", "127.0.0.1", "--port", "0", ...args];
   const child = spawn(command[0]!, command.slice(1), {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
