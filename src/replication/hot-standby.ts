@@ -4,6 +4,7 @@ import type { Clock } from "../core/clock.js";
 import { ReplayState } from "../core/replay-state.js";
 import type { MetadataState } from "../core/state.js";
 import type { StateOptions } from "../core/state-options.js";
+import type { PeerTls } from "../protocol/peer-tls.js";
 import type { Leadership } from "../service/leadership.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
 import { loadState } from "../store/load-state.js";
@@ -22,6 +23,8 @@ export interface HotStandbyOptions {
   clusterId: string;
   /** token is sent to the leader when the standby asks it for a snapshot. */
   token?: string;
+  /** peerTls is how the standby reaches the leader over TLS, for a snapshot; undefined: cleartext. */
+  peerTls?: PeerTls;
   /** leaderUrl names the leader now ("" when unknown), for a snapshot. */
   leaderUrl: () => string;
 }
@@ -114,7 +117,9 @@ export class HotStandby {
     const started = performance.now();
     await this.reader.stored();
     try {
-      const { appliedSeq, records } = await this.local.loadSnapshot(fetchSnapshot(leaderUrl, this.options.clusterId, this.options.token, signal));
+      const { appliedSeq, records } = await this.local.loadSnapshot(
+        fetchSnapshot(leaderUrl, this.options.clusterId, this.options.token, this.options.peerTls, signal),
+      );
       this.logger.info({ appliedSeq, records, tookMs: Math.round(performance.now() - started) }, "cluster: snapshot loaded");
     } finally {
       // Whole or not, the store holds what the reader must start from: the snapshot, or nothing (a gap again, so another snapshot).

@@ -5,6 +5,7 @@ import type { Clock } from "../core/clock.js";
 import { MetadataError, Reason } from "../core/errors.js";
 import { MetadataState } from "../core/state.js";
 import type { StateOptions } from "../core/state-options.js";
+import type { PeerTls } from "../protocol/peer-tls.js";
 import type { Leadership } from "../service/leadership.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
 import { ClusterKeys, type MemberRecord } from "./cluster-keys.js";
@@ -33,6 +34,8 @@ export interface MemberOptions {
   maxLogEntries?: number;
   /** token is sent to the leader when this member asks it for a snapshot (servers with token files need an admin token). */
   token?: string;
+  /** peerTls is how this member reaches the leader over TLS; undefined: cleartext members. */
+  peerTls?: PeerTls;
 }
 
 /** PUBLISH_MS is how often a member refreshes its record (applied entry, role). */

@@ -2,6 +2,7 @@ import { Code, ConnectError, createClient, type ServiceImpl } from "@connectrpc/
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { MemberRole, ReplicationService } from "../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
 import type { Change } from "../core/change.js";
+import type { PeerTls } from "../protocol/peer-tls.js";
 import type { LmdbStore, SnapshotPiece } from "../store/lmdb-store.js";
 import type { MemberRecord } from "./cluster-keys.js";
 import { decodeGroup, encodeGroup } from "./log-codec.js";
@@ -138,8 +139,14 @@ class BoundedSnapshot {
 }
 
 /** fetchSnapshot asks the leader at leaderUrl for its state, and yields it piece by piece as it arrives (LmdbStore.loadSnapshot writes each). */
-export async function* fetchSnapshot(leaderUrl: string, clusterId: string, token: string | undefined, signal: AbortSignal): AsyncGenerator<SnapshotPiece> {
-  const client = createClient(ReplicationService, createGrpcTransport({ baseUrl: leaderUrl }));
+export async function* fetchSnapshot(
+  leaderUrl: string,
+  clusterId: string,
+  token: string | undefined,
+  peerTls: PeerTls | undefined,
+  signal: AbortSignal,
+): AsyncGenerator<SnapshotPiece> {
+  const client = createClient(ReplicationService, createGrpcTransport({ baseUrl: leaderUrl, nodeOptions: peerTls === undefined ? undefined : { ...peerTls } }));
   const headers = token === undefined ? undefined : { authorization: `Bearer ${token}` };
   for await (const piece of client.snapshot({ clusterId }, { headers, signal })) {
     yield { appliedSeq: Number(piece.appliedSeq), records: decodeGroup(Buffer.from(piece.records)) };

@@ -1,6 +1,7 @@
 import { hostname } from "node:os";
 import type { IOptions } from "etcd3";
 import { systemClock } from "../core/clock.js";
+import type { PeerTls } from "../protocol/peer-tls.js";
 import { etcdClient } from "../replication/etcd-client.js";
 import { Member } from "../replication/member.js";
 import { isOrphanWatchResponse, Watches } from "../replication/watch.js";
@@ -22,6 +23,8 @@ import { readOptionFile } from "./tls-files.js";
  * --etcd-endpoints, so a single-node start does not load the etcd client.
  */
 export async function serveMember({ options, security, port, stopped, logger }: Start): Promise<number> {
+  // Members reach each other as they are reached: with their own certificate, trusting the CA of the members' (--tls-client-ca).
+  const peerTls: PeerTls | undefined = security.tls && { ca: security.tls.clientCa, cert: security.tls.cert, key: security.tls.key };
   let member: Member;
   try {
     const local = await openDurable(options.dataDir, logger, { overlappingSync: true }, [isOrphanWatchResponse]);
@@ -36,6 +39,7 @@ export async function serveMember({ options, security, port, stopped, logger }: 
       state: options,
       clock: systemClock,
       token: snapshotToken(options),
+      peerTls,
     };
     member = await Member.join(client, watches, local, new Leadership(), memberOptions, logger).catch(async (error: Error) => {
       client.close();
@@ -46,7 +50,7 @@ export async function serveMember({ options, security, port, stopped, logger }: 
   } catch (error) {
     return cannotStart(logger, error as Error);
   }
-  const server = await startServer(member.ledger, { ...options, ...security, port, leadership: member.leadership, cluster: member }, logger);
+  const server = await startServer(member.ledger, { ...options, ...security, peerTls, port, leadership: member.leadership, cluster: member }, logger);
   member.start(advertiseUrlOf(options, server));
   logger.info({ cluster: options.clusterName, clusterId: member.clusterId, memberId: member.memberId }, "cluster: joined");
   return runUntilStopped(options, server, member.ledger.store, security.access, logger, stopped);

@@ -6,6 +6,7 @@ import { file_hf3fs_metadata_v1_metadata, MetadataService } from "../../gen/hf3f
 import { MetadataError, Reason } from "../core/errors.js";
 import { definedOf } from "../core/option-table.js";
 import { ENVELOPE_BYTES } from "../protocol/envelope.js";
+import type { PeerTls } from "../protocol/peer-tls.js";
 import type { ClusterOptions } from "../replication/cluster-options.js";
 import { type ReplicationSource, replicationService } from "../replication/replication-service.js";
 import type { AccessPolicy } from "../service/access-policy.js";
@@ -51,6 +52,8 @@ export type ServerConfig = Partial<Omit<ListenerOptions, "port"> & LimitOptions 
   access?: AccessPolicy;
   /** metricsAuth makes GET /metrics need a known token (with access). */
   metricsAuth?: boolean;
+  /** peerTls is how a standby reaches its leader over TLS to forward calls (a cluster member with tls). */
+  peerTls?: PeerTls;
   /** tls serves every protocol over TLS with this certificate (and requires client certificates signed by its clientCa); undefined: cleartext. */
   tls?: ListenerTls;
   /** sampleLag replaces the event-loop lag measurement (tests). */
@@ -154,7 +157,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
   // A standby passes calls to its leader unless told to refuse them (--standby-calls).
   const forward =
     config.leadership !== undefined && limits.standbyCalls === "forward"
-      ? new LeaderForward(config.leadership, limits.startupHoldMs, limits.maxBodyBytes + ENVELOPE_BYTES, limits)
+      ? new LeaderForward(config.leadership, limits.startupHoldMs, limits.maxBodyBytes + ENVELOPE_BYTES, limits, config.peerTls)
       : undefined;
   const listener = new DualProtocolListener(requestHandler(serverId, new GrpcUnaryFastPath(service, edge), connect, forward), { ...limits, tls: config.tls });
   const port = typeof config.port === "number" ? await listener.listen(limits.host, config.port) : listener.adopt(config.port);

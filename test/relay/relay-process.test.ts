@@ -1,0 +1,136 @@
+import { readFileSync as readPem, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { makeCertificates } from "../support/certificates.js";
+import { type ChildServer, runCli, startChildRelay, startChildServer } from "../support/child-server.js";
+import { lacking } from "../support/debian-packages.js";
+import { startEtcdCluster } from "../support/etcd-cluster.js";
+import { kill9, type Server, startServer, waitForLeader } from "../support/ha-cluster.js";
+import { tempDir } from "../support/temp-dir.js";
+import { freePort } from "../support/test-server.js";
+import { VllmWorker } from "../support/vllm-worker.js";
+
+const missingCluster = lacking("the relay's cluster tests", "etcd", "requests");
+const missingTls = lacking("the relay's TLS test", "etcd", "openssl");
+const missingWorker = lacking("the relay's restart test", "requests");
+
+/** relayTo starts a relay child process in front of `upstream`, on `port` (a free one unless given). */
+async function relayTo(upstream: string, extra: string[] = [], port = 0): Promise<ChildServer> {
+  return startChildRelay(["--upstream", upstream, "--port", String(port), ...extra]);
+}
+
+describe.skipIf(missingCluster !== "")("an unmodified vLLM client through a relay in front of a cluster", () => {
+  it("kill -9 of the leader, not restarted, then of the next: no error, nothing confirmed lost", async () => {
+    const etcd = await startEtcdCluster(3);
+    const servers: Server[] = await Promise.all([0, 1, 2].map(() => startServer(etcd)));
+    await waitForLeader(servers);
+    const relay = await relayTo(servers.map((s) => s.url).join(","));
+    const worker = VllmWorker.start(relay.url, 2, 4_096, 0);
+    await worker.progress(5);
+    for (let round = 0; round < 2; round++) {
+      await kill9(await waitForLeader(servers));
+      await worker.progress(5);
+    }
+    const summary = await worker.stop();
+    console.log(`vLLM-policy worker through a relay across 2 leaders killed for good: ${JSON.stringify({ ...summary, errors: summary.errors.length })}`);
+    expect(summary.errors).toEqual([]);
+    expect(summary.lost).toBe(0);
+    const metrics = await (await fetch(`${relay.url}/metrics`)).text();
+    expect(metrics).toMatch(/hf3fs_relay_upstream_changes_total [1-9]/); // it moved its calls to each new leader
+  }, 120_000);
+});
+
+describe.skipIf(missingWorker !== "")("a relay restarted under load", () => {
+  it("by SIGTERM, and by kill -9, each started again at once on its port: the vLLM client sees no error", async () => {
+    const server = await startChildServer(["--in-memory"]);
+    const port = await freePort();
+    let relay = await relayTo(server.url, [], port);
+    const worker = VllmWorker.start(relay.url, 2, 4_096, 0);
+    await worker.progress(5);
+    for (const signal of ["SIGTERM", "SIGKILL"] as const) {
+      relay.child.kill(signal);
+      await relay.exited;
+      relay = await relayTo(server.url, [], port);
+      await worker.progress(5);
+    }
+    const summary = await worker.stop();
+    console.log(`vLLM-policy worker across 2 relay restarts: ${JSON.stringify({ ...summary, errors: summary.errors.length })}`);
+    expect(summary.errors).toEqual([]);
+    expect(summary.lost).toBe(0);
+  }, 60_000);
+});
+
+describe.skipIf(missingTls !== "")("a relay in front of a cluster with token files and mTLS", () => {
+  it("lets an engine with neither token nor TLS call; the same call straight to a member gets 401", async () => {
+    const dir = tempDir();
+    const certs = makeCertificates(dir);
+    const tokens = join(dir, "tokens");
+    writeFileSync(tokens, "worker-secret\n");
+    const admin = join(dir, "admin-tokens");
+    writeFileSync(admin, "admin-secret\n");
+    const secure = [
+      "--auth-token-file",
+      tokens,
+      "--admin-token-file",
+      admin,
+      "--tls-cert",
+      certs.serverCert,
+      "--tls-key",
+      certs.serverKey,
+      "--tls-client-ca",
+      certs.ca,
+    ];
+    const etcd = await startEtcdCluster(1);
+    const servers = await Promise.all([0, 1].map(() => startServer(etcd, tempDir(), secure)));
+    const relay = await relayTo(servers.map((s) => s.url).join(","), [
+      "--upstream-token-file",
+      tokens,
+      "--upstream-ca",
+      certs.ca,
+      "--upstream-cert",
+      certs.clientCert,
+      "--upstream-key",
+      certs.clientKey,
+    ]);
+    const post = (url: string, path: string, body: unknown) => fetch(`${url}${path}`, { method: "POST", body: JSON.stringify(body) });
+    // The relay's health turns SERVING once it reaches the leader over mTLS (the members' own health needs TLS to ask).
+    await until(async () => (await runCli(["health", "--server", relay.url])).code === 0);
+    expect((await post(relay.url, "/rank/0/initialize", { num_pages: 16 })).status).toBe(200);
+    const allocated = await post(relay.url, "/keys/batch_allocate", { rank: 0, keys: [["k", ""]] });
+    expect(await allocated.json()).toEqual({ rank: 0, results: [["k", 0]] });
+    expect((await post(relay.url, "/keys/confirm_write", { rank: 0, confirmations: [["k", 0]] })).status).toBe(204);
+    expect(await (await post(relay.url, "/keys/batch_exists", { keys: ["k"] })).json()).toEqual({ exists: [true] });
+    // Straight to each member, with a client certificate (TLS passes) but no token: 401.
+    for (const member of servers) expect(await directStatus(member.url, certs)).toBe(401);
+    // With the token, each member answers: the standby forwards to the leader over mTLS with its own certificate.
+    for (const member of servers) expect(await directStatus(member.url, certs, "worker-secret")).toBe(200);
+  }, 60_000);
+});
+
+/** until polls `ok` every 100 ms, for at most 20 s. */
+async function until(ok: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (!(await ok())) {
+    if (Date.now() > deadline) throw new Error("never happened");
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** directStatus is the status of a BatchExists straight to a member over mTLS, with `token` or none. */
+function directStatus(url: string, certs: ReturnType<typeof makeCertificates>, token?: string): Promise<number> {
+  const headers = token === undefined ? {} : { authorization: `Bearer ${token}` };
+  return new Promise<number>((resolve, reject) => {
+    import("node:https").then(({ request }) => {
+      const req = request(
+        `${url}/keys/batch_exists`,
+        { method: "POST", headers, ca: readPem(certs.ca), cert: readPem(certs.clientCert), key: readPem(certs.clientKey) },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        },
+      );
+      req.on("error", reject);
+      req.end(JSON.stringify({ keys: ["k"] }));
+    }, reject);
+  });
+}
