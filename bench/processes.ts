@@ -62,26 +62,35 @@ export function rssMb(pid: number): number {
   return Number(match?.[1] ?? 0) / 1024;
 }
 
-/** runLoad runs the load process and samples the server's CPU over its measured window. */
-export async function runLoad<R>(config: object, serverPid: number): Promise<{ result: R; serverCpuMs: number; serverRssMb: number }> {
+/** runLoad runs the load process and samples the server's CPU (and that of `otherPids`, e.g. a relay) over its measured window. */
+export async function runLoad<R>(
+  config: object,
+  serverPid: number,
+  otherPids: readonly number[] = [],
+): Promise<{ result: R; serverCpuMs: number; serverRssMb: number; otherCpuMs: number[] }> {
   const child = spawn(process.execPath, ["--import", "tsx", `${ROOT}bench/load.ts`, JSON.stringify(config)], {
     cwd: ROOT,
     stdio: ["ignore", "pipe", "inherit"],
   });
   let cpuStart = 0;
+  let otherStart: number[] = [];
+  let otherCpuMs: number[] = [];
   let serverCpuMs = 0;
   let serverRssMb = 0;
   let result: R | undefined;
   createInterface({ input: child.stdout! }).on("line", (line) => {
-    if (line === "start") cpuStart = cpuMs(serverPid);
-    else if (line === "end") {
+    if (line === "start") {
+      cpuStart = cpuMs(serverPid);
+      otherStart = otherPids.map(cpuMs);
+    } else if (line === "end") {
       serverCpuMs = cpuMs(serverPid) - cpuStart;
+      otherCpuMs = otherPids.map((pid, i) => cpuMs(pid) - otherStart[i]!);
       serverRssMb = rssMb(serverPid);
     } else result = JSON.parse(line) as R;
   });
   const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
   if (code !== 0 || result === undefined) throw new Error(`load process exited with ${code}`);
-  return { result, serverCpuMs, serverRssMb };
+  return { result, serverCpuMs, serverRssMb, otherCpuMs };
 }
 
 /**

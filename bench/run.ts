@@ -17,6 +17,7 @@ import { h2loadInstalled, type NativeLoadResult, nativeLoad } from "./native-loa
 import { type PrefixConfig, type PrefixResult, runPrefixStream } from "./prefix-stream.js";
 import { runLoad, SERVER, type ServerProcess, serverArgs, startProcess } from "./processes.js";
 import { fillStore, measureRecovery } from "./recovery.js";
+import { measureRelay, measureRelayFailover } from "./relay.js";
 import { measureStartup } from "./startup.js";
 
 const args = process.argv.slice(2);
@@ -447,6 +448,25 @@ if (enabled("ha")) {
   } finally {
     await cluster.stop();
   }
+}
+
+if (enabled("relay")) {
+  const relayRows = await measureRelay(quick ? 1 : 2, { warmupMs: WARMUP_MS, durationMs: DURATION_MS });
+  const of = (path: string) => relayRows.find((r) => r.path === path)!;
+  report.relay = {
+    rows: relayRows,
+    upstreamCpuPerKeyOverGrpc: of("relay vllm-json").serverCpuPerKeyUs / of("direct grpc").serverCpuPerKeyUs,
+    addedP50Ms: of("relay vllm-json").callP50Ms - of("direct vllm-json").callP50Ms,
+  };
+  const failover = await measureRelayFailover(quick ? 1 : 5);
+  const sorted = [...failover.longestCallSeconds].sort((a, b) => a - b);
+  (report.relay as Record<string, unknown>).failover = { ...failover, medianLongestCallSeconds: sorted[Math.floor(sorted.length / 2)] };
+  console.log(
+    `relay     upstream server CPU per key through the relay / the server's own gRPC: ${fmt((report.relay as { upstreamCpuPerKeyOverGrpc: number }).upstreamCpuPerKeyOverGrpc, 2)}; p50 added per call: ${fmt((report.relay as { addedP50Ms: number }).addedP50Ms, 2)} ms`,
+  );
+  console.log(
+    `relay     leader killed for good, the vLLM-policy worker's longest call (median of ${sorted.length}): ${fmt(sorted[Math.floor(sorted.length / 2)]!, 2)} s, ${failover.errors} errors`,
+  );
 }
 
 report.rows = rows;

@@ -45,4 +45,11 @@ describe("the layers of src/ (npm run lint)", () => {
     const server = cruise({ "src/server/bad-import.ts": 'export { parseServerOptions } from "../cli/serve-options.js";\n' });
     expect(server.output).toContain("server-below-cli");
   });
+
+  it("fail the lint when the relay reaches the CLI, or a layer below reaches the relay", () => {
+    const relay = cruise({ "src/relay/bad-import.ts": 'export { RELAY } from "../cli/relay-command.js";\n' });
+    expect(relay.output).toContain("relay-below-cli");
+    const server = cruise({ "src/server/bad-import.ts": 'export { startRelay } from "../relay/relay.js";\n' });
+    expect(server.output).toContain("relay-on-top");
+  });
 });

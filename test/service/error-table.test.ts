@@ -20,6 +20,7 @@ const expected: Record<string, Code> = {
   OVERLOADED: Code.Unavailable,
   NOT_LEADER: Code.Unavailable,
   STARTING: Code.Unavailable,
+  UPSTREAM_UNAVAILABLE: Code.Unavailable,
   UNSPECIFIED: Code.Internal,
 };
 

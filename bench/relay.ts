@@ -1,0 +1,131 @@
+// The relay's cost, side by side in one run (npm run bench -- --only=relay):
+// vLLM JSON clients straight to a server, and the same clients through a
+// relay in front of another server on this machine, alternated; the server's
+// own gRPC cost per key beside them. A relay moves the JSON work off the
+// server: its upstream gets only binary gRPC.
+
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import type { LoadResult } from "./load.js";
+import { cycleConfig, runLoad, SERVER, serverArgs, startProcess } from "./processes.js";
+
+/** RelayRow is one measured configuration of the relay workload (best of its repetitions, by server CPU per key). */
+export interface RelayRow {
+  path: "direct vllm-json" | "relay vllm-json" | "direct grpc";
+  batch: number;
+  concurrency: number;
+  keysPerSec: number;
+  serverCpuPerKeyUs: number;
+  relayCpuPerKeyUs: number;
+  /** callP50Ms is the median of the cycle's four calls' p50s. */
+  callP50Ms: number;
+  errors: number;
+}
+
+/** measureRelay runs each path `rounds` times, alternated, at B=128 (the largest batch vLLM's workers send) and C=16. */
+export async function measureRelay(rounds: number, timing: { warmupMs: number; durationMs: number }): Promise<RelayRow[]> {
+  const batch = 128;
+  const concurrency = 16;
+  const direct = await startProcess(SERVER, serverArgs(["--in-memory"]));
+  const behind = await startProcess(SERVER, serverArgs(["--in-memory"]));
+  const relay = await startProcess(SERVER, ["relay", "--host", "127.0.0.1", "--port", "0", "--upstream", behind.url]);
+  const best = new Map<RelayRow["path"], RelayRow>();
+  let offset = 5e9;
+  try {
+    for (let round = 0; round < rounds; round++) {
+      for (const [path, url, server, transport] of [
+        ["direct vllm-json", direct.url, direct, "vllm-json"],
+        ["relay vllm-json", relay.url, behind, "vllm-json"],
+        ["direct grpc", direct.url, direct, "connect-grpc"],
+      ] as const) {
+        offset += 1e9;
+        const config = cycleConfig(url, { transport, batch, concurrency, connections: 1, keyOffset: offset, ...timing });
+        const { result, serverCpuMs, otherCpuMs } = await runLoad<LoadResult>(config, server.pid, path === "relay vllm-json" ? [relay.pid] : []);
+        const p50s = Object.values(result.rpc)
+          .map((r) => r.p50)
+          .sort((a, b) => a - b);
+        const row: RelayRow = {
+          path,
+          batch,
+          concurrency,
+          keysPerSec: result.keys / (result.elapsedMs / 1_000),
+          serverCpuPerKeyUs: (serverCpuMs * 1_000) / Math.max(result.keys, 1),
+          relayCpuPerKeyUs: ((otherCpuMs[0] ?? 0) * 1_000) / Math.max(result.keys, 1),
+          callP50Ms: (p50s[1]! + p50s[2]!) / 2,
+          errors: result.errors,
+        };
+        console.log(
+          `relay     ${path.padEnd(17)} B=${batch} C=${concurrency}: ${Math.round(row.keysPerSec)} keys/s, server ${row.serverCpuPerKeyUs.toFixed(2)} µs/key, relay ${row.relayCpuPerKeyUs.toFixed(2)} µs/key, call p50 ${row.callP50Ms.toFixed(2)} ms, ${row.errors} errors`,
+        );
+        const kept = best.get(path);
+        if (kept === undefined || row.serverCpuPerKeyUs < kept.serverCpuPerKeyUs) best.set(path, row);
+      }
+    }
+  } finally {
+    await Promise.all([relay.stop(), direct.stop(), behind.stop()]);
+  }
+  return [...best.values()];
+}
+
+/** VLLM_CLIENT is the worker with vLLM's exact retry policy (the tests' own), run by Debian's Python. */
+const VLLM_CLIENT = new URL("../test/support/vllm_policy_client.py", import.meta.url).pathname;
+
+/**
+ * measureRelayFailover: through a relay in front of a cluster (3 etcd
+ * members, 3 servers), a vLLM-policy worker runs while the leader is killed
+ * with -9 and not restarted within the round (restarted after it, for the
+ * next); each round reports the longest call the worker saw, and its errors.
+ */
+export async function measureRelayFailover(rounds: number): Promise<{ longestCallSeconds: number[]; errors: number }> {
+  const { startHaCluster, leaderOf } = await import("./ha.js");
+  const cluster = await startHaCluster(SERVER, serverArgs);
+  const relay = await startProcess(SERVER, ["relay", "--host", "127.0.0.1", "--port", "0", "--upstream", cluster.urls.join(",")]);
+  const longest: number[] = [];
+  let errors = 0;
+  try {
+    for (let round = 0; round < rounds; round++) {
+      const worker = vllmWorker(relay.url);
+      await worker.steps(5);
+      const leader = await leaderOf(cluster);
+      process.kill(leader.process.pid, "SIGKILL");
+      await worker.steps(10);
+      const summary = await worker.stop();
+      longest.push(summary.longestCallSeconds);
+      errors += summary.errors.length;
+      console.log(
+        `relay     failover round ${round + 1}: longest call ${summary.longestCallSeconds.toFixed(2)} s, ${summary.errors.length} errors, ${summary.lost} lost`,
+      );
+      leader.process = await startProcess(leader.entry, leader.args);
+    }
+  } finally {
+    await relay.stop();
+    await cluster.stop();
+  }
+  return { longestCallSeconds: longest, errors };
+}
+
+/** vllmWorker runs the vLLM-policy worker against url (2 ranks): steps(n) waits for n more turns of its loop, stop() ends it and reads its summary. */
+function vllmWorker(url: string) {
+  const child = spawn("/usr/bin/python3", [VLLM_CLIENT, url, "2", "4096", "0"], { stdio: ["pipe", "pipe", "inherit"] });
+  let steps = 0;
+  const waiters: (() => void)[] = [];
+  const summary = new Promise<{ longestCallSeconds: number; errors: string[]; lost: number }>((resolve, reject) => {
+    createInterface({ input: child.stdout }).on("line", (line) => {
+      const event = JSON.parse(line) as { steps?: number; longestCallSeconds: number; errors: string[]; lost: number };
+      if (event.steps === undefined) return resolve(event);
+      steps = event.steps;
+      for (const waiter of waiters.splice(0)) waiter();
+    });
+    child.once("exit", (code) => reject(new Error(`the vLLM-policy worker exited with ${code}`)));
+  });
+  return {
+    async steps(n: number): Promise<void> {
+      const target = steps + n;
+      while (steps < target) await Promise.race([new Promise<void>((resolve) => waiters.push(resolve)), summary.then(() => undefined)]);
+    },
+    stop() {
+      child.stdin.end();
+      return summary;
+    },
+  };
+}
