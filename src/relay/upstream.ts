@@ -1,8 +1,8 @@
 import { type CallOptions, Code, ConnectError, createClient, type HandlerContext, type ServiceImpl, type Transport } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { ErrorInfoSchema, MetadataService, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { LeaderFollowing, type Method } from "../client/leader-following.js";
+import { createLeanGrpcTransport, type LeanGrpcTransport } from "../client/lean-grpc-transport.js";
 import type { ClientTls } from "../client/metadata-client.js";
 import { MetadataError } from "../core/errors.js";
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
@@ -34,7 +34,8 @@ export interface UpstreamConfig {
 
 /**
  * Upstream is the relay's way to the servers: MetadataService calls over
- * gRPC on one multiplexed HTTP/2 connection per server, following the
+ * gRPC on one multiplexed HTTP/2 connection per server (the lean
+ * transport), following the
  * leader (LeaderFollowing: NOT_LEADER names it, the next member after a
  * failure) and held through failovers up to the hold; a probe every
  * PROBE_MS finds the server that answers calls, so that calls go straight
@@ -43,7 +44,7 @@ export interface UpstreamConfig {
 export class Upstream {
   /** reach is what the relay's health reports: SERVING while a server answers calls. */
   readonly reach = new Reach();
-  private readonly transports = new Map<string, Transport>();
+  private readonly transports = new Map<string, LeanGrpcTransport>();
   private readonly following: LeaderFollowing;
   private readonly urls: string[];
   private readonly probing: NodeJS.Timeout;
@@ -84,6 +85,7 @@ export class Upstream {
   /** close stops the probes and the connections. */
   close(): void {
     clearInterval(this.probing);
+    for (const transport of this.transports.values()) transport.close();
   }
 
   /**
@@ -128,21 +130,7 @@ export class Upstream {
     let transport = this.transports.get(url);
     if (transport === undefined) {
       const { token, tls } = this.config;
-      transport = createGrpcTransport({
-        baseUrl: url,
-        nodeOptions: tls === undefined ? undefined : { ...tls },
-        pingIntervalMs: 5_000,
-        pingTimeoutMs: 2_000,
-        interceptors:
-          token === undefined
-            ? []
-            : [
-                (next) => (req) => {
-                  req.header.set("authorization", `Bearer ${token}`);
-                  return next(req);
-                },
-              ],
-      });
+      transport = createLeanGrpcTransport({ baseUrl: url, tls, header: token === undefined ? undefined : { authorization: `Bearer ${token}` } });
       this.transports.set(url, transport);
     }
     return transport;

@@ -1,0 +1,163 @@
+import * as http2 from "node:http2";
+import { create, type DescMessage, fromBinary, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
+import { Code, ConnectError, type Transport } from "@connectrpc/connect";
+import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
+import type { ClientTls } from "./metadata-client.js";
+
+/** LeanGrpcOptions configure createLeanGrpcTransport. */
+export interface LeanGrpcOptions {
+  /** baseUrl is the server, http:// or https://. */
+  readonly baseUrl: string;
+  /** tls trusts `ca` for https (else the system's CAs) and presents a client certificate (mTLS); PEM. */
+  readonly tls?: ClientTls;
+  /** header is sent on every call (an authorization token). */
+  readonly header?: Readonly<Record<string, string>>;
+}
+
+/** LeanGrpcTransport is a Transport that can be closed (its connection). */
+export type LeanGrpcTransport = Transport & { close(): void };
+
+/** CONNECT_MS bounds the wait for a connection: a server that does not accept by then is taken for gone (UNAVAILABLE). */
+const CONNECT_MS = 1_000;
+
+/** PING_MS is how often an open connection is pinged; one whose ping is not answered within as long is closed, failing its calls (UNAVAILABLE). */
+const PING_MS = 5_000;
+
+/**
+ * createLeanGrpcTransport makes unary gRPC calls (identity encoding) on one
+ * node:http2 connection to baseUrl, made again when it closes. Why by hand:
+ * connect-node's gRPC transport cost about 1 ms of CPU per 128-key call on
+ * the bench machine (bench/README.md, the relay), most of a relay's cost;
+ * its errors are still connect's own (findTrailerError), and
+ * test/client/lean-grpc-transport.test.ts holds its answers to
+ * connect-node's. A broken connection, a refused one or a reset stream is
+ * UNAVAILABLE (every call of this service is safe to send again).
+ */
+export function createLeanGrpcTransport(options: LeanGrpcOptions): LeanGrpcTransport {
+  let current: http2.ClientHttp2Session | undefined;
+  const session = (): http2.ClientHttp2Session => {
+    if (current !== undefined && !current.closed && !current.destroyed) return current;
+    const opened = http2.connect(options.baseUrl, { ...options.tls, settings: { initialWindowSize: 16 << 20 } });
+    const timer = setTimeout(() => opened.destroy(new Error(`no connection within ${CONNECT_MS} ms`)), CONNECT_MS);
+    const ping = setInterval(() => {
+      if (!opened.closed && !opened.destroyed) opened.ping((error) => error && opened.destroy(error));
+    }, PING_MS);
+    ping.unref();
+    opened.once("connect", () => clearTimeout(timer));
+    opened.on("error", () => undefined); // each call on it hears its own stream's end
+    opened.once("close", () => {
+      clearTimeout(timer);
+      clearInterval(ping);
+      if (current === opened) current = undefined;
+    });
+    opened.unref();
+    current = opened;
+    return opened;
+  };
+  return {
+    unary: (method, signal, timeoutMs, header, input) =>
+      call(session(), method, signal, timeoutMs, { ...options.header, ...plainHeader(header) }, input) as never,
+    stream: () => Promise.reject(new ConnectError("the lean gRPC transport makes unary calls only", Code.Unimplemented)),
+    close: () => current?.close(),
+  };
+}
+
+/** call makes one unary call on a session and resolves with connect's UnaryResponse, or rejects with a ConnectError. */
+function call(
+  session: http2.ClientHttp2Session,
+  method: { name: string; parent: { typeName: string }; input: DescMessage; output: DescMessage },
+  signal: AbortSignal | undefined,
+  timeoutMs: number | undefined,
+  header: Record<string, string>,
+  input: MessageInitShape<DescMessage>,
+) {
+  const message = toBinary(method.input, create(method.input, input));
+  const frame = Buffer.allocUnsafe(5 + message.length);
+  frame[0] = 0;
+  frame.writeUInt32BE(message.length, 1);
+  frame.set(message, 5);
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(new ConnectError("the call was canceled", Code.Canceled));
+    const stream = session.request({
+      ":method": "POST",
+      ":path": `/${method.parent.typeName}/${method.name}`,
+      "content-type": "application/grpc+proto",
+      te: "trailers",
+      ...(timeoutMs === undefined ? {} : { "grpc-timeout": `${Math.max(1, Math.ceil(timeoutMs))}m` }),
+      ...header,
+    });
+    let head: http2.IncomingHttpHeaders | undefined;
+    let trailers: http2.IncomingHttpHeaders | undefined;
+    const chunks: Buffer[] = [];
+    let failed: ConnectError | undefined;
+    const fail = (error: ConnectError) => {
+      failed ??= error;
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+    };
+    const timer =
+      timeoutMs === undefined ? undefined : setTimeout(() => fail(new ConnectError("the call's deadline passed", Code.DeadlineExceeded)), timeoutMs);
+    const onAbort = () => fail(new ConnectError("the call was canceled", Code.Canceled));
+    signal?.addEventListener("abort", onAbort, { once: true });
+    stream.on("response", (headers) => (head = headers));
+    stream.on("trailers", (headers) => (trailers = headers));
+    stream.on("data", (chunk: Buffer) => chunks.push(chunk));
+    stream.on("error", (error: Error) => (failed ??= new ConnectError(`the connection to the server broke: ${error.message}`, Code.Unavailable)));
+    stream.once("close", () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+      try {
+        resolve(answerOf(method, head, trailers, chunks, failed, stream.rstCode));
+      } catch (error) {
+        reject(error);
+      }
+    });
+    stream.end(frame);
+  });
+}
+
+/** answerOf reads a finished call: its message, or its error (connect's, from the status headers, with the headers and trailers as metadata). */
+function answerOf(
+  method: { parent: unknown; output: DescMessage },
+  head: http2.IncomingHttpHeaders | undefined,
+  trailers: http2.IncomingHttpHeaders | undefined,
+  chunks: Buffer[],
+  failed: ConnectError | undefined,
+  rstCode: number,
+) {
+  if (failed !== undefined) throw failed;
+  const status = (trailers ?? head)?.["grpc-status"];
+  if (status === undefined) {
+    const why = head === undefined ? "no answer" : `HTTP status ${head[":status"]} without a gRPC status`;
+    throw new ConnectError(`the server gave ${why} (stream reset ${rstCode})`, Code.Unavailable);
+  }
+  const header = webHeaders(head);
+  const trailer = webHeaders(trailers);
+  if (status !== "0") {
+    const all = webHeaders(head);
+    trailer.forEach((value, key) => all.append(key, value));
+    throw findTrailerError(all) ?? new ConnectError(`grpc-status ${status}`, Code.Unknown, all);
+  }
+  const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+  if (body.length < 5 || body[0] !== 0 || body.readUInt32BE(1) !== body.length - 5) {
+    throw new ConnectError("the server's answer is not one uncompressed gRPC message", Code.Internal, header);
+  }
+  return { stream: false, service: method.parent, method, header, trailer, message: fromBinary(method.output, body.subarray(5)) };
+}
+
+/** webHeaders are an HTTP/2 header block as Headers, without its pseudo-headers. */
+function webHeaders(block: http2.IncomingHttpHeaders | undefined): Headers {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(block ?? {})) {
+    if (name.startsWith(":") || value === undefined) continue;
+    for (const one of Array.isArray(value) ? value : [value]) headers.append(name, one);
+  }
+  return headers;
+}
+
+/** plainHeader is a call's HeadersInit as a plain object of lower-case names. */
+function plainHeader(header: ConstructorParameters<typeof Headers>[0]): Record<string, string> {
+  if (header === undefined) return {};
+  const out: Record<string, string> = {};
+  new Headers(header).forEach((value, key) => (out[key] = value));
+  return out;
+}
