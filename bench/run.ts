@@ -452,18 +452,19 @@ if (enabled("ha")) {
 
 if (enabled("relay")) {
   const relayRows = await measureRelay(quick ? 1 : 2, { warmupMs: WARMUP_MS, durationMs: DURATION_MS });
-  const of = (path: string) => relayRows.find((r) => r.path === path)!;
-  report.relay = {
-    rows: relayRows,
-    upstreamCpuPerKeyOverGrpc: of("relay vllm-json").serverCpuPerKeyUs / of("direct grpc").serverCpuPerKeyUs,
-    addedP50Ms: of("relay vllm-json").callP50Ms - of("direct vllm-json").callP50Ms,
+  const of = (path: string, concurrency: number) => relayRows.find((r) => r.path === path && r.concurrency === concurrency)!;
+  const summary = {
+    upstreamCpuPerKeyOverGrpc: of("relay vllm-json", 16).serverCpuPerKeyUs / of("direct grpc", 16).serverCpuPerKeyUs,
+    addedP50Ms: of("relay vllm-json", 16).callP50Ms - of("direct vllm-json", 16).callP50Ms,
+    addedP50MsAtC1: of("relay vllm-json", 1).callP50Ms - of("direct vllm-json", 1).callP50Ms,
   };
+  report.relay = { rows: relayRows, ...summary };
+  console.log(
+    `relay     upstream server CPU per key through the relay / the server's own gRPC: ${fmt(summary.upstreamCpuPerKeyOverGrpc, 2)}; p50 added per call: ${fmt(summary.addedP50Ms, 2)} ms at C=16, ${fmt(summary.addedP50MsAtC1, 2)} ms at C=1`,
+  );
   const failover = await measureRelayFailover(quick ? 1 : 5);
   const sorted = [...failover.longestCallSeconds].sort((a, b) => a - b);
   (report.relay as Record<string, unknown>).failover = { ...failover, medianLongestCallSeconds: sorted[Math.floor(sorted.length / 2)] };
-  console.log(
-    `relay     upstream server CPU per key through the relay / the server's own gRPC: ${fmt((report.relay as { upstreamCpuPerKeyOverGrpc: number }).upstreamCpuPerKeyOverGrpc, 2)}; p50 added per call: ${fmt((report.relay as { addedP50Ms: number }).addedP50Ms, 2)} ms`,
-  );
   console.log(
     `relay     leader killed for good, the vLLM-policy worker's longest call (median of ${sorted.length}): ${fmt(sorted[Math.floor(sorted.length / 2)]!, 2)} s, ${failover.errors} errors`,
   );

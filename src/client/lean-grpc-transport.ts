@@ -134,7 +134,7 @@ function answerOf(
   const trailer = webHeaders(trailers);
   if (status !== "0") {
     const all = webHeaders(head);
-    trailer.forEach((value, key) => all.append(key, value));
+    for (const [key, value] of trailer) all.append(key, value);
     throw findTrailerError(all) ?? new ConnectError(`grpc-status ${status}`, Code.Unknown, all);
   }
   const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
@@ -158,6 +158,6 @@ function webHeaders(block: http2.IncomingHttpHeaders | undefined): Headers {
 function plainHeader(header: ConstructorParameters<typeof Headers>[0]): Record<string, string> {
   if (header === undefined) return {};
   const out: Record<string, string> = {};
-  new Headers(header).forEach((value, key) => (out[key] = value));
+  for (const [key, value] of new Headers(header)) out[key] = value;
   return out;
 }
