@@ -2,11 +2,10 @@ import type { ClientTls } from "../client/metadata-client.js";
 import { defaultRelayOptions, RELAY_TABLES, type RelayOptions, resolveRelayOptions } from "../relay/relay-options.js";
 import { createLogger } from "../server/logger.js";
 import { stopSignal } from "../server/run-until-stopped.js";
-import { serverUrl } from "../server/server-url.js";
-import { EarlyPort } from "../server/transport/early-port.js";
 import { readTokens } from "../service/access-policy.js";
-import { type CallerSecurity, callerSecurityOf, readOptionFile, warnIfExposed } from "./caller-security.js";
+import { type CallerSecurity, callerSecurityOf, readOptionFile } from "./caller-security.js";
 import { CommandOptions } from "./command-options.js";
+import { listenEarly } from "./listen-early.js";
 
 /** RELAY is the options of `relay`, by concern (RELAY_TABLES). */
 export const RELAY = new CommandOptions("relay", RELAY_TABLES, defaultRelayOptions, resolveRelayOptions);
@@ -41,15 +40,8 @@ export async function relayCommand(args: string[]): Promise<number> {
     return 1;
   }
   const stopped = stopSignal();
-  warnIfExposed(options, logger);
-  let port: EarlyPort;
-  try {
-    port = await EarlyPort.bind(options.host, options.port, options.maxConnections);
-  } catch (error) {
-    console.error(`hf3fs-metadata relay: cannot listen on ${options.host}:${options.port}: ${(error as Error).message}`);
-    return 1;
-  }
-  logger.info({ url: serverUrl(options.host, port.port, options.tlsCert !== "") }, "listening");
+  const port = await listenEarly("relay", options, logger);
+  if (port === undefined) return 1;
   const { startRelay } = await import("../relay/relay.js");
   const relay = await startRelay({ ...options, ...security, port, upstreamToken, upstreamTls }, logger);
   logger.info({ signal: await stopped }, "shutting down");

@@ -1,8 +1,7 @@
 import { createLogger } from "../server/logger.js";
 import { stopSignal } from "../server/run-until-stopped.js";
-import { serverUrl } from "../server/server-url.js";
-import { EarlyPort } from "../server/transport/early-port.js";
-import { type CallerSecurity, callerSecurityOf, warnIfExposed } from "./caller-security.js";
+import { type CallerSecurity, callerSecurityOf } from "./caller-security.js";
+import { listenEarly } from "./listen-early.js";
 import { parseServerOptions, type ServerOptions, usage } from "./serve-options.js";
 
 /**
@@ -32,16 +31,8 @@ export async function serveCommand(args: string[]): Promise<number> {
     return 1;
   }
   const stopped = stopSignal();
-  warnIfExposed(options, logger);
-  // The port is bound before the rest of the server loads: from here on a client's connection waits rather than being refused.
-  let port: EarlyPort;
-  try {
-    port = await EarlyPort.bind(options.host, options.port, options.maxConnections);
-  } catch (error) {
-    console.error(`hf3fs-metadata serve: cannot listen on ${options.host}:${options.port}: ${(error as Error).message}`);
-    return 1;
-  }
-  logger.info({ url: serverUrl(options.host, port.port, options.tlsCert !== "") }, "listening");
+  const port = await listenEarly("serve", options, logger);
+  if (port === undefined) return 1;
   const start = { options, security, port, stopped, logger };
   if (options.etcdEndpoints !== "") return (await import("../server/serve-member.js")).serveMember(start);
   return (await import("../server/serve-node.js")).serveNode(start);

@@ -137,3 +137,13 @@ export const isString = (v: unknown): v is string => typeof v === "string" && v.
 export const isInt = (v: unknown): v is number => typeof v === "number" && Number.isInteger(v);
 /** isPrefix accepts a prefix key: a string, or null for none. */
 export const isPrefix = (v: unknown): v is string | null => v === null || isString(v);
+
+/**
+ * confirmFields are the fields of a confirm_write body of either dialect:
+ * the [key, page] pairs of `field` (vLLM's "confirmations", SGLang's
+ * "written_keys_to_confirm") and the optional releases.
+ */
+export function confirmFields(body: JsonObject, field: string): { keys: string[]; pages: number[]; pagesToRelease: number[]; keysToRelease: string[] } {
+  const [keys, pages] = pairs(body, field, isString, isInt, "[key, page]");
+  return { keys, pages, pagesToRelease: ints(body, "pages_to_release", true), keysToRelease: strings(body, "keys_to_release", true) };
+}

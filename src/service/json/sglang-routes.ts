@@ -1,5 +1,5 @@
 import { AllocationStatus, KeyScope, Role } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { int, ints, isInt, isPrefix, isString, namespaceField, pairs, strings } from "./json-body.js";
+import { confirmFields, int, isPrefix, isString, namespaceField, pairs, strings } from "./json-body.js";
 import { type JsonRoute, jsonRoute, NO_CONTENT } from "./json-route.js";
 
 /**
@@ -47,17 +47,7 @@ export const sglangRoutes: JsonRoute[] = [
     name: "sglang.confirm_write",
     pattern: /^\/(\d+)\/confirm_write$/,
     method: "confirmWrite",
-    request(body, [rank]) {
-      const [keys, pages] = pairs(body, "written_keys_to_confirm", isString, isInt, "[key, page]");
-      return {
-        namespace: namespaceField(body),
-        rank: Number(rank),
-        keys,
-        pages,
-        pagesToRelease: ints(body, "pages_to_release", true),
-        keysToRelease: strings(body, "keys_to_release", true),
-      };
-    },
+    request: (body, [rank]) => ({ namespace: namespaceField(body), rank: Number(rank), ...confirmFields(body, "written_keys_to_confirm") }),
     reply: () => NO_CONTENT,
   }),
   jsonRoute({

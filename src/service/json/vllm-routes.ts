@@ -1,6 +1,6 @@
 import { KeyScope, Role } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { invalidArgument } from "../../core/errors.js";
-import { int, ints, isInt, isPrefix, isString, namespaceField, pairs, str, strings } from "./json-body.js";
+import { confirmFields, int, isPrefix, isString, namespaceField, pairs, str, strings } from "./json-body.js";
 import { type JsonRoute, jsonRoute, NO_CONTENT } from "./json-route.js";
 
 /**
@@ -53,18 +53,7 @@ export function vllmRoutes(worldSize: number): JsonRoute[] {
       name: "vllm.confirm_write",
       pattern: /^\/keys\/confirm_write$/,
       method: "confirmWrite",
-      request(body) {
-        const [keys, pages] = pairs(body, "confirmations", isString, isInt, "[key, page]");
-        const rank = int(body, "rank");
-        return {
-          namespace: namespaceField(body),
-          rank,
-          keys,
-          pages,
-          pagesToRelease: ints(body, "pages_to_release", true),
-          keysToRelease: strings(body, "keys_to_release", true),
-        };
-      },
+      request: (body) => ({ namespace: namespaceField(body), rank: int(body, "rank"), ...confirmFields(body, "confirmations") }),
       reply: () => NO_CONTENT,
     }),
     jsonRoute({

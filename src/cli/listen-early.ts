@@ -1,0 +1,31 @@
+import type { Logger } from "../server/logger.js";
+import { serverUrl } from "../server/server-url.js";
+import type { TlsOptions } from "../server/tls-options.js";
+import { EarlyPort } from "../server/transport/early-port.js";
+import type { ListenerOptions } from "../server/transport/listener-options.js";
+import type { AccessOptions } from "../service/access-options.js";
+import { warnIfExposed } from "./caller-security.js";
+
+/**
+ * listenEarly binds a listening command's port before the rest of it
+ * loads (from then on a client's connection waits rather than being
+ * refused) and logs "listening", after a warning when it listens beyond
+ * loopback without tokens or TLS; undefined, with the reason on stderr,
+ * when the port cannot be bound.
+ */
+export async function listenEarly(
+  command: string,
+  options: Pick<ListenerOptions, "host" | "port" | "maxConnections"> & AccessOptions & TlsOptions,
+  logger: Logger,
+): Promise<EarlyPort | undefined> {
+  warnIfExposed(options, logger);
+  let port: EarlyPort;
+  try {
+    port = await EarlyPort.bind(options.host, options.port, options.maxConnections);
+  } catch (error) {
+    console.error(`hf3fs-metadata ${command}: cannot listen on ${options.host}:${options.port}: ${(error as Error).message}`);
+    return undefined;
+  }
+  logger.info({ url: serverUrl(options.host, port.port, options.tlsCert !== "") }, "listening");
+  return port;
+}
