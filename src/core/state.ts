@@ -97,11 +97,7 @@ export class MetadataState {
     return restoring(this.registry);
   }
 
-  /**
-   * initializeRank creates a rank, or checks that it exists with the same
-   * parameters (rank-admin.ts); a new namespace takes keyScope, or
-   * newKeyScope when that is unspecified.
-   */
+  /** initializeRank creates a rank, or checks it exists alike (rank-admin.ts); a new namespace takes keyScope, else newKeyScope. */
   initializeRank(
     namespace: string,
     rankNo: number,
