@@ -99,7 +99,8 @@ export class Upstream {
     const started = performance.now();
     const holdMs = Math.min(this.config.holdMs, options.timeoutMs ?? Number.POSITIVE_INFINITY);
     try {
-      const { response, serverId, attempts } = await this.following.call(method, request, { ...options, timeoutMs: options.timeoutMs ?? holdMs }, holdMs);
+      // The caller's deadline goes upstream; without one, none: a connection that stops answering fails its calls by its pings.
+      const { response, serverId, attempts } = await this.following.call(method, request, options, holdMs);
       this.config.metrics.observeUpstream(method, (performance.now() - started) / 1_000, attempts > 1);
       this.reach.set(true, this.config.metrics);
       return { response, serverId: serverId ?? undefined };
