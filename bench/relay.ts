@@ -42,6 +42,7 @@ export async function measureRelay(rounds: number, timing: { warmupMs: number; d
       ["direct grpc", direct.url, direct, "connect-grpc", 16],
       ["direct vllm-json", direct.url, direct, "vllm-json", 1],
       ["relay vllm-json", relay.url, behind, "vllm-json", 1],
+      ["direct grpc", direct.url, direct, "connect-grpc", 1],
     ] as const;
     for (let round = 0; round < rounds; round++) {
       for (const [path, url, server, transport, concurrency] of paths) {

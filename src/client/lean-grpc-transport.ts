@@ -1,7 +1,8 @@
 import * as http2 from "node:http2";
-import { create, type DescMessage, fromBinary, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
+import { create, type DescMessage, fromBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
+import { encodeFramed } from "./flat-encoder.js";
 import type { ClientTls } from "./metadata-client.js";
 
 /** LeanGrpcOptions configure createLeanGrpcTransport. */
@@ -71,11 +72,7 @@ function call(
   header: Record<string, string>,
   input: MessageInitShape<DescMessage>,
 ) {
-  const message = toBinary(method.input, create(method.input, input));
-  const frame = Buffer.allocUnsafe(5 + message.length);
-  frame[0] = 0;
-  frame.writeUInt32BE(message.length, 1);
-  frame.set(message, 5);
+  const frame = encodeFramed(method.input, create(method.input, input));
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(new ConnectError("the call was canceled", Code.Canceled));
     const stream = session.request({
