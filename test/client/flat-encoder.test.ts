@@ -4,8 +4,8 @@ import { describe, expect, it } from "vitest";
 import { GetStatsResponseSchema, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { encodeFramed } from "../../src/client/flat-encoder.js";
 
-/** valueOf is an arbitrary value of one field of a flat message: edge values included (empty, zero, negative, multibyte, the largest). */
-function valueOf(field: DescField): fc.Arbitrary<unknown> {
+/** arbitraryOf is an arbitrary value of one field of a flat message: edge values included (empty, zero, negative, multibyte, the largest). */
+function arbitraryOf(field: DescField): fc.Arbitrary<unknown> {
   const text = fc.oneof(fc.constant(""), fc.string({ unit: "grapheme", maxLength: 40 }), fc.constant("ключ🔑"));
   const scalar = (type: ScalarType | undefined): fc.Arbitrary<unknown> => {
     if (type === ScalarType.STRING) return text;
@@ -20,7 +20,7 @@ function valueOf(field: DescField): fc.Arbitrary<unknown> {
 
 /** initOf is an arbitrary init of a message: each field set, or left out (an optional one then stays unset). */
 function initOf(schema: DescMessage): fc.Arbitrary<Record<string, unknown>> {
-  return fc.record(Object.fromEntries(schema.fields.map((f) => [f.localName, valueOf(f)])), { requiredKeys: [] });
+  return fc.record(Object.fromEntries(schema.fields.map((f) => [f.localName, arbitraryOf(f)])), { requiredKeys: [] });
 }
 
 describe("the flat encoder of requests (the relay's, in place of toBinary for speed)", () => {
