@@ -24,6 +24,7 @@ const canned: ServiceImpl<typeof MetadataService> = {
   clear: async () => ({}),
   getStats: async () => ({}),
   dropRank: async () => ({}),
+  resetNamespace: async () => ({}),
 };
 const ledger = { state: new MetadataState(() => Date.now(), {}, false), store: new MemoryStore() };
 // The limits of `serve` by default, as the real server has them.

@@ -5,10 +5,11 @@ commands:
   relay     serve the server's surface on an engine node's localhost, relaying to --upstream (relay --help)
   inspect   print what a data dir holds (inspect --data-dir DIR)
   stats     print a running server's page usage per namespace and rank (stats [--server URL] [--namespace NS])
+  reset     forget a namespace whole so that it can be defined anew (reset --namespace NS | --all [--force])
   health    exit 0 only when a running server is SERVING (health [--server URL])
   status    print the members of a highly available cluster, its leader and each member's lag (status [--server URL])
 
-stats, health and status also take --token-file FILE (or env HF3FS_METADATA_TOKEN), and for an
+stats, health, status and reset also take --token-file FILE (or env HF3FS_METADATA_TOKEN), and for an
 https:// server --ca-file FILE and, for mTLS, --cert-file FILE --key-file FILE.`;
 
 /** main runs one CLI command and returns the process exit code. Each command loads its own modules, so a start loads only what it runs. */
@@ -23,6 +24,8 @@ export async function main(argv: string[]): Promise<number> {
       return (await import("./inspect-command.js")).inspectCommand(args);
     case "stats":
       return (await import("./operator-commands.js")).statsCommand(args);
+    case "reset":
+      return (await import("./operator-commands.js")).resetCommand(args);
     case "health":
       return (await import("./operator-commands.js")).healthCommand(args);
     case "status":

@@ -16,7 +16,7 @@ export const DEFAULT_SERVER = `http://${defaultServerOptions.host}:${defaultServ
  * or HF3FS_METADATA_TOKEN) and the other flags of an operator command;
  * undefined after --help.
  */
-export function parseOperatorArgs(args: string[], usage: string, extra: Record<string, { type: "string" }> = {}) {
+export function parseOperatorArgs(args: string[], usage: string, extra: Record<string, { type: "string" | "boolean" }> = {}) {
   const { values } = parseArgs({
     args,
     options: {
@@ -93,6 +93,39 @@ export async function healthCommand(args: string[]): Promise<number> {
     const e = ConnectError.from(error);
     console.log(e.code === Code.Unavailable ? "UNREACHABLE" : "ERROR");
     console.error(`hf3fs-metadata health: ${parsed.server}: ${e.rawMessage}`);
+    return 1;
+  }
+}
+
+const RESET_USAGE = `usage: hf3fs-metadata reset (--namespace NS | --all) [--force] [--server URL] [--token-file FILE] [--ca-file FILE [--cert-file FILE --key-file FILE]]
+
+Forgets a namespace (or every namespace) whole, ranks, keys and reservations, so that the next
+InitializeRank defines it anew (a new model, page size or tensor-parallel size). Needs an admin token
+when the server has --admin-token-file. Refused while readers hold read leases there; --force forgets it
+anyway, and a reader still reading may then read pages handed to other keys.
+--server defaults to ${DEFAULT_SERVER} (env HF3FS_METADATA_SERVER).
+${CONNECTION_HELP}`;
+
+/** resetCommand forgets a namespace (or all) on a running server, and prints what it forgot. */
+export async function resetCommand(args: string[]): Promise<number> {
+  const parsed = tryParse(
+    () => parseOperatorArgs(args, RESET_USAGE, { namespace: { type: "string" }, all: { type: "boolean" }, force: { type: "boolean" } }),
+    RESET_USAGE,
+  );
+  if (typeof parsed === "number") return parsed;
+  const { namespace, all, force } = parsed.values as { namespace?: string; all?: boolean; force?: boolean };
+  if ((namespace === undefined) === (all !== true)) {
+    console.error("hf3fs-metadata reset: give --namespace NS or --all (reset --help)");
+    return 2;
+  }
+  try {
+    const client = createMetadataClient({ baseUrl: parsed.server, token: parsed.token, tls: parsed.tls, retry: { deadlineMs: 3_000 } });
+    const done = await client.resetNamespace({ namespace: namespace ?? "", allNamespaces: all === true, force: force === true });
+    const what = all === true ? "every namespace" : `namespace "${namespace}"`;
+    console.log(`reset ${what}: ${done.namespaces} namespace(s), ${done.ranks} rank(s) and ${done.forgottenKeys} key(s) forgotten`);
+    return 0;
+  } catch (error) {
+    console.error(`hf3fs-metadata reset: ${ConnectError.from(error).rawMessage}`);
     return 1;
   }
 }

@@ -2,6 +2,7 @@ import { Role } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
 import type { Eviction } from "./eviction.js";
 import { KeyScope, rankScopedName } from "./key-scope.js";
+import type { Namespace } from "./namespace.js";
 import type { Registry } from "./registry.js";
 import { MAX_NUM_PAGES } from "./state-options.js";
 import { checkUint32, namespaceName } from "./validate.js";
@@ -55,18 +56,22 @@ export function initializeRank(
   }
   const current = registry.scopeOf(name);
   if (current !== KeyScope.UNSPECIFIED && keyScope !== KeyScope.UNSPECIFIED && keyScope !== current) {
-    throw new MetadataError(Reason.RANK_CONFIG_MISMATCH, `namespace "${name}" has key scope ${scopeName(current)}, not ${scopeName(keyScope)}`, {
-      namespace: name,
-      rank: rankNo,
-      field: "key_scope",
-    });
+    throw new MetadataError(
+      Reason.RANK_CONFIG_MISMATCH,
+      `namespace "${name}" has key scope ${scopeName(current)}, not ${scopeName(keyScope)}${HOW_TO_RESET(name)}`,
+      {
+        namespace: name,
+        rank: rankNo,
+        field: "key_scope",
+      },
+    );
   }
   const perRank = (current !== KeyScope.UNSPECIFIED ? current : keyScope !== KeyScope.UNSPECIFIED ? keyScope : newKeyScope) === KeyScope.RANK;
   // A namespace of KEY_SCOPE_RANK is one namespace per rank inside; its ranks share its world_size and its limits.
   const parts = registry.parts(name);
   const declared = parts[0]?.worldSize;
   if (declared !== undefined && declared !== worldSize) {
-    throw new MetadataError(Reason.RANK_CONFIG_MISMATCH, `namespace "${name}" has world_size ${declared}, not ${worldSize}`, {
+    throw new MetadataError(Reason.RANK_CONFIG_MISMATCH, `namespace "${name}" has world_size ${declared}, not ${worldSize}${HOW_TO_RESET(name)}`, {
       namespace: name,
       rank: rankNo,
       field: "world_size",
@@ -75,11 +80,15 @@ export function initializeRank(
   const existing = registry.find(name, rankNo)?.rank;
   if (existing !== undefined) {
     if (existing.numPages !== numPages) {
-      throw new MetadataError(Reason.RANK_CONFIG_MISMATCH, `rank ${rankNo} of namespace "${name}" has ${existing.numPages} pages, not ${numPages}`, {
-        namespace: name,
-        rank: rankNo,
-        field: "num_pages",
-      });
+      throw new MetadataError(
+        Reason.RANK_CONFIG_MISMATCH,
+        `rank ${rankNo} of namespace "${name}" has ${existing.numPages} pages, not ${numPages}${HOW_TO_RESET(name)}`,
+        {
+          namespace: name,
+          rank: rankNo,
+          field: "num_pages",
+        },
+      );
     }
     return { created: false, numPages, freePages: existing.freePages };
   }
@@ -143,7 +152,62 @@ export function dropRank(registry: Registry, eviction: Eviction, namespace: stri
   return forgotten;
 }
 
+/** HOW_TO_RESET ends every mismatch error: how an operator defines the namespace anew. */
+const HOW_TO_RESET = (name: string) => `; to define it anew, reset it: hf3fs-metadata reset --namespace ${JSON.stringify(name)} (ResetNamespace)`;
+
 /** scopeName names a KeyScope in an error. */
 function scopeName(scope: KeyScope): string {
   return scope === KeyScope.RANK ? "RANK (each rank keeps its own keys)" : "NAMESPACE (keys complete on every rank)";
+}
+
+/** ResetResult counts what resetNamespace forgot. */
+export interface ResetResult {
+  namespaces: number;
+  ranks: number;
+  forgottenKeys: number;
+}
+
+/**
+ * resetNamespace forgets a namespace whole (undefined: every namespace) by
+ * dropping each of its ranks (dropRank: journaled, so durable and
+ * replicated as every change), so that the next InitializeRank defines it
+ * anew. Unless forced, it refuses while a read lease is live there (a key's,
+ * or a deleted key's page held for one), changing nothing.
+ */
+export function resetNamespace(registry: Registry, eviction: Eviction, namespace: string | undefined, force: boolean): ResetResult {
+  const names = namespace === undefined ? registry.names() : [namespaceName(namespace, registry.options)];
+  registry.expire();
+  const now = registry.clock();
+  if (!force) {
+    for (const name of names) {
+      if (registry.parts(name).some((ns) => leasedNow(ns, now))) {
+        throw new MetadataError(
+          Reason.READ_LEASED,
+          `namespace "${name}" has live read leases: readers may still read its pages; retry after --read-lease-ttl, or reset with force`,
+          { namespace: name },
+        );
+      }
+    }
+  }
+  const result: ResetResult = { namespaces: 0, ranks: 0, forgottenKeys: 0 };
+  for (const name of names) {
+    const parts = registry.parts(name);
+    if (parts.length === 0) continue;
+    result.namespaces++;
+    for (const ns of parts) {
+      for (const rankNo of [...ns.ranks.keys()]) {
+        result.forgottenKeys += dropRank(registry, eviction, name, rankNo);
+        result.ranks++;
+      }
+    }
+  }
+  return result;
+}
+
+/** leasedNow is true while a read lease is live in a namespace: a key's, or a deleted key's page held for one. */
+function leasedNow(ns: Namespace, now: number): boolean {
+  for (const rank of ns.ranks.values()) if (rank.draining.size > 0) return true;
+  const leases = ns.columns.leaseUntilMs;
+  for (const entry of ns.keys.live()) if (leases[entry]! > now) return true;
+  return false;
 }

@@ -8,7 +8,7 @@ import type { KeyList, Keys } from "./key-list.js";
 import { KeyScope } from "./key-scope.js";
 import { COMPLETED, CONFIRMED_RESERVATION, type Namespace } from "./namespace.js";
 import type { Rank } from "./rank.js";
-import { dropRank, type InitializeRankResult, initializeRank } from "./rank-admin.js";
+import { dropRank, type InitializeRankResult, initializeRank, type ResetResult, resetNamespace } from "./rank-admin.js";
 import { type Restoring, restoring } from "./recovery.js";
 import { Registry } from "./registry.js";
 import type { StateOptions } from "./state-options.js";
@@ -87,12 +87,7 @@ export class MetadataState {
     restore.finish();
   }
 
-  /**
-   * restoring is restore a change at a time, for a caller that must yield
-   * to its event loop between batches (loadState): `add` each stored
-   * change ("rank" changes first), `link` the keys stored before their
-   * parents a batch at a time, then `finish`.
-   */
+  /** restoring is restore a change at a time for a caller that yields between batches (loadState): `add`, `link`, then `finish`. */
   restoring(): Restoring {
     return restoring(this.registry);
   }
@@ -113,6 +108,11 @@ export class MetadataState {
   /** dropRank removes a rank, an admin's call (rank-admin.ts); returns how many keys were forgotten. */
   dropRank(namespace: string, rankNo: number): number {
     return dropRank(this.registry, this.eviction, namespace, rankNo);
+  }
+
+  /** reset forgets a namespace whole (undefined: all), an admin's call (rank-admin.ts); refused while read leases live unless force. */
+  reset(namespace: string | undefined, force: boolean): ResetResult {
+    return resetNamespace(this.registry, this.eviction, namespace, force);
   }
 
   /**

@@ -24,6 +24,7 @@ export const codeOfReason: Record<Reason, Code> = {
   [Reason.NOT_LEADER]: Code.Unavailable,
   [Reason.STARTING]: Code.Unavailable,
   [Reason.UPSTREAM_UNAVAILABLE]: Code.Unavailable,
+  [Reason.READ_LEASED]: Code.FailedPrecondition,
 };
 
 /**

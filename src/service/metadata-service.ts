@@ -46,6 +46,9 @@ export function metadataService(ledger: { readonly state: MetadataState }, serve
     async dropRank(req) {
       return { forgottenKeys: ledger.state.dropRank(req.namespace, req.rank) };
     },
+    async resetNamespace(req) {
+      return ledger.state.reset(req.allNamespaces ? undefined : req.namespace, req.force);
+    },
     async getStats(req) {
       if (!req.allNamespaces) return { namespaces: ledger.state.stats(req.namespace).map(namespaceStats) };
       const { views, next } = ledger.state.statsPage(req.pageToken, Math.min(req.pageSize || STATS_PAGE_SIZE, MAX_STATS_PAGE_SIZE));

@@ -21,6 +21,7 @@ const expected: Record<string, Code> = {
   NOT_LEADER: Code.Unavailable,
   STARTING: Code.Unavailable,
   UPSTREAM_UNAVAILABLE: Code.Unavailable,
+  READ_LEASED: Code.FailedPrecondition,
   UNSPECIFIED: Code.Internal,
 };
 

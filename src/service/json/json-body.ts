@@ -89,6 +89,13 @@ export function str(body: JsonObject, field: string, fallback: string): string {
   return value;
 }
 
+/** bool reads an optional boolean field; false when absent. */
+export function bool(body: JsonObject, field: string): boolean {
+  const value = body[field] ?? false;
+  if (typeof value !== "boolean") throw invalidArgument(field, `"${field}" must be true or false`);
+  return value;
+}
+
 /** namespaceField reads the optional "namespace" of a body; "" when absent, which the core reads as its default namespace. */
 export function namespaceField(body: JsonObject): string {
   return str(body, "namespace", "");

@@ -1,6 +1,6 @@
 import { KeyScope, Role } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { invalidArgument } from "../../core/errors.js";
-import { confirmFields, int, isPrefix, isString, namespaceField, pairs, str, strings } from "./json-body.js";
+import { bool, confirmFields, int, isPrefix, isString, namespaceField, pairs, str, strings } from "./json-body.js";
 import { type JsonRoute, jsonRoute, NO_CONTENT } from "./json-route.js";
 
 /**
@@ -83,6 +83,13 @@ export function vllmRoutes(worldSize: number): JsonRoute[] {
       method: "dropRank",
       request: (body, [rank]) => ({ namespace: namespaceField(body), rank: Number(rank) }),
       reply: ({ forgottenKeys }) => ({ status: 200, body: { forgotten_keys: forgottenKeys } }),
+    }),
+    jsonRoute({
+      name: "vllm.reset",
+      pattern: /^\/reset$/,
+      method: "resetNamespace",
+      request: (body) => ({ namespace: namespaceField(body), allNamespaces: bool(body, "all_namespaces"), force: bool(body, "force") }),
+      reply: ({ namespaces, ranks, forgottenKeys }) => ({ status: 200, body: { namespaces, ranks, forgotten_keys: forgottenKeys } }),
     }),
   ];
 }

@@ -1,0 +1,59 @@
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { createMetadataClient } from "../../src/client/index.js";
+import { runCli, startChildServer } from "../support/child-server.js";
+import { lacking } from "../support/debian-packages.js";
+import { startEtcdCluster } from "../support/etcd-cluster.js";
+import { kill9, startServer, waitForLeader } from "../support/ha-cluster.js";
+import { tempDir } from "../support/temp-dir.js";
+
+const missing = lacking("the reset test on a cluster", "etcd");
+
+/** vllmInit is vLLM's worker init of rank 0 with numPages: its status. */
+const vllmInit = async (url: string, numPages: number) =>
+  (await fetch(`${url}/rank/0/initialize`, { method: "POST", body: JSON.stringify({ num_pages: numPages }) })).status;
+
+describe("hf3fs-metadata reset", () => {
+  it("forgets a namespace through the CLI, with an admin token, for good: a restart on the data dir keeps it forgotten", async () => {
+    const dir = tempDir();
+    const admin = join(dir, "admin");
+    writeFileSync(admin, "admin-secret\n");
+    const worker = join(dir, "worker");
+    writeFileSync(worker, "worker-secret\n");
+    const args = ["--data-dir", join(dir, "data"), "--auth-token-file", worker, "--admin-token-file", admin];
+    let server = await startChildServer(args);
+    await server.logged("ready");
+    const client = createMetadataClient({ baseUrl: server.url, token: "worker-secret" });
+    await client.initializeRank({ rank: 0, numPages: 8, worldSize: 1 });
+    expect((await runCli(["reset"])).code).toBe(2); // neither --namespace nor --all
+    const denied = await runCli(["reset", "--server", server.url, "--namespace", "kv"], { HF3FS_METADATA_TOKEN: "worker-secret" });
+    expect([denied.code, denied.stderr]).toEqual([1, expect.stringMatching(/admin/)]);
+    const done = await runCli(["reset", "--server", server.url, "--namespace", "kv"], { HF3FS_METADATA_TOKEN: "admin-secret" });
+    expect([done.code, done.stdout.trim()]).toEqual([0, 'reset namespace "kv": 1 namespace(s), 1 rank(s) and 0 key(s) forgotten']);
+    server.child.kill("SIGTERM");
+    expect(await server.exited).toBe(0);
+    server = await startChildServer(args);
+    await server.logged("ready");
+    const again = createMetadataClient({ baseUrl: server.url, token: "worker-secret" });
+    expect((await again.getStats({ allNamespaces: true })).namespaces).toEqual([]);
+    await again.initializeRank({ rank: 0, numPages: 1024 }); // defined anew: world_size 0, another page count
+  }, 30_000);
+});
+
+describe.skipIf(missing !== "")("hf3fs-metadata reset on a cluster", () => {
+  it("is replicated: after a failover the new leader has the namespace forgotten", async () => {
+    const etcd = await startEtcdCluster(1);
+    const servers = await Promise.all([0, 1].map(() => startServer(etcd)));
+    const leader = await waitForLeader(servers);
+    const client = createMetadataClient({ baseUrl: servers.map((s) => s.url).join(",") });
+    await client.initializeRank({ rank: 0, numPages: 8, worldSize: 1 });
+    expect(await vllmInit(leader.url, 64)).toBe(409);
+    const done = await runCli(["reset", "--server", leader.url, "--all"]);
+    expect(done.code).toBe(0);
+    await kill9(leader);
+    const next = await waitForLeader(servers);
+    expect(next).not.toBe(leader);
+    expect(await vllmInit(next.url, 64)).toBe(200);
+  }, 60_000);
+});

@@ -1,0 +1,68 @@
+import { Code, type ConnectError } from "@connectrpc/connect";
+import { describe, expect, it } from "vitest";
+import { ErrorInfoSchema, KeyScope, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { createMetadataClient } from "../../src/client/index.js";
+import { startTestServer } from "../support/test-server.js";
+
+/** post calls a JSON route and returns its status and parsed body. */
+async function post(url: string, path: string, body: unknown) {
+  const res = await fetch(`${url}${path}`, { method: "POST", body: JSON.stringify(body) });
+  const text = await res.text();
+  return { status: res.status, body: text === "" ? undefined : (JSON.parse(text) as Record<string, unknown>) };
+}
+
+describe("ResetNamespace: a namespace defined anew", () => {
+  it("lets vLLM's worker in after the namespace was defined otherwise, where Clear does not; the mismatch says how", async () => {
+    const server = await startTestServer();
+    const client = createMetadataClient({ baseUrl: server.url });
+    await client.initializeRank({ rank: 0, numPages: 8, worldSize: 1 }); // as the README's example does
+    const { pages } = await client.batchAllocate({ rank: 0, keys: ["a"] });
+    await client.confirmWrite({ rank: 0, keys: ["a"], pages });
+    const locked = await post(server.url, "/rank/0/initialize", { num_pages: 1024 });
+    expect(locked.status).toBe(409);
+    expect(locked.body).toMatchObject({ reason: "REASON_RANK_CONFIG_MISMATCH" });
+    expect(locked.body!.detail).toContain('hf3fs-metadata reset --namespace "kv"');
+    await client.clear({ allNamespaces: true });
+    expect((await post(server.url, "/rank/0/initialize", { num_pages: 1024 })).status).toBe(409); // Clear keeps the ranks
+    expect(await client.resetNamespace({ namespace: "kv" })).toMatchObject({ namespaces: 1, ranks: 1, forgottenKeys: 0 });
+    expect(await post(server.url, "/rank/0/initialize", { num_pages: 1024 })).toEqual({ status: 200, body: { message: "rank 0 initialized with 1024 pages" } });
+    // A repeat, or an unknown namespace, forgets nothing and succeeds.
+    await client.resetNamespace({ namespace: "nope" });
+    expect(await client.resetNamespace({ namespace: "nope" })).toMatchObject({ namespaces: 0, ranks: 0, forgottenKeys: 0 });
+  });
+
+  it("forgets keys, reservations and the key scope; refuses while read leases live unless forced, and then waits out nothing", async () => {
+    const server = await startTestServer({ readLeaseTtlMs: 10_000 });
+    const client = createMetadataClient({ baseUrl: server.url });
+    for (const rank of [0, 1]) await client.initializeRank({ namespace: "m", rank, numPages: 4, newKeyScope: KeyScope.RANK });
+    const { pages } = await client.batchAllocate({ namespace: "m", rank: 0, keys: ["a", "b"] });
+    await client.confirmWrite({ namespace: "m", rank: 0, keys: ["a"], pages: [pages[0]!] }); // "b" stays reserved
+    expect((await client.getLocations({ namespace: "m", rank: 0, keys: ["a"], includeIncomplete: true })).pages).toEqual([pages[0]]);
+    const refused = (await client.resetNamespace({ namespace: "m" }).catch((e: ConnectError) => e)) as ConnectError;
+    expect(refused.code).toBe(Code.FailedPrecondition);
+    expect(refused.findDetails(ErrorInfoSchema)[0]?.reason).toBe(Reason.READ_LEASED);
+    expect((await post(server.url, "/reset", { namespace: "m" })).body).toMatchObject({ reason: "REASON_READ_LEASED" });
+    expect((await client.getStats({ namespace: "m" })).namespaces[0]!.keyScope).toBe(KeyScope.RANK); // nothing changed
+    server.time.advance(10_001); // the lease ends
+    expect(await post(server.url, "/reset", { namespace: "m" })).toEqual({ status: 200, body: { namespaces: 1, ranks: 2, forgotten_keys: 1 } });
+    expect((await client.getStats({ namespace: "m" })).namespaces).toEqual([]);
+    // Defined anew, with another scope and world size.
+    await client.initializeRank({ namespace: "m", rank: 0, numPages: 2, worldSize: 1, keyScope: KeyScope.NAMESPACE });
+    expect((await client.getStats({ namespace: "m" })).namespaces[0]).toMatchObject({ keyScope: KeyScope.NAMESPACE, worldSize: 1 });
+    // force forgets a leased namespace at once.
+    const again = await client.batchAllocate({ namespace: "m", rank: 0, keys: ["c"] });
+    await client.confirmWrite({ namespace: "m", rank: 0, keys: ["c"], pages: again.pages });
+    await client.getLocations({ namespace: "m", rank: 0, keys: ["c"] });
+    await expect(client.resetNamespace({ namespace: "m" })).rejects.toMatchObject({ code: Code.FailedPrecondition });
+    expect(await client.resetNamespace({ namespace: "m", force: true })).toMatchObject({ namespaces: 1, ranks: 1, forgottenKeys: 1 });
+  });
+
+  it("with all_namespaces forgets every namespace", async () => {
+    const server = await startTestServer();
+    const client = createMetadataClient({ baseUrl: server.url });
+    for (const namespace of ["a", "b"]) await client.initializeRank({ namespace, rank: 0, numPages: 4 });
+    await client.initializeRank({ namespace: "s", rank: 3, numPages: 4, newKeyScope: KeyScope.RANK });
+    expect(await client.resetNamespace({ allNamespaces: true })).toMatchObject({ namespaces: 3, ranks: 3 });
+    expect((await client.getStats({ allNamespaces: true })).namespaces).toEqual([]);
+  });
+});
