@@ -11,7 +11,7 @@ export type ParentName = string | null;
  * durable before the reply, and hands the surviving ones back to
  * MetadataState.restore after a restart, rebuilds the same pages and keys.
  *
- * - rank: a rank was created.
+ * - rank: a rank was created, or resized (the same rank again, its new numPages).
  * - unrank: a rank was dropped; the changes before it (unreserve, key,
  *   forget, undrain) emptied it.
  * - reserve / unreserve: a reservation began (or was renewed) / ended

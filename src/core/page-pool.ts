@@ -41,7 +41,29 @@ export class PagePool {
   /** heldPages counts the pages that are not free. */
   heldPages = 0;
 
-  constructor(readonly numPages: number) {}
+  constructor(
+    /** numPages is the size of the rank's file, in pages (resize changes it). */
+    public numPages: number,
+  ) {}
+
+  /** firstHeldFrom is the first page at or above `from` that is not free, -1 when none is. */
+  firstHeldFrom(from: number): number {
+    for (let page = from; page < this.nextFresh; page++) if (this.kind[page] !== FREE) return page;
+    return -1;
+  }
+
+  /**
+   * resize makes the pool `numPages` pages: more are free at once; fewer
+   * need every page at or above the new size free (the caller checks,
+   * firstHeldFrom), and those pages are forgotten.
+   */
+  resize(numPages: number): void {
+    if (numPages < this.nextFresh) {
+      for (let i = this.freed.length - 1; i >= 0; i--) if (this.freed[i]! >= numPages) this.freed.splice(i, 1);
+      this.nextFresh = numPages;
+    }
+    this.numPages = numPages;
+  }
 
   /** freePages is the number of free pages. */
   get freePages(): number {

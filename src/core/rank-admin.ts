@@ -77,18 +77,21 @@ export function initializeRank(
       field: "world_size",
     });
   }
-  const existing = registry.find(name, rankNo)?.rank;
-  if (existing !== undefined) {
+  const found = registry.find(name, rankNo);
+  if (found !== undefined) {
+    const existing = found.rank;
     if (existing.numPages !== numPages) {
-      throw new MetadataError(
-        Reason.RANK_CONFIG_MISMATCH,
-        `rank ${rankNo} of namespace "${name}" has ${existing.numPages} pages, not ${numPages}${HOW_TO_RESET(name)}`,
-        {
-          namespace: name,
-          rank: rankNo,
-          field: "num_pages",
-        },
-      );
+      // The rank's file grew, or shrank: a smaller size needs every page at or above it free.
+      const was = existing.numPages;
+      const held = existing.resize(numPages);
+      if (held >= 0) {
+        throw new MetadataError(
+          Reason.RANK_CONFIG_MISMATCH,
+          `rank ${rankNo} of namespace "${name}" has ${was} pages and cannot shrink to ${numPages}: page ${held} is held${HOW_TO_RESET(name)}`,
+          { namespace: name, rank: rankNo, page: held, field: "num_pages" },
+        );
+      }
+      registry.journal.record({ kind: "rank", namespace: found.ns.name, rank: rankNo, numPages, worldSize });
     }
     return { created: false, numPages, freePages: existing.freePages };
   }

@@ -58,13 +58,31 @@ export class Rank {
 
   constructor(
     readonly rank: number,
-    readonly numPages: number,
+    numPages: number,
     /** slot is the rank's index in its namespace. */
     readonly slot: number,
     /** keys are the namespace's per-key columns, whose counts this rank keeps. */
     private readonly keys: KeyColumns,
   ) {
     this.pool = new PagePool(numPages);
+  }
+
+  /** numPages is the size of the rank's file, in pages. */
+  get numPages(): number {
+    return this.pool.numPages;
+  }
+
+  /**
+   * resize makes the rank `numPages` pages (its file grew or shrank): a
+   * smaller size needs every page at or above it free, else it returns the
+   * first held one and changes nothing; -1 when resized.
+   */
+  resize(numPages: number): number {
+    const held = numPages < this.pool.numPages ? this.pool.firstHeldFrom(numPages) : -1;
+    if (held >= 0) return held;
+    for (const page of [...this.lapsed.keys()]) if (page >= numPages) this.lapsedPages!.delete(page);
+    this.pool.resize(numPages);
+    return -1;
   }
 
   /** lapsed maps a FREE page to the key whose reservation of it expired. */

@@ -69,9 +69,14 @@ export function restoring(registry: Registry): Restoring {
  */
 export function replayOne(registry: Registry, change: Change): void {
   switch (change.kind) {
-    case "rank":
-      if (!registry.namespaces.get(change.namespace)?.ranks.has(change.rank)) restoreOne(registry, change, undefined);
+    case "rank": {
+      // A rank's change again is its new size (InitializeRank resized it; the leader found the pages free).
+      const rank = registry.namespaces.get(change.namespace)?.ranks.get(change.rank);
+      if (rank === undefined) restoreOne(registry, change, undefined);
+      else if (rank.numPages !== change.numPages && rank.resize(change.numPages) >= 0)
+        throw new Error(`replay cannot resize rank ${change.rank} of "${change.namespace}"`);
       return;
+    }
     case "unrank": {
       // The changes before it emptied the rank, as they did the leader's.
       const ns = registry.namespaces.get(change.namespace);

@@ -28,11 +28,38 @@ describe("initializeRank", () => {
     expect(state.initializeRank("kv", 0, 8, 2)).toEqual({ created: false, numPages: 8, freePages: 8 });
   });
 
-  it("rejects another num_pages or world_size as a config mismatch", () => {
+  it("rejects another world_size as a config mismatch", () => {
     const { state } = setup();
     state.initializeRank("", 0, 8, 2);
-    expect(reasonOf(() => state.initializeRank("", 0, 9, 2))).toBe(Reason.RANK_CONFIG_MISMATCH);
     expect(reasonOf(() => state.initializeRank("", 1, 8, 4))).toBe(Reason.RANK_CONFIG_MISMATCH);
+  });
+
+  it("grows a rank whose file grew, and shrinks it while no page at or past the new size is held", () => {
+    const { state } = setup();
+    state.initializeRank("", 0, 4, 1);
+    state.takeChanges();
+    expect(state.initializeRank("", 0, 6, 1)).toEqual({ created: false, numPages: 6, freePages: 6 });
+    expect(state.takeChanges()).toEqual([{ kind: "rank", namespace: "kv", rank: 0, numPages: 6, worldSize: 1 }]);
+    const { pages } = state.batchAllocate("", 0, ["a", "b", "c", "d", "e", "f"]);
+    expect(pages).toEqual([0, 1, 2, 3, 4, 5]);
+    state.confirmWrite("", 0, ["a", "b", "c", "d", "e", "f"], pages);
+    state.deleteKeys("", ["e"]); // page 4 free again; page 5 still held by "f"
+    let refused: MetadataError | undefined;
+    try {
+      state.initializeRank("", 0, 4, 1);
+    } catch (e) {
+      refused = e as MetadataError;
+    }
+    expect(refused?.reason).toBe(Reason.RANK_CONFIG_MISMATCH);
+    expect(refused?.subject.page).toBe(5);
+    expect(refused?.message).toContain("page 5 is held");
+    expect(state.takeChanges().filter((c) => c.kind === "rank")).toEqual([]); // nothing changed
+    state.deleteKeys("", ["f"]);
+    expect(state.initializeRank("", 0, 4, 1)).toMatchObject({ numPages: 4, freePages: 0 });
+    // The pages past the new size are gone: a full rank makes room below it (eviction), and a confirmation past it is out of range.
+    expect(state.batchAllocate("", 0, ["g"]).pages[0]).toBeLessThan(4);
+    expect(reasonOf(() => state.confirmWrite("", 0, ["g"], [4]))).toBe(Reason.PAGE_OUT_OF_RANGE);
+    assertInvariants(state);
   });
 
   it("rejects zero pages, too many pages and a rank outside world_size", () => {

@@ -15,7 +15,7 @@ const vllmInit = async (url: string, numPages: number) =>
   (await fetch(`${url}/rank/0/initialize`, { method: "POST", body: JSON.stringify({ num_pages: numPages }) })).status;
 
 describe("hf3fs-metadata reset", () => {
-  it("forgets a namespace through the CLI, with an admin token, for good: a restart on the data dir keeps it forgotten", async () => {
+  it("keeps a grown rank across a restart, and forgets a namespace through the CLI, with an admin token, for good", async () => {
     const dir = tempDir();
     const admin = join(dir, "admin");
     writeFileSync(admin, "admin-secret\n");
@@ -26,6 +26,13 @@ describe("hf3fs-metadata reset", () => {
     await server.logged("ready");
     const client = createMetadataClient({ baseUrl: server.url, token: "worker-secret" });
     await client.initializeRank({ rank: 0, numPages: 8, worldSize: 1 });
+    expect(await client.initializeRank({ rank: 0, numPages: 16, worldSize: 1 })).toMatchObject({ created: false, numPages: 16 }); // its file grew
+    server.child.kill("SIGTERM");
+    expect(await server.exited).toBe(0);
+    server = await startChildServer(args);
+    await server.logged("ready");
+    const resized = createMetadataClient({ baseUrl: server.url, token: "worker-secret" });
+    expect((await resized.getStats({ namespace: "kv" })).namespaces[0]!.ranks[0]).toMatchObject({ numPages: 16, freePages: 16 });
     expect((await runCli(["reset"])).code).toBe(2); // neither --namespace nor --all
     const denied = await runCli(["reset", "--server", server.url, "--namespace", "kv"], { HF3FS_METADATA_TOKEN: "worker-secret" });
     expect([denied.code, denied.stderr]).toEqual([1, expect.stringMatching(/admin/)]);

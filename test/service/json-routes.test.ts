@@ -184,7 +184,7 @@ describe("errors of the JSON routes", () => {
       expect(reply.body?.detail).toEqual(expect.any(String));
     }
     await post(url, "/0/initialize", { num_pages: 8 });
-    const mismatch = await post(url, "/0/initialize", { num_pages: 9 });
+    const mismatch = await post(url, "/rank/0/initialize", { num_pages: 8 }); // the vLLM routes on an SGLang namespace
     expect(mismatch).toMatchObject({ status: 409, body: { reason: "REASON_RANK_CONFIG_MISMATCH", code: "failed_precondition" } });
 
     const bad: [string, unknown, string | undefined][] = [

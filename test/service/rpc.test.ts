@@ -68,7 +68,7 @@ describe.each(protocols)("MetadataService over $protocol (HTTP/$httpVersion)", (
     expect(notInit).toMatchObject({ namespace: "ns", rank: 3 });
     await expectError(client.getLocations({ rank: 0, keys: ["a"] }), Code.FailedPrecondition, Reason.RANK_NOT_INITIALIZED);
     await client.initializeRank({ rank: 0, numPages: 4, worldSize: 2 });
-    await expectError(client.initializeRank({ rank: 0, numPages: 5, worldSize: 2 }), Code.FailedPrecondition, Reason.RANK_CONFIG_MISMATCH);
+    await expectError(client.initializeRank({ rank: 0, numPages: 4, worldSize: 3 }), Code.FailedPrecondition, Reason.RANK_CONFIG_MISMATCH);
     await expectError(client.initializeRank({ rank: 1, numPages: 0, worldSize: 2 }), Code.InvalidArgument, Reason.INVALID_ARGUMENT);
     await expectError(client.initializeRank({ rank: 2, numPages: 4, worldSize: 2 }), Code.InvalidArgument, Reason.INVALID_ARGUMENT);
     await expectError(client.batchAllocate({ rank: 0, keys: ["a", "b", "c", "d", "e"] }), Code.InvalidArgument, Reason.LIMIT_EXCEEDED);
@@ -273,7 +273,7 @@ describe("every error through @grpc/grpc-js", () => {
           "config mismatch",
           grpc.status.FAILED_PRECONDITION,
           Reason.RANK_CONFIG_MISMATCH,
-          call("InitializeRank", InitializeRankRequestSchema, { rank: 0, numPages: 5, worldSize: 1 }),
+          call("InitializeRank", InitializeRankRequestSchema, { rank: 0, numPages: 5, worldSize: 2 }),
         ],
         [
           "no reservation",

@@ -30,6 +30,7 @@ export const operation = fc.oneof(
   fc.record({ op: fc.constant("advance" as const), ms: fc.integer({ min: 0, max: 1_500 }) }),
   fc.record({ op: fc.constant("evictAhead" as const), maxKeys: fc.integer({ min: 1, max: 4 }) }),
   fc.record({ op: fc.constant("dropRank" as const), rank, numPages: fc.integer({ min: 1, max: PAGES }) }),
+  fc.record({ op: fc.constant("resize" as const), rank, numPages: fc.integer({ min: 1, max: PAGES + 2 }) }),
 );
 
 /** partOf is the namespace that holds rank r of "kv": "kv" itself, or, with KEY_SCOPE_RANK, rank r's own (key-scope.ts). */
@@ -111,6 +112,10 @@ export function apply(state: MetadataState, time: FakeClock, op: Operation, leas
       break;
     case "evictAhead":
       state.evictAhead(op.maxKeys);
+      break;
+    case "resize":
+      // InitializeRank again with another size: it grows, or shrinks when the pages past the new size are free (else refused).
+      state.initializeRank("", op.rank, op.numPages, partOf(state, op.rank).worldSize, undefined, state.keyScopeOf(""));
       break;
     case "dropRank": {
       // Dropped and initialized again at once (with another size, perhaps), so that every rank is there for the next operation.

@@ -1344,7 +1344,12 @@ export const ReasonSchema: GenEnum<Reason> = /*@__PURE__*/
 export const MetadataService: GenService<{
   /**
    * InitializeRank declares a rank's page file. Idempotent: the same
-   * parameters again succeed with created=false.
+   * parameters again succeed with created=false. Another num_pages for an
+   * existing rank resizes it (its file grew or shrank): larger at once,
+   * smaller while no page at or above the new size is held, else
+   * REASON_RANK_CONFIG_MISMATCH naming the first held page (ErrorInfo.page).
+   * Another world_size or key_scope is REASON_RANK_CONFIG_MISMATCH; its
+   * message says how to define the namespace anew (ResetNamespace).
    * Errors: INVALID_ARGUMENT (num_pages 0 or above 2^31-1 for a worker,
    * rank >= world_size), FAILED_PRECONDITION REASON_RANK_CONFIG_MISMATCH.
    *
