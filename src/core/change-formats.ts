@@ -42,21 +42,21 @@ export interface KindFormat<K extends ChangeKind> {
  * missing trailing fields as their old meaning; a store layout change
  * needs a FORMAT_VERSION and its migration, schema.ts).
  */
+/** withLayout gives a rank change the layout a record carries at its end, if any (records from before layouts have none). */
+function withLayout(change: Extract<Change, { kind: "rank" }>, layout: unknown): Extract<Change, { kind: "rank" }> {
+  return typeof layout === "string" ? { ...change, layout } : change;
+}
+
 export const CHANGE_FORMATS: { readonly [K in ChangeKind]: KindFormat<K> } = {
   rank: {
     tag: 0,
-    log: (c) => [c.rank, c.numPages, c.worldSize],
-    fromLog: (t, namespace) => ({ kind: "rank", namespace, rank: t[2] as number, numPages: t[3] as number, worldSize: t[4] as number }),
+    log: (c) => (c.layout === undefined ? [c.rank, c.numPages, c.worldSize] : [c.rank, c.numPages, c.worldSize, c.layout]),
+    fromLog: (t, namespace) => withLayout({ kind: "rank", namespace, rank: t[2] as number, numPages: t[3] as number, worldSize: t[4] as number }, t[5]),
     table: "ranks",
     key: (c) => [c.namespace, c.rank],
-    value: (c) => [c.numPages, c.worldSize],
-    read: ([namespace, rank], [numPages, worldSize]) => ({
-      kind: "rank",
-      namespace: namespace as string,
-      rank: rank as number,
-      numPages: numPages as number,
-      worldSize: worldSize as number,
-    }),
+    value: (c) => (c.layout === undefined ? [c.numPages, c.worldSize] : [c.numPages, c.worldSize, c.layout]),
+    read: ([namespace, rank], [numPages, worldSize, layout]) =>
+      withLayout({ kind: "rank", namespace: namespace as string, rank: rank as number, numPages: numPages as number, worldSize: worldSize as number }, layout),
   },
   unrank: {
     tag: 7,

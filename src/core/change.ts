@@ -11,7 +11,8 @@ export type ParentName = string | null;
  * durable before the reply, and hands the surviving ones back to
  * MetadataState.restore after a restart, rebuilds the same pages and keys.
  *
- * - rank: a rank was created, or resized (the same rank again, its new numPages).
+ * - rank: a rank was created, or resized (the same rank again, its new
+ *   numPages), with its namespace's world size and layout (absent: none).
  * - unrank: a rank was dropped; the changes before it (unreserve, key,
  *   forget, undrain) emptied it.
  * - reserve / unreserve: a reservation began (or was renewed) / ended
@@ -26,7 +27,7 @@ export type ParentName = string | null;
  *   was freed.
  */
 export type Change =
-  | { kind: "rank"; namespace: string; rank: number; numPages: number; worldSize: number }
+  | { kind: "rank"; namespace: string; rank: number; numPages: number; worldSize: number; layout?: string }
   | { kind: "unrank"; namespace: string; rank: number }
   | { kind: "reserve"; namespace: string; rank: number; page: number; key: string; parent: ParentName; expiresAtMs: number }
   | { kind: "unreserve"; namespace: string; rank: number; page: number; confirmed?: true }

@@ -39,6 +39,8 @@ const SCRATCH_VIEW = viewOf(SCRATCH);
  * use (returnLeases).
  */
 export class Namespace {
+  /** layout is what the namespace's pages hold (free text: model, dtype, page bytes, TP size), fixed by its first rank; "" for none. */
+  layout = "";
   /** ranks are the initialized ranks, by number. */
   readonly ranks = new Map<number, Rank>();
   /** slots are the same ranks by slot, the index keys' inline pages name (KeyColumns.firstSlot); a dropped rank stays in its slot, empty, until a new rank takes the slot. */

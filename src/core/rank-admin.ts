@@ -1,4 +1,5 @@
 import { Role } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import type { Change } from "./change.js";
 import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
 import type { Eviction } from "./eviction.js";
 import { KeyScope, rankScopedName } from "./key-scope.js";
@@ -29,6 +30,7 @@ export function initializeRank(
   role: Role = Role.WORKER,
   keyScope: KeyScope = KeyScope.UNSPECIFIED,
   newKeyScope: KeyScope = KeyScope.UNSPECIFIED,
+  layout?: string,
 ): InitializeRankResult {
   const name = namespaceName(namespace, registry.options);
   checkUint32(rankNo, "rank");
@@ -77,6 +79,14 @@ export function initializeRank(
       field: "world_size",
     });
   }
+  const declaredLayout = parts[0]?.layout;
+  if (declaredLayout !== undefined && layout !== undefined && layout !== declaredLayout) {
+    throw new MetadataError(
+      Reason.RANK_CONFIG_MISMATCH,
+      `namespace "${name}" holds pages of layout ${JSON.stringify(declaredLayout)}, not ${JSON.stringify(layout)}: its pages are another model's${HOW_TO_RESET(name)}`,
+      { namespace: name, rank: rankNo, field: "layout" },
+    );
+  }
   const found = registry.find(name, rankNo);
   if (found !== undefined) {
     const existing = found.rank;
@@ -91,7 +101,7 @@ export function initializeRank(
           { namespace: name, rank: rankNo, page: held, field: "num_pages" },
         );
       }
-      registry.journal.record({ kind: "rank", namespace: found.ns.name, rank: rankNo, numPages, worldSize });
+      registry.journal.record(rankChange(found.ns, rankNo, numPages));
     }
     return { created: false, numPages, freePages: existing.freePages };
   }
@@ -104,9 +114,16 @@ export function initializeRank(
   }
   const internal = perRank ? rankScopedName(name, rankNo) : name;
   const ns = perRank ? registry.newNamespace(internal, worldSize) : (parts[0] ?? registry.newNamespace(name, worldSize));
+  ns.layout = declaredLayout ?? layout ?? "";
   ns.addRank(rankNo, numPages);
-  registry.journal.record({ kind: "rank", namespace: internal, rank: rankNo, numPages, worldSize });
+  registry.journal.record(rankChange(ns, rankNo, numPages));
   return { created: true, numPages, freePages: numPages };
+}
+
+/** rankChange is the durable change of a rank created or resized, with its namespace's world size and layout. */
+function rankChange(ns: Namespace, rank: number, numPages: number): Change {
+  const change: Change = { kind: "rank", namespace: ns.name, rank, numPages, worldSize: ns.worldSize };
+  return ns.layout === "" ? change : { ...change, layout: ns.layout };
 }
 
 /**

@@ -163,6 +163,7 @@ function restoreOne(registry: Registry, change: Change, terms: RestartTerms | un
   switch (change.kind) {
     case "rank": {
       const ns = registry.namespaces.get(change.namespace) ?? registry.newNamespace(change.namespace, change.worldSize);
+      ns.layout = change.layout ?? "";
       ns.addRank(change.rank, change.numPages);
       break;
     }

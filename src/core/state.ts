@@ -101,8 +101,9 @@ export class MetadataState {
     role: Role = Role.WORKER,
     keyScope: KeyScope = KeyScope.UNSPECIFIED,
     newKeyScope: KeyScope = KeyScope.UNSPECIFIED,
+    layout?: string,
   ): InitializeRankResult {
-    return initializeRank(this.registry, namespace, rankNo, numPages, worldSize, role, keyScope, newKeyScope);
+    return initializeRank(this.registry, namespace, rankNo, numPages, worldSize, role, keyScope, newKeyScope, layout);
   }
 
   /** dropRank removes a rank, an admin's call (rank-admin.ts); returns how many keys were forgotten. */

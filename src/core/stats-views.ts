@@ -17,6 +17,8 @@ export interface NamespaceStatsView extends NamespaceCounts {
   namespace: string;
   worldSize: number;
   keyScope: KeyScope;
+  /** layout is what the namespace's pages hold, as its first rank declared it; "" for none. */
+  layout: string;
   ranks: RankStatsView[];
 }
 
@@ -46,5 +48,5 @@ export function statsOf(parts: readonly Namespace[]): NamespaceStatsView {
   const counts = first.counts();
   for (const ns of parts.slice(1)) addCounts(counts, ns.counts());
   const keyScope = first.scopedRank === undefined ? KeyScope.NAMESPACE : KeyScope.RANK;
-  return { namespace: first.label, worldSize: first.worldSize, keyScope, ranks, ...counts };
+  return { namespace: first.label, worldSize: first.worldSize, keyScope, layout: first.layout, ranks, ...counts };
 }

@@ -21,7 +21,10 @@ export type LocalService = {
 export function metadataService(ledger: { readonly state: MetadataState }, serverId: string): LocalService {
   return {
     async initializeRank(req) {
-      return { ...ledger.state.initializeRank(req.namespace, req.rank, req.numPages, req.worldSize, req.role, req.keyScope, req.newKeyScope), serverId };
+      return {
+        ...ledger.state.initializeRank(req.namespace, req.rank, req.numPages, req.worldSize, req.role, req.keyScope, req.newKeyScope, req.layout),
+        serverId,
+      };
     },
     async batchAllocate(req) {
       return ledger.state.batchAllocate(req.namespace, req.rank, keysOf(req, "keys"), keysOf(req, "prefixKeys"));
@@ -77,6 +80,7 @@ function namespaceStats(view: NamespaceStatsView): MessageInitShape<typeof Names
     namespace: view.namespace,
     worldSize: view.worldSize,
     keyScope: view.keyScope,
+    layout: view.layout,
     ranks: view.ranks,
   };
   for (const { field } of NAMESPACE_COUNTERS) message[field] = BigInt(view[field]);

@@ -102,3 +102,16 @@ describe("the record formats", () => {
     expect(storedChange("reservations", ["kv", 1, 3], ["a/b", 9])).toEqual({ ...SAMPLE[1], parent: "", expiresAtMs: 9 });
   });
 });
+
+describe("a rank's layout (InitializeRank's layout)", () => {
+  const withLayout: Change = { kind: "rank", namespace: "kv", rank: 1, numPages: 64, worldSize: 2, layout: "llama-3-8b bf16 64 KiB tp2" };
+
+  it("goes at the end of the rank's log tuple and store record, which servers from before layouts wrote without it", () => {
+    expect(packr.unpack(encodeGroup([withLayout]))).toEqual([["kv"], [[0, 0, 1, 64, 2, "llama-3-8b bf16 64 KiB tp2"]]]);
+    expect(decodeGroup(encodeGroup([withLayout]))).toEqual([withLayout]);
+    expect(writeOf(withLayout)).toEqual({ db: "ranks", key: ["kv", 1], value: [64, 2, "llama-3-8b bf16 64 KiB tp2"] });
+    expect(storedChange("ranks", ["kv", 1], [64, 2, "llama-3-8b bf16 64 KiB tp2"])).toEqual(withLayout);
+    // Records without one (every record before layouts, and a namespace made without one) read as no layout.
+    expect(storedChange("ranks", ["kv", 1], [64, 2])).toEqual(SAMPLE[0]);
+  });
+});

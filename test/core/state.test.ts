@@ -415,3 +415,14 @@ describe("a rank of 10,000,000 pages", () => {
     assertInvariants(state);
   });
 });
+
+describe("a namespace's layout across a restart", () => {
+  it("comes back from the store with the rank's record, and is still checked", () => {
+    const { state } = setup();
+    state.initializeRank("m", 0, 4, 1, undefined, undefined, undefined, "model-a");
+    const restored = new MetadataState(new FakeClock().clock);
+    restored.restore(state.takeChanges());
+    expect(restored.stats("m")[0]!.layout).toBe("model-a");
+    expect(() => restored.initializeRank("m", 0, 4, 1, undefined, undefined, undefined, "model-b")).toThrow(/layout "model-a", not "model-b"/);
+  });
+});

@@ -66,3 +66,34 @@ describe("ResetNamespace: a namespace defined anew", () => {
     expect((await client.getStats({ allNamespaces: true })).namespaces).toEqual([]);
   });
 });
+
+describe("InitializeRank's layout", () => {
+  it("is kept per namespace: another layout is a mismatch, so another model never reads these pages; none given checks nothing", async () => {
+    const server = await startTestServer();
+    const client = createMetadataClient({ baseUrl: server.url });
+    const layout = "qwen3-14b bf16 page=2MiB tp=2";
+    await client.initializeRank({ namespace: "m", rank: 0, numPages: 4, worldSize: 2, layout });
+    await client.initializeRank({ namespace: "m", rank: 1, numPages: 4, worldSize: 2, layout });
+    await client.initializeRank({ namespace: "m", rank: 1, numPages: 4, worldSize: 2 }); // vLLM's own client sends none
+    const refused = (await client
+      .initializeRank({ namespace: "m", rank: 1, numPages: 4, worldSize: 2, layout: "qwen3-14b fp8 page=1MiB tp=2" })
+      .catch((e: ConnectError) => e)) as ConnectError;
+    expect(refused.code).toBe(Code.FailedPrecondition);
+    expect(refused.findDetails(ErrorInfoSchema)[0]).toMatchObject({ reason: Reason.RANK_CONFIG_MISMATCH, field: "layout" });
+    expect(refused.rawMessage).toContain("another model's");
+    expect((await client.getStats({ namespace: "m" })).namespaces[0]!.layout).toBe(layout);
+    // Over the JSON routes of both dialects too.
+    expect(await post(server.url, "/rank/0/initialize", { namespace: "m", num_pages: 4, world_size: 2, layout: "other" })).toMatchObject({
+      status: 409,
+      body: { reason: "REASON_RANK_CONFIG_MISMATCH" },
+    });
+    expect((await post(server.url, "/0/initialize", { namespace: "s", num_pages: 4, layout: "a" })).status).toBe(204);
+    expect((await post(server.url, "/1/initialize", { namespace: "s", num_pages: 4, layout: "b" })).status).toBe(409);
+    // A namespace made without a layout has none: a layout given later does not match it.
+    await client.initializeRank({ namespace: "old", rank: 0, numPages: 4 });
+    await expect(client.initializeRank({ namespace: "old", rank: 0, numPages: 4, layout: "x" })).rejects.toMatchObject({ code: Code.FailedPrecondition });
+    // A reset lets a new layout in.
+    await client.resetNamespace({ namespace: "m" });
+    await client.initializeRank({ namespace: "m", rank: 0, numPages: 4, worldSize: 2, layout: "qwen3-14b fp8 page=1MiB tp=2" });
+  });
+});

@@ -89,6 +89,11 @@ export function str(body: JsonObject, field: string, fallback: string): string {
   return value;
 }
 
+/** optionalStr reads an optional string field; undefined when absent. */
+export function optionalStr(body: JsonObject, field: string): string | undefined {
+  return body[field] === undefined ? undefined : str(body, field, "");
+}
+
 /** bool reads an optional boolean field; false when absent. */
 export function bool(body: JsonObject, field: string): boolean {
   const value = body[field] ?? false;

@@ -1,5 +1,5 @@
 import { AllocationStatus, KeyScope, Role } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { confirmFields, int, isPrefix, isString, namespaceField, pairs, strings } from "./json-body.js";
+import { confirmFields, int, isPrefix, isString, namespaceField, optionalStr, pairs, strings } from "./json-body.js";
 import { type JsonRoute, jsonRoute, NO_CONTENT } from "./json-route.js";
 
 /**
@@ -23,6 +23,7 @@ export const sglangRoutes: JsonRoute[] = [
       numPages: int(body, "num_pages"),
       role: Role.WORKER,
       newKeyScope: KeyScope.RANK,
+      layout: optionalStr(body, "layout"),
     }),
     reply: () => NO_CONTENT,
   }),

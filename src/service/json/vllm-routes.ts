@@ -1,6 +1,6 @@
 import { KeyScope, Role } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { invalidArgument } from "../../core/errors.js";
-import { bool, confirmFields, int, isPrefix, isString, namespaceField, pairs, str, strings } from "./json-body.js";
+import { bool, confirmFields, int, isPrefix, isString, namespaceField, optionalStr, pairs, str, strings } from "./json-body.js";
 import { type JsonRoute, jsonRoute, NO_CONTENT } from "./json-route.js";
 
 /**
@@ -27,6 +27,7 @@ export function vllmRoutes(worldSize: number): JsonRoute[] {
           worldSize: int(body, "world_size", worldSize),
           role: role === "worker" ? Role.WORKER : Role.SCHEDULER,
           keyScope: KeyScope.NAMESPACE,
+          layout: optionalStr(body, "layout"),
         };
       },
       reply(response, request) {
