@@ -1,6 +1,6 @@
 import { parseArgs } from "node:util";
 import type { NameOf, OptionKind, OptionSpec, OptionTable } from "../core/option-table.js";
-import { parseDuration } from "./duration.js";
+import { formatDuration, parseDuration } from "./duration.js";
 
 /** Option is one flag of a command: its spec (OptionSpec) and the field it sets. */
 export type Option<O> = OptionSpec & { readonly field: keyof O & string };
@@ -48,11 +48,21 @@ export class CommandOptions<O extends object> {
   usage(): string {
     const lines = this.options.map((o) => {
       const value = o.kind === "boolean" ? "" : ` <${o.kind}>`;
-      const fallback = this.defaults[o.field];
-      return `  --${o.flag}${value}\n      ${o.help} (default ${String(fallback)}; env ${envName(o.flag)})`;
+      return `  --${o.flag}${value}\n      ${o.help} (default ${defaultText(o.kind, this.defaults[o.field])}; env ${envName(o.flag)})`;
     });
-    return `usage: hf3fs-metadata ${this.command} [options]\n\noptions:\n${lines.join("\n")}\n\nDurations accept 500ms, 60s, 10m, 1h; defaults in ms.`;
+    return `usage: hf3fs-metadata ${this.command} [options]\n\noptions:\n${lines.join("\n")}\n\nDurations accept 500ms, 60s, 10m, 1h.`;
   }
+
+  /** error is a command line's error as the CLI prints it: the reason, then where the options are listed. */
+  error(message: string): string {
+    return `hf3fs-metadata ${this.command}: ${message} (hf3fs-metadata ${this.command} --help lists the options)`;
+  }
+}
+
+/** defaultText is a default as a person reads it: durations in their unit, "none" for an empty string. */
+function defaultText(kind: OptionKind, value: unknown): string {
+  if (kind === "duration") return formatDuration(value as number);
+  return value === "" ? "none" : String(value);
 }
 
 /** envName is the environment variable of a flag, e.g. HF3FS_METADATA_RESERVATION_TTL. */

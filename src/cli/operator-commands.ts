@@ -63,6 +63,10 @@ export async function statsCommand(args: string[]): Promise<number> {
       namespaces.push(...page.namespaces);
       pageToken = page.nextPageToken;
     }
+    if (namespace !== undefined && namespaces.length === 0) {
+      console.error(`hf3fs-metadata stats: ${parsed.server} has no namespace "${namespace}"`);
+      return 1;
+    }
     const views = namespaces.map((ns) => ({
       ...ns,
       ...(Object.fromEntries(NAMESPACE_COUNTERS.map(({ field }) => [field, Number(ns[field])])) as NamespaceCounts),

@@ -24,7 +24,7 @@ export async function relayCommand(args: string[]): Promise<number> {
   try {
     options = RELAY.parse(args, process.env);
   } catch (e) {
-    console.error(`hf3fs-metadata relay: ${(e as Error).message} (relay --help lists the options)`);
+    console.error(RELAY.error((e as Error).message));
     return 2;
   }
   const logger = createLogger(options.logLevel);

@@ -2,7 +2,7 @@ import { createLogger } from "../server/logger.js";
 import { stopSignal } from "../server/run-until-stopped.js";
 import { type CallerSecurity, callerSecurityOf } from "./caller-security.js";
 import { listenEarly } from "./listen-early.js";
-import { parseServerOptions, type ServerOptions, usage } from "./serve-options.js";
+import { parseServerOptions, type ServerOptions, usage, usageError } from "./serve-options.js";
 
 /**
  * serveCommand runs `hf3fs-metadata serve` until SIGTERM/SIGINT (exit 0) or
@@ -19,7 +19,7 @@ export async function serveCommand(args: string[]): Promise<number> {
   try {
     options = parseServerOptions(args, process.env);
   } catch (e) {
-    console.error(`hf3fs-metadata serve: ${(e as Error).message}\n\n${usage()}`);
+    console.error(usageError((e as Error).message));
     return 2;
   }
   const logger = createLogger(options.logLevel);

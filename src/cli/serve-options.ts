@@ -19,6 +19,11 @@ export function parseServerOptions(args: string[], env: NodeJS.ProcessEnv): Serv
   return SERVE.parse(args, env);
 }
 
+/** usageError is a bad command line's message: the reason, and where the options are listed. */
+export function usageError(message: string): string {
+  return SERVE.error(message);
+}
+
 /** usage is the help text of `serve`. */
 export function usage(): string {
   return SERVE.usage();

@@ -2,6 +2,7 @@ import * as http2 from "node:http2";
 import { create, type DescMessage, fromBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
+import { noSniForIp } from "../protocol/peer-tls.js";
 import { encodeFramed } from "./flat-encoder.js";
 import type { ClientTls } from "./metadata-client.js";
 
@@ -38,7 +39,7 @@ export function createLeanGrpcTransport(options: LeanGrpcOptions): LeanGrpcTrans
   let current: http2.ClientHttp2Session | undefined;
   const session = (): http2.ClientHttp2Session => {
     if (current !== undefined && !current.closed && !current.destroyed) return current;
-    const opened = http2.connect(options.baseUrl, { ...options.tls, settings: { initialWindowSize: 16 << 20 } });
+    const opened = http2.connect(options.baseUrl, { ...options.tls, ...noSniForIp(options.baseUrl), settings: { initialWindowSize: 16 << 20 } });
     const timer = setTimeout(() => opened.destroy(new Error(`no connection within ${CONNECT_MS} ms`)), CONNECT_MS);
     const ping = setInterval(() => {
       if (!opened.closed && !opened.destroyed) opened.ping((error) => error && opened.destroy(error));

@@ -1,3 +1,11 @@
+import { isIP } from "node:net";
+
+/** noSniForIp is the TLS option that sends no server name for an IP host (RFC 6066 allows none; Node warns, DEP0123); {} for a name. */
+export function noSniForIp(url: string): { servername?: string } {
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, "");
+  return isIP(host) === 0 ? {} : { servername: "" };
+}
+
 /**
  * PeerTls is how a cluster member reaches another over TLS (a standby
  * forwarding a call to the leader, or asking it for a snapshot): it trusts

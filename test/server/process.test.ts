@@ -70,11 +70,22 @@ describe("hf3fs-metadata serve", () => {
     expect(stderr).toMatch(/cannot reach etcd to join cluster "default": .*ECONNREFUSED/);
   });
 
-  it("refuses a malformed option with exit code 2 and the usage", async () => {
+  it("refuses a malformed option with exit code 2, in one line that points to --help", async () => {
     const { code, stderr } = await runCli(["serve", "--reservation-ttl", "soon"]);
     expect(code).toBe(2);
-    expect(stderr).toContain("--reservation-ttl");
-    expect(stderr).toContain("usage: hf3fs-metadata serve");
+    expect(stderr.trim().split("\n")).toEqual([
+      expect.stringMatching(/^hf3fs-metadata serve: --reservation-ttl: .*\(hf3fs-metadata serve --help lists the options\)$/),
+    ]);
+    const relay = await runCli(["relay"]);
+    expect([relay.code, relay.stderr.trim()]).toEqual([2, expect.stringMatching(/^hf3fs-metadata relay: --upstream is required.*--help lists the options\)$/)]);
+  });
+
+  it("prints defaults in their own units in --help", async () => {
+    const { stdout } = await runCli(["serve", "--help"]);
+    expect(stdout).toContain("(default 1m; env HF3FS_METADATA_STARTUP_HOLD)");
+    expect(stdout).toContain("(default 2s; env HF3FS_METADATA_LEADER_LEASE)");
+    expect(stdout).toContain("(default none; env HF3FS_METADATA_TLS_CERT)");
+    expect(stdout).not.toMatch(/\(default ;/);
   });
 });
 
@@ -90,7 +101,8 @@ describe("hf3fs-metadata stats and health", () => {
     expect(stats.code).toBe(0);
     expect(stats.stdout).toMatch(/namespace ops\s+world_size 2\s+keys 2\s+complete 0/);
     expect(stats.stdout).toMatch(/\s1\s+10\s+7\s+1\s+2\s+\[######\+{3}\.{21}\]/);
-    expect((await runCli(["stats", "--server", server.url, "--namespace", "none"])).stdout).toBe("no namespaces\n");
+    const unknown = await runCli(["stats", "--server", server.url, "--namespace", "none"]);
+    expect([unknown.code, unknown.stdout, unknown.stderr.trim()]).toEqual([1, "", `hf3fs-metadata stats: ${server.url} has no namespace "none"`]);
 
     const health = await runCli(["health", "--server", server.url]);
     expect(health).toMatchObject({ code: 0, stdout: "SERVING\n" });

@@ -49,18 +49,22 @@ describe("hf3fs-metadata reset", () => {
 });
 
 describe.skipIf(missing !== "")("hf3fs-metadata reset on a cluster", () => {
-  it("is replicated: after a failover the new leader has the namespace forgotten", async () => {
+  it("is replicated, as a resize is: after a failover the new leader has the rank grown, after another the namespace forgotten", async () => {
     const etcd = await startEtcdCluster(1);
-    const servers = await Promise.all([0, 1].map(() => startServer(etcd)));
-    const leader = await waitForLeader(servers);
+    const servers = await Promise.all([0, 1, 2].map(() => startServer(etcd)));
+    const first = await waitForLeader(servers);
     const client = createMetadataClient({ baseUrl: servers.map((s) => s.url).join(",") });
     await client.initializeRank({ rank: 0, numPages: 8, worldSize: 1 });
-    expect(await vllmInit(leader.url, 64)).toBe(409);
-    const done = await runCli(["reset", "--server", leader.url, "--all"]);
-    expect(done.code).toBe(0);
-    await kill9(leader);
-    const next = await waitForLeader(servers);
-    expect(next).not.toBe(leader);
-    expect(await vllmInit(next.url, 64)).toBe(200);
+    await client.initializeRank({ rank: 0, numPages: 12, worldSize: 1 });
+    await kill9(first);
+    const second = await waitForLeader(servers);
+    const stats = createMetadataClient({ baseUrl: second.url });
+    expect((await stats.getStats({ namespace: "kv" })).namespaces[0]!.ranks[0]!.numPages).toBe(12);
+    expect(await vllmInit(second.url, 64)).toBe(409);
+    expect((await runCli(["reset", "--server", second.url, "--all"])).code).toBe(0);
+    await kill9(second);
+    const third = await waitForLeader(servers);
+    expect([third === first, third === second]).toEqual([false, false]);
+    expect(await vllmInit(third.url, 64)).toBe(200);
   }, 60_000);
 });

@@ -1,6 +1,6 @@
 import type * as http from "node:http";
 import * as http2 from "node:http2";
-import type { PeerTls } from "../../protocol/peer-tls.js";
+import { noSniForIp, type PeerTls } from "../../protocol/peer-tls.js";
 import { BodyBudget } from "../../service/body-budget.js";
 import type { Leadership } from "../../service/leadership.js";
 
@@ -284,7 +284,7 @@ export class LeaderForward {
     if (this.connection?.url === url) return this.connection.session;
     if (this.connection !== undefined) this.drop(this.connection.url);
     const session = new Promise<http2.ClientHttp2Session>((resolve, reject) => {
-      const client = http2.connect(url, this.peerTls === undefined ? undefined : { ...this.peerTls });
+      const client = http2.connect(url, this.peerTls === undefined ? undefined : { ...this.peerTls, ...noSniForIp(url) });
       const timer = setTimeout(() => client.destroy(new Error(`no connection to the leader at ${url} within ${CONNECT_MS} ms`)), CONNECT_MS);
       client.once("connect", () => {
         clearTimeout(timer);
