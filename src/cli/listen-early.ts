@@ -26,6 +26,6 @@ export async function listenEarly(
     console.error(`hf3fs-metadata ${command}: cannot listen on ${options.host}:${options.port}: ${(error as Error).message}`);
     return undefined;
   }
-  logger.info({ url: serverUrl(options.host, port.port, options.tlsCert !== "") }, "listening");
+  logger.info({ url: serverUrl(options.host, port.port, options.tlsCert !== ""), pid: process.pid }, "listening");
   return port;
 }

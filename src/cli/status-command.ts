@@ -3,23 +3,68 @@ import { MemberRole, ReplicationService, type StatusResponse } from "../../gen/h
 import { transportFor } from "../client/metadata-client.js";
 import { CONNECTION_HELP, DEFAULT_SERVER, parseOperatorArgs, tryParse } from "./operator-commands.js";
 
-const STATUS_USAGE = `usage: hf3fs-metadata status [--server URL] [--token-file FILE] [--ca-file FILE [--cert-file FILE --key-file FILE]]
+/** DEFAULT_MAX_LAG is how many log entries a member may be behind the leader before status calls the cluster unhealthy. */
+const DEFAULT_MAX_LAG = 1_000;
 
-Prints the members of the highly available cluster that the server belongs to: each member's id,
-URL, role, the last log entry it applied and how far it is behind the leader (in log entries).
-Exits 0 when a member leads, 1 when none does or the server cannot tell.
+const STATUS_USAGE = `usage: hf3fs-metadata status [--server URL] [--json] [--max-lag N] [--forget MEMBER] [--token-file FILE] [--ca-file FILE [--cert-file FILE --key-file FILE]]
+
+Prints every member the highly available cluster has known: its id, URL, role (leader, standby, or down
+once its lease lapsed), the last log entry it applied, how far it is behind the leader (in log entries)
+and when it last published. Exits 0 when a member leads, none is down and none lags more than --max-lag
+entries (default ${DEFAULT_MAX_LAG}); 1 otherwise, or when the server cannot tell. --json prints the same as
+one JSON object. --forget MEMBER removes a member that is down for good (an admin call with token files).
 --server (any member) defaults to ${DEFAULT_SERVER} (env HF3FS_METADATA_SERVER).
 ${CONNECTION_HELP}`;
 
-/** statusCommand prints the cluster's members as a member reports them. */
+/** MemberView is one member as status shows it. */
+interface MemberView {
+  memberId: string;
+  url: string;
+  role: "leader" | "standby" | "down";
+  appliedSeq: number;
+  /** lag is how many log entries it is behind the leader; null without a leader. */
+  lag: number | null;
+  /** lastSeenMsAgo is how long ago it last published, by this machine's clock. */
+  lastSeenMsAgo: number;
+}
+
+/** statusCommand prints the cluster's members as a member reports them, or forgets one that is down. */
 export async function statusCommand(args: string[]): Promise<number> {
-  const parsed = tryParse(() => parseOperatorArgs(args, STATUS_USAGE), STATUS_USAGE);
+  const parsed = tryParse(
+    () => parseOperatorArgs(args, STATUS_USAGE, { json: { type: "boolean" }, "max-lag": { type: "string" }, forget: { type: "string" } }),
+    STATUS_USAGE,
+  );
   if (typeof parsed === "number") return parsed;
+  const values = parsed.values as { json?: boolean; "max-lag"?: string; forget?: string };
+  const maxLag = values["max-lag"] === undefined ? DEFAULT_MAX_LAG : Number(values["max-lag"]);
+  if (!Number.isInteger(maxLag) || maxLag < 0) {
+    console.error(`hf3fs-metadata status: --max-lag must be a whole number of log entries, got "${values["max-lag"]}" (status --help)`);
+    return 2;
+  }
   try {
     const client = createClient(ReplicationService, transportFor({ baseUrl: parsed.server, token: parsed.token, tls: parsed.tls }));
+    if (values.forget !== undefined) {
+      await client.forget({ memberId: values.forget }, { timeoutMs: 5_000 });
+      console.log(`forgot member ${values.forget}`);
+      return 0;
+    }
     const status = await client.status({}, { timeoutMs: 5_000 });
-    process.stdout.write(renderStatus(status));
-    return status.members.some((m) => m.role === MemberRole.LEADER) ? 0 : 1;
+    const members = viewsOf(status, Date.now());
+    const leader = members.find((m) => m.role === "leader");
+    const problems = problemsOf(members, maxLag);
+    if (values.json) {
+      const report = {
+        clusterName: status.clusterName,
+        clusterId: status.clusterId,
+        leader: leader?.url ?? null,
+        healthy: problems.length === 0,
+        problems,
+        maxLag,
+        members,
+      };
+      console.log(JSON.stringify(report));
+    } else process.stdout.write(renderStatus(status, members, problems));
+    return problems.length === 0 ? 0 : 1;
   } catch (error) {
     const e = ConnectError.from(error);
     const why = e.code === Code.Unimplemented ? "it runs single-node (no --etcd-endpoints)" : e.rawMessage;
@@ -28,18 +73,37 @@ export async function statusCommand(args: string[]): Promise<number> {
   }
 }
 
-/** renderStatus is the status as a table, the leader first. */
-export function renderStatus(status: StatusResponse): string {
-  const members = [...status.members].sort((a, b) => a.role - b.role || a.url.localeCompare(b.url));
-  const leader = members.find((m) => m.role === MemberRole.LEADER);
-  const rows = members.map((m) => [
-    m.memberId,
-    m.url,
-    m.role === MemberRole.LEADER ? "leader" : "standby",
-    String(m.appliedSeq),
-    leader === undefined ? "-" : String(leader.appliedSeq > m.appliedSeq ? leader.appliedSeq - m.appliedSeq : 0n),
-  ]);
-  const table = [["MEMBER", "URL", "ROLE", "APPLIED", "LAG"], ...rows];
+/** viewsOf is each member as status shows it: the leader first, then by URL. */
+function viewsOf(status: StatusResponse, nowMs: number): MemberView[] {
+  const roles: Record<number, MemberView["role"]> = { [MemberRole.LEADER]: "leader", [MemberRole.STANDBY]: "standby", [MemberRole.DOWN]: "down" };
+  const leader = status.members.find((m) => m.role === MemberRole.LEADER);
+  return [...status.members]
+    .sort((a, b) => a.role - b.role || a.url.localeCompare(b.url))
+    .map((m) => ({
+      memberId: m.memberId,
+      url: m.url,
+      role: roles[m.role] ?? "down",
+      appliedSeq: Number(m.appliedSeq),
+      lag: leader === undefined ? null : Math.max(0, Number(leader.appliedSeq - m.appliedSeq)),
+      lastSeenMsAgo: Math.max(0, nowMs - Number(m.publishedAtMs)),
+    }));
+}
+
+/** problemsOf says what makes a cluster unhealthy: no leader, members down, members lagging past maxLag; none when healthy. */
+function problemsOf(members: MemberView[], maxLag: number): string[] {
+  const down = members.filter((m) => m.role === "down").length;
+  const lagging = members.filter((m) => m.role !== "down" && (m.lag ?? 0) > maxLag).length;
+  return [
+    members.some((m) => m.role === "leader") ? "" : "no leader",
+    down > 0 ? `${down} member(s) down` : "",
+    lagging > 0 ? `${lagging} member(s) more than ${maxLag} log entries behind` : "",
+  ].filter((p) => p !== "");
+}
+
+/** renderStatus is the status as a table, the leader first, then a line that says whether the cluster is healthy, and if not why. */
+export function renderStatus(status: StatusResponse, members: MemberView[], problems: string[]): string {
+  const rows = members.map((m) => [m.memberId, m.url, m.role, String(m.appliedSeq), m.lag === null ? "-" : String(m.lag), ago(m.lastSeenMsAgo)]);
+  const table = [["MEMBER", "URL", "ROLE", "APPLIED", "LAG", "LAST SEEN"], ...rows];
   const widths = table[0]!.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
   const lines = table.map((row) =>
     row
@@ -47,6 +111,15 @@ export function renderStatus(status: StatusResponse): string {
       .join("  ")
       .trimEnd(),
   );
+  const leader = members.find((m) => m.role === "leader");
   const head = `cluster ${status.clusterName} (${status.clusterId}): ${leader === undefined ? "no leader" : `leader ${leader.url}`}`;
-  return `${[head, ...lines].join("\n")}\n`;
+  const verdict = problems.length === 0 ? "healthy" : `degraded: ${problems.join(", ")}`;
+  return `${[head, ...lines, verdict].join("\n")}\n`;
+}
+
+/** ago is a time since, as a person reads it. */
+function ago(ms: number): string {
+  if (ms < 2_000) return "now";
+  if (ms < 120_000) return `${Math.round(ms / 1_000)}s ago`;
+  return `${Math.round(ms / 60_000)}m ago`;
 }

@@ -7,6 +7,7 @@ import type { ICompare } from "etcd3";
  *   id            the cluster's id: made by its first member, kept by every member's store
  *   leader        the leader's LeaderRecord, put with the leader's lease
  *   members/<id>  each member's MemberRecord, put with its lease
+ *   known/<id>    each member's last MemberRecord, put every few seconds without a lease: a member that is down, until forgotten
  *   log/<seq>     the replicated log (log-codec.ts); seq in 16 hex digits, so key order is seq order
  */
 export class ClusterKeys {
@@ -18,6 +19,8 @@ export class ClusterKeys {
   /** logEnd is the end of the log's key range (exclusive). */
   readonly logEnd: Buffer;
   readonly membersEnd: Buffer;
+  readonly known: Buffer;
+  readonly knownEnd: Buffer;
 
   constructor(readonly clusterName: string) {
     this.prefix = `/hf3fs-metadata/${clusterName}/`;
@@ -25,6 +28,8 @@ export class ClusterKeys {
     this.leader = Buffer.from(`${this.prefix}leader`);
     this.members = Buffer.from(`${this.prefix}members/`);
     this.membersEnd = Buffer.from(`${this.prefix}members0`); // "0" follows "/"
+    this.known = Buffer.from(`${this.prefix}known/`);
+    this.knownEnd = Buffer.from(`${this.prefix}known0`);
     this.log = Buffer.from(`${this.prefix}log/`);
     this.logEnd = Buffer.from(`${this.prefix}log0`);
   }
@@ -46,6 +51,11 @@ export class ClusterKeys {
   /** member is the key of a member's record. */
   member(memberId: string): Buffer {
     return Buffer.from(`${this.prefix}members/${memberId}`);
+  }
+
+  /** knownMember is the key of a member's lasting record (known/<id>). */
+  knownMember(memberId: string): Buffer {
+    return Buffer.from(`${this.prefix}known/${memberId}`);
   }
 
   /** logEntry is the key of the log entry of sequence number seq. */

@@ -40,6 +40,9 @@ export interface MemberOptions {
 
 /** PUBLISH_MS is how often a member refreshes its record (applied entry, role). */
 const PUBLISH_MS = 500;
+
+/** KNOWN_MS is how often a member also writes its lasting record (known/<id>), which status shows once the member is down. */
+const KNOWN_MS = 5_000;
 /** COMPACT_MS is how often a leader deletes log entries that every member applied. */
 const COMPACT_MS = 2_000;
 /** RETRY_MS is the pause before a member tries etcd again after a failure. */
@@ -69,6 +72,8 @@ export class Member {
   private advertiseUrl = "";
   /** compactedBelow is the first log entry this leader's compaction kept; entries below it are gone. */
   private compactedBelow = 1;
+  /** known is when and as what this member last wrote its lasting record. */
+  private known = { atMs: 0, role: "" };
   private closed = false;
   private readonly stop = new AbortController();
   /** closing resolves, once, when the member starts shutting down. */
@@ -236,9 +241,11 @@ export class Member {
       appliedSeq: this.appliedSeq,
       atMs: Date.now(),
     };
-    await this.client.kv
-      .put({ key: this.keys.member(this.memberId), value: Buffer.from(JSON.stringify(record)), lease: session.id }, session.callOptions())
-      .catch(() => undefined);
+    const value = Buffer.from(JSON.stringify(record));
+    await this.client.kv.put({ key: this.keys.member(this.memberId), value, lease: session.id }, session.callOptions()).catch(() => undefined);
+    if (record.atMs - this.known.atMs < KNOWN_MS && record.role === this.known.role) return;
+    this.known = { atMs: record.atMs, role: record.role };
+    await this.client.kv.put({ key: this.keys.knownMember(this.memberId), value }, session.callOptions()).catch(() => undefined);
   }
 
   /** leading is true while this member leads. */
@@ -246,10 +253,29 @@ export class Member {
     return this.writer !== undefined;
   }
 
-  /** members reads every member's record. */
+  /** members reads the record of every member that runs. */
   async members(): Promise<MemberRecord[]> {
     const res = await this.client.kv.range({ key: this.keys.members, range_end: this.keys.membersEnd }, within(2_000));
     return res.kvs.map((kv) => JSON.parse(kv.value.toString()) as MemberRecord);
+  }
+
+  /** knownMembers reads the lasting record of every member the cluster has known (forgotten ones aside). */
+  async knownMembers(): Promise<MemberRecord[]> {
+    const res = await this.client.kv.range({ key: this.keys.known, range_end: this.keys.knownEnd }, within(2_000));
+    return res.kvs.map((kv) => JSON.parse(kv.value.toString()) as MemberRecord);
+  }
+
+  /** forget deletes a member's lasting record: "running" while it runs, "unknown" when there is none, "forgotten" once gone. */
+  async forget(memberId: string): Promise<"running" | "unknown" | "forgotten"> {
+    const res = await this.client.kv.txn(
+      {
+        compare: [this.keys.absent(this.keys.member(memberId))],
+        success: [{ request_delete_range: { key: this.keys.knownMember(memberId) } }],
+      },
+      within(2_000),
+    );
+    if (!res.succeeded) return "running";
+    return Number(res.responses[0]?.response_delete_range?.deleted ?? 0) > 0 ? "forgotten" : "unknown";
   }
 
   /**

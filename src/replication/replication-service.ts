@@ -18,6 +18,8 @@ export interface ReplicationSource {
   leading(): boolean;
   readonly local: LmdbStore;
   members(): Promise<MemberRecord[]>;
+  knownMembers(): Promise<MemberRecord[]>;
+  forget(memberId: string): Promise<"running" | "unknown" | "forgotten">;
 }
 
 /**
@@ -30,21 +32,35 @@ export interface ReplicationSource {
 export function replicationService(source: ReplicationSource, limits: SnapshotLimits = SNAPSHOT_LIMITS): ServiceImpl<typeof ReplicationService> {
   return {
     async status() {
-      const members = await source.members().catch((error: Error) => {
+      const [running, known] = await Promise.all([source.members(), source.knownMembers()]).catch((error: Error) => {
         throw new ConnectError(`cannot read the members from etcd: ${error.message}`, Code.Unavailable);
+      });
+      const live = new Set(running.map((m) => m.memberId));
+      const down = known.filter((m) => !live.has(m.memberId));
+      const status = (m: MemberRecord, role: MemberRole) => ({
+        memberId: m.memberId,
+        url: m.url,
+        role,
+        appliedSeq: BigInt(m.appliedSeq),
+        publishedAtMs: BigInt(m.atMs),
       });
       return {
         clusterName: source.clusterName,
         clusterId: source.clusterId,
         answeredBy: source.memberId,
-        members: members.map((m) => ({
-          memberId: m.memberId,
-          url: m.url,
-          role: m.role === "leader" ? MemberRole.LEADER : MemberRole.STANDBY,
-          appliedSeq: BigInt(m.appliedSeq),
-          publishedAtMs: BigInt(m.atMs),
-        })),
+        members: [
+          ...running.map((m) => status(m, m.role === "leader" ? MemberRole.LEADER : MemberRole.STANDBY)),
+          ...down.map((m) => status(m, MemberRole.DOWN)),
+        ].sort((a, b) => a.memberId.localeCompare(b.memberId)),
       };
+    },
+    async forget(req) {
+      const outcome = await source.forget(req.memberId).catch((error: Error) => {
+        throw new ConnectError(`cannot reach etcd: ${error.message}`, Code.Unavailable);
+      });
+      if (outcome === "running") throw new ConnectError(`member ${req.memberId} runs: only a member that is down can be forgotten`, Code.FailedPrecondition);
+      if (outcome === "unknown") throw new ConnectError(`the cluster knows no member ${req.memberId}`, Code.NotFound);
+      return {};
     },
     async *snapshot(req, ctx) {
       if (req.clusterId !== source.clusterId) {

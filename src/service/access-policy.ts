@@ -18,6 +18,7 @@ export const ADMIN_METHODS: ReadonlySet<string> = new Set([
   "sglang.clear",
   "sglang.delete_keys",
   "replication.Snapshot",
+  "replication.Forget",
 ]);
 
 /**

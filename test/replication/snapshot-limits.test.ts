@@ -27,7 +27,16 @@ function source(records: number) {
       },
     }),
   } as unknown as LmdbStore;
-  const leader: ReplicationSource = { clusterId: "c", clusterName: "n", memberId: "m", leading: () => true, local, members: async () => [] };
+  const leader: ReplicationSource = {
+    clusterId: "c",
+    clusterName: "n",
+    memberId: "m",
+    leading: () => true,
+    local,
+    members: async () => [],
+    knownMembers: async () => [],
+    forget: async () => "unknown",
+  };
   return { leader, done, state };
 }
 

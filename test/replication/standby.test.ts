@@ -6,7 +6,7 @@ import { createMetadataClient } from "../../src/client/index.js";
 import { runCli, startChildServer } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
 import { freePort, startEtcdCluster } from "../support/etcd-cluster.js";
-import { type Server, serving, startServer, waitForLeader } from "../support/ha-cluster.js";
+import { kill9, type Server, serving, startServer, waitForLeader } from "../support/ha-cluster.js";
 
 const missing = lacking("the HA redirect tests", "etcd");
 
@@ -33,6 +33,20 @@ async function untilNamesLeader(standby: Server): Promise<Response> {
     redirect = await init();
   }
   return redirect;
+}
+
+/** statusJson is `status --json` of a member. */
+async function statusJson(url: string): Promise<Record<string, unknown>> {
+  return JSON.parse((await runCli(["status", "--server", url, "--json"])).stdout) as Record<string, unknown>;
+}
+
+/** until polls `ok` every 200 ms, for at most 20 s. */
+async function until(ok: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (!(await ok())) {
+    if (Date.now() > deadline) throw new Error("never happened");
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
 }
 
 describe.skipIf(missing !== "")("high availability on etcd: a standby's answers", () => {
@@ -100,13 +114,31 @@ describe.skipIf(missing !== "")("high availability on etcd: a standby's answers"
     expect(code).toBe(0);
     const lines = stdout.trim().split("\n");
     expect(lines[0]).toMatch(new RegExp(`^cluster default \\([0-9a-f-]{36}\\): leader ${leader.url}$`));
-    expect(lines[1]).toMatch(/^MEMBER +URL +ROLE +APPLIED +LAG$/);
-    expect(lines[2]).toMatch(new RegExp(`^[0-9a-f-]{36}  ${leader.url} +leader +\\d+ +0$`));
-    expect(lines[3]).toMatch(new RegExp(`^[0-9a-f-]{36}  ${standby.url} +standby +\\d+ +\\d+$`));
+    expect(lines[1]).toMatch(/^MEMBER +URL +ROLE +APPLIED +LAG +LAST SEEN$/);
+    expect(lines[2]).toMatch(new RegExp(`^[0-9a-f-]{36}  ${leader.url} +leader +\\d+ +0 +now$`));
+    expect(lines[3]).toMatch(new RegExp(`^[0-9a-f-]{36}  ${standby.url} +standby +\\d+ +\\d+ +now$`));
+    expect(lines[4]).toBe("healthy");
     const metrics = await (await fetch(`${standby.url}/metrics`)).text();
     expect(metrics).toMatch(new RegExp(`hf3fs_metadata_cluster_member_applied_seq\\{member="[0-9a-f-]{36}",url="${leader.url}",role="leader"\\} \\d+`));
     expect(metrics).toMatch(/^hf3fs_metadata_cluster_leader 0$/m);
     expect(await (await fetch(`${leader.url}/metrics`)).text()).toMatch(/^hf3fs_metadata_cluster_leader 1$/m);
+
+    // A member killed for good shows as down, with when it was last seen, and the cluster as degraded, until it is forgotten.
+    const third = await startServer(etcd);
+    await until(async () => ((await statusJson(standby.url)).members as unknown[]).length === 3);
+    const thirdId = ((await statusJson(standby.url)).members as { memberId: string; url: string }[]).find((m) => m.url === third.url)!.memberId;
+    expect((await runCli(["status", "--server", standby.url, "--forget", thirdId])).code).toBe(1); // it runs: nothing to forget
+    await kill9(third);
+    await until(async () => ((await statusJson(standby.url)).members as { role: string }[]).some((m) => m.role === "down"));
+    const degraded = await runCli(["status", "--server", standby.url]);
+    expect(degraded.code).toBe(1);
+    expect(degraded.stdout).toMatch(new RegExp(`${thirdId}  ${third.url} +down +\\d+ +\\d+ +(now|\\d+s ago)`));
+    expect(degraded.stdout.trim().split("\n").at(-1)).toBe("degraded: 1 member(s) down");
+    const report = await statusJson(standby.url);
+    expect(report).toMatchObject({ healthy: false, problems: ["1 member(s) down"], leader: leader.url });
+    expect((await runCli(["status", "--server", leader.url, "--forget", thirdId])).stdout.trim()).toBe(`forgot member ${thirdId}`);
+    expect((await runCli(["status", "--server", standby.url])).code).toBe(0);
+    expect((await runCli(["status", "--server", standby.url, "--forget", thirdId])).stderr).toMatch(/knows no member/);
 
     const single = await runCli(["status", "--server", (await startChildServer()).url]);
     expect(single.code).toBe(1);

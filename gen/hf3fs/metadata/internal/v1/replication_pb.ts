@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file hf3fs/metadata/internal/v1/replication.proto.
  */
 export const file_hf3fs_metadata_internal_v1_replication: GenFile = /*@__PURE__*/
-  fileDesc("CixoZjNmcy9tZXRhZGF0YS9pbnRlcm5hbC92MS9yZXBsaWNhdGlvbi5wcm90bxIaaGYzZnMubWV0YWRhdGEuaW50ZXJuYWwudjEiDwoNU3RhdHVzUmVxdWVzdCKKAQoOU3RhdHVzUmVzcG9uc2USFAoMY2x1c3Rlcl9uYW1lGAEgASgJEhIKCmNsdXN0ZXJfaWQYAiABKAkSOQoHbWVtYmVycxgDIAMoCzIoLmhmM2ZzLm1ldGFkYXRhLmludGVybmFsLnYxLk1lbWJlclN0YXR1cxITCgthbnN3ZXJlZF9ieRgEIAEoCSKSAQoMTWVtYmVyU3RhdHVzEhEKCW1lbWJlcl9pZBgBIAEoCRILCgN1cmwYAiABKAkSNAoEcm9sZRgDIAEoDjImLmhmM2ZzLm1ldGFkYXRhLmludGVybmFsLnYxLk1lbWJlclJvbGUSEwoLYXBwbGllZF9zZXEYBCABKAQSFwoPcHVibGlzaGVkX2F0X21zGAUgASgDIiUKD1NuYXBzaG90UmVxdWVzdBISCgpjbHVzdGVyX2lkGAEgASgJIjgKEFNuYXBzaG90UmVzcG9uc2USEwoLYXBwbGllZF9zZXEYASABKAQSDwoHcmVjb3JkcxgCIAEoDCpaCgpNZW1iZXJSb2xlEhsKF01FTUJFUl9ST0xFX1VOU1BFQ0lGSUVEEAASFgoSTUVNQkVSX1JPTEVfTEVBREVSEAESFwoTTUVNQkVSX1JPTEVfU1RBTkRCWRACMt4BChJSZXBsaWNhdGlvblNlcnZpY2USZwoIU25hcHNob3QSKy5oZjNmcy5tZXRhZGF0YS5pbnRlcm5hbC52MS5TbmFwc2hvdFJlcXVlc3QaLC5oZjNmcy5tZXRhZGF0YS5pbnRlcm5hbC52MS5TbmFwc2hvdFJlc3BvbnNlMAESXwoGU3RhdHVzEikuaGYzZnMubWV0YWRhdGEuaW50ZXJuYWwudjEuU3RhdHVzUmVxdWVzdBoqLmhmM2ZzLm1ldGFkYXRhLmludGVybmFsLnYxLlN0YXR1c1Jlc3BvbnNlYgZwcm90bzM");
+  fileDesc("CixoZjNmcy9tZXRhZGF0YS9pbnRlcm5hbC92MS9yZXBsaWNhdGlvbi5wcm90bxIaaGYzZnMubWV0YWRhdGEuaW50ZXJuYWwudjEiDwoNU3RhdHVzUmVxdWVzdCKKAQoOU3RhdHVzUmVzcG9uc2USFAoMY2x1c3Rlcl9uYW1lGAEgASgJEhIKCmNsdXN0ZXJfaWQYAiABKAkSOQoHbWVtYmVycxgDIAMoCzIoLmhmM2ZzLm1ldGFkYXRhLmludGVybmFsLnYxLk1lbWJlclN0YXR1cxITCgthbnN3ZXJlZF9ieRgEIAEoCSKSAQoMTWVtYmVyU3RhdHVzEhEKCW1lbWJlcl9pZBgBIAEoCRILCgN1cmwYAiABKAkSNAoEcm9sZRgDIAEoDjImLmhmM2ZzLm1ldGFkYXRhLmludGVybmFsLnYxLk1lbWJlclJvbGUSEwoLYXBwbGllZF9zZXEYBCABKAQSFwoPcHVibGlzaGVkX2F0X21zGAUgASgDIiIKDUZvcmdldFJlcXVlc3QSEQoJbWVtYmVyX2lkGAEgASgJIhAKDkZvcmdldFJlc3BvbnNlIiUKD1NuYXBzaG90UmVxdWVzdBISCgpjbHVzdGVyX2lkGAEgASgJIjgKEFNuYXBzaG90UmVzcG9uc2USEwoLYXBwbGllZF9zZXEYASABKAQSDwoHcmVjb3JkcxgCIAEoDCpwCgpNZW1iZXJSb2xlEhsKF01FTUJFUl9ST0xFX1VOU1BFQ0lGSUVEEAASFgoSTUVNQkVSX1JPTEVfTEVBREVSEAESFwoTTUVNQkVSX1JPTEVfU1RBTkRCWRACEhQKEE1FTUJFUl9ST0xFX0RPV04QAzK/AgoSUmVwbGljYXRpb25TZXJ2aWNlEmcKCFNuYXBzaG90EisuaGYzZnMubWV0YWRhdGEuaW50ZXJuYWwudjEuU25hcHNob3RSZXF1ZXN0GiwuaGYzZnMubWV0YWRhdGEuaW50ZXJuYWwudjEuU25hcHNob3RSZXNwb25zZTABEl8KBlN0YXR1cxIpLmhmM2ZzLm1ldGFkYXRhLmludGVybmFsLnYxLlN0YXR1c1JlcXVlc3QaKi5oZjNmcy5tZXRhZGF0YS5pbnRlcm5hbC52MS5TdGF0dXNSZXNwb25zZRJfCgZGb3JnZXQSKS5oZjNmcy5tZXRhZGF0YS5pbnRlcm5hbC52MS5Gb3JnZXRSZXF1ZXN0GiouaGYzZnMubWV0YWRhdGEuaW50ZXJuYWwudjEuRm9yZ2V0UmVzcG9uc2ViBnByb3RvMw");
 
 /**
  * StatusRequest asks for the cluster's status; it has no fields.
@@ -48,7 +48,8 @@ export type StatusResponse = Message<"hf3fs.metadata.internal.v1.StatusResponse"
   clusterId: string;
 
   /**
-   * members are the members that run, by member id.
+   * members are the members the cluster has known, by member id: those
+   * that run, and those that are down (MEMBER_ROLE_DOWN) until forgotten.
    *
    * @generated from field: repeated hf3fs.metadata.internal.v1.MemberStatus members = 3;
    */
@@ -71,7 +72,8 @@ export const StatusResponseSchema: GenMessage<StatusResponse> = /*@__PURE__*/
 
 /**
  * MemberStatus is one member, as it last published itself (about twice a
- * second).
+ * second while it runs; a down member's last record, kept every few
+ * seconds).
  *
  * @generated from message hf3fs.metadata.internal.v1.MemberStatus
  */
@@ -122,6 +124,42 @@ export const MemberStatusSchema: GenMessage<MemberStatus> = /*@__PURE__*/
   messageDesc(file_hf3fs_metadata_internal_v1_replication, 2);
 
 /**
+ * ForgetRequest names the member to forget.
+ *
+ * @generated from message hf3fs.metadata.internal.v1.ForgetRequest
+ */
+export type ForgetRequest = Message<"hf3fs.metadata.internal.v1.ForgetRequest"> & {
+  /**
+   * member_id is the member's id, as Status reports it.
+   *
+   * @generated from field: string member_id = 1;
+   */
+  memberId: string;
+};
+
+/**
+ * Describes the message hf3fs.metadata.internal.v1.ForgetRequest.
+ * Use `create(ForgetRequestSchema)` to create a new message.
+ */
+export const ForgetRequestSchema: GenMessage<ForgetRequest> = /*@__PURE__*/
+  messageDesc(file_hf3fs_metadata_internal_v1_replication, 3);
+
+/**
+ * ForgetResponse is empty.
+ *
+ * @generated from message hf3fs.metadata.internal.v1.ForgetResponse
+ */
+export type ForgetResponse = Message<"hf3fs.metadata.internal.v1.ForgetResponse"> & {
+};
+
+/**
+ * Describes the message hf3fs.metadata.internal.v1.ForgetResponse.
+ * Use `create(ForgetResponseSchema)` to create a new message.
+ */
+export const ForgetResponseSchema: GenMessage<ForgetResponse> = /*@__PURE__*/
+  messageDesc(file_hf3fs_metadata_internal_v1_replication, 4);
+
+/**
  * SnapshotRequest asks a leader for its state.
  *
  * @generated from message hf3fs.metadata.internal.v1.SnapshotRequest
@@ -142,7 +180,7 @@ export type SnapshotRequest = Message<"hf3fs.metadata.internal.v1.SnapshotReques
  * Use `create(SnapshotRequestSchema)` to create a new message.
  */
 export const SnapshotRequestSchema: GenMessage<SnapshotRequest> = /*@__PURE__*/
-  messageDesc(file_hf3fs_metadata_internal_v1_replication, 3);
+  messageDesc(file_hf3fs_metadata_internal_v1_replication, 5);
 
 /**
  * SnapshotResponse is one piece of a snapshot. The pieces, in order, hold
@@ -173,7 +211,7 @@ export type SnapshotResponse = Message<"hf3fs.metadata.internal.v1.SnapshotRespo
  * Use `create(SnapshotResponseSchema)` to create a new message.
  */
 export const SnapshotResponseSchema: GenMessage<SnapshotResponse> = /*@__PURE__*/
-  messageDesc(file_hf3fs_metadata_internal_v1_replication, 4);
+  messageDesc(file_hf3fs_metadata_internal_v1_replication, 6);
 
 /**
  * MemberRole is what a member does in its cluster.
@@ -203,6 +241,14 @@ export enum MemberRole {
    * @generated from enum value: MEMBER_ROLE_STANDBY = 2;
    */
   STANDBY = 2,
+
+  /**
+   * MEMBER_ROLE_DOWN: the member's lease lapsed (it stopped, crashed or
+   * lost etcd); published_at_ms says when it was last seen.
+   *
+   * @generated from enum value: MEMBER_ROLE_DOWN = 3;
+   */
+  DOWN = 3,
 }
 
 /**
@@ -238,10 +284,10 @@ export const ReplicationService: GenService<{
     output: typeof SnapshotResponseSchema;
   },
   /**
-   * Status reports the cluster as etcd holds it: every member that runs,
-   * its role and the last log entry it applied. Any member answers (it
-   * needs a token when the server has token files). UNAVAILABLE when the
-   * member cannot reach etcd.
+   * Status reports the cluster as etcd holds it: every member the cluster
+   * has known, its role (a member whose lease lapsed is down) and the last
+   * log entry it applied. Any member answers (it needs a token when the
+   * server has token files). UNAVAILABLE when the member cannot reach etcd.
    *
    * @generated from rpc hf3fs.metadata.internal.v1.ReplicationService.Status
    */
@@ -249,6 +295,19 @@ export const ReplicationService: GenService<{
     methodKind: "unary";
     input: typeof StatusRequestSchema;
     output: typeof StatusResponseSchema;
+  },
+  /**
+   * Forget removes a member that is down from what Status reports (a member
+   * taken out of the cluster for good). FAILED_PRECONDITION while the
+   * member runs; NOT_FOUND for a member the cluster never knew. An admin's
+   * call when the server has token files.
+   *
+   * @generated from rpc hf3fs.metadata.internal.v1.ReplicationService.Forget
+   */
+  forget: {
+    methodKind: "unary";
+    input: typeof ForgetRequestSchema;
+    output: typeof ForgetResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_hf3fs_metadata_internal_v1_replication, 0);
