@@ -18,9 +18,9 @@ export const LOG_OPTIONS = optionTable({
 /** LogOptions choose what the server logs (LOG_OPTIONS). */
 export type LogOptions = OptionsOf<typeof LOG_OPTIONS>;
 
-/** createLogger writes one JSON line per event to stdout. */
+/** createLogger writes one JSON line per event to stdout, its time in ISO 8601 (UTC). */
 export function createLogger(level: string): Logger {
-  return pino({ level, base: { service: "hf3fs-metadata" } });
+  return pino({ level, base: { service: "hf3fs-metadata" }, timestamp: pino.stdTimeFunctions.isoTime });
 }
 
 /** logMigration says that opening a store migrated it to the current format (LmdbStore.migratedFrom), once, at the start. */

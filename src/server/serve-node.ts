@@ -45,10 +45,12 @@ async function load(store: LmdbStore, state: MetadataState, server: RunningServe
   try {
     loaded = await loadState(
       state,
-      store.stored(({ records, elapsedMs, done }) => {
+      store.stored(({ records, total, elapsedMs, done }) => {
         const recordsPerSecond = Math.round((records / Math.max(elapsedMs, 1)) * 1_000);
-        if (!done) logger.info({ records, recordsPerSecond }, "loading");
-        else logger.info({ records, recordsPerSecond, elapsedMs: Date.now() - started }, "loaded");
+        if (done) return logger.info({ records, recordsPerSecond, elapsedMs: Date.now() - started }, "loaded");
+        const percent = total > 0 ? Math.min(100, Math.floor((records / total) * 100)) : 0;
+        const secondsLeft = recordsPerSecond > 0 ? Math.max(0, Math.ceil((total - records) / recordsPerSecond)) : null;
+        logger.info({ records, total, percent, recordsPerSecond, secondsLeft }, `loading: ${percent}%`);
       }),
       () => server.lifecycle.refusal !== undefined,
     );

@@ -33,6 +33,8 @@ export class StoreOpenError extends Error {
 /** LoadProgress is reported about once a second while a store loads. */
 export interface LoadProgress {
   records: number;
+  /** total is the number of records the store held when the load began (LMDB's entry counts). */
+  total: number;
   elapsedMs: number;
   /** done is true on the last report. */
   done: boolean;
@@ -101,20 +103,23 @@ export class LmdbStore implements Store {
   /**
    * stored yields every stored record as the change that restores it: ranks
    * first, then keys, reservations and draining pages (ranks first is the
-   * order MetadataState.restore wants). It reports progress about once a second, and once at the end.
+   * order MetadataState.restore wants). It reports progress about every
+   * `reportEveryMs` (a second) among the keys, and once at the end.
    */
-  *stored(progress: (p: LoadProgress) => void = () => {}, transaction?: Transaction): Generator<Change> {
+  *stored(progress: (p: LoadProgress) => void = () => {}, transaction?: Transaction, reportEveryMs = 1_000): Generator<Change> {
     const started = Date.now();
     let records = 0;
-    let nextReport = started + 1_000;
-    const report = (done: boolean) => progress({ records, elapsedMs: Date.now() - started, done });
+    let nextReport = started + reportEveryMs;
+    const tables = [this.dbs.ranks, this.dbs.keys, this.dbs.long_keys as Database | undefined, this.dbs.reservations, this.dbs.drains];
+    const total = tables.reduce((sum, db) => sum + ((db?.getStats() as { entryCount?: number } | undefined)?.entryCount ?? 0), 0);
+    const report = (done: boolean) => progress({ records, total, elapsedMs: Date.now() - started, done });
     for (const { key, value } of this.dbs.ranks.getRange({ transaction })) {
       records++;
       yield storedChange("ranks", key, value);
     }
     for (const { key, value } of this.dbs.keys.getRange({ transaction })) {
       if ((++records & 0x3fff) === 0 && Date.now() >= nextReport) {
-        nextReport = Date.now() + 1_000;
+        nextReport = Date.now() + reportEveryMs;
         report(false);
       }
       yield storedChange("keys", key, value);

@@ -16,7 +16,9 @@ describe("hf3fs-metadata serve", () => {
     const server = await startChildServer(["--in-memory"], { HF3FS_METADATA_RESERVATION_TTL: "5s" });
     expect(server.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect(server.lines.filter((l) => l.includes('"listening"'))).toHaveLength(1);
-    expect(JSON.parse(server.lines.find((l) => l.includes('"listening"'))!).pid).toBe(server.child.pid); // the server's own, for kill -HUP
+    const listening = JSON.parse(server.lines.find((l) => l.includes('"listening"'))!) as { pid: number; time: string };
+    expect(listening.pid).toBe(server.child.pid); // the server's own, for kill -HUP
+    expect(listening.time).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/); // ISO 8601, UTC
     const client = createMetadataClient({ baseUrl: server.url, retry: { deadlineMs: 0 } });
     await client.initializeRank({ rank: 0, numPages: 4 });
     server.child.kill("SIGTERM");

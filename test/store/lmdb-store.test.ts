@@ -108,6 +108,27 @@ describe("LmdbStore", () => {
     await store.close();
   });
 
+  it("reports its load's progress against the records it holds: done of total, rising, then done once", async () => {
+    const dir = tempDir();
+    const store = await LmdbStore.open(dir);
+    const state = new MetadataState(new FakeClock().clock, TTL);
+    state.initializeRank("", 0, 100_000, 1);
+    const keys = Array.from({ length: 50_000 }, (_, i) => `k${i}`);
+    const { pages } = state.batchAllocate("", 0, keys);
+    state.confirmWrite("", 0, keys, pages);
+    await store.commit(state.takeChanges());
+    const reports: { records: number; total: number; done: boolean }[] = [];
+    let stored = 0;
+    for (const _ of store.stored((p) => reports.push(p), undefined, 0)) stored++;
+    await store.close();
+    expect(stored).toBe(50_001); // the rank and its keys
+    expect(reports.length).toBeGreaterThanOrEqual(3); // every 16,384 keys when reports are due at once, then the end
+    expect(reports.every((r) => r.total === 50_001)).toBe(true);
+    expect(reports.map((r) => r.records)).toEqual([...reports.map((r) => r.records)].sort((a, b) => a - b));
+    expect(reports.filter((r) => r.done)).toEqual([{ ...reports.at(-1), done: true }]);
+    expect(reports.at(-1)!.records).toBe(50_001);
+  });
+
   it("gives a new data dir a new server id", async () => {
     const a = await LmdbStore.open(tempDir());
     const b = await LmdbStore.open(tempDir());
