@@ -33,7 +33,7 @@ export interface Attempted<R> {
  * LeaderFollowing makes MetadataService calls to a server, or to the
  * leader of a cluster: it retries UNAVAILABLE answers and broken
  * connections with capped exponential backoff and full jitter until the
- * call's retry deadline (every RPC is safe to retry: the README's Errors),
+ * call's retry deadline (every RPC is safe to retry: docs/contract.md, Errors),
  * goes at once to the leader a standby names (NOT_LEADER), and to the next
  * member after a failure. The client (metadata-client.ts) and the relay
  * (src/relay/) both call through it.
