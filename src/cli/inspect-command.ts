@@ -17,15 +17,18 @@ export async function inspectCommand(args: string[]): Promise<number> {
     }
     dataDir = values["data-dir"] ?? process.env.HF3FS_METADATA_DATA_DIR ?? "./data";
   } catch (e) {
-    console.error(`hf3fs-metadata inspect: ${(e as Error).message}\n\n${USAGE}`);
+    console.error(`hf3fs-metadata inspect: ${(e as Error).message} (inspect --help)`);
     return 2;
   }
   try {
     const store = await LmdbStore.open(dataDir, { readOnly: true });
     const state = new MetadataState(systemClock, {}, false);
     state.restore(store.stored());
+    const { clusterId } = store;
     await store.close();
-    process.stdout.write(`store ${store.path}  server id ${store.serverId}\n${renderStats(state.stats(undefined))}`);
+    // Clients and status see a cluster member's answers as the cluster's id; its own id is the member id.
+    const ids = clusterId === undefined ? `server id ${store.serverId}` : `cluster id ${clusterId}  member id ${store.serverId}`;
+    process.stdout.write(`store ${store.path}  ${ids}\n${renderStats(state.stats(undefined))}`);
     return 0;
   } catch (error) {
     console.error(`hf3fs-metadata inspect: ${(error as Error).message}`);

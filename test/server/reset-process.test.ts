@@ -66,5 +66,8 @@ describe.skipIf(missing !== "")("hf3fs-metadata reset on a cluster", () => {
     const third = await waitForLeader(servers);
     expect([third === first, third === second]).toEqual([false, false]);
     expect(await vllmInit(third.url, 64)).toBe(200);
+    // inspect names a member's data dir by the cluster's id, which clients see, and by its own member id.
+    const inspected = await runCli(["inspect", "--data-dir", first.dataDir]);
+    expect(inspected.stdout).toMatch(/ cluster id [0-9a-f-]{36} {2}member id [0-9a-f-]{36}\n/);
   }, 60_000);
 });
