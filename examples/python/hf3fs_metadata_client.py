@@ -7,6 +7,7 @@ unary_unary. Errors raise MetadataError with the server's ErrorInfo decoded
 from the grpc-status-details-bin trailer, so callers branch on `reason`.
 """
 
+import logging
 import os
 import random
 import sys
@@ -19,6 +20,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gen
 from google.rpc import status_pb2  # noqa: E402
 from hf3fs.metadata.v1 import metadata_pb2 as pb  # noqa: E402
 
+# Retries are announced on this logger: Python prints its warnings to stderr when the program configures no logging.
+_log = logging.getLogger("hf3fs_metadata_client")
+
+# _SAY_AFTER_SECONDS is how long a call retries before the client says it is retrying (then every 10 s).
+_SAY_AFTER_SECONDS = 2.0
+
 SERVICE = "/hf3fs.metadata.v1.MetadataService/"
 
 
@@ -29,6 +36,7 @@ class MetadataError(Exception):
         self.code = code
         self.info = info
         self.reason = pb.Reason.Name(info.reason) if info is not None else "REASON_UNSPECIFIED"
+        self.details = message
         super().__init__(f"{code.name} {self.reason}: {message}")
 
 
@@ -76,6 +84,7 @@ class MetadataClient:
 
     def _call(self, method, request, response_type):
         started = time.monotonic()
+        say_at = started + _SAY_AFTER_SECONDS
         for attempt in range(1_000_000):
             try:
                 return self._call_once(method, request, response_type)
@@ -88,11 +97,26 @@ class MetadataClient:
                     continue
                 wait = random.random() * min(2.0, 0.05 * 2 ** min(attempt, 30))
                 if time.monotonic() - started + wait > self._retry_seconds:
-                    raise
+                    raise MetadataError(error.code, f"{self._target()} unavailable after {self._retry_seconds:.0f} s of retries: {error.details}{self._tls_hint(error)}", error.info) from None
+                if time.monotonic() >= say_at:
+                    say_at = time.monotonic() + 10.0
+                    _log.warning("metadata server %s unavailable (%s)%s; retrying for up to %.0f s", self._target(), error.details, self._tls_hint(error), self._retry_seconds)
                 time.sleep(wait)
                 if self._leader is None:
                     self._at = (self._at + 1) % len(self._targets)
                 self._leader = None
+
+    def _target(self):
+        """The member calls go to now."""
+        return self._leader or self._targets[self._at]
+
+    def _tls_hint(self, error):
+        """A hint at the likely cause: nothing listens there, or a TLS port closed a connection without TLS."""
+        details = error.details or ""
+        if "Connection refused" in details:
+            return "; nothing listens there: is the server up, and is this its host:port?"
+        closed = any(s in details for s in ("Socket closed", "Connection reset"))
+        return "; if the server uses TLS, pass root_certificates= (worker.py: --ca-file)" if closed and self._credentials is None else ""
 
     def _call_once(self, method, request, response_type):
         stub = self._channel().unary_unary(

@@ -23,6 +23,7 @@ def main():
     parser.add_argument("--ca-file", help="PEM CA to trust: connect over TLS")
     parser.add_argument("--cert-file", help="PEM client certificate (mTLS), with --key-file")
     parser.add_argument("--key-file", help="PEM key of --cert-file")
+    parser.add_argument("--retry-seconds", type=float, default=30.0, help="how long a call retries an unavailable server")
     args = parser.parse_args()
 
     token = None
@@ -41,6 +42,7 @@ def main():
         root_certificates=read(args.ca_file),
         private_key=read(args.key_file),
         certificate_chain=read(args.cert_file),
+        retry_seconds=args.retry_seconds,
     )
     init = client.initialize_rank(args.rank, num_pages=1024, world_size=1, namespace=args.namespace)
     print(f"initialized rank {args.rank}: created={init.created} free_pages={init.free_pages} server_id={init.server_id}")
@@ -71,4 +73,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except MetadataError as error:
+        print(f"worker.py: {error}", file=sys.stderr)  # one line, no traceback: the reason is in it
+        sys.exit(1)

@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { AccessPolicy } from "../../src/service/access-policy.js";
 import { lacking } from "../support/debian-packages.js";
 import { tempDir } from "../support/temp-dir.js";
-import { startTestServer } from "../support/test-server.js";
+import { freePort, startTestServer } from "../support/test-server.js";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 const PYTHON = "/usr/bin/python3";
@@ -42,4 +42,19 @@ describe.skipIf(missing !== "")("the Python worker example (grpcio)", () => {
     await expect(worker([])).rejects.toThrow(/UNAUTHENTICATED REASON_UNAUTHENTICATED/);
     expect((await worker(["--token-file", tokens])).stdout).toContain("initialized rank 0: created=True");
   });
+});
+
+describe.skipIf(missing !== "")("the Python example where no server answers", () => {
+  it("says within seconds that it is retrying, then fails in one line naming the likely cause, without a traceback", async () => {
+    const port = await freePort();
+    const run = await promisify(execFile)(PYTHON, [`${ROOT}examples/python/worker.py`, "--server", `127.0.0.1:${port}`, "--retry-seconds", "4"], {
+      encoding: "utf8",
+      timeout: 30_000,
+    }).catch((error: { code: number; stderr: string }) => error);
+    expect((run as { code: number }).code).toBe(1);
+    const stderr = (run as { stderr: string }).stderr;
+    expect(stderr).toMatch(/unavailable .*nothing listens there.*; retrying for up to 4 s/);
+    expect(stderr).toMatch(/^worker\.py: UNAVAILABLE .* unavailable after 4 s of retries: .*nothing listens there/m);
+    expect(stderr).not.toContain("Traceback");
+  }, 30_000);
 });
