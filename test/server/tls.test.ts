@@ -76,6 +76,10 @@ describe.skipIf(missing !== "")("TLS on the port", () => {
     });
     expect(json).toBe('200 {"exists":[false]}');
 
+    // A vLLM-like client speaking cleartext HTTP/1.1 to the TLS port gets a short answer saying so, not an empty reply.
+    const plain = await fetch(`${server.url.replace("https:", "http:")}/keys/batch_exists`, { method: "POST", body: "{}" });
+    expect([plain.status, await plain.text()]).toEqual([400, "this port speaks TLS only: use https:// (and the CA that signed its certificate)\n"]);
+
     const curl = await promisify(execFile)(
       "npx",
       [

@@ -88,7 +88,7 @@ export class DualProtocolListener {
             (socket) => this.route(socket),
           );
     // A failed or timed-out handshake leaves the socket of a connection handed over by the EarlyPort open: end it.
-    this.tcp.on("tlsClientError", (_error: Error, socket: tls.TLSSocket) => socket.destroy());
+    this.tcp.on("tlsClientError", (error: Error, socket: tls.TLSSocket) => answerPlainHttp(error, socket));
     this.maxConnections = options.maxConnections;
   }
 
@@ -241,6 +241,26 @@ export class DualProtocolListener {
     };
     socket.on("readable", sniff);
   }
+}
+
+/** PLAIN_HTTP_ANSWER is what a cleartext HTTP/1.1 request to the TLS port gets, instead of a connection closed without a word. */
+const PLAIN_HTTP_ANSWER = (() => {
+  const body = "this port speaks TLS only: use https:// (and the CA that signed its certificate)\n";
+  return `HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`;
+})();
+
+/**
+ * answerPlainHttp ends a connection whose TLS handshake failed: one that
+ * sent a cleartext HTTP request (OpenSSL says ERR_SSL_HTTP_REQUEST) gets a
+ * short plain answer saying so, written on the TCP socket under the TLS
+ * one (Node keeps it as the handle's _parentWrap: internal, hence the
+ * fallback); any other is closed.
+ */
+function answerPlainHttp(error: Error, socket: tls.TLSSocket): void {
+  const raw = (socket as unknown as { _handle?: { _parentWrap?: unknown } })._handle?._parentWrap;
+  if ((error as NodeJS.ErrnoException).code !== "ERR_SSL_HTTP_REQUEST" || !(raw instanceof net.Socket) || raw.destroyed) return void socket.destroy();
+  raw.end(PLAIN_HTTP_ANSWER);
+  raw.setTimeout(1_000, () => raw.destroy());
 }
 
 /** secureContextOptions are the TLS options of a ListenerTls: with a client CA, a client certificate signed by it is required. */
