@@ -53,8 +53,12 @@ export class RelayMetrics {
     this.reachable.set(0);
   }
 
+  /** callTotals counts the calls by method, whatever their code, for the status page's rates. */
+  readonly callTotals = new Map<string, number>();
+
   /** observeCall counts one call at the relay that ended with code ("ok" or a gRPC code name), and its latency. */
   observeCall(method: string, code: string, seconds: number): void {
+    this.callTotals.set(method, (this.callTotals.get(method) ?? 0) + 1);
     this.calls.labels({ method, code }).inc();
     this.latency.labels({ method }).observe(seconds);
   }

@@ -1,13 +1,16 @@
+import { create } from "@bufbuild/protobuf";
 import { file_grpc_health_v1_health, Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { file_grpc_reflection_v1_reflection, ServerReflection as ReflectionV1 } from "../../gen/grpc/reflection/v1/reflection_pb.js";
 import { file_grpc_reflection_v1alpha_reflection, ServerReflection as ReflectionV1alpha } from "../../gen/grpc/reflection/v1alpha/reflection_pb.js";
-import { file_hf3fs_metadata_v1_metadata, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { file_hf3fs_metadata_v1_metadata, GetStatsRequestSchema, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { ClientTls } from "../client/metadata-client.js";
 import { MetadataError, Reason } from "../core/errors.js";
+import { NAMESPACE_COUNTERS } from "../core/namespace-counters.js";
 import { definedOf } from "../core/option-table.js";
 import type { Logger } from "../server/logger.js";
 import { serveMetrics } from "../server/serve-metrics.js";
 import { serverUrl } from "../server/server-url.js";
+import { serveStatusPage } from "../server/status-page.js";
 import { connectFraming } from "../server/transport/connect-framing.js";
 import { DualProtocolListener, type ListenerTls } from "../server/transport/dual-protocol-listener.js";
 import type { EarlyPort } from "../server/transport/early-port.js";
@@ -88,6 +91,16 @@ export async function startRelay(config: RelayConfig, logger: Logger): Promise<R
   );
   const json = jsonRouter(upstream.calls, edge, [...vllmRoutes(options.vllmWorldSize), ...sglangRoutes], false);
   const metricsAccess = options.metricsAuth ? config.access : undefined;
+  let url = "";
+  // The relay's page shows its upstream's namespaces, read through the upstream as any call is.
+  const status = async () => {
+    const { response } = await upstream.calls("getStats", create(GetStatsRequestSchema, { allNamespaces: true, pageSize: 100 }));
+    const namespaces = response.namespaces.map((ns) => ({
+      ...ns,
+      ...Object.fromEntries(NAMESPACE_COUNTERS.map(({ field }) => [field, Number(ns[field])])),
+    }));
+    return { kind: "relay", url, upstream: options.upstream, reachable: upstream.reach.caughtUp, namespaces, calls: Object.fromEntries(metrics.callTotals) };
+  };
   const handler = connectFraming(
     edge,
     upstream.service(),
@@ -99,12 +112,13 @@ export async function startRelay(config: RelayConfig, logger: Logger): Promise<R
     (req, res) => {
       if (req.method === "GET" && req.url?.split("?")[0] === "/metrics")
         return void serveMetrics(metrics.registry, metricsAccess, req.headers.authorization, res);
+      if (serveStatusPage(req, res, status, metricsAccess)) return;
       void json(req, res);
     },
   );
   const listener = new DualProtocolListener(handler, { ...options, tls: config.tls });
   const port = typeof config.port === "number" ? await listener.listen(options.host, config.port) : listener.adopt(config.port);
-  const url = serverUrl(options.host, port, config.tls !== undefined);
+  url = serverUrl(options.host, port, config.tls !== undefined);
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {

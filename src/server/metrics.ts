@@ -9,6 +9,8 @@ import { type Store, withCommit } from "../store/store.js";
 export interface ClusterView {
   /** members reads every member's record from etcd. */
   members(): Promise<MemberRecord[]>;
+  /** knownMembers reads the lasting record of every member the cluster has known (the status page shows those that are down). */
+  knownMembers(): Promise<MemberRecord[]>;
   /** leading is true while this member leads. */
   leading(): boolean;
 }
@@ -48,6 +50,8 @@ export class Metrics {
     registers: [this.registry],
   });
   private readonly callChildren = new Map<string, { inc(): void }>();
+  /** callTotals counts the calls by method, whatever their code, for the status page's rates. */
+  readonly callTotals = new Map<string, number>();
   private readonly latencyChildren = new Map<string, { observe(v: number): void }>();
 
   /** state gives the state at scrape time (a cluster member gets a new one each time it starts leading); cluster reports the members of a highly available cluster. */
@@ -131,6 +135,7 @@ export class Metrics {
 
   /** observeCall counts one call of method that ended with code ("ok" or a gRPC code name), and its latency. */
   observeCall(method: string, code: string, seconds: number): void {
+    this.callTotals.set(method, (this.callTotals.get(method) ?? 0) + 1);
     const key = `${method}\u0000${code}`;
     let counter = this.callChildren.get(key);
     if (counter === undefined) {

@@ -29,6 +29,8 @@ import { type ClusterView, Metrics } from "./metrics.js";
 import { serveMetrics } from "./serve-metrics.js";
 import { defaultServerOptions } from "./server-options.js";
 import { serverUrl } from "./server-url.js";
+import { serveStatusPage } from "./status-page.js";
+import { serverStatus } from "./status-view.js";
 import { connectFraming } from "./transport/connect-framing.js";
 import { DualProtocolListener, type ListenerTls } from "./transport/dual-protocol-listener.js";
 import type { EarlyPort } from "./transport/early-port.js";
@@ -149,9 +151,12 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     router.service(ReflectionV1alpha, reflection as never);
     if (config.cluster !== undefined) router.service(ReplicationService, replicationService(config.cluster));
   };
+  let url = "";
+  const status = () => serverStatus(url, serverId, ledger.state, metrics.callTotals, config.cluster);
   const connect = connectFraming(edge, service, openServices, (req, res) => {
     if (req.method === "GET" && req.url?.split("?")[0] === "/metrics")
       return void serveMetrics(metrics.registry, metricsAccess, req.headers.authorization, res);
+    if (serveStatusPage(req, res, status, metricsAccess)) return;
     void json(req, res);
   });
   // A standby passes calls to its leader unless told to refuse them (--standby-calls).
@@ -161,7 +166,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
       : undefined;
   const listener = new DualProtocolListener(requestHandler(serverId, new GrpcUnaryFastPath(service, edge), connect, forward), { ...limits, tls: config.tls });
   const port = typeof config.port === "number" ? await listener.listen(limits.host, config.port) : listener.adopt(config.port);
-  const url = serverUrl(limits.host, port, config.tls !== undefined);
+  url = serverUrl(limits.host, port, config.tls !== undefined);
   if (forward !== undefined) forward.selfUrl = url;
 
   const expiry = setInterval(() => {

@@ -19,6 +19,7 @@ const TOOLS = {
     packages: ["python3-grpcio", "python3-protobuf"],
     present: () => python("from grpc import insecure_channel; from google.protobuf.descriptor_pb2 import FileDescriptorProto"),
   },
+  chromium: { packages: ["chromium"], present: () => spawnSync("chromium", ["--version"]).status === 0 },
   requests: { packages: ["python3-requests"], present: () => python("from requests.adapters import HTTPAdapter; from urllib3.util.retry import Retry") },
 } as const;
 

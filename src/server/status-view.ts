@@ -1,0 +1,58 @@
+import type { MetadataState } from "../core/state.js";
+import type { NamespaceStatsView } from "../core/stats-views.js";
+import type { ClusterView } from "./metrics.js";
+
+/** STATUS_NAMESPACES bounds the namespaces the status page shows (the first, by name). */
+const STATUS_NAMESPACES = 100;
+
+/** MemberLine is one member as the status page shows it. */
+interface MemberLine {
+  memberId: string;
+  url: string;
+  role: string;
+  appliedSeq: number;
+  lag: number | null;
+}
+
+/** ServerStatus is what a server's status page shows (GET /status.json). */
+export interface ServerStatus {
+  kind: "server";
+  url: string;
+  serverId: string;
+  cluster?: { members: MemberLine[] };
+  namespaces: NamespaceStatsView[];
+  /** calls counts the calls by method since the process started; the page shows their rates. */
+  calls: Record<string, number>;
+}
+
+/** serverStatus reads a server's status: its state's first namespaces, its cluster's members (down ones too), its call counts. */
+export async function serverStatus(
+  url: string,
+  serverId: string,
+  state: MetadataState,
+  calls: ReadonlyMap<string, number>,
+  cluster: ClusterView | undefined,
+): Promise<ServerStatus> {
+  const status: ServerStatus = {
+    kind: "server",
+    url,
+    serverId,
+    namespaces: state.statsPage("", STATUS_NAMESPACES).views,
+    calls: Object.fromEntries(calls),
+  };
+  if (cluster === undefined) return status;
+  const [running, known] = await Promise.all([cluster.members(), cluster.knownMembers()]);
+  const live = new Set(running.map((m) => m.memberId));
+  const leader = running.find((m) => m.role === "leader");
+  const line = (m: (typeof running)[number], role: string): MemberLine => ({
+    memberId: m.memberId,
+    url: m.url,
+    role,
+    appliedSeq: m.appliedSeq,
+    lag: leader === undefined ? null : Math.max(0, leader.appliedSeq - m.appliedSeq),
+  });
+  status.cluster = {
+    members: [...running.map((m) => line(m, m.role)), ...known.filter((m) => !live.has(m.memberId)).map((m) => line(m, "down"))],
+  };
+  return status;
+}

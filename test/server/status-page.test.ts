@@ -1,0 +1,94 @@
+import { execFile } from "node:child_process";
+import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { describe, expect, it } from "vitest";
+import { createMetadataClient } from "../../src/client/index.js";
+import { AccessPolicy } from "../../src/service/access-policy.js";
+import { lacking } from "../support/debian-packages.js";
+import { tempDir } from "../support/temp-dir.js";
+import { startTestRelay } from "../support/test-relay.js";
+import { startTestServer } from "../support/test-server.js";
+
+const missing = lacking("the status page test", "chromium");
+
+/** OUTPUT keeps what the test makes for people to look at (git-ignored). */
+const OUTPUT = new URL("../output/", import.meta.url).pathname;
+
+/** chromium runs Debian's chromium headless on a page, letting it run its script for `ms` of virtual time. */
+async function chromium(url: string, ms: number, ...args: string[]): Promise<string> {
+  const flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", `--virtual-time-budget=${ms}`, ...args, url];
+  return (await promisify(execFile)("chromium", flags, { encoding: "utf8", timeout: 60_000, maxBuffer: 16 << 20 })).stdout;
+}
+
+/** fill makes a namespace of 2 ranks with keys confirmed and reserved, so that the page has bars to draw. */
+async function fill(url: string) {
+  const client = createMetadataClient({ baseUrl: url });
+  for (const rank of [0, 1]) await client.initializeRank({ namespace: "page", rank, numPages: 16, worldSize: 2 });
+  const keys = ["a", "b", "c", "d", "e"];
+  const { pages } = await client.batchAllocate({ namespace: "page", rank: 0, keys });
+  await client.confirmWrite({ namespace: "page", rank: 0, keys: keys.slice(0, 3), pages: pages.slice(0, 3) }); // 3 used, 2 reserved
+  return (await client.getStats({ namespace: "page" })).namespaces[0]!;
+}
+
+describe.skipIf(missing !== "")("the status page in a real browser (headless chromium)", () => {
+  it("shows each namespace's ranks as GetStats counts them, and call rates, refreshed live; and a screenshot", async () => {
+    const server = await startTestServer();
+    const stats = await fill(server.url);
+    const dom = await chromium(`${server.url}/`, 5_000, "--dump-dom");
+    expect(dom).toContain("<h3>page ");
+    expect(dom).toContain(`keys ${stats.keys}`);
+    const rows = [...dom.matchAll(/<tr><td>(\d+)<\/td><td>(\d+)<\/td><td class="used-pages">(\d+)<\/td><td>(\d+)<\/td><td>(\d+)<\/td>/g)].map((m) =>
+      m.slice(1).map(Number),
+    );
+    expect(rows).toEqual(stats.ranks.map((r) => [r.rank, r.numPages, r.usedPages, r.reservedPages, r.freePages]));
+    expect(rows[0]).toEqual([0, 16, 3, 2, 11]);
+    expect(dom).toMatch(/<td>BatchAllocate<\/td><td>\d+\.\d<\/td>/); // a second refresh drew the rates
+    expect(dom).toMatch(/<div id="updated" class="muted">updated \d{4}-\d\d-\d\dT/); // read, not "cannot read status.json"
+    mkdirSync(OUTPUT, { recursive: true });
+    const shot = join(OUTPUT, "status-page.png");
+    await chromium(`${server.url}/`, 3_000, `--screenshot=${shot}`, "--window-size=1100,800");
+    expect(statSync(shot).size).toBeGreaterThan(5_000);
+    expect(readFileSync(shot).subarray(1, 4).toString()).toBe("PNG");
+  }, 120_000);
+
+  it("asks for the metrics token with --metrics-auth, which a browser gives in the URL; and a relay shows its upstream", async () => {
+    const file = join(tempDir(), "tokens");
+    writeFileSync(file, "page-secret\n");
+    const access = new AccessPolicy({ workerTokenFile: file });
+    const server = await startTestServer({}, undefined, 0, { access, metricsAuth: true });
+    expect((await fetch(`${server.url}/`)).status).toBe(401);
+    expect((await fetch(`${server.url}/status.json`, { headers: { authorization: "Bearer page-secret" } })).status).toBe(200);
+    const dom = await chromium(`${server.url}/?token=page-secret`, 3_000, "--dump-dom");
+    expect(dom).toContain('<div id="namespaces"><p>none</p></div>'); // status.json was read with the token: no namespace yet
+    expect(dom).toMatch(/<div id="updated" class="muted">updated \d{4}-/);
+    const open = await startTestServer();
+    await fill(open.url);
+    const relay = await startTestRelay(open.url);
+    const status = (await (await fetch(`${relay.url}/status.json`)).json()) as { kind: string; namespaces: { namespace: string; keys: number }[] };
+    expect(status).toMatchObject({ kind: "relay", namespaces: [{ namespace: "page", keys: 3 }] });
+    expect(await chromium(`${relay.url}/`, 3_000, "--dump-dom")).toContain("relaying to ");
+  }, 120_000);
+});
+
+describe("the Grafana dashboard (deploy/grafana/hf3fs-metadata.json)", () => {
+  it("asks only for metrics that a server or a relay exports", async () => {
+    const dashboard = JSON.parse(readFileSync(new URL("../../deploy/grafana/hf3fs-metadata.json", import.meta.url), "utf8")) as {
+      panels: { targets: { expr: string }[] }[];
+    };
+    const asked = new Set(dashboard.panels.flatMap((p) => p.targets.flatMap((t) => t.expr.match(/hf3fs_[a-z_]+/g) ?? [])));
+    // A member of a cluster exports the cluster's series too: a stub of its view gives them here.
+    const cluster = { members: async () => [], knownMembers: async () => [], leading: () => true } as never;
+    const server = await startTestServer({}, undefined, 0, { cluster });
+    await fill(server.url);
+    const relay = await startTestRelay(server.url);
+    await fetch(`${relay.url}/keys/batch_exists`, { method: "POST", body: JSON.stringify({ namespace: "page", keys: ["a"] }) });
+    const exported = new Set<string>();
+    for (const url of [server.url, relay.url]) {
+      for (const line of (await (await fetch(`${url}/metrics`)).text()).split("\n")) if (line.startsWith("# TYPE ")) exported.add(line.split(" ")[2]!);
+    }
+    const base = (name: string) => name.replace(/_(bucket|sum|count)$/, "");
+    expect([...asked].filter((name) => !exported.has(name) && !exported.has(base(name)))).toEqual([]);
+    expect(asked.size).toBeGreaterThan(15);
+  });
+});
