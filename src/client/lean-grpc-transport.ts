@@ -28,9 +28,9 @@ const PING_MS = 5_000;
 /**
  * createLeanGrpcTransport makes unary gRPC calls (identity encoding) on one
  * node:http2 connection to baseUrl, made again when it closes. Why by hand:
- * connect-node's gRPC transport cost about 1 ms of CPU per 128-key call on
- * the bench machine (bench/README.md, the relay), most of a relay's cost;
- * its errors are still connect's own (findTrailerError), and
+ * connect-node's gRPC transport was most of a relay's CPU (measured in
+ * bench/README.md, the relay); its errors are still connect's own
+ * (findTrailerError), and
  * test/client/lean-grpc-transport.test.ts holds its answers to
  * connect-node's. A broken connection, a refused one or a reset stream is
  * UNAVAILABLE (every call of this service is safe to send again).
