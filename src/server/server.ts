@@ -188,6 +188,8 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
       edge.close();
       logger.info({ url }, "stopped");
     })());
-  logger.info({ url, serverId }, typeof config.port === "number" ? "listening" : "serving");
+  // A server that listened before loading its state takes calls now, but holds them until "ready": say so, not "serving".
+  const taking = config.starting ? "taking calls: they wait until the state is loaded (ready)" : "serving";
+  logger.info({ url, serverId }, typeof config.port === "number" ? "listening" : taking);
   return { url, port, lifecycle, close, failed, reloadTls: (tls) => listener.reloadTls(tls) };
 }
