@@ -8,6 +8,19 @@ import type { Registry } from "./registry.js";
 import { MAX_NUM_PAGES } from "./state-options.js";
 import { checkUint32, namespaceName } from "./validate.js";
 
+/**
+ * RankDeclaration is what InitializeRank declares beyond the rank's size:
+ * the caller's role (a worker unless given), the namespace's KeyScope
+ * (keyScope; for a new namespace, newKeyScope when keyScope is not given)
+ * and its layout (unset: no check).
+ */
+export interface RankDeclaration {
+  readonly role?: Role;
+  readonly keyScope?: KeyScope;
+  readonly newKeyScope?: KeyScope;
+  readonly layout?: string;
+}
+
 /** InitializeRankResult describes a rank after InitializeRank. */
 export interface InitializeRankResult {
   created: boolean;
@@ -27,10 +40,7 @@ export function initializeRank(
   rankNo: number,
   numPages: number,
   worldSize: number,
-  role: Role = Role.WORKER,
-  keyScope: KeyScope = KeyScope.UNSPECIFIED,
-  newKeyScope: KeyScope = KeyScope.UNSPECIFIED,
-  layout?: string,
+  { role = Role.WORKER, keyScope = KeyScope.UNSPECIFIED, newKeyScope = KeyScope.UNSPECIFIED, layout }: RankDeclaration = {},
 ): InitializeRankResult {
   const name = namespaceName(namespace, registry.options);
   checkUint32(rankNo, "rank");

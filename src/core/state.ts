@@ -8,7 +8,7 @@ import type { KeyList, Keys } from "./key-list.js";
 import { KeyScope } from "./key-scope.js";
 import { COMPLETED, CONFIRMED_RESERVATION, type Namespace } from "./namespace.js";
 import type { Rank } from "./rank.js";
-import { dropRank, type InitializeRankResult, initializeRank, type ResetResult, resetNamespace } from "./rank-admin.js";
+import { dropRank, type InitializeRankResult, initializeRank, type RankDeclaration, type ResetResult, resetNamespace } from "./rank-admin.js";
 import { type Restoring, restoring } from "./recovery.js";
 import { Registry } from "./registry.js";
 import type { StateOptions } from "./state-options.js";
@@ -92,18 +92,9 @@ export class MetadataState {
     return restoring(this.registry);
   }
 
-  /** initializeRank creates a rank, or checks it exists alike (rank-admin.ts); a new namespace takes keyScope, else newKeyScope. */
-  initializeRank(
-    namespace: string,
-    rankNo: number,
-    numPages: number,
-    worldSize: number,
-    role: Role = Role.WORKER,
-    keyScope: KeyScope = KeyScope.UNSPECIFIED,
-    newKeyScope: KeyScope = KeyScope.UNSPECIFIED,
-    layout?: string,
-  ): InitializeRankResult {
-    return initializeRank(this.registry, namespace, rankNo, numPages, worldSize, role, keyScope, newKeyScope, layout);
+  /** initializeRank creates a rank, or checks it exists alike, resizing it to numPages (rank-admin.ts; RankDeclaration says the rest). */
+  initializeRank(namespace: string, rankNo: number, numPages: number, worldSize: number, declared: RankDeclaration = {}): InitializeRankResult {
+    return initializeRank(this.registry, namespace, rankNo, numPages, worldSize, declared);
   }
 
   /** dropRank removes a rank, an admin's call (rank-admin.ts); returns how many keys were forgotten. */

@@ -22,7 +22,12 @@ export function metadataService(ledger: { readonly state: MetadataState }, serve
   return {
     async initializeRank(req) {
       return {
-        ...ledger.state.initializeRank(req.namespace, req.rank, req.numPages, req.worldSize, req.role, req.keyScope, req.newKeyScope, req.layout),
+        ...ledger.state.initializeRank(req.namespace, req.rank, req.numPages, req.worldSize, {
+          role: req.role,
+          keyScope: req.keyScope,
+          newKeyScope: req.newKeyScope,
+          layout: req.layout,
+        }),
         serverId,
       };
     },

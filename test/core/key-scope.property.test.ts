@@ -24,7 +24,7 @@ describe("a namespace of KEY_SCOPE_RANK under random operations", () => {
             replay.apply(change);
           }
         };
-        for (let r = 0; r < RANKS; r++) leader.initializeRank("", r, PAGES, 0, undefined, KeyScope.RANK);
+        for (let r = 0; r < RANKS; r++) leader.initializeRank("", r, PAGES, 0, { keyScope: KeyScope.RANK });
         ship();
         for (const op of ops) {
           run(leader, time, op);

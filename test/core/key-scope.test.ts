@@ -20,7 +20,7 @@ describe("a namespace of KEY_SCOPE_RANK", () => {
   it("keeps each rank's keys apart: complete on confirmation, evicted and dropped per rank", () => {
     const time = new FakeClock();
     const state = new MetadataState(time.clock, OPTIONS);
-    for (const rank of [0, 1]) state.initializeRank("sg", rank, 2, 0, undefined, KeyScope.RANK);
+    for (const rank of [0, 1]) state.initializeRank("sg", rank, 2, 0, { keyScope: KeyScope.RANK });
     write(state, 0, ["a", "b"]);
     write(state, 1, ["a"]);
     expect(state.batchExists("sg", ["a", "b"])).toEqual([true, false]);
@@ -41,9 +41,9 @@ describe("a namespace of KEY_SCOPE_RANK", () => {
 
   it("counts as one namespace against --max-namespaces, and its ranks against --max-ranks-per-namespace", () => {
     const state = new MetadataState(new FakeClock().clock, { maxNamespaces: 1, maxRanksPerNamespace: 2 });
-    state.initializeRank("sg", 0, 2, 0, undefined, KeyScope.RANK);
-    state.initializeRank("sg", 1, 2, 0, undefined, KeyScope.RANK);
-    expect(() => state.initializeRank("sg", 2, 2, 0, undefined, KeyScope.RANK)).toThrow(/2 ranks, the limit/);
+    state.initializeRank("sg", 0, 2, 0, { keyScope: KeyScope.RANK });
+    state.initializeRank("sg", 1, 2, 0, { keyScope: KeyScope.RANK });
+    expect(() => state.initializeRank("sg", 2, 2, 0, { keyScope: KeyScope.RANK })).toThrow(/2 ranks, the limit/);
     expect(() => state.initializeRank("other", 0, 2, 0)).toThrow(/1 namespaces, the limit/);
   });
 
@@ -58,7 +58,7 @@ describe("a namespace of KEY_SCOPE_RANK", () => {
       for (const change of changes) standby.apply(change);
       await store.commit(changes);
     };
-    for (const rank of [0, 1, 2]) state.initializeRank("sg", rank, 4, 3, undefined, KeyScope.RANK);
+    for (const rank of [0, 1, 2]) state.initializeRank("sg", rank, 4, 3, { keyScope: KeyScope.RANK });
     state.initializeRank("vllm", 0, 4, 0);
     write(state, 0, ["a", "a/b"]);
     write(state, 1, ["a"]);

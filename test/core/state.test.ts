@@ -91,7 +91,7 @@ describe("initializeRank", () => {
 
   it("keeps no state for a scheduler", () => {
     const { state } = setup();
-    expect(state.initializeRank("", 0, 0, 0, Role.SCHEDULER).created).toBe(false);
+    expect(state.initializeRank("", 0, 0, 0, { role: Role.SCHEDULER }).created).toBe(false);
     expect(state.stats(undefined)).toEqual([]);
   });
 });
@@ -419,10 +419,10 @@ describe("a rank of 10,000,000 pages", () => {
 describe("a namespace's layout across a restart", () => {
   it("comes back from the store with the rank's record, and is still checked", () => {
     const { state } = setup();
-    state.initializeRank("m", 0, 4, 1, undefined, undefined, undefined, "model-a");
+    state.initializeRank("m", 0, 4, 1, { layout: "model-a" });
     const restored = new MetadataState(new FakeClock().clock);
     restored.restore(state.takeChanges());
     expect(restored.stats("m")[0]!.layout).toBe("model-a");
-    expect(() => restored.initializeRank("m", 0, 4, 1, undefined, undefined, undefined, "model-b")).toThrow(/layout "model-a", not "model-b"/);
+    expect(() => restored.initializeRank("m", 0, 4, 1, { layout: "model-b" })).toThrow(/layout "model-a", not "model-b"/);
   });
 });

@@ -18,7 +18,7 @@ describe("the metrics of a scrape", () => {
   it("report a namespace whose ranks keep their own keys as one series, under its name", () => {
     const state = new MetadataState(new FakeClock().clock);
     for (const rank of [0, 1]) {
-      state.initializeRank("sg", rank, 10, 0, undefined, KeyScope.RANK);
+      state.initializeRank("sg", rank, 10, 0, { keyScope: KeyScope.RANK });
       const { pages } = state.batchAllocate("sg", rank, ["a"]);
       state.confirmWrite("sg", rank, ["a"], pages);
     }

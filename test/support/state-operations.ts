@@ -115,14 +115,14 @@ export function apply(state: MetadataState, time: FakeClock, op: Operation, leas
       break;
     case "resize":
       // InitializeRank again with another size: it grows, or shrinks when the pages past the new size are free (else refused).
-      state.initializeRank("", op.rank, op.numPages, partOf(state, op.rank).worldSize, undefined, state.keyScopeOf(""));
+      state.initializeRank("", op.rank, op.numPages, partOf(state, op.rank).worldSize, { keyScope: state.keyScopeOf("") });
       break;
     case "dropRank": {
       // Dropped and initialized again at once (with another size, perhaps), so that every rank is there for the next operation.
       const worldSize = partOf(state, op.rank).worldSize;
       const scope = state.keyScopeOf("");
       state.dropRank("", op.rank);
-      state.initializeRank("", op.rank, op.numPages, worldSize, undefined, scope);
+      state.initializeRank("", op.rank, op.numPages, worldSize, { keyScope: scope });
       // A dropped rank's leases go with it.
       for (let i = leases.length - 1; i >= 0; i--) if (leases[i]!.rank === op.rank) leases.splice(i, 1);
       break;
