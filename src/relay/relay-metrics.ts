@@ -6,7 +6,7 @@ const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.
 /** RelayMetrics are a relay's Prometheus metrics, in a registry of its own (GET /metrics on the relay). */
 export class RelayMetrics {
   readonly registry = new Registry();
-  private readonly calls = new Counter({
+  readonly calls = new Counter({
     name: "hf3fs_relay_calls_total",
     help: "Calls by method (or JSON route) and status code.",
     labelNames: ["method", "code"],
@@ -53,12 +53,8 @@ export class RelayMetrics {
     this.reachable.set(0);
   }
 
-  /** callTotals counts the calls by method, whatever their code, for the status page's rates. */
-  readonly callTotals = new Map<string, number>();
-
   /** observeCall counts one call at the relay that ended with code ("ok" or a gRPC code name), and its latency. */
   observeCall(method: string, code: string, seconds: number): void {
-    this.callTotals.set(method, (this.callTotals.get(method) ?? 0) + 1);
     this.calls.labels({ method, code }).inc();
     this.latency.labels({ method }).observe(seconds);
   }

@@ -8,6 +8,7 @@ import { MetadataError, Reason } from "../core/errors.js";
 import { NAMESPACE_COUNTERS } from "../core/namespace-counters.js";
 import { definedOf } from "../core/option-table.js";
 import type { Logger } from "../server/logger.js";
+import { callCounts } from "../server/metrics.js";
 import { serveMetrics } from "../server/serve-metrics.js";
 import { serverUrl } from "../server/server-url.js";
 import { serveStatusPage } from "../server/status-page.js";
@@ -99,7 +100,7 @@ export async function startRelay(config: RelayConfig, logger: Logger): Promise<R
       ...ns,
       ...Object.fromEntries(NAMESPACE_COUNTERS.map(({ field }) => [field, Number(ns[field])])),
     }));
-    return { kind: "relay", url, upstream: options.upstream, reachable: upstream.reach.caughtUp, namespaces, calls: Object.fromEntries(metrics.callTotals) };
+    return { kind: "relay", url, upstream: options.upstream, reachable: upstream.reach.caughtUp, namespaces, calls: await callCounts(metrics.calls) };
   };
   const handler = connectFraming(
     edge,

@@ -24,7 +24,7 @@ import { METRICS_LIMITS, type MetricsLimits, metricsSnapshot, type NamespaceSeri
  */
 export class Metrics {
   readonly registry = new Registry();
-  private readonly calls = new Counter({
+  readonly calls = new Counter({
     name: "hf3fs_metadata_calls_total",
     help: "Calls by method and status code.",
     labelNames: ["method", "code"],
@@ -50,8 +50,6 @@ export class Metrics {
     registers: [this.registry],
   });
   private readonly callChildren = new Map<string, { inc(): void }>();
-  /** callTotals counts the calls by method, whatever their code, for the status page's rates. */
-  readonly callTotals = new Map<string, number>();
   private readonly latencyChildren = new Map<string, { observe(v: number): void }>();
 
   /** state gives the state at scrape time (a cluster member gets a new one each time it starts leading); cluster reports the members of a highly available cluster. */
@@ -135,7 +133,6 @@ export class Metrics {
 
   /** observeCall counts one call of method that ended with code ("ok" or a gRPC code name), and its latency. */
   observeCall(method: string, code: string, seconds: number): void {
-    this.callTotals.set(method, (this.callTotals.get(method) ?? 0) + 1);
     const key = `${method}\u0000${code}`;
     let counter = this.callChildren.get(key);
     if (counter === undefined) {
@@ -171,4 +168,11 @@ export class Metrics {
 /** metricName is a namespace counter's metric: "completeKeys" (gauge) is hf3fs_metadata_complete_keys, "evictions" (counter) hf3fs_metadata_evictions_total. */
 function metricName(field: string, kind: "gauge" | "counter"): string {
   return `hf3fs_metadata_${field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}${kind === "counter" ? "_total" : ""}`;
+}
+
+/** callCounts sums a calls counter (labels method and code) by method: what the status page shows rates of, read when it asks. */
+export async function callCounts(counter: Counter<"method" | "code">): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const { labels, value } of (await counter.get()).values) counts[String(labels.method)] = (counts[String(labels.method)] ?? 0) + value;
+  return counts;
 }

@@ -25,7 +25,7 @@ import { type LagSampler, LoadShedder, loopLagSampler } from "../service/load-sh
 import { localCalls, metadataService } from "../service/metadata-service.js";
 import { reflectionService } from "../service/reflection-service.js";
 import type { Logger } from "./logger.js";
-import { type ClusterView, Metrics } from "./metrics.js";
+import { type ClusterView, callCounts, Metrics } from "./metrics.js";
 import { serveMetrics } from "./serve-metrics.js";
 import { defaultServerOptions } from "./server-options.js";
 import { serverUrl } from "./server-url.js";
@@ -152,7 +152,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     if (config.cluster !== undefined) router.service(ReplicationService, replicationService(config.cluster));
   };
   let url = "";
-  const status = () => serverStatus(url, serverId, ledger.state, metrics.callTotals, config.cluster);
+  const status = async () => serverStatus(url, serverId, ledger.state, await callCounts(metrics.calls), config.cluster);
   const connect = connectFraming(edge, service, openServices, (req, res) => {
     if (req.method === "GET" && req.url?.split("?")[0] === "/metrics")
       return void serveMetrics(metrics.registry, metricsAccess, req.headers.authorization, res);

@@ -30,7 +30,7 @@ export async function serverStatus(
   url: string,
   serverId: string,
   state: MetadataState,
-  calls: ReadonlyMap<string, number>,
+  calls: Record<string, number>,
   cluster: ClusterView | undefined,
 ): Promise<ServerStatus> {
   const status: ServerStatus = {
@@ -38,7 +38,7 @@ export async function serverStatus(
     url,
     serverId,
     namespaces: state.statsPage("", STATUS_NAMESPACES).views,
-    calls: Object.fromEntries(calls),
+    calls,
   };
   if (cluster === undefined) return status;
   const [running, known] = await Promise.all([cluster.members(), cluster.knownMembers()]);
