@@ -24,8 +24,8 @@ interface MemberView {
   appliedSeq: number;
   /** lag is how many log entries it is behind the leader; null without a leader. */
   lag: number | null;
-  /** lastSeenMsAgo is how long ago it last published, by this machine's clock. */
-  lastSeenMsAgo: number;
+  /** lastSeenAt is when it last published (ISO 8601, by its own clock). */
+  lastSeenAt: string;
 }
 
 /** statusCommand prints the cluster's members as a member reports them, or forgets one that is down. */
@@ -49,7 +49,7 @@ export async function statusCommand(args: string[]): Promise<number> {
       return 0;
     }
     const status = await client.status({}, { timeoutMs: 5_000 });
-    const members = viewsOf(status, Date.now());
+    const members = viewsOf(status);
     const leader = members.find((m) => m.role === "leader");
     const problems = problemsOf(members, maxLag);
     if (values.json) {
@@ -74,7 +74,7 @@ export async function statusCommand(args: string[]): Promise<number> {
 }
 
 /** viewsOf is each member as status shows it: the leader first, then by URL. */
-function viewsOf(status: StatusResponse, nowMs: number): MemberView[] {
+function viewsOf(status: StatusResponse): MemberView[] {
   const roles: Record<number, MemberView["role"]> = { [MemberRole.LEADER]: "leader", [MemberRole.STANDBY]: "standby", [MemberRole.DOWN]: "down" };
   const leader = status.members.find((m) => m.role === MemberRole.LEADER);
   return [...status.members]
@@ -85,7 +85,7 @@ function viewsOf(status: StatusResponse, nowMs: number): MemberView[] {
       role: roles[m.role] ?? "down",
       appliedSeq: Number(m.appliedSeq),
       lag: leader === undefined ? null : Math.max(0, Number(leader.appliedSeq - m.appliedSeq)),
-      lastSeenMsAgo: Math.max(0, nowMs - Number(m.publishedAtMs)),
+      lastSeenAt: new Date(Number(m.publishedAtMs)).toISOString(),
     }));
 }
 
@@ -102,7 +102,14 @@ function problemsOf(members: MemberView[], maxLag: number): string[] {
 
 /** renderStatus is the status as a table, the leader first, then a line that says whether the cluster is healthy, and if not why. */
 export function renderStatus(status: StatusResponse, members: MemberView[], problems: string[]): string {
-  const rows = members.map((m) => [m.memberId, m.url, m.role, String(m.appliedSeq), m.lag === null ? "-" : String(m.lag), ago(m.lastSeenMsAgo)]);
+  const rows = members.map((m) => [
+    m.memberId,
+    m.url,
+    m.role,
+    String(m.appliedSeq),
+    m.lag === null ? "-" : String(m.lag),
+    ago(Date.now() - Date.parse(m.lastSeenAt)),
+  ]);
   const table = [["MEMBER", "URL", "ROLE", "APPLIED", "LAG", "LAST SEEN"], ...rows];
   const widths = table[0]!.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
   const lines = table.map((row) =>
