@@ -1,12 +1,11 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { MetadataError } from "../../src/core/errors.js";
 import { ReplayState } from "../../src/core/replay-state.js";
 import { KeyScope, MetadataState } from "../../src/core/state.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { assertInvariants } from "../support/invariants.js";
-import { dumpState, RecordModel } from "../support/record-model.js";
-import { apply, type Operation, operation, PAGES, RANKS } from "../support/state-operations.js";
+import { dumpState, RecordModel, shipper } from "../support/record-model.js";
+import { applyAsCall, operation, PAGES, RANKS } from "../support/state-operations.js";
 
 const OPTIONS = { reservationTtlMs: 1_000, readLeaseTtlMs: 700, incompleteTtlMs: 2_000 };
 
@@ -18,16 +17,11 @@ describe("a namespace of KEY_SCOPE_RANK under random operations", () => {
         const leader = new MetadataState(time.clock, OPTIONS, true);
         const replay = new ReplayState(time.clock, OPTIONS, true);
         const store = new RecordModel();
-        const ship = () => {
-          for (const change of leader.takeChanges()) {
-            store.apply(change);
-            replay.apply(change);
-          }
-        };
+        const ship = shipper(leader, store, replay);
         for (let r = 0; r < RANKS; r++) leader.initializeRank("", r, PAGES, 0, { keyScope: KeyScope.RANK });
         ship();
         for (const op of ops) {
-          run(leader, time, op);
+          applyAsCall(leader, time, op);
           ship();
           assertInvariants(leader);
           // Each rank's keys are its own: a key is complete on the rank that confirmed it.
@@ -50,13 +44,4 @@ describe("a namespace of KEY_SCOPE_RANK under random operations", () => {
 /** stored is what a namespace's stats hold that the store keeps (its event counters count since the process started). */
 function stored({ namespace, worldSize, keyScope, ranks, keys, completeKeys }: ReturnType<MetadataState["stats"]>[number]) {
   return { namespace, worldSize, keyScope, ranks, keys, completeKeys };
-}
-
-/** run applies an operation, as a client's call would: a refused call changes nothing. */
-function run(state: MetadataState, time: FakeClock, op: Operation): void {
-  try {
-    apply(state, time, op, []);
-  } catch (e) {
-    if (!(e instanceof MetadataError)) throw e;
-  }
 }

@@ -1,5 +1,6 @@
 import type { Change } from "../../src/core/change.js";
 import { ORPHANED } from "../../src/core/key-tree.js";
+import type { ReplayState } from "../../src/core/replay-state.js";
 import type { MetadataState } from "../../src/core/state.js";
 
 /**
@@ -104,4 +105,14 @@ export function dumpState(state: MetadataState, timing = true): unknown {
         })
         .sort(),
     }));
+}
+
+/** shipper ships a leader's journal as a cluster does: each change to the store (its records) and to a standby's replay. */
+export function shipper(leader: MetadataState, store: RecordModel, replay: ReplayState): () => void {
+  return () => {
+    for (const change of leader.takeChanges()) {
+      store.apply(change);
+      replay.apply(change);
+    }
+  };
 }

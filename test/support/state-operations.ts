@@ -1,4 +1,5 @@
 import fc from "fast-check";
+import { MetadataError } from "../../src/core/errors.js";
 import { rankScopedName } from "../../src/core/key-scope.js";
 import type { Namespace } from "../../src/core/namespace.js";
 import type { MetadataState } from "../../src/core/state.js";
@@ -127,5 +128,14 @@ export function apply(state: MetadataState, time: FakeClock, op: Operation, leas
       for (let i = leases.length - 1; i >= 0; i--) if (leases[i]!.rank === op.rank) leases.splice(i, 1);
       break;
     }
+  }
+}
+
+/** applyAsCall applies an operation as a client's call would: a refused call (a MetadataError) changes nothing. */
+export function applyAsCall(state: MetadataState, time: FakeClock, op: Operation): void {
+  try {
+    apply(state, time, op, []);
+  } catch (e) {
+    if (!(e instanceof MetadataError)) throw e;
   }
 }
