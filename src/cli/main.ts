@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 const COMMANDS = `usage: hf3fs-metadata <command> [options]
 
 commands:
@@ -10,7 +11,8 @@ commands:
   status    print the members of a highly available cluster, its leader and each member's lag (status [--server URL])
 
 stats, health, status and reset also take --token-file FILE (or env HF3FS_METADATA_TOKEN), and for an
-https:// server --ca-file FILE and, for mTLS, --cert-file FILE --key-file FILE.`;
+https:// server --ca-file FILE and, for mTLS, --cert-file FILE --key-file FILE.
+--version prints the package's version.`;
 
 /** main runs one CLI command and returns the process exit code. Each command loads its own modules, so a start loads only what it runs. */
 export async function main(argv: string[]): Promise<number> {
@@ -30,6 +32,10 @@ export async function main(argv: string[]): Promise<number> {
       return (await import("./operator-commands.js")).healthCommand(args);
     case "status":
       return (await import("./status-command.js")).statusCommand(args);
+    case "--version":
+    case "-v":
+      console.log((await import("./package-version.js")).packageVersion());
+      return 0;
     case "--help":
     case "-h":
       console.log(COMMANDS);
