@@ -50,9 +50,20 @@ export function startChildRelay(args: string[], env: NodeJS.ProcessEnv = {}): Pr
   return startChild("relay", args, env, []);
 }
 
+/** startInstalledCommand runs `verb` of an installed hf3fs-metadata command (`bin`, run as the shell would run it) like startChildServer. */
+export function startInstalledCommand(bin: string, verb: "serve" | "relay", args: string[]): Promise<ChildServer> {
+  return startChild(verb, args, {}, [], [bin]);
+}
+
 /** startChild runs a listening command of the CLI and resolves once it logged "listening". */
-async function startChild(verb: "serve" | "relay", args: string[], env: NodeJS.ProcessEnv, wrapper: string[]): Promise<ChildServer> {
-  const command = [...wrapper, process.execPath, BIN, verb, "--host", "127.0.0.1", "--port", "0", ...args];
+async function startChild(
+  verb: "serve" | "relay",
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  wrapper: string[],
+  cli = [process.execPath, BIN],
+): Promise<ChildServer> {
+  const command = [...wrapper, ...cli, verb, "--host", "127.0.0.1", "--port", "0", ...args];
   const child = spawn(command[0]!, command.slice(1), {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],

@@ -20,6 +20,12 @@ const TOOLS = {
     present: () => python("from grpc import insecure_channel; from google.protobuf.descriptor_pb2 import FileDescriptorProto"),
   },
   chromium: { packages: ["chromium"], present: () => spawnSync("chromium", ["--version"]).status === 0 },
+  systemd: { packages: ["systemd"], present: () => spawnSync("systemd-analyze", ["--version"]).status === 0 },
+  podman: {
+    packages: ["podman", "runc", "iptables"],
+    present: () => spawnSync("podman", ["--version"]).status === 0 && spawnSync("runc", ["--version"]).status === 0,
+  },
+  debootstrap: { packages: ["debootstrap"], present: () => existsSync("/usr/sbin/debootstrap") },
   requests: { packages: ["python3-requests"], present: () => python("from requests.adapters import HTTPAdapter; from urllib3.util.retry import Retry") },
 } as const;
 

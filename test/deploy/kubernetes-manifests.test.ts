@@ -1,0 +1,181 @@
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { parseAllDocuments } from "yaml";
+import { HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
+import { parseDuration } from "../../src/cli/duration.js";
+import { createHealthClient } from "../../src/client/index.js";
+import { runCli, startChildServer } from "../support/child-server.js";
+
+// deploy/kubernetes/ checked offline: every object against the Kubernetes API's schemas (kubernetes-models:
+// its validate() for values and formats, its TypeScript types through tsc for unknown or misspelt
+// fields, which the schemas let through), then what must hold between them and the server.
+const ROOT = new URL("../../", import.meta.url).pathname;
+const DIR = join(ROOT, "deploy/kubernetes");
+
+// biome-ignore lint/suspicious/noExplicitAny: manifests are checked against the API's schemas below, then read loosely
+type Manifest = { apiVersion: string; kind: string; metadata: { name: string }; file: string } & Record<string, any>;
+
+const files = readdirSync(DIR).filter((f) => f.endsWith(".yaml"));
+const kustomization = parseAllDocuments(readFileSync(join(DIR, "kustomization.yaml"), "utf8"))[0]!.toJS() as { resources: string[] };
+const objects: Manifest[] = files
+  .filter((f) => f !== "kustomization.yaml")
+  .flatMap((file) => parseAllDocuments(readFileSync(join(DIR, file), "utf8")).map((doc) => ({ ...doc.toJS(), file }) as Manifest));
+const one = (kind: string, name?: string) => objects.find((o) => o.kind === kind && (name === undefined || o.metadata.name === name))!;
+const modulePath = (o: Manifest) => `kubernetes-models/${o.apiVersion}/${o.kind}`;
+const work = mkdtempSync(join(tmpdir(), "hf3fs-metadata-kubernetes-"));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+/** withoutFile is a manifest as Kubernetes gets it. */
+function withoutFile({ file: _, ...object }: Manifest): Record<string, unknown> {
+  return object;
+}
+
+/** typeCheck runs tsc on each object given as a literal of its kubernetes-models interface; it returns tsc's output. */
+function typeCheck(named: Record<string, Manifest[]>): string {
+  for (const [name, list] of Object.entries(named)) {
+    const lines = list.map(
+      (o, i) => `import type { I${o.kind} as T${i} } from "${modulePath(o)}";\nexport const o${i}: T${i} = ${JSON.stringify(withoutFile(o))};`,
+    );
+    writeFileSync(join(work, `${name}.ts`), `${lines.join("\n")}\n`);
+  }
+  const tsconfig = {
+    compilerOptions: {
+      module: "NodeNext",
+      moduleResolution: "NodeNext",
+      target: "ES2022",
+      strict: true,
+      noEmit: true,
+      skipLibCheck: true,
+      types: [],
+      typeRoots: [],
+    },
+    files: Object.keys(named).map((name) => `${name}.ts`),
+  };
+  writeFileSync(join(work, "tsconfig.json"), JSON.stringify(tsconfig));
+  // Resolved from the checkout's node_modules, where kubernetes-models is.
+  writeFileSync(join(work, "package.json"), JSON.stringify({ type: "module" }));
+  if (!existsSync(join(work, "node_modules"))) symlinkSync(join(ROOT, "node_modules"), join(work, "node_modules"));
+  const tsc = spawnSync(process.execPath, [join(ROOT, "node_modules/typescript/bin/tsc"), "-p", work], { encoding: "utf8" });
+  return tsc.stdout + tsc.stderr;
+}
+
+/** flagValue is the value after `flag` in a container's args. */
+function flagValue(args: string[], flag: string): string | undefined {
+  const at = args.indexOf(flag);
+  return at < 0 ? undefined : args[at + 1];
+}
+
+describe("the Kubernetes manifests", () => {
+  it("are every file of the kustomization, and each object is valid against the API's schemas", async () => {
+    expect([...kustomization.resources].sort()).toEqual(files.filter((f) => f !== "kustomization.yaml").sort());
+    expect(objects.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual([
+      "ConfigMap/hf3fs-metadata-config",
+      "DaemonSet/hf3fs-metadata-relay",
+      "PodDisruptionBudget/hf3fs-metadata",
+      "Secret/hf3fs-metadata-etcd-tls",
+      "Secret/hf3fs-metadata-tokens",
+      "Service/hf3fs-metadata",
+      "Service/hf3fs-metadata-members",
+      "StatefulSet/hf3fs-metadata",
+    ]);
+    for (const object of objects) {
+      const model = (await import(modulePath(object))) as Record<string, new (o: unknown) => { validate(): void }>;
+      expect(() => new model[object.kind]!(withoutFile(object)).validate(), `${object.file}: ${object.kind}`).not.toThrow();
+    }
+  });
+
+  it("have no unknown field (tsc on each object as its API type), and a misspelt field is caught", () => {
+    const misspelt = structuredClone(one("StatefulSet"));
+    misspelt.spec.template.spec.containers[0].imagePullPolicyy = "IfNotPresent";
+    const output = typeCheck({ manifests: objects, misspelt: [misspelt] });
+    const errors = output.split("\n").filter((line) => line.includes("error TS"));
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatch(/\/misspelt\.ts\(.*imagePullPolicyy/);
+  }, 60_000);
+
+  it("give each member its volume at the data dir, its DNS name as advertise URL, and a grace period longer than the drain", () => {
+    const set = one("StatefulSet");
+    const pod = set.spec.template.spec;
+    const server = pod.containers[0];
+    const dataDir = flagValue(server.args, "--data-dir");
+    const claim = set.spec.volumeClaimTemplates[0].metadata.name;
+    expect(server.volumeMounts).toContainEqual({ name: claim, mountPath: dataDir });
+    // The image declares the same directory as its volume.
+    expect(readFileSync(join(ROOT, "deploy/container/Containerfile"), "utf8")).toContain(`VOLUME ${dataDir}\n`);
+    expect(pod.terminationGracePeriodSeconds * 1000).toBeGreaterThan(parseDuration(flagValue(server.args, "--shutdown-timeout")!));
+    const env = server.env as { name: string; value?: string }[];
+    const advertise = env.find((e) => e.name === "HF3FS_METADATA_ADVERTISE_URL")!;
+    expect(advertise.value).toBe(`http://$(POD_NAME).${set.spec.serviceName}.$(POD_NAMESPACE).svc:${server.ports[0].containerPort}`);
+    // Kubernetes expands $(VAR) only from variables defined before.
+    expect(env.findIndex((e) => e.name === "POD_NAME")).toBeLessThan(env.indexOf(advertise));
+    const members = one("Service", set.spec.serviceName);
+    expect(members.spec).toMatchObject({ clusterIP: "None", publishNotReadyAddresses: true, selector: set.spec.template.metadata.labels });
+    expect(one("Service", "hf3fs-metadata").spec.selector).toEqual(set.spec.template.metadata.labels);
+    expect(one("PodDisruptionBudget").spec.selector.matchLabels).toEqual(set.spec.template.metadata.labels);
+    expect(one("DaemonSet").spec.template.spec.terminationGracePeriodSeconds * 1000).toBeGreaterThan(
+      parseDuration(flagValue(one("DaemonSet").spec.template.spec.containers[0].args, "--shutdown-timeout")!),
+    );
+  });
+
+  it("run the relay on each engine node's 127.0.0.1:18000, upstream of every member by its DNS name", () => {
+    const set = one("StatefulSet");
+    const pod = one("DaemonSet").spec.template.spec;
+    const relay = pod.containers[0];
+    expect(pod).toMatchObject({ hostNetwork: true, dnsPolicy: "ClusterFirstWithHostNet" });
+    expect(relay.args[0]).toBe("relay");
+    expect([flagValue(relay.args, "--host"), flagValue(relay.args, "--port")]).toEqual(["127.0.0.1", "18000"]);
+    const members = Array.from({ length: set.spec.replicas }, (_, i) => `http://${set.metadata.name}-${i}.${set.spec.serviceName}:18000`);
+    expect(flagValue(relay.args, "--upstream")!.split(",")).toEqual(members);
+    // The kubelet's probes reach the pod's IP, not the node's 127.0.0.1: the relay's probe runs inside.
+    expect(relay.readinessProbe.exec.command).toEqual(["hf3fs-metadata", "health", "--server", "http://127.0.0.1:18000"]);
+  });
+
+  it("refer only to Secret and ConfigMap keys that exist, and every file an option names is mounted", () => {
+    const secrets = new Map(objects.filter((o) => o.kind === "Secret").map((s) => [s.metadata.name, Object.keys(s.stringData)]));
+    const config = Object.keys(one("ConfigMap").data);
+    for (const workload of [one("StatefulSet"), one("DaemonSet")]) {
+      const pod = workload.spec.template.spec;
+      const mounted = new Map<string, string[]>();
+      for (const volume of pod.volumes.filter((v: { secret?: unknown }) => v.secret !== undefined)) {
+        const keys = secrets.get(volume.secret.secretName);
+        expect(keys, `${workload.kind}: ${volume.secret.secretName}`).toBeDefined();
+        const items = (volume.secret.items ?? keys!.map((key: string) => ({ key, path: key }))) as { key: string; path: string }[];
+        for (const item of items) expect(keys).toContain(item.key);
+        const mount = pod.containers[0].volumeMounts.find((m: { name: string }) => m.name === volume.name);
+        mounted.set(
+          mount.mountPath,
+          items.map((item) => item.path),
+        );
+      }
+      const container = pod.containers[0];
+      const paths = [...container.args, ...(container.env ?? []).map((e: { value?: string }) => e.value ?? "")].filter((a: string) => a.startsWith("/etc/"));
+      expect(paths.length).toBeGreaterThan(0);
+      for (const path of paths) {
+        const dir = path.slice(0, path.lastIndexOf("/"));
+        expect(mounted.get(dir), `${workload.kind}: ${path}`).toContain(path.slice(dir.length + 1));
+      }
+      for (const env of container.env ?? []) if (env.valueFrom?.configMapKeyRef) expect(config).toContain(env.valueFrom.configMapKeyRef.key);
+    }
+  });
+
+  it("use only options and HF3FS_METADATA_* variables the commands know", async () => {
+    for (const workload of [one("StatefulSet"), one("DaemonSet")]) {
+      const container = workload.spec.template.spec.containers[0];
+      const help = await runCli([container.args[0], "--help"]);
+      expect(help.code).toBe(0);
+      for (const flag of container.args.filter((a: string) => a.startsWith("--"))) expect(help.stdout, flag).toContain(`  ${flag} `);
+      for (const { name } of container.env ?? []) if (name.startsWith("HF3FS_METADATA_")) expect(help.stdout, name).toContain(`env ${name})`);
+    }
+  });
+
+  it("probe with a service name the server answers SERVING for", async () => {
+    const probe = one("StatefulSet").spec.template.spec.containers[0].readinessProbe.grpc;
+    const server = await startChildServer(["--in-memory"]);
+    await server.logged("ready");
+    const { status } = await createHealthClient({ baseUrl: server.url }).check({ service: probe.service });
+    expect(status).toBe(ServingStatus.SERVING);
+  });
+});
