@@ -133,6 +133,14 @@ describe("the systemd units", () => {
     }
   });
 
+  it("are what docs/operating.md's restart recipe shows", () => {
+    const recipe = /With systemd, `deploy\/systemd\/hf3fs-metadata.service`[^]*?```ini\n([^]*?)```/.exec(
+      readFileSync(join(ROOT, "docs/operating.md"), "utf8"),
+    )![1]!;
+    const unit = readFileSync(join(UNITS, "hf3fs-metadata.service"), "utf8").split("\n");
+    for (const line of recipe.split("\n").filter((l) => l !== "")) expect(unit, line).toContain(line);
+  });
+
   it("start commands the package has, with options it knows", () => {
     for (const unit of units) {
       const text = readFileSync(join(UNITS, unit), "utf8");
