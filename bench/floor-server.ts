@@ -1,7 +1,8 @@
 // floor-server.ts: MetadataService on the same RPC stack as the real server
-// (the edge, the gRPC fast path and the connect framing on the one-port
-// listener), whose methods return canned answers of the right size: the
-// floor that the service's own work sits on.
+// (the edge, the gRPC fast path with its batch codecs and the connect framing
+// on the one-port listener), whose methods return canned answers of the right
+// size, counting keys on the bytes as the core does (no key becomes a string):
+// the floor that the service's own work sits on.
 import type { ServiceImpl } from "@connectrpc/connect";
 import { AllocationStatus, type MetadataService } from "../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataState } from "../src/core/state.js";
@@ -11,15 +12,37 @@ import { DualProtocolListener } from "../src/server/transport/dual-protocol-list
 import { GrpcUnaryFastPath } from "../src/server/transport/grpc-unary-fast-path.js";
 import { requestHandler } from "../src/server/transport/request-handler.js";
 import { Edge } from "../src/service/edge.js";
+import { KeyBytesMessage } from "../src/service/key-bytes.js";
 import { Lifecycle } from "../src/service/lifecycle.js";
 import { MemoryStore } from "../src/store/memory-store.js";
 
+/** count is a request's number of keys, read from the bytes the fast path left (as the core reads them), not from strings. */
+function count(req: { keys: string[] }): number {
+  return req instanceof KeyBytesMessage ? (req.keyLists.keys?.length ?? 0) : req.keys.length;
+}
+
+/** cannedBy caches one answer per key count, so that the floor allocates nothing per call but what the stack does. */
+function cannedBy<T>(make: (n: number) => T): (n: number) => T {
+  const made = new Map<number, T>();
+  return (n) => {
+    let answer = made.get(n);
+    if (answer === undefined) made.set(n, (answer = make(n)));
+    return answer;
+  };
+}
+
+const pagesOf = cannedBy((n) => Array.from({ length: n }, (_, i) => i));
+const allocated = cannedBy((n) => ({ pages: pagesOf(n), statuses: pagesOf(n).map(() => AllocationStatus.NEW) }));
+const confirmed = cannedBy((n) => ({ confirmed: n, completed: pagesOf(n) }));
+const present = cannedBy((n) => ({ exists: pagesOf(n).map(() => true) }));
+const located = cannedBy((n) => ({ pages: pagesOf(n) }));
+
 const canned: ServiceImpl<typeof MetadataService> = {
   initializeRank: async (req) => ({ created: true, numPages: req.numPages, freePages: req.numPages, serverId: "floor" }),
-  batchAllocate: async (req) => ({ pages: req.keys.map((_, i) => i), statuses: req.keys.map(() => AllocationStatus.NEW) }),
-  confirmWrite: async (req) => ({ confirmed: req.keys.length, completed: req.keys.map((_, i) => i) }),
-  batchExists: async (req) => ({ exists: req.keys.map(() => true) }),
-  getLocations: async (req) => ({ pages: req.keys.map((_, i) => i) }),
+  batchAllocate: async (req) => allocated(count(req)),
+  confirmWrite: async (req) => confirmed(count(req)),
+  batchExists: async (req) => present(count(req)),
+  getLocations: async (req) => located(count(req)),
   deleteKeys: async (req) => ({ deleted: req.keys.length }),
   clear: async () => ({}),
   getStats: async () => ({}),

@@ -99,8 +99,9 @@ export async function nativeLoad(
 
 /** callsByCode reads hf3fs_metadata_calls_total of one method from the server's /metrics, by code; undefined without /metrics. */
 async function callsByCode(url: string, method: string): Promise<Map<string, number> | undefined> {
-  const response = await fetch(`${url}/metrics`);
-  if (response.status !== 200) return undefined;
+  // A bare HTTP/2 server (bare-http2-server.ts) does not speak HTTP/1.1 at all: no /metrics either.
+  const response = await fetch(`${url}/metrics`).catch(() => undefined);
+  if (response?.status !== 200) return undefined;
   const text = await response.text();
   const counts = new Map<string, number>();
   for (const match of text.matchAll(/^hf3fs_metadata_calls_total\{([^}]*)\} (\d+)/gm)) {
