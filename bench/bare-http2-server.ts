@@ -31,7 +31,14 @@ const byPath = new Map(Object.entries(answers).map(([method, frame]) => [`/${Met
 const HEADERS = { "content-type": "application/grpc+proto" };
 const TRAILERS = { "grpc-status": "0" };
 
+// The socket and flow-control settings the real listener has (dual-protocol-listener.ts): no Nagle, and windows a 33 KB
+// request does not wait on.
 const server = http2.createServer({ settings: { initialWindowSize: 1 << 20 } });
+server.on("connection", (socket: import("node:net").Socket) => socket.setNoDelay(true));
+server.on("session", (session) => {
+  if (session.connecting) session.once("connect", () => session.setLocalWindowSize(16 << 20));
+  else session.setLocalWindowSize(16 << 20);
+});
 server.on("request", (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
   const chunks: Buffer[] = [];
   req.on("data", (chunk: Buffer) => chunks.push(chunk));

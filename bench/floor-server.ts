@@ -2,19 +2,21 @@
 // (the edge, the gRPC fast path with its batch codecs and the connect framing
 // on the one-port listener), whose methods return canned answers of the right
 // size, counting keys on the bytes as the core does (no key becomes a string):
-// the floor that the service's own work sits on.
+// the floor that the service's own work sits on. It runs the compiled build
+// (dist/, which `npm run bench` makes first), as the real server does in the
+// bench and in production: tsx's output of the same code costs more per call.
 import type { ServiceImpl } from "@connectrpc/connect";
-import { AllocationStatus, type MetadataService } from "../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { MetadataState } from "../src/core/state.js";
-import { defaultServerOptions } from "../src/server/server-options.js";
-import { connectFraming } from "../src/server/transport/connect-framing.js";
-import { DualProtocolListener } from "../src/server/transport/dual-protocol-listener.js";
-import { GrpcUnaryFastPath } from "../src/server/transport/grpc-unary-fast-path.js";
-import { requestHandler } from "../src/server/transport/request-handler.js";
-import { Edge } from "../src/service/edge.js";
-import { KeyBytesMessage } from "../src/service/key-bytes.js";
-import { Lifecycle } from "../src/service/lifecycle.js";
-import { MemoryStore } from "../src/store/memory-store.js";
+import { AllocationStatus, type MetadataService } from "../dist/gen/hf3fs/metadata/v1/metadata_pb.js";
+import { MetadataState } from "../dist/src/core/state.js";
+import { defaultServerOptions } from "../dist/src/server/server-options.js";
+import { connectFraming } from "../dist/src/server/transport/connect-framing.js";
+import { DualProtocolListener } from "../dist/src/server/transport/dual-protocol-listener.js";
+import { GrpcUnaryFastPath } from "../dist/src/server/transport/grpc-unary-fast-path.js";
+import { requestHandler } from "../dist/src/server/transport/request-handler.js";
+import { Edge } from "../dist/src/service/edge.js";
+import { KeyBytesMessage } from "../dist/src/service/key-bytes.js";
+import { Lifecycle } from "../dist/src/service/lifecycle.js";
+import { MemoryStore } from "../dist/src/store/memory-store.js";
 
 /** count is a request's number of keys, read from the bytes the fast path left (as the core reads them), not from strings. */
 function count(req: { keys: string[] }): number {
@@ -26,7 +28,10 @@ function cannedBy<T>(make: (n: number) => T): (n: number) => T {
   const made = new Map<number, T>();
   return (n) => {
     let answer = made.get(n);
-    if (answer === undefined) made.set(n, (answer = make(n)));
+    if (answer === undefined) {
+      answer = make(n);
+      made.set(n, answer);
+    }
     return answer;
   };
 }

@@ -50,7 +50,7 @@ export async function measureFloor(options: FloorOptions): Promise<FloorRow[]> {
   const servers: [FloorRow["server"], () => Promise<ServerProcess>][] = [
     ["bare", () => startProcess("bench/bare-http2-server.ts", [String(options.batch)])],
     ["floor", () => startProcess("bench/floor-server.ts", [])],
-    ["service", () => startProcess(SERVER, serverArgs(["--in-memory", "--log-level", "warn"]))],
+    ["service", () => startProcess(SERVER, serverArgs(["--in-memory"]))],
   ];
   const present = Array.from({ length: options.batch }, (_, i) => benchKey(i * 389, 0xf1007));
   const exists = toBinary(BatchExistsRequestSchema, create(BatchExistsRequestSchema, { namespace: NAMESPACE, keys: present }));
