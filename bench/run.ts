@@ -279,17 +279,18 @@ if (enabled("floor")) {
     if (process.env.CI === "true") throw new Error(message);
     console.log(message);
   } else {
-    // The issue's setup: 4 connections x 4 streams, one 512-key request of keys the real server holds among 200,000.
-    const floorRows = await measureFloor(
-      quick
-        ? { batch: 64, liveKeys: 2_048, seconds: 1, connections: 2, streams: 2 }
-        : { batch: 512, liveKeys: 200_000, seconds: 3, connections: 4, streams: 4 },
-    );
-    const bare = new Map(floorRows.filter((r) => r.server === "bare").map((r) => [r.call, r.serverCpuPerCallUs]));
+    // 4 connections x 4 streams; B=512: one request of keys the real server holds among 200,000; B=1: the per-call floor.
+    const floorRows = quick
+      ? await measureFloor({ batch: 64, liveKeys: 2_048, seconds: 1, connections: 2, streams: 2 })
+      : [
+          ...(await measureFloor({ batch: 512, liveKeys: 200_000, seconds: 3, connections: 4, streams: 4 })),
+          ...(await measureFloor({ batch: 1, liveKeys: 200_000, seconds: 3, connections: 4, streams: 4 })),
+        ];
+    const bare = new Map(floorRows.filter((r) => r.server === "bare").map((r) => [`${r.call} ${r.batch}`, r.serverCpuPerCallUs]));
     const ratios: Record<string, number> = {};
     for (const r of floorRows) {
-      const ratio = r.serverCpuPerCallUs / bare.get(r.call)!;
-      ratios[`${r.server} ${r.call}`] = ratio;
+      const ratio = r.serverCpuPerCallUs / bare.get(`${r.call} ${r.batch}`)!;
+      ratios[`${r.server} ${r.call} B=${r.batch}`] = ratio;
       console.log(
         `floor     ${r.server.padEnd(8)} ${r.call.padEnd(27)} B=${r.batch}: ${fmt(r.callsPerSec).padStart(7)} calls/s, ${fmt(r.serverCpuPerCallUs, 1).padStart(6)} µs/call of server CPU, ${fmt(ratio, 2)}× bare`,
       );

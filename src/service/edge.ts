@@ -6,8 +6,10 @@ import { ENVELOPE_BYTES } from "../protocol/envelope.js";
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
 import type { AccessPolicy } from "./access-policy.js";
 import { BodyBudget } from "./body-budget.js";
+import { BodyPool } from "./body-pool.js";
 import { checkDeadline, deadlineSignal } from "./call-deadline.js";
 import { toConnectError } from "./error-table.js";
+import { KeyBytesMessage } from "./key-bytes.js";
 import { LargeCallLane } from "./large-call-lane.js";
 import type { Leadership } from "./leadership.js";
 import { commit, type Ledger } from "./ledger.js";
@@ -98,6 +100,8 @@ export class Edge {
   private readonly budget: BodyBudget;
   private readonly largeCalls = new LargeCallLane();
   private readonly slowReads: SlowReads;
+  /** pool keeps the buffers that the bodies of `call` are joined into (not readFor's: a library's messages may keep views of theirs). */
+  private readonly pool = new BodyPool();
   /** refusals holds the answer of each refusal error thrown so far (see refusal). */
   private readonly refusals = new WeakMap<MetadataError, ConnectError>();
 
@@ -121,7 +125,7 @@ export class Edge {
       this.admit(method, headerOf(request.body, "authorization"));
       const deadline = deadlineSignal(request.body.headers);
       reading = true;
-      held = await readBody(request.body, this.bodyLimit, this.budget, deadline, this.slowReads);
+      held = await readBody(request.body, this.bodyLimit, this.budget, deadline, this.slowReads, this.pool);
       if (this.waiting()) await this.hold(deadline);
       const bytes = held.bytes;
       if (bytes.length < LARGE_BODY_BYTES) {
@@ -143,6 +147,8 @@ export class Edge {
       if (!reading) await lingerForBody(request.body); // refused before its body was read (readBody discards the rest of what it refuses)
       throw this.fail(method, started, error, message);
     } finally {
+      // The body's buffer may now serve the next call: the decoded message must not read it again.
+      if (message instanceof KeyBytesMessage) message.release();
       held?.release();
     }
   }

@@ -14,12 +14,17 @@ export class KeyBytesMessage {
   readonly #bytes: Buffer;
   #keys: string[] | undefined;
   #prefixKeys: string[] | undefined;
-
-  /** keyLists are the key fields as bytes; a field the request did not carry is absent. */
-  readonly keyLists: Partial<Record<KeyField, KeyList>> = {};
+  #keyLists: Partial<Record<KeyField, KeyList>> = {};
+  #released = false;
 
   constructor(bytes: Buffer) {
     this.#bytes = bytes;
+  }
+
+  /** keyLists are the key fields as bytes; a field the request did not carry is absent. */
+  get keyLists(): Partial<Record<KeyField, KeyList>> {
+    if (this.#released) throw new Error("a request's key bytes were read after its call ended");
+    return this.#keyLists;
   }
 
   get keys(): string[] {
@@ -34,8 +39,18 @@ export class KeyBytesMessage {
 
   /** addKey appends to a key field the value at bytes[start .. end) of the request. */
   addKey(field: KeyField, start: number, end: number): void {
-    this.keyLists[field] ??= new KeyList(this.#bytes);
-    this.keyLists[field].add(start, end);
+    this.#keyLists[field] ??= new KeyList(this.#bytes);
+    this.#keyLists[field].add(start, end);
+  }
+
+  /**
+   * release says the call is over and its request buffer may be reused
+   * (body-pool.ts): from now on, reading a key field throws instead of
+   * reading whatever the buffer holds next. Keys already made strings stay.
+   */
+  release(): void {
+    this.#released = true;
+    this.#keyLists = {};
   }
 }
 

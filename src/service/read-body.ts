@@ -2,6 +2,7 @@ import * as http2 from "node:http2";
 import type { Readable } from "node:stream";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { BodyBudget } from "./body-budget.js";
+import type { BodyPool } from "./body-pool.js";
 import { deadlineExceeded } from "./call-deadline.js";
 
 /** BodyStream is a request body as Node's HTTP/1.1 and HTTP/2 servers give it (an IncomingMessage or an Http2ServerRequest). */
@@ -25,14 +26,22 @@ export type BodyStream = Readable & {
  * before the end, or that `slowReads` finds too slow, with
  * DEADLINE_EXCEEDED (the rest discarded, as above).
  */
-export function readBody(body: BodyStream, maxBytes: number, budget: BodyBudget, deadline?: AbortSignal, slowReads?: SlowReads): Promise<HeldBytes> {
-  return new Promise((resolve, reject) => new BodyRead(body, maxBytes, budget, deadline, slowReads, resolve, reject));
+export function readBody(
+  body: BodyStream,
+  maxBytes: number,
+  budget: BodyBudget,
+  deadline?: AbortSignal,
+  slowReads?: SlowReads,
+  pool?: BodyPool,
+): Promise<HeldBytes> {
+  return new Promise((resolve, reject) => new BodyRead(body, maxBytes, budget, deadline, slowReads, pool, resolve, reject));
 }
 
 /**
  * HeldBytes are a request's bytes as the server holds them: counted in the
- * body budget until release() (idempotent). `take` counts more bytes that
- * the call makes from them (a decompressed message) in the same budget.
+ * body budget until release() (idempotent), which also gives a pooled
+ * buffer back to its pool. `take` counts more bytes that the call makes
+ * from them (a decompressed message) in the same budget.
  */
 export class HeldBytes {
   private held: number;
@@ -42,6 +51,7 @@ export class HeldBytes {
     readonly bytes: Buffer,
     private readonly budget: BodyBudget,
     private readonly connection: object,
+    private pooled?: { pool: BodyPool; backing: Buffer },
   ) {
     this.held = bytes.length;
   }
@@ -64,9 +74,12 @@ export class HeldBytes {
     return Math.min(limit, this.budget.room(this.connection));
   }
 
-  /** release returns everything held; the bytes may be garbage collected once dropped. */
+  /** release returns everything held; the bytes may be garbage collected once dropped, or, pooled, reused by the next call. */
   release(): void {
     this.give(this.held);
+    if (this.pooled === undefined) return;
+    this.pooled.pool.give(this.pooled.backing);
+    this.pooled = undefined;
   }
 }
 
@@ -94,6 +107,7 @@ class BodyRead {
     private readonly budget: BodyBudget,
     private readonly deadline: AbortSignal | undefined,
     private readonly slowReads: SlowReads | undefined,
+    private readonly pool: BodyPool | undefined,
     private readonly resolve: (bytes: HeldBytes) => void,
     private readonly reject: (error: unknown) => void,
   ) {
@@ -141,7 +155,15 @@ class BodyRead {
     this.held = 0; // handed over to HeldBytes, not given back by done()
     this.done();
     if (this.size > this.maxBytes) this.reject(new ConnectError(`request body larger than ${this.maxBytes} bytes`, Code.ResourceExhausted));
-    else this.resolve(new HeldBytes(this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, held), this.budget, this.connection));
+    else this.resolve(this.joined(held));
+  }
+
+  /** joined is the body read, in one buffer: its one chunk, or its chunks joined (into a pooled buffer when there is a pool). */
+  private joined(total: number): HeldBytes {
+    if (this.chunks.length === 1) return new HeldBytes(this.chunks[0]!, this.budget, this.connection);
+    const pooled = this.pool?.join(this.chunks, total);
+    if (pooled === undefined) return new HeldBytes(Buffer.concat(this.chunks, total), this.budget, this.connection);
+    return new HeldBytes(pooled.body, this.budget, this.connection, { pool: this.pool!, backing: pooled.backing });
   }
 
   private error(error: Error): void {
