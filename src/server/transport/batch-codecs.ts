@@ -64,7 +64,7 @@ function handCodec(decode: MessageCodec["decode"], frame: MessageCodec["frame"])
 
 function decodeBatchAllocate(bytes: Buffer, maxEntries: number): BatchAllocateRequest {
   const message = Object.assign(new KeyBytesMessage(bytes), { $typeName: "hf3fs.metadata.v1.BatchAllocateRequest" as const, namespace: "", rank: 0 });
-  readFields(bytes, maxEntries, (field, reader) => {
+  readFields(bytes, maxEntries, message, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) message.rank = reader.uint32Field();
     else if (field === 3) reader.keyField(message, "keys");
@@ -84,7 +84,7 @@ function decodeConfirmWrite(bytes: Buffer, maxEntries: number): ConfirmWriteRequ
     pagesToRelease: [] as number[],
     keysToRelease: [] as string[],
   });
-  readFields(bytes, maxEntries, (field, reader) => {
+  readFields(bytes, maxEntries, message, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) message.rank = reader.uint32Field();
     else if (field === 3) reader.keyField(message, "keys");
@@ -102,7 +102,7 @@ function decodeBatchExists(bytes: Buffer, maxEntries: number): BatchExistsReques
     new KeyBytesMessage(bytes),
     { $typeName: "hf3fs.metadata.v1.BatchExistsRequest" as const, namespace: "" },
   );
-  readFields(bytes, maxEntries, (field, reader) => {
+  readFields(bytes, maxEntries, message, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) reader.keyField(message, "keys");
     else if (field === 3) message.rank = reader.uint32Field();
@@ -120,7 +120,7 @@ function decodeGetLocations(bytes: Buffer, maxEntries: number): GetLocationsRequ
     rank: 0,
     includeIncomplete: false,
   });
-  readFields(bytes, maxEntries, (field, reader) => {
+  readFields(bytes, maxEntries, message, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) message.rank = reader.uint32Field();
     else if (field === 3) reader.keyField(message, "keys");
@@ -243,18 +243,20 @@ class FrameWriter {
 }
 
 /**
- * readFields reads every field of a message from bytes, counting them
- * against maxEntries as it goes: readField reads the ones it knows (with the FieldReader's methods, which check the wire type)
- * and returns false for the others, which are skipped.
+ * readFields reads every field of a message from bytes into `message`,
+ * counting them against maxEntries as it goes: readField reads the ones it
+ * knows (with the FieldReader's methods, which check the wire type) and
+ * returns false for the others, which are skipped. Then the keys are
+ * checked to be UTF-8.
  */
-function readFields(bytes: Buffer, maxEntries: number, readField: (field: number, reader: FieldReader) => boolean): void {
+function readFields(bytes: Buffer, maxEntries: number, message: KeyBytesMessage, readField: (field: number, reader: FieldReader) => boolean): void {
   const reader = new FieldReader(bytes, maxEntries);
   while (reader.pos < reader.len) {
     reader.count();
-    const [field, wireType] = reader.tag();
-    reader.wireType = wireType;
-    if (!readField(field, reader)) reader.skip(wireType, field);
+    const field = reader.fieldTag();
+    if (!readField(field, reader)) reader.skip(reader.wireType, field);
   }
+  reader.checkKeys(message);
 }
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
@@ -275,6 +277,9 @@ class FieldReader extends BinaryReader {
   wireType = WireType.Varint;
   /** ascii tells whether the whole request is ASCII; undefined until a key asks. */
   private ascii: boolean | undefined;
+  /** keysFrom and keysTo span every key read, for one check of them all (checkKeys). */
+  private keysFrom = Number.POSITIVE_INFINITY;
+  private keysTo = 0;
 
   constructor(
     private readonly buffer: Buffer,
@@ -315,14 +320,42 @@ class FieldReader extends BinaryReader {
     return text;
   }
 
-  /** keyField reads a repeated string's value as a byte range of the request, checked to be UTF-8 as protobuf-es checks it. */
+  /**
+   * fieldTag reads a field's tag as protobuf-es's BinaryReader.tag does (the
+   * same checks, the same errors), without the array it returns: it sets
+   * wireType and returns the field number.
+   */
+  fieldTag(): number {
+    const start = this.pos;
+    const tag = this.uint32();
+    const bytesRead = this.pos - start;
+    if (bytesRead > 5 || (bytesRead === 5 && this.buffer[this.pos - 1]! > 0x0f)) throw new Error("illegal tag: varint overflows uint32");
+    const field = tag >>> 3;
+    this.wireType = tag & 7;
+    if (field <= 0 || this.wireType > 5) throw new Error(`illegal tag: field no ${field} wire type ${this.wireType}`);
+    return field;
+  }
+
+  /** keyField reads a repeated string's value as a byte range of the request; checkKeys checks it is UTF-8, as protobuf-es does. */
   keyField(message: KeyBytesMessage, field: KeyField): void {
     const start = this.lengthDelimited();
     const end = this.pos;
-    // One native check of the whole request spares a check per key when nothing in it is past ASCII (BatchExists and GetLocations of ASCII keys).
-    this.ascii ??= isAscii(this.buffer);
-    if (!this.ascii) checkUtf8(this.buffer, start, end);
+    if (start < this.keysFrom) this.keysFrom = start;
+    if (end > this.keysTo) this.keysTo = end;
     message.addKey(field, start, end);
+  }
+
+  /**
+   * checkKeys throws unless every key read is UTF-8. One native check of the
+   * whole request, or else of the span of the keys (in a ConfirmWrite the
+   * pages' varints are not ASCII, but they follow the keys), spares a check
+   * per key when all of them are ASCII.
+   */
+  checkKeys(message: KeyBytesMessage): void {
+    if (this.keysTo === 0) return;
+    this.ascii ??= isAscii(this.buffer) || isAscii(this.buffer.subarray(this.keysFrom, this.keysTo));
+    if (this.ascii) return;
+    for (const list of Object.values(message.keyLists)) for (let i = 0; i < list.length; i++) checkUtf8(this.buffer, list.starts[i]!, list.ends[i]!);
   }
 
   uint32Field(): number {
