@@ -70,15 +70,16 @@ export function replicationService(source: ReplicationSource, limits: SnapshotLi
       const snapshot = new BoundedSnapshot(source.local.snapshot(), limits, ctx.signal);
       try {
         const appliedSeq = BigInt(snapshot.appliedSeq);
+        const totalRecords = BigInt(snapshot.total);
         let piece: Change[] = [];
         for (let record = snapshot.next(); record !== undefined; record = snapshot.next()) {
           piece.push(record);
           if (piece.length < SNAPSHOT_RECORDS) continue;
-          yield { appliedSeq, records: encodeGroup(piece) };
+          yield { appliedSeq, records: encodeGroup(piece), totalRecords };
           snapshot.progressed();
           piece = [];
         }
-        yield { appliedSeq, records: encodeGroup(piece) };
+        yield { appliedSeq, records: encodeGroup(piece), totalRecords };
       } finally {
         snapshot.end("done");
       }
@@ -113,7 +114,7 @@ class BoundedSnapshot {
   private readonly onAbort = () => this.end("the reader went away");
 
   constructor(
-    private readonly snapshot: { appliedSeq: number; records: Generator<Change>; done(): void },
+    private readonly snapshot: { appliedSeq: number; total: number; records: Generator<Change>; done(): void },
     limits: SnapshotLimits,
     private readonly signal: AbortSignal,
   ) {
@@ -123,6 +124,11 @@ class BoundedSnapshot {
     this.deadline.unref();
     signal.addEventListener("abort", this.onAbort, { once: true });
     if (signal.aborted) this.onAbort();
+  }
+
+  /** total is how many records the snapshot holds in all. */
+  get total(): number {
+    return this.snapshot.total;
   }
 
   get appliedSeq(): number {
@@ -165,6 +171,6 @@ export async function* fetchSnapshot(
   const client = createClient(ReplicationService, createGrpcTransport({ baseUrl: leaderUrl, nodeOptions: peerTls === undefined ? undefined : { ...peerTls } }));
   const headers = token === undefined ? undefined : { authorization: `Bearer ${token}` };
   for await (const piece of client.snapshot({ clusterId }, { headers, signal })) {
-    yield { appliedSeq: Number(piece.appliedSeq), records: decodeGroup(Buffer.from(piece.records)) };
+    yield { appliedSeq: Number(piece.appliedSeq), records: decodeGroup(Buffer.from(piece.records)), total: Number(piece.totalRecords) };
   }
 }

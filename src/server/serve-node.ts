@@ -2,6 +2,7 @@ import { systemClock } from "../core/clock.js";
 import { MetadataError, Reason } from "../core/errors.js";
 import { MetadataState } from "../core/state.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
+import { progressFields } from "../store/load-progress.js";
 import { loadState } from "../store/load-state.js";
 import { MemoryStore } from "../store/memory-store.js";
 import type { Logger } from "./logger.js";
@@ -45,12 +46,11 @@ async function load(store: LmdbStore, state: MetadataState, server: RunningServe
   try {
     loaded = await loadState(
       state,
-      store.stored(({ records, total, elapsedMs, done }) => {
-        const recordsPerSecond = Math.round((records / Math.max(elapsedMs, 1)) * 1_000);
-        if (done) return logger.info({ records, recordsPerSecond, elapsedMs: Date.now() - started }, "loaded");
-        const percent = total > 0 ? Math.min(100, Math.floor((records / total) * 100)) : 0;
-        const secondsLeft = recordsPerSecond > 0 ? Math.max(0, Math.ceil((total - records) / recordsPerSecond)) : null;
-        logger.info({ records, total, percent, recordsPerSecond, secondsLeft }, `loading: ${percent}%`);
+      store.stored((progress) => {
+        const fields = progressFields(progress);
+        if (progress.done)
+          return logger.info({ records: fields.records, recordsPerSecond: fields.recordsPerSecond, elapsedMs: Date.now() - started }, "loaded");
+        logger.info(fields, `loading: ${fields.percent}%`);
       }),
       () => server.lifecycle.refusal !== undefined,
     );

@@ -1,4 +1,5 @@
-import { isInternalCommitRejection, LmdbStore } from "../store/lmdb-store.js";
+import { isInternalCommitRejection, LmdbStore, type LoadProgress } from "../store/lmdb-store.js";
+import { progressFields } from "../store/load-progress.js";
 import { tolerateKnownRejections } from "./known-rejections.js";
 import { type Logger, logMigration } from "./logger.js";
 import type { ServerConfig } from "./server.js";
@@ -22,7 +23,7 @@ export interface Start {
  * openDurable opens the data dir's store for a server that is about to
  * serve from it (single-node or a cluster member): lmdb-js's known stray
  * rejections (and those of `rejections`) tolerated, a migration of its
- * format logged. Throws naming what is wrong with the data dir.
+ * format logged, with its progress every second while it runs. Throws naming what is wrong with the data dir.
  */
 export async function openDurable(
   dataDir: string,
@@ -31,7 +32,11 @@ export async function openDurable(
   rejections: Parameters<typeof tolerateKnownRejections>[0] = [],
 ): Promise<LmdbStore> {
   tolerateKnownRejections([isInternalCommitRejection, ...rejections]);
-  const store = await LmdbStore.open(dataDir, open);
+  const migrating = (progress: LoadProgress) => {
+    const fields = progressFields(progress);
+    if (!progress.done) logger.info(fields, `migrating the store: ${fields.percent}%`);
+  };
+  const store = await LmdbStore.open(dataDir, { migrating, ...open });
   logMigration(store, logger);
   return store;
 }

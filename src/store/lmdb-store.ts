@@ -17,10 +17,11 @@ const CLUSTER_ID = "clusterId";
 /** SNAPSHOT_LOADING marks a member's store whose records are a snapshot still arriving: incomplete until the mark goes (loadSnapshot). */
 const SNAPSHOT_LOADING = "snapshotLoading";
 
-/** SnapshotPiece is part of a snapshot as it arrives: records, and the log entry the whole snapshot is at. */
+/** SnapshotPiece is part of a snapshot as it arrives: records, the log entry the whole snapshot is at, and how many records it holds in all (0: not said). */
 export interface SnapshotPiece {
   appliedSeq: number;
   records: readonly Change[];
+  total: number;
 }
 
 const VERIFIER = new URL("./verify-lmdb.mjs", import.meta.url).pathname;
@@ -70,7 +71,14 @@ export class LmdbStore implements Store {
    * store is locked, unreadable, corrupt, truncated or of another format
    * version; it never starts empty over existing data.
    */
-  static async open(dataDir: string, { readOnly = false, overlappingSync = false } = {}): Promise<LmdbStore> {
+  static async open(
+    dataDir: string,
+    {
+      readOnly = false,
+      overlappingSync = false,
+      migrating = (_: LoadProgress) => {},
+    }: { readOnly?: boolean; overlappingSync?: boolean; migrating?: (p: LoadProgress) => void } = {},
+  ): Promise<LmdbStore> {
     const path = resolve(dataDir);
     try {
       prepareDataDir(path, readOnly);
@@ -89,7 +97,7 @@ export class LmdbStore implements Store {
       // noSubdir false: lmdb-js would take a path with a dot (hf3fs.data) for a file.
       const env = open({ path, noSubdir: false, readOnly, overlappingSync, noSync: false, maxDbs: 8 });
       const dbs = Object.fromEntries(DB_NAMES.map((name) => [name, env.openDB(name, {})])) as LmdbStore["dbs"];
-      const { serverId, migratedFrom } = await initMeta(path, dbs, readOnly);
+      const { serverId, migratedFrom } = await initMeta(path, dbs, readOnly, migrating);
       // A store still marked as loading a snapshot lost the load midway: it holds part of one.
       if (!readOnly && dbs.meta.get(SNAPSHOT_LOADING) !== undefined) emptyRecords(env, dbs, false);
       return new LmdbStore(path, serverId, env, dbs, lock, migratedFrom);
@@ -110,8 +118,7 @@ export class LmdbStore implements Store {
     const started = Date.now();
     let records = 0;
     let nextReport = started + reportEveryMs;
-    const tables = [this.dbs.ranks, this.dbs.keys, this.dbs.long_keys as Database | undefined, this.dbs.reservations, this.dbs.drains];
-    const total = tables.reduce((sum, db) => sum + ((db?.getStats() as { entryCount?: number } | undefined)?.entryCount ?? 0), 0);
+    const total = this.entryCount();
     const report = (done: boolean) => progress({ records, total, elapsedMs: Date.now() - started, done });
     for (const { key, value } of this.dbs.ranks.getRange({ transaction })) {
       records++;
@@ -146,10 +153,16 @@ export class LmdbStore implements Store {
    * order). Call done() once read: an open read transaction keeps LMDB
    * from reusing the pages it sees.
    */
-  snapshot(): { appliedSeq: number; records: Generator<Change>; done(): void } {
+  snapshot(): { appliedSeq: number; total: number; records: Generator<Change>; done(): void } {
     const transaction = this.env.useReadTransaction();
     const appliedSeq = (this.dbs.meta.get(APPLIED_SEQ, { transaction }) as number | undefined) ?? 0;
-    return { appliedSeq, records: this.stored(undefined, transaction), done: () => transaction.done() };
+    return { appliedSeq, total: this.entryCount(), records: this.stored(undefined, transaction), done: () => transaction.done() };
+  }
+
+  /** entryCount is the number of records the store holds, from LMDB's entry counts (no walk). */
+  private entryCount(): number {
+    const tables = [this.dbs.ranks, this.dbs.keys, this.dbs.long_keys as Database | undefined, this.dbs.reservations, this.dbs.drains];
+    return tables.reduce((sum, db) => sum + ((db?.getStats() as { entryCount?: number } | undefined)?.entryCount ?? 0), 0);
   }
 
   commit(changes: readonly Change[]): Promise<void> {
@@ -226,11 +239,18 @@ export class LmdbStore implements Store {
    * applied entry 0: a member that reads it catches up from the log's
    * start, finds it gone and loads a snapshot again, and a store opened
    * with the mark set drops its records first. Resolves with the applied
-   * entry and the number of records.
+   * entry and the number of records. `progress` hears, about every
+   * `reportEveryMs` (a second), how far the load is.
    */
-  async loadSnapshot(pieces: AsyncIterable<SnapshotPiece>): Promise<{ appliedSeq: number; records: number }> {
+  async loadSnapshot(
+    pieces: AsyncIterable<SnapshotPiece>,
+    progress: (p: LoadProgress) => void = () => {},
+    reportEveryMs = 1_000,
+  ): Promise<{ appliedSeq: number; records: number }> {
     await this.tail;
     emptyRecords(this.env, this.dbs, true);
+    const started = Date.now();
+    let nextReport = started + reportEveryMs;
     let appliedSeq = -1;
     let records = 0;
     for await (const piece of pieces) {
@@ -240,12 +260,16 @@ export class LmdbStore implements Store {
       });
       appliedSeq = piece.appliedSeq;
       records += writes.length;
+      if (Date.now() < nextReport) continue;
+      nextReport = Date.now() + reportEveryMs;
+      progress({ records, total: Math.max(piece.total, records), elapsedMs: Date.now() - started, done: false });
     }
     if (appliedSeq < 0) throw new Error("the snapshot was empty");
     this.env.transactionSync(() => {
       this.dbs.meta.putSync(APPLIED_SEQ, appliedSeq);
       this.dbs.meta.removeSync(SNAPSHOT_LOADING);
     });
+    progress({ records, total: records, elapsedMs: Date.now() - started, done: true });
     return { appliedSeq, records };
   }
 
@@ -298,7 +322,12 @@ function verifyReadable(path: string): Promise<void> {
 }
 
 /** initMeta checks the format version of an existing store, or writes it and a new server id into a new one. */
-async function initMeta(path: string, dbs: LmdbStore["dbs"], readOnly: boolean): Promise<{ serverId: string; migratedFrom?: number }> {
+async function initMeta(
+  path: string,
+  dbs: LmdbStore["dbs"],
+  readOnly: boolean,
+  migrating: (p: LoadProgress) => void,
+): Promise<{ serverId: string; migratedFrom?: number }> {
   const { meta } = dbs;
   const version = meta.get("formatVersion") as number | undefined;
   const serverId = meta.get("serverId") as string | undefined;
@@ -314,7 +343,7 @@ async function initMeta(path: string, dbs: LmdbStore["dbs"], readOnly: boolean):
   if (version === 1 || version === 2) {
     // See schema.ts; a store opened read-only is read as it is.
     if (!readOnly) {
-      migrateParents(dbs);
+      migrateParents(dbs, migrating);
       migratedFrom = version;
     }
   } else if (version !== FORMAT_VERSION) {
@@ -337,17 +366,32 @@ const MIGRATION_CHUNK = 10_000;
  * version is written. Records already in the new layout are left alone, so
  * a migration cut short is taken up again at the next open.
  */
-function migrateParents(dbs: LmdbStore["dbs"]): void {
-  migrateKeyValues(dbs.keys, 0);
-  migrateKeyValues(dbs.long_keys, 2); // after [namespace, key]
+function migrateParents(dbs: LmdbStore["dbs"], migrating: (p: LoadProgress) => void, reportEveryMs = 1_000): void {
+  const tables = [dbs.keys, dbs.long_keys];
+  const total = tables.reduce((sum, db) => sum + ((db.getStats() as { entryCount?: number }).entryCount ?? 0), 0);
+  const started = Date.now();
+  let records = 0;
+  let nextReport = started + reportEveryMs;
+  // Reported about every second, between chunks: how many of the key records were read.
+  const read = (chunk: number) => {
+    records += chunk;
+    if (Date.now() < nextReport) return;
+    nextReport = Date.now() + reportEveryMs;
+    migrating({ records, total: Math.max(total, records), elapsedMs: Date.now() - started, done: false });
+  };
+  migrateKeyValues(dbs.keys, 0, read);
+  migrateKeyValues(dbs.long_keys, 2, read); // after [namespace, key]
   dbs.meta.putSync("formatVersion", FORMAT_VERSION);
+  migrating({ records, total: records, elapsedMs: Date.now() - started, done: true });
 }
 
-/** migrateKeyValues rewrites the records of a key table whose key value (from index `at` of the value) is of the layout before version 3, as roots. */
-function migrateKeyValues(db: Database, at: number): void {
+/** migrateKeyValues rewrites the records of a key table whose key value (from index `at` of the value) is of the layout before version 3, as roots; `read` hears each chunk's size. */
+function migrateKeyValues(db: Database, at: number, read: (records: number) => void): void {
   const keyValue = (value: unknown) => (value as RecordValue).slice(at);
   for (let start: Key | undefined; ; ) {
     const chunk = [...db.getRange({ start, limit: MIGRATION_CHUNK })];
+    // The first record of a chunk after the first is the last of the one before (start is inclusive).
+    read(start === undefined ? chunk.length : chunk.length - 1);
     const old = chunk.filter(({ value }) => isPreParentKeyValue(keyValue(value)));
     if (old.length > 0) {
       db.transactionSync(() => {

@@ -20,6 +20,7 @@ function source(records: number) {
   const local = {
     snapshot: () => ({
       appliedSeq: 7,
+      total: records,
       records: stored(),
       done: () => {
         state.open = false;
@@ -80,6 +81,7 @@ describe("a Snapshot stream", () => {
     let records = 0;
     for await (const piece of createClient(ReplicationService, transport).snapshot({ clusterId: "c" })) {
       expect(piece.appliedSeq).toBe(7n);
+      expect(piece.totalRecords).toBe(45_000n); // every piece says how many in all, for the receiver's progress
       records += piece.records.length > 0 ? 1 : 0;
     }
     expect([state.reads, state.open, records]).toEqual([45_000, false, 3]);

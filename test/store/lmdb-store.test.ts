@@ -5,7 +5,8 @@ import { open } from "lmdb";
 import { describe, expect, it } from "vitest";
 import type { Change } from "../../src/core/change.js";
 import { MetadataState } from "../../src/core/state.js";
-import { LmdbStore, type SnapshotPiece, StoreOpenError } from "../../src/store/lmdb-store.js";
+import { LmdbStore, type LoadProgress, type SnapshotPiece, StoreOpenError } from "../../src/store/lmdb-store.js";
+import { progressFields } from "../../src/store/load-progress.js";
 import { FORMAT_VERSION } from "../../src/store/schema.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { assertInvariants } from "../support/invariants.js";
@@ -299,6 +300,20 @@ describe("a store of an earlier format version", () => {
     await store.close();
   });
 
+  it.each([1, 2] as const)("of version %i reports the migration's progress: every key record read, of the total", async (version) => {
+    const dir = await oldStore(version);
+    const seen: LoadProgress[] = [];
+    const store = await LmdbStore.open(dir, { migrating: (p) => seen.push(p) });
+    const keys = version === 2 ? 25_001 : 25_000;
+    expect(seen.at(-1)).toMatchObject({ records: keys, total: keys, done: true });
+    expect(seen.slice(0, -1).every((p) => !p.done && p.records <= p.total && p.total === keys)).toBe(true);
+    await store.close();
+    // A current store migrates nothing, and says nothing.
+    const again: LoadProgress[] = [];
+    await (await LmdbStore.open(dir, { migrating: (p) => again.push(p) })).close();
+    expect(again).toEqual([]);
+  });
+
   it("finishes a migration cut short: records already migrated stay as they are", async () => {
     const dir = await oldStore(2);
     const env = open({ path: dir });
@@ -346,9 +361,10 @@ describe("a snapshot loaded into a member's store", () => {
   const rank = (r: number): Change => ({ kind: "rank", namespace: "kv", rank: r, numPages: 8, worldSize: 0 });
   const key = (k: string, page: number): Change => ({ kind: "key", namespace: "kv", key: k, parent: "", complete: true, pages: [0, page] });
   async function* pieces(list: Change[][], appliedSeq: number, failAfter = Number.POSITIVE_INFINITY): AsyncGenerator<SnapshotPiece> {
+    const total = list.reduce((sum, records) => sum + records.length, 0);
     for (const [i, records] of list.entries()) {
       if (i >= failAfter) throw new Error("the leader went away");
-      yield { appliedSeq, records };
+      yield { appliedSeq, records, total };
     }
   }
   const records = (store: LmdbStore) => [...store.stored()].map((c) => JSON.stringify(c)).sort();
@@ -376,5 +392,31 @@ describe("a snapshot loaded into a member's store", () => {
     expect(records(again)).toEqual([rank(0), key("e", 6)].map((c) => JSON.stringify(c)).sort());
     expect(again.appliedSeq).toBe(60);
     await again.close();
+  });
+
+  it("reports its progress against the snapshot's total, as the store's own load does", async () => {
+    const store = await LmdbStore.open(tempDir());
+    const seen: LoadProgress[] = [];
+    // Reported after every piece (reportEveryMs 0), with the leader's total.
+    await store.loadSnapshot(pieces([[rank(0)], [key("a", 2), key("b", 3)], [key("c", 4)]], 9), (p) => seen.push(p), 0);
+    expect(seen.map(({ records, total, done }) => [records, total, done])).toEqual([
+      [1, 4, false],
+      [3, 4, false],
+      [4, 4, false],
+      [4, 4, true],
+    ]);
+    expect(progressFields({ records: 3, total: 4, elapsedMs: 1_000, done: false })).toEqual({
+      records: 3,
+      total: 4,
+      percent: 75,
+      recordsPerSecond: 3,
+      secondsLeft: 1,
+    });
+    // What the leader sends with every piece: its entry counts when the snapshot began.
+    await store.commit([key("z", 5)]);
+    const snapshot = store.snapshot();
+    expect(snapshot.total).toBe(5);
+    snapshot.done();
+    await store.close();
   });
 });
