@@ -95,13 +95,17 @@ class MetadataClient:
                 if leader and leader != self._leader and time.monotonic() - started < self._retry_seconds:
                     self._leader = leader  # a standby named the leader: go there now
                     continue
-                wait = random.random() * min(2.0, 0.05 * 2 ** min(attempt, 30))
-                if time.monotonic() - started + wait > self._retry_seconds:
+                now = time.monotonic()
+                if now - started >= self._retry_seconds:
                     raise MetadataError(error.code, f"{self._target()} unavailable after {self._retry_seconds:.0f} s of retries: {error.details}{self._tls_hint(error)}", error.info) from None
-                if time.monotonic() >= say_at:
-                    say_at = time.monotonic() + 10.0
+                if now >= say_at:
+                    say_at = now + 10.0
                     _log.warning("metadata server %s unavailable (%s)%s; retrying for up to %.0f s", self._target(), error.details, self._tls_hint(error), self._retry_seconds)
-                time.sleep(wait)
+                # Backoff with jitter, but awake at the announcement and at the deadline, for a last attempt there:
+                # a random wait must not skip either (the announcement was missed when a wait crossed it and the deadline).
+                wait = random.random() * min(2.0, 0.05 * 2 ** min(attempt, 30))
+                wake = min(now + wait, started + self._retry_seconds, say_at if say_at > now else now + wait)
+                time.sleep(max(0.0, wake - now))
                 if self._leader is None:
                     self._at = (self._at + 1) % len(self._targets)
                 self._leader = None
