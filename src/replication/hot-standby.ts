@@ -7,7 +7,7 @@ import type { StateOptions } from "../core/state-options.js";
 import type { PeerTls } from "../protocol/peer-tls.js";
 import type { Leadership } from "../service/leadership.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
-import { progressFields } from "../store/load-progress.js";
+import { logProgress } from "../store/load-progress.js";
 import { loadState } from "../store/load-state.js";
 import { LogGapError, type LogReader } from "./log-reader.js";
 import { fetchSnapshot } from "./replication-service.js";
@@ -100,13 +100,7 @@ export class HotStandby {
     await this.reader.stored();
     const started = performance.now();
     const hot = new ReplayState(this.options.clock, this.options.state, true);
-    await loadState(
-      hot,
-      this.local.stored((progress) => {
-        const fields = progressFields(progress);
-        if (!progress.done) this.logger.info(fields, `cluster: loading the standby state: ${fields.percent}%`);
-      }),
-    );
+    await loadState(hot, this.local.stored(logProgress((fields, msg) => this.logger.info(fields, msg), "cluster: loading the standby state")));
     this.hot = hot;
     this.logger.info({ appliedSeq: this.local.appliedSeq, tookMs: Math.round(performance.now() - started) }, "cluster: standby state loaded");
   }
@@ -126,10 +120,7 @@ export class HotStandby {
     try {
       const { appliedSeq, records } = await this.local.loadSnapshot(
         fetchSnapshot(leaderUrl, this.options.clusterId, this.options.token, this.options.peerTls, signal),
-        (progress) => {
-          const fields = progressFields(progress);
-          if (!progress.done) this.logger.info(fields, `cluster: loading a snapshot: ${fields.percent}%`);
-        },
+        logProgress((fields, msg) => this.logger.info(fields, msg), "cluster: loading a snapshot"),
       );
       this.logger.info({ appliedSeq, records, tookMs: Math.round(performance.now() - started) }, "cluster: snapshot loaded");
     } finally {

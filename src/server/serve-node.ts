@@ -2,7 +2,7 @@ import { systemClock } from "../core/clock.js";
 import { MetadataError, Reason } from "../core/errors.js";
 import { MetadataState } from "../core/state.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
-import { progressFields } from "../store/load-progress.js";
+import { logProgress, progressFields } from "../store/load-progress.js";
 import { loadState } from "../store/load-state.js";
 import { MemoryStore } from "../store/memory-store.js";
 import type { Logger } from "./logger.js";
@@ -41,16 +41,16 @@ export async function serveNode({ options, security, port, stopped, logger }: St
  */
 async function load(store: LmdbStore, state: MetadataState, server: RunningServer, logger: Logger): Promise<void> {
   const started = Date.now();
+  const loading = logProgress((fields, msg) => logger.info(fields, msg), "loading");
   logger.info({ path: store.path, serverId: store.serverId }, "loading the store");
   let loaded: boolean;
   try {
     loaded = await loadState(
       state,
       store.stored((progress) => {
-        const fields = progressFields(progress);
-        if (progress.done)
-          return logger.info({ records: fields.records, recordsPerSecond: fields.recordsPerSecond, elapsedMs: Date.now() - started }, "loaded");
-        logger.info(fields, `loading: ${fields.percent}%`);
+        if (!progress.done) return loading(progress);
+        const { records, recordsPerSecond } = progressFields(progress);
+        logger.info({ records, recordsPerSecond, elapsedMs: Date.now() - started }, "loaded");
       }),
       () => server.lifecycle.refusal !== undefined,
     );

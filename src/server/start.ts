@@ -1,5 +1,5 @@
-import { isInternalCommitRejection, LmdbStore, type LoadProgress } from "../store/lmdb-store.js";
-import { progressFields } from "../store/load-progress.js";
+import { isInternalCommitRejection, LmdbStore } from "../store/lmdb-store.js";
+import { logProgress } from "../store/load-progress.js";
 import { tolerateKnownRejections } from "./known-rejections.js";
 import { type Logger, logMigration } from "./logger.js";
 import type { ServerConfig } from "./server.js";
@@ -32,10 +32,7 @@ export async function openDurable(
   rejections: Parameters<typeof tolerateKnownRejections>[0] = [],
 ): Promise<LmdbStore> {
   tolerateKnownRejections([isInternalCommitRejection, ...rejections]);
-  const migrating = (progress: LoadProgress) => {
-    const fields = progressFields(progress);
-    if (!progress.done) logger.info(fields, `migrating the store: ${fields.percent}%`);
-  };
+  const migrating = logProgress((fields, msg) => logger.info(fields, msg), "migrating the store");
   const store = await LmdbStore.open(dataDir, { migrating, ...open });
   logMigration(store, logger);
   return store;

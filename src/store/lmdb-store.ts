@@ -8,6 +8,7 @@ import { isPreParentKeyValue, type RecordValue } from "../core/change-formats.js
 import { MetadataError, Reason } from "../core/errors.js";
 import { dataFile, prepareDataDir } from "./data-dir.js";
 import { DataDirLock } from "./data-dir-lock.js";
+import { type LoadProgress, ProgressReporter } from "./load-progress.js";
 import { DB_NAMES, FORMAT_VERSION, storedChange, withRootParent, writeOf } from "./schema.js";
 import type { Store } from "./store.js";
 
@@ -24,21 +25,13 @@ export interface SnapshotPiece {
   total: number;
 }
 
+export type { LoadProgress } from "./load-progress.js";
+
 const VERIFIER = new URL("./verify-lmdb.mjs", import.meta.url).pathname;
 
 /** StoreOpenError says why a data dir cannot be used; the server refuses to start with it. */
 export class StoreOpenError extends Error {
   override name = "StoreOpenError";
-}
-
-/** LoadProgress is reported about once a second while a store loads. */
-export interface LoadProgress {
-  records: number;
-  /** total is the number of records the store held when the load began (LMDB's entry counts). */
-  total: number;
-  elapsedMs: number;
-  /** done is true on the last report. */
-  done: boolean;
 }
 
 /**
@@ -115,20 +108,14 @@ export class LmdbStore implements Store {
    * `reportEveryMs` (a second) among the keys, and once at the end.
    */
   *stored(progress: (p: LoadProgress) => void = () => {}, transaction?: Transaction, reportEveryMs = 1_000): Generator<Change> {
-    const started = Date.now();
+    const reporter = new ProgressReporter(progress, this.entryCount(), reportEveryMs);
     let records = 0;
-    let nextReport = started + reportEveryMs;
-    const total = this.entryCount();
-    const report = (done: boolean) => progress({ records, total, elapsedMs: Date.now() - started, done });
     for (const { key, value } of this.dbs.ranks.getRange({ transaction })) {
       records++;
       yield storedChange("ranks", key, value);
     }
     for (const { key, value } of this.dbs.keys.getRange({ transaction })) {
-      if ((++records & 0x3fff) === 0 && Date.now() >= nextReport) {
-        nextReport = Date.now() + reportEveryMs;
-        report(false);
-      }
+      if ((++records & 0x3fff) === 0) reporter.at(records); // the clock read every 16,384 records, not every record
       yield storedChange("keys", key, value);
     }
     // A store of version 1 opened read-only has no long_keys table (lmdb-js creates tables only for writers).
@@ -144,7 +131,8 @@ export class LmdbStore implements Store {
       records++;
       yield storedChange("drains", key, value);
     }
-    report(true);
+    reporter.at(records);
+    reporter.done();
   }
 
   /**
@@ -159,10 +147,9 @@ export class LmdbStore implements Store {
     return { appliedSeq, total: this.entryCount(), records: this.stored(undefined, transaction), done: () => transaction.done() };
   }
 
-  /** entryCount is the number of records the store holds, from LMDB's entry counts (no walk). */
+  /** entryCount is the number of records the store holds. */
   private entryCount(): number {
-    const tables = [this.dbs.ranks, this.dbs.keys, this.dbs.long_keys as Database | undefined, this.dbs.reservations, this.dbs.drains];
-    return tables.reduce((sum, db) => sum + ((db?.getStats() as { entryCount?: number } | undefined)?.entryCount ?? 0), 0);
+    return entryCount([this.dbs.ranks, this.dbs.keys, this.dbs.long_keys as Database | undefined, this.dbs.reservations, this.dbs.drains]);
   }
 
   commit(changes: readonly Change[]): Promise<void> {
@@ -249,8 +236,7 @@ export class LmdbStore implements Store {
   ): Promise<{ appliedSeq: number; records: number }> {
     await this.tail;
     emptyRecords(this.env, this.dbs, true);
-    const started = Date.now();
-    let nextReport = started + reportEveryMs;
+    const reporter = new ProgressReporter(progress, 0, reportEveryMs);
     let appliedSeq = -1;
     let records = 0;
     for await (const piece of pieces) {
@@ -260,16 +246,14 @@ export class LmdbStore implements Store {
       });
       appliedSeq = piece.appliedSeq;
       records += writes.length;
-      if (Date.now() < nextReport) continue;
-      nextReport = Date.now() + reportEveryMs;
-      progress({ records, total: Math.max(piece.total, records), elapsedMs: Date.now() - started, done: false });
+      reporter.at(records, piece.total);
     }
     if (appliedSeq < 0) throw new Error("the snapshot was empty");
     this.env.transactionSync(() => {
       this.dbs.meta.putSync(APPLIED_SEQ, appliedSeq);
       this.dbs.meta.removeSync(SNAPSHOT_LOADING);
     });
-    progress({ records, total: records, elapsedMs: Date.now() - started, done: true });
+    reporter.done();
     return { appliedSeq, records };
   }
 
@@ -357,6 +341,11 @@ async function initMeta(
   return { serverId, migratedFrom };
 }
 
+/** entryCount is the number of records of the tables, from LMDB's entry counts (no walk); a table not there counts none. */
+function entryCount(tables: readonly (Database | undefined)[]): number {
+  return tables.reduce((sum, db) => sum + ((db?.getStats() as { entryCount?: number } | undefined)?.entryCount ?? 0), 0);
+}
+
 /** MIGRATION_CHUNK is the number of records a migration rewrites per transaction. */
 const MIGRATION_CHUNK = 10_000;
 
@@ -366,23 +355,18 @@ const MIGRATION_CHUNK = 10_000;
  * version is written. Records already in the new layout are left alone, so
  * a migration cut short is taken up again at the next open.
  */
-function migrateParents(dbs: LmdbStore["dbs"], migrating: (p: LoadProgress) => void, reportEveryMs = 1_000): void {
-  const tables = [dbs.keys, dbs.long_keys];
-  const total = tables.reduce((sum, db) => sum + ((db.getStats() as { entryCount?: number }).entryCount ?? 0), 0);
-  const started = Date.now();
-  let records = 0;
-  let nextReport = started + reportEveryMs;
+function migrateParents(dbs: LmdbStore["dbs"], migrating: (p: LoadProgress) => void): void {
+  const reporter = new ProgressReporter(migrating, entryCount([dbs.keys, dbs.long_keys]));
   // Reported about every second, between chunks: how many of the key records were read.
+  let records = 0;
   const read = (chunk: number) => {
     records += chunk;
-    if (Date.now() < nextReport) return;
-    nextReport = Date.now() + reportEveryMs;
-    migrating({ records, total: Math.max(total, records), elapsedMs: Date.now() - started, done: false });
+    reporter.at(records);
   };
   migrateKeyValues(dbs.keys, 0, read);
   migrateKeyValues(dbs.long_keys, 2, read); // after [namespace, key]
   dbs.meta.putSync("formatVersion", FORMAT_VERSION);
-  migrating({ records, total: records, elapsedMs: Date.now() - started, done: true });
+  reporter.done();
 }
 
 /** migrateKeyValues rewrites the records of a key table whose key value (from index `at` of the value) is of the layout before version 3, as roots; `read` hears each chunk's size. */

@@ -1,4 +1,46 @@
-import type { LoadProgress } from "./lmdb-store.js";
+/** LoadProgress is reported about once a second while a long load runs (a store's load, a migration, a snapshot). */
+export interface LoadProgress {
+  records: number;
+  /** total is the number of records the load will read in all (LMDB's entry counts, or the leader's), at least `records`. */
+  total: number;
+  elapsedMs: number;
+  /** done is true on the last report. */
+  done: boolean;
+}
+
+/**
+ * ProgressReporter tells `report` how far a load is, at most every
+ * everyMs as the count moves (at), and once at its end (done): the one
+ * clock of every long load's progress.
+ */
+export class ProgressReporter {
+  private readonly started = Date.now();
+  private nextAt: number;
+  private records = 0;
+
+  constructor(
+    private readonly report: (p: LoadProgress) => void,
+    private total: number,
+    private readonly everyMs = 1_000,
+  ) {
+    this.nextAt = this.started + everyMs;
+  }
+
+  /** at says `records` are read so far (and, when known, how many in all); it reports when a report is due. */
+  at(records: number, total = this.total): void {
+    this.records = records;
+    this.total = total;
+    const now = Date.now();
+    if (now < this.nextAt) return;
+    this.nextAt = now + this.everyMs;
+    this.report({ records, total: Math.max(total, records), elapsedMs: now - this.started, done: false });
+  }
+
+  /** done reports the end: every record read. */
+  done(): void {
+    this.report({ records: this.records, total: this.records, elapsedMs: Date.now() - this.started, done: true });
+  }
+}
 
 /** ProgressFields are what a log line of a long load says: how far (records of total, percent), how fast, and how long is left. */
 export interface ProgressFields {
@@ -10,10 +52,19 @@ export interface ProgressFields {
   secondsLeft: number | null;
 }
 
-/** progressFields turns a load's progress into the fields of its log line: the store's load, a standby's snapshot and state. */
+/** progressFields turns a load's progress into the fields of its log line: the store's load, a migration, a standby's snapshot and state. */
 export function progressFields({ records, total, elapsedMs }: LoadProgress): ProgressFields {
   const recordsPerSecond = Math.round((records / Math.max(elapsedMs, 1)) * 1_000);
   const percent = total > 0 ? Math.min(100, Math.floor((records / total) * 100)) : 0;
   const secondsLeft = recordsPerSecond > 0 ? Math.max(0, Math.ceil((total - records) / recordsPerSecond)) : null;
   return { records, total, percent, recordsPerSecond, secondsLeft };
+}
+
+/** logProgress logs each report of a load but the last as `<what>: N%` with its fields; the caller logs the end its own way. */
+export function logProgress(info: (fields: ProgressFields, msg: string) => void, what: string): (p: LoadProgress) => void {
+  return (progress) => {
+    if (progress.done) return;
+    const fields = progressFields(progress);
+    info(fields, `${what}: ${fields.percent}%`);
+  };
 }
