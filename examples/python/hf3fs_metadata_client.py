@@ -115,10 +115,12 @@ class MetadataClient:
         return self._leader or self._targets[self._at]
 
     def _tls_hint(self, error):
-        """A hint at the likely cause: nothing listens there, or a TLS port closed a connection without TLS."""
+        """A hint at the likely cause: nothing listens there, or the port speaks TLS (it says so; an older server just closes)."""
         details = error.details or ""
         if "Connection refused" in details:
             return "; nothing listens there: is the server up, and is this its host:port?"
+        if "TLS only" in details:
+            return "; pass root_certificates= (worker.py: --ca-file)"
         closed = any(s in details for s in ("Socket closed", "Connection reset"))
         return "; if the server uses TLS, pass root_certificates= (worker.py: --ca-file)" if closed and self._credentials is None else ""
 

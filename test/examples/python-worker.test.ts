@@ -1,9 +1,10 @@
 import { execFile, execFileSync } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { AccessPolicy } from "../../src/service/access-policy.js";
+import { makeCertificates } from "../support/certificates.js";
 import { lacking } from "../support/debian-packages.js";
 import { tempDir } from "../support/temp-dir.js";
 import { freePort, startTestServer } from "../support/test-server.js";
@@ -57,4 +58,30 @@ describe.skipIf(missing !== "")("the Python example where no server answers", ()
     expect(stderr).toMatch(/^worker\.py: UNAVAILABLE .* unavailable after 4 s of retries: .*nothing listens there/m);
     expect(stderr).not.toContain("Traceback");
   }, 30_000);
+
+  it.skipIf(lacking("the Python worker's TLS test", "openssl") !== "")(
+    "says the port speaks TLS when given no CA for a TLS port",
+    async () => {
+      execFileSync("bash", [`${ROOT}examples/python/generate.sh`]);
+      const certs = makeCertificates(tempDir());
+      const tls = { cert: readFileSync(certs.serverCert), key: readFileSync(certs.serverKey) };
+      const server = await startTestServer({}, undefined, 0, { tls });
+      const run = await promisify(execFile)(
+        PYTHON,
+        [`${ROOT}examples/python/worker.py`, "--server", server.url.replace("https://", ""), "--retry-seconds", "3"],
+        {
+          encoding: "utf8",
+          timeout: 30_000,
+        },
+      ).catch((error: { code: number; stderr: string }) => error);
+      expect((run as { code: number }).code).toBe(1);
+      const stderr = (run as { stderr: string }).stderr;
+      expect(stderr).toMatch(/unavailable \(this port speaks TLS only: use https:\/\/ .*\); retrying for up to 3 s/);
+      expect(stderr).toMatch(
+        /^worker\.py: UNAVAILABLE .* unavailable after 3 s of retries: this port speaks TLS only.*; pass root_certificates= \(worker\.py: --ca-file\)$/m,
+      );
+      expect(stderr).not.toContain("Traceback");
+    },
+    30_000,
+  );
 });

@@ -1,5 +1,6 @@
 import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
+import * as http2 from "node:http2";
 import * as https from "node:https";
 import * as net from "node:net";
 import * as tls from "node:tls";
@@ -59,7 +60,25 @@ describe.skipIf(missing !== "")("TLS on the port", () => {
     expect(await outcome(server.url, trusted)).toBe("ok");
     expect(await outcome(server.url, trusted, "connect")).toBe("ok");
     expect(await outcome(server.url, undefined)).toMatch(/^Internal: unable to verify the first certificate/);
-    expect(await outcome(server.url.replace("https:", "http:"), undefined)).toMatch(REFUSED);
+    // An insecure gRPC channel (h2c) gets UNAVAILABLE saying why, as does each of its streams; Connect over h2c gets 400 and the same line.
+    const cleartext = server.url.replace("https:", "http:");
+    expect(await outcome(cleartext, undefined)).toMatch(
+      /^Unavailable: .*: this port speaks TLS only: use https:\/\/ \(and the CA that signed its certificate\)$/,
+    );
+    const h2c = await new Promise<string>((resolve, reject) => {
+      const session = http2.connect(cleartext);
+      session.on("error", reject);
+      const stream = session.request({ ":method": "POST", ":path": "/keys/batch_exists", "content-type": "application/json" });
+      let body = "";
+      stream.on("response", (headers) => (body += `${headers[":status"]} `));
+      stream.on("data", (d) => (body += d));
+      stream.on("end", () => {
+        session.close();
+        resolve(body);
+      });
+      stream.end("{}");
+    });
+    expect(h2c).toBe("400 this port speaks TLS only: use https:// (and the CA that signed its certificate)\n");
 
     const json = await new Promise<string>((resolve, reject) => {
       const req = https.request(

@@ -1,8 +1,9 @@
 import * as http from "node:http";
 import * as http2 from "node:http2";
-import * as net from "node:net";
+import type * as net from "node:net";
 import * as tls from "node:tls";
 import type { LimitOptions } from "../../service/limit-options.js";
+import { CleartextRefusal } from "./cleartext-refusal.js";
 import { EarlyPort } from "./early-port.js";
 import type { ListenerOptions } from "./listener-options.js";
 
@@ -36,18 +37,25 @@ export type ConnectionLimits = Readonly<
 /** The HTTP/2 client preface starts with these bytes; no HTTP/1.1 method does. */
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0");
 
+/** A TLS connection's first byte: the record type of its ClientHello (handshake); no HTTP request starts with it. */
+const TLS_HANDSHAKE_RECORD = 0x16;
+
 /**
  * DualProtocolListener serves HTTP/1.1 and HTTP/2 on one port: cleartext
  * (h2c with prior knowledge, as gRPC clients speak it), or TLS offering h2
  * and http/1.1 by ALPN. It reads the first bytes of each connection (after
  * the TLS handshake) and hands the socket to an http2 or an http server
- * accordingly: Node's http2 server speaks only HTTP/2.
+ * accordingly: Node's http2 server speaks only HTTP/2. On a TLS port it
+ * reads the first byte before the handshake too, so that cleartext gets an
+ * answer saying so (CleartextRefusal).
  */
 export class DualProtocolListener {
   readonly h1: http.Server;
   readonly h2: http2.Http2Server;
-  /** tcp takes each connection the port accepts (and, with TLS, does the handshake); the port itself is an EarlyPort. */
-  private readonly tcp: net.Server | tls.Server;
+  /** tls does the handshake of each TLS connection (undefined: cleartext); the port itself is an EarlyPort. */
+  private readonly tls: tls.Server | undefined;
+  /** refusal answers cleartext sent to the TLS port. */
+  private readonly refusal = new CleartextRefusal();
   private port: EarlyPort | undefined;
   private readonly sockets = new Set<net.Socket>();
   private readonly sessions = new Set<http2.ServerHttp2Session>();
@@ -79,23 +87,21 @@ export class DualProtocolListener {
     // WINDOW_UPDATE round trips.
     this.h2 = http2.createServer({ settings: { maxConcurrentStreams: options.maxStreamsPerConnection, initialWindowSize: 1 << 20 } }, handler);
     this.h2.on("session", (session) => this.trackSession(session));
-    this.tcp =
-      secure === undefined
-        ? net.createServer({ noDelay: true }, (socket) => this.route(socket))
-        : tls.createServer(
-            // A connection must finish its handshake within the request timeout, then say which protocol it speaks within as long again (route).
-            { ...secureContextOptions(secure), ALPNProtocols: ["h2", "http/1.1"], handshakeTimeout: this.requestTimeoutMs },
-            (socket) => this.route(socket),
-          );
-    // A failed or timed-out handshake leaves the socket of a connection handed over by the EarlyPort open: end it.
-    this.tcp.on("tlsClientError", (error: Error, socket: tls.TLSSocket) => answerPlainHttp(error, socket));
+    if (secure !== undefined) {
+      // A connection must finish its handshake within the request timeout, then say which protocol it speaks within as long again (route).
+      this.tls = tls.createServer({ ...secureContextOptions(secure), ALPNProtocols: ["h2", "http/1.1"], handshakeTimeout: this.requestTimeoutMs }, (socket) =>
+        this.route(socket),
+      );
+      // A failed or timed-out handshake leaves the socket of a connection handed over by the EarlyPort open: end it.
+      this.tls.on("tlsClientError", (_error: Error, socket: tls.TLSSocket) => socket.destroy());
+    }
     this.maxConnections = options.maxConnections;
   }
 
   /** reloadTls puts new certificates in place for the connections to come (SIGHUP); the open ones keep theirs. */
   reloadTls(secure: ListenerTls): void {
-    if (!(this.tcp instanceof tls.Server)) throw new Error("the listener was started without TLS");
-    this.tcp.setSecureContext(secureContextOptions(secure));
+    if (this.tls === undefined) throw new Error("the listener was started without TLS");
+    this.tls.setSecureContext(secureContextOptions(secure));
   }
 
   /** listen binds host:port (0 for any free port) and returns the bound port. */
@@ -106,8 +112,7 @@ export class DualProtocolListener {
   /** adopt serves the connections of a port bound early (those that waited first) and returns its number. */
   adopt(port: EarlyPort): number {
     this.port = port;
-    // A connection emitted on the TLS server is wrapped and handshaken by it first.
-    port.handTo((socket) => this.tcp.emit("connection", socket));
+    port.handTo((socket) => (this.tls === undefined ? this.route(socket) : this.beforeTls(socket, this.tls)));
     return port.port;
   }
 
@@ -211,56 +216,73 @@ export class DualProtocolListener {
     });
   }
 
+  /**
+   * beforeTls reads a connection's first byte before the TLS server takes
+   * it: a TLS handshake is emitted on it (wrapped and handshaken there, the
+   * byte put back), and cleartext HTTP gets the refusal's answer.
+   */
+  private beforeTls(socket: net.Socket, server: tls.Server): void {
+    socket.setNoDelay(true);
+    socket.on("error", () => socket.destroy());
+    sniff(
+      socket,
+      this.requestTimeoutMs,
+      (head) => (head[0] === TLS_HANDSHAKE_RECORD ? "tls" : httpVersionOf(head)),
+      (kind) => {
+        if (kind === "tls") server.emit("connection", socket);
+        else if (kind === "h2") this.refusal.http2(socket);
+        else this.refusal.http1(socket);
+      },
+    );
+  }
+
+  /** route hands a connection (after its TLS handshake, if any) to the http2 or the http server, by its first bytes. */
   private route(socket: net.Socket): void {
     socket.setNoDelay(true);
     this.sockets.add(socket);
     socket.once("close", () => this.sockets.delete(socket));
     socket.on("error", () => socket.destroy());
-    let head = Buffer.alloc(0);
-    // A connection that does not say which protocol it speaks within the request timeout is cut.
-    const silent = setTimeout(() => socket.destroy(), this.requestTimeoutMs);
-    silent.unref();
-    socket.once("close", () => clearTimeout(silent));
-    const sniff = () => {
-      for (let chunk = socket.read() as Buffer | null; chunk !== null; chunk = socket.read() as Buffer | null) head = Buffer.concat([head, chunk]);
-      const n = Math.min(head.length, H2_PREFACE.length);
-      const isH2 = head.subarray(0, n).equals(H2_PREFACE.subarray(0, n));
-      if (isH2 && n < H2_PREFACE.length) return; // need more bytes to decide
-      clearTimeout(silent);
-      socket.off("readable", sniff);
-      socket.unshift(head);
-      if (!isH2) {
+    sniff(socket, this.requestTimeoutMs, httpVersionOf, (version) => {
+      if (version === "h1") {
         this.h1InFlight.set(socket, 0);
         socket.once("close", () => this.h1InFlight.delete(socket));
+        return void this.h1.emit("connection", socket);
       }
-      if (!isH2) return void this.h1.emit("connection", socket);
       // The http2 server makes the session (and emits "session") within this call.
       this.handingOver = socket;
       this.h2.emit("connection", socket);
       this.handingOver = undefined;
-    };
-    socket.on("readable", sniff);
+    });
   }
 }
 
-/** PLAIN_HTTP_ANSWER is what a cleartext HTTP/1.1 request to the TLS port gets, instead of a connection closed without a word. */
-const PLAIN_HTTP_ANSWER = (() => {
-  const body = "this port speaks TLS only: use https:// (and the CA that signed its certificate)\n";
-  return `HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`;
-})();
+/** httpVersionOf tells HTTP/2 (its preface) from HTTP/1.1 by a connection's first bytes; undefined: more are needed. */
+function httpVersionOf(head: Buffer): "h1" | "h2" | undefined {
+  const n = Math.min(head.length, H2_PREFACE.length);
+  if (!head.subarray(0, n).equals(H2_PREFACE.subarray(0, n))) return "h1";
+  return n < H2_PREFACE.length ? undefined : "h2";
+}
 
 /**
- * answerPlainHttp ends a connection whose TLS handshake failed: one that
- * sent a cleartext HTTP request (OpenSSL says ERR_SSL_HTTP_REQUEST) gets a
- * short plain answer saying so, written on the TCP socket under the TLS
- * one (Node keeps it as the handle's _parentWrap: internal, hence the
- * fallback); any other is closed.
+ * sniff reads a connection's first bytes until decide can tell what they
+ * are, puts them back on the socket and hands it on; a connection that does
+ * not say within timeoutMs is cut.
  */
-function answerPlainHttp(error: Error, socket: tls.TLSSocket): void {
-  const raw = (socket as unknown as { _handle?: { _parentWrap?: unknown } })._handle?._parentWrap;
-  if ((error as NodeJS.ErrnoException).code !== "ERR_SSL_HTTP_REQUEST" || !(raw instanceof net.Socket) || raw.destroyed) return void socket.destroy();
-  raw.end(PLAIN_HTTP_ANSWER);
-  raw.setTimeout(1_000, () => raw.destroy());
+function sniff<T>(socket: net.Socket, timeoutMs: number, decide: (head: Buffer) => T | undefined, then: (kind: T) => void): void {
+  let head = Buffer.alloc(0);
+  const silent = setTimeout(() => socket.destroy(), timeoutMs);
+  silent.unref();
+  socket.once("close", () => clearTimeout(silent));
+  const read = () => {
+    for (let chunk = socket.read() as Buffer | null; chunk !== null; chunk = socket.read() as Buffer | null) head = Buffer.concat([head, chunk]);
+    const kind = head.length === 0 ? undefined : decide(head);
+    if (kind === undefined) return;
+    clearTimeout(silent);
+    socket.off("readable", read);
+    socket.unshift(head);
+    then(kind);
+  };
+  socket.on("readable", read);
 }
 
 /** secureContextOptions are the TLS options of a ListenerTls: with a client CA, a client certificate signed by it is required. */
