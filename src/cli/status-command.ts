@@ -1,3 +1,5 @@
+import * as http from "node:http";
+import * as https from "node:https";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { MemberRole, ReplicationService, type StatusResponse } from "../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
 import { transportFor } from "../client/metadata-client.js";
@@ -10,9 +12,11 @@ const STATUS_USAGE = `usage: hf3fs-metadata status [--server URL] [--json] [--ma
 
 Prints every member the highly available cluster has known: its id, URL, role (leader, standby, or down
 once its lease lapsed), the last log entry it applied, how far it is behind the leader (in log entries)
-and when it last published. Exits 0 when a member leads, none is down and none lags more than --max-lag
-entries (default ${DEFAULT_MAX_LAG}); 1 otherwise, or when the server cannot tell. --json prints the same as
-one JSON object. --forget MEMBER removes a member that is down for good (an admin call with token files).
+and when it last published, and how far a member's long load is (its standby state, a snapshot). Exits 0
+when a member leads, none is down or loading and none lags more than --max-lag entries (default
+${DEFAULT_MAX_LAG}); 1 otherwise, or when the server cannot tell. A single-node server reports itself: serving,
+or how far it is in loading its store. --json prints the same as one JSON object. --forget MEMBER removes
+a member that is down for good (an admin call with token files).
 --server (any member) defaults to ${DEFAULT_SERVER} (env HF3FS_METADATA_SERVER).
 ${CONNECTION_HELP}`;
 
@@ -26,6 +30,19 @@ interface MemberView {
   lag: number | null;
   /** lastSeenAt is when it last published (ISO 8601, by its own clock). */
   lastSeenAt: string;
+  /** loading is how far its long load is, while it runs one. */
+  loading: LoadView | null;
+}
+
+/** LoadView is a load under way as status shows it. */
+interface LoadView {
+  task: string;
+  records: number;
+  /** total is 0 until known. */
+  total: number;
+  percent: number;
+  /** secondsLeft is null until the load has a rate. */
+  secondsLeft: number | null;
 }
 
 /** statusCommand prints the cluster's members as a member reports them, or forgets one that is down. */
@@ -67,10 +84,59 @@ export async function statusCommand(args: string[]): Promise<number> {
     return problems.length === 0 ? 0 : 1;
   } catch (error) {
     const e = ConnectError.from(error);
-    const why = e.code === Code.Unimplemented ? "it runs single-node (no --etcd-endpoints)" : e.rawMessage;
-    console.error(`hf3fs-metadata status: ${parsed.server}: ${why}`);
+    if (e.code === Code.Unimplemented) return singleNodeStatus(parsed, values.json === true); // no cluster: no ReplicationService
+    console.error(`hf3fs-metadata status: ${parsed.server}: ${e.rawMessage}`);
     return 1;
   }
+}
+
+/**
+ * singleNodeStatus reports a single-node server from its status page's
+ * data (GET /status.json, with the token): serving (0), or loading its
+ * store, and how far (1).
+ */
+async function singleNodeStatus(parsed: Exclude<ReturnType<typeof parseOperatorArgs>, undefined>, json: boolean): Promise<number> {
+  let page: { serverId: string; url: string; loading?: LoadView };
+  try {
+    page = JSON.parse(await getText(`${parsed.server.replace(/\/+$/, "")}/status.json`, parsed.token, parsed.tls));
+  } catch (error) {
+    console.error(`hf3fs-metadata status: ${parsed.server}: ${(error as Error).message}`);
+    return 1;
+  }
+  const loading = page.loading === undefined ? null : loadView(page.loading);
+  const problems = loading === null ? [] : [`still ${loading.task}`];
+  if (json) console.log(JSON.stringify({ singleNode: true, serverId: page.serverId, url: page.url, healthy: problems.length === 0, problems, loading }));
+  else console.log(`single-node server ${page.serverId} at ${page.url}: ${loading === null ? "serving" : describeLoad(loading)}`);
+  return problems.length === 0 ? 0 : 1;
+}
+
+/** getText GETs a URL (http or https, with the operator's token and TLS files) and returns its body; an answer other than 200 throws with its body. */
+function getText(url: string, token: string | undefined, tls: { ca?: Buffer; cert?: Buffer; key?: Buffer }): Promise<string> {
+  const headers = token === undefined ? {} : { authorization: `Bearer ${token}` };
+  const get = url.startsWith("https:") ? https.get : http.get;
+  return new Promise((resolve, reject) => {
+    const req = get(url, { headers, ...tls, timeout: 5_000 }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => (body += chunk));
+      res.on("end", () => (res.statusCode === 200 ? resolve(body) : reject(new Error(`GET /status.json: ${res.statusCode} ${body.trim()}`))));
+    });
+    req.on("timeout", () => req.destroy(new Error("no answer within 5 s")));
+    req.on("error", reject);
+  });
+}
+
+/** loadView is a load as a server reports it (status.json's progress fields, or Status's MemberLoad). */
+function loadView(load: { task: string; records: number; total: number; secondsLeft?: number | null }): LoadView {
+  const { task, records, total } = load;
+  const percent = total > 0 ? Math.min(100, Math.floor((records / total) * 100)) : 0;
+  return { task, records, total, percent, secondsLeft: load.secondsLeft ?? null };
+}
+
+/** describeLoad is a load in words, e.g. "loading a snapshot: 45% (450000 of 1000000 records, 12 s left)". */
+function describeLoad({ task, records, total, percent, secondsLeft }: LoadView): string {
+  const of = total > 0 ? `${records} of ${total} records` : `${records} records`;
+  return `${task}: ${percent}% (${of}${secondsLeft === null ? "" : `, ${secondsLeft} s left`})`;
 }
 
 /** viewsOf is each member as status shows it: the leader first, then by URL. */
@@ -86,6 +152,10 @@ function viewsOf(status: StatusResponse): MemberView[] {
       appliedSeq: Number(m.appliedSeq),
       lag: leader === undefined ? null : Math.max(0, Number(leader.appliedSeq - m.appliedSeq)),
       lastSeenAt: new Date(Number(m.publishedAtMs)).toISOString(),
+      loading:
+        m.loading === undefined
+          ? null
+          : loadView({ task: m.loading.task, records: Number(m.loading.records), total: Number(m.loading.total), secondsLeft: m.loading.secondsLeft }),
     }));
 }
 
@@ -93,14 +163,16 @@ function viewsOf(status: StatusResponse): MemberView[] {
 function problemsOf(members: MemberView[], maxLag: number): string[] {
   const down = members.filter((m) => m.role === "down").length;
   const lagging = members.filter((m) => m.role !== "down" && (m.lag ?? 0) > maxLag).length;
+  const loading = members.filter((m) => m.loading !== null).length;
   return [
     members.some((m) => m.role === "leader") ? "" : "no leader",
     down > 0 ? `${down} member(s) down` : "",
     lagging > 0 ? `${lagging} member(s) more than ${maxLag} log entries behind` : "",
+    loading > 0 ? `${loading} member(s) loading` : "",
   ].filter((p) => p !== "");
 }
 
-/** renderStatus is the status as a table, the leader first, then a line that says whether the cluster is healthy, and if not why. */
+/** renderStatus is the status as a table, the leader first, then a line per member that loads, and a line that says whether the cluster is healthy, and if not why. */
 export function renderStatus(status: StatusResponse, members: MemberView[], problems: string[]): string {
   const rows = members.map((m) => [
     m.memberId,
@@ -120,8 +192,9 @@ export function renderStatus(status: StatusResponse, members: MemberView[], prob
   );
   const leader = members.find((m) => m.role === "leader");
   const head = `cluster ${status.clusterName} (${status.clusterId}): ${leader === undefined ? "no leader" : `leader ${leader.url}`}`;
+  const loads = members.flatMap((m) => (m.loading === null ? [] : [`member ${m.memberId}: ${describeLoad(m.loading)}`]));
   const verdict = problems.length === 0 ? "healthy" : `degraded: ${problems.join(", ")}`;
-  return `${[head, ...lines, verdict].join("\n")}\n`;
+  return `${[head, ...lines, ...loads, verdict].join("\n")}\n`;
 }
 
 /** ago is a time since, as a person reads it. */

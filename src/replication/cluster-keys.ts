@@ -1,4 +1,5 @@
 import type { ICompare } from "etcd3";
+import type { LoadStatus } from "../store/load-progress.js";
 
 /**
  * ClusterKeys names the etcd keys of one cluster, all under
@@ -85,4 +86,6 @@ export interface MemberRecord {
   appliedSeq: number;
   /** atMs is the member's wall clock when it wrote this record. */
   atMs: number;
+  /** loading is the long load the member runs (its standby state, a snapshot); absent when none (and in records of older versions). */
+  loading?: LoadStatus;
 }

@@ -7,7 +7,7 @@ import type { StateOptions } from "../core/state-options.js";
 import type { PeerTls } from "../protocol/peer-tls.js";
 import type { Leadership } from "../service/leadership.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
-import { logProgress } from "../store/load-progress.js";
+import { type CurrentLoad, logProgress } from "../store/load-progress.js";
 import { loadState } from "../store/load-state.js";
 import { LogGapError, type LogReader } from "./log-reader.js";
 import { fetchSnapshot } from "./replication-service.js";
@@ -47,6 +47,8 @@ export class HotStandby {
     private readonly local: LmdbStore,
     private readonly leadership: Leadership,
     private readonly options: HotStandbyOptions,
+    /** loads shows the standby's long loads (its state, a snapshot) in its member record. */
+    private readonly loads: CurrentLoad,
     private readonly logger: Logger,
   ) {}
 
@@ -100,7 +102,11 @@ export class HotStandby {
     await this.reader.stored();
     const started = performance.now();
     const hot = new ReplayState(this.options.clock, this.options.state, true);
-    await loadState(hot, this.local.stored(logProgress((fields, msg) => this.logger.info(fields, msg), "cluster: loading the standby state")));
+    await this.loads.track(
+      "loading the standby state",
+      (report) => loadState(hot, this.local.stored(report)),
+      logProgress((fields, msg) => this.logger.info(fields, msg), "cluster: loading the standby state"),
+    );
     this.hot = hot;
     this.logger.info({ appliedSeq: this.local.appliedSeq, tookMs: Math.round(performance.now() - started) }, "cluster: standby state loaded");
   }
@@ -118,8 +124,9 @@ export class HotStandby {
     const started = performance.now();
     await this.reader.stored();
     try {
-      const { appliedSeq, records } = await this.local.loadSnapshot(
-        fetchSnapshot(leaderUrl, this.options.clusterId, this.options.token, this.options.peerTls, signal),
+      const { appliedSeq, records } = await this.loads.track(
+        "loading a snapshot",
+        (report) => this.local.loadSnapshot(fetchSnapshot(leaderUrl, this.options.clusterId, this.options.token, this.options.peerTls, signal), report),
         logProgress((fields, msg) => this.logger.info(fields, msg), "cluster: loading a snapshot"),
       );
       this.logger.info({ appliedSeq, records, tookMs: Math.round(performance.now() - started) }, "cluster: snapshot loaded");

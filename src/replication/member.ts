@@ -8,6 +8,7 @@ import type { StateOptions } from "../core/state-options.js";
 import type { PeerTls } from "../protocol/peer-tls.js";
 import type { Leadership } from "../service/leadership.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
+import { CurrentLoad } from "../store/load-progress.js";
 import { ClusterKeys, type MemberRecord } from "./cluster-keys.js";
 import { Election, ensureClusterId } from "./election.js";
 import { EtcdSession } from "./etcd-session.js";
@@ -41,6 +42,9 @@ export interface MemberOptions {
 /** PUBLISH_MS is how often a member refreshes its record (applied entry, role). */
 const PUBLISH_MS = 500;
 
+/** LOAD_SHOWN_MS is how long a load runs before the member's record shows it: one that ends sooner is over before anyone could read it. */
+const LOAD_SHOWN_MS = 1_000;
+
 /** KNOWN_MS is how often a member also writes its lasting record (known/<id>), which status shows once the member is down. */
 const KNOWN_MS = 5_000;
 /** COMPACT_MS is how often a leader deletes log entries that every member applied. */
@@ -63,6 +67,8 @@ export class Member {
   readonly keys: ClusterKeys;
   /** ledger is the state this member serves (empty unless it leads) and its store. */
   readonly ledger: { state: MetadataState; readonly store: ReplicatedStore };
+  /** loads is the long load the member runs now (its standby state, a snapshot), which it publishes with its record. */
+  readonly loads = new CurrentLoad();
   private readonly reader: LogReader;
   /** copy writes the groups applied or appended to the local store, a window at a time. */
   private readonly copy: LocalCopy;
@@ -95,7 +101,7 @@ export class Member {
     this.copy = new LocalCopy(local);
     this.reader = new LogReader(client, watches, this.keys, this.copy, (changes) => this.standby.apply(changes));
     const leaderUrl = () => this.election.leaderUrl;
-    this.standby = new HotStandby(this.reader, local, leadership, { ...options, clusterId, leaderUrl }, logger);
+    this.standby = new HotStandby(this.reader, local, leadership, { ...options, clusterId, leaderUrl }, this.loads, logger);
     this.election = new Election(client, watches, this.keys, () => ({ memberId: this.memberId, url: this.advertiseUrl }), leadership, this.stop.signal);
     this.ledger = { state: new MetadataState(options.clock, options.state), store: new ReplicatedStore(this, clusterId, local, [client, watches]) };
   }
@@ -231,7 +237,7 @@ export class Member {
     this.logger.warn({ cause: typeof cause === "string" ? cause : cause?.message }, "cluster: stopped leading");
   }
 
-  /** publish writes this member's record (role, applied entry) under its lease. */
+  /** publish writes this member's record (role, applied entry, load under way) under its lease. */
   private async publish(session: EtcdSession): Promise<void> {
     if (!session.valid()) return;
     const record: MemberRecord = {
@@ -240,6 +246,7 @@ export class Member {
       role: this.writer === undefined ? "standby" : "leader",
       appliedSeq: this.appliedSeq,
       atMs: Date.now(),
+      ...(this.loads.lasting(LOAD_SHOWN_MS) && { loading: this.loads.status }),
     };
     const value = Buffer.from(JSON.stringify(record));
     await this.client.kv.put({ key: this.keys.member(this.memberId), value, lease: session.id }, session.callOptions()).catch(() => undefined);

@@ -1,11 +1,18 @@
+import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type ServiceImpl } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { MemberRole, ReplicationService } from "../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
+import { type MemberLoad, MemberLoadSchema, MemberRole, ReplicationService } from "../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
 import type { Change } from "../core/change.js";
 import type { PeerTls } from "../protocol/peer-tls.js";
 import type { LmdbStore, SnapshotPiece } from "../store/lmdb-store.js";
+import type { LoadStatus } from "../store/load-progress.js";
 import type { MemberRecord } from "./cluster-keys.js";
 import { decodeGroup, encodeGroup } from "./log-codec.js";
+
+/** memberLoad is a member's load under way as Status reports it. */
+function memberLoad({ task, records, total, secondsLeft }: LoadStatus): MemberLoad {
+  return create(MemberLoadSchema, { task, records: BigInt(records), total: BigInt(total), secondsLeft: secondsLeft ?? undefined });
+}
 
 /** SNAPSHOT_RECORDS is how many records one piece of a snapshot holds. */
 const SNAPSHOT_RECORDS = 20_000;
@@ -43,6 +50,7 @@ export function replicationService(source: ReplicationSource, limits: SnapshotLi
         role,
         appliedSeq: BigInt(m.appliedSeq),
         publishedAtMs: BigInt(m.atMs),
+        loading: role === MemberRole.DOWN || m.loading === undefined ? undefined : memberLoad(m.loading),
       });
       return {
         clusterName: source.clusterName,

@@ -2,7 +2,7 @@ import { systemClock } from "../core/clock.js";
 import { MetadataError, Reason } from "../core/errors.js";
 import { MetadataState } from "../core/state.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
-import { logProgress, progressFields } from "../store/load-progress.js";
+import { CurrentLoad, logProgress, progressFields } from "../store/load-progress.js";
 import { loadState } from "../store/load-state.js";
 import { MemoryStore } from "../store/memory-store.js";
 import type { Logger } from "./logger.js";
@@ -27,8 +27,9 @@ export async function serveNode({ options, security, port, stopped, logger }: St
   if ("error" in opened) return cannotStart(logger, opened.error);
   const { durable } = opened;
   const store = durable ?? new MemoryStore();
-  const server = await startServer({ state, store }, { ...options, ...security, port, starting: durable !== undefined }, logger);
-  const loading = durable === undefined ? undefined : load(durable, state, server, logger);
+  const loads = new CurrentLoad();
+  const server = await startServer({ state, store }, { ...options, ...security, port, starting: durable !== undefined, loads }, logger);
+  const loading = durable === undefined ? undefined : load(durable, state, server, logger, loads);
   if (durable === undefined) logger.info({ tookMs: 0 }, "ready"); // nothing to load
   return runUntilStopped(options, server, store, security.access, logger, stopped, loading);
 }
@@ -39,20 +40,20 @@ export async function serveNode({ options, security, port, stopped, logger }: St
  * if loading fails they get STORE_UNAVAILABLE, and the promise rejects. A
  * server told to stop meanwhile stops loading (its calls got its refusal).
  */
-async function load(store: LmdbStore, state: MetadataState, server: RunningServer, logger: Logger): Promise<void> {
+async function load(store: LmdbStore, state: MetadataState, server: RunningServer, logger: Logger, loads: CurrentLoad): Promise<void> {
   const started = Date.now();
-  const loading = logProgress((fields, msg) => logger.info(fields, msg), "loading");
+  const log = logProgress((fields, msg) => logger.info(fields, msg), "loading");
   logger.info({ path: store.path, serverId: store.serverId }, "loading the store");
   let loaded: boolean;
   try {
-    loaded = await loadState(
-      state,
-      store.stored((progress) => {
-        if (!progress.done) return loading(progress);
+    loaded = await loads.track(
+      "loading the store",
+      (report) => loadState(state, store.stored(report), () => server.lifecycle.refusal !== undefined),
+      (progress) => {
+        if (!progress.done) return log(progress);
         const { records, recordsPerSecond } = progressFields(progress);
         logger.info({ records, recordsPerSecond, elapsedMs: Date.now() - started }, "loaded");
-      }),
-      () => server.lifecycle.refusal !== undefined,
+      },
     );
   } catch (error) {
     server.lifecycle.refuse(new MetadataError(Reason.STORE_UNAVAILABLE, `the server could not load its store: ${(error as Error).message}`));

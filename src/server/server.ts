@@ -24,6 +24,7 @@ import { bufferedBytesFor, type LimitOptions } from "../service/limit-options.js
 import { type LagSampler, LoadShedder, loopLagSampler } from "../service/load-shedder.js";
 import { localCalls, metadataService } from "../service/metadata-service.js";
 import { reflectionService } from "../service/reflection-service.js";
+import type { CurrentLoad } from "../store/load-progress.js";
 import type { Logger } from "./logger.js";
 import { type ClusterView, callCounts, Metrics } from "./metrics.js";
 import { serveMetrics } from "./serve-metrics.js";
@@ -72,6 +73,8 @@ export type ServerConfig = Partial<Omit<ListenerOptions, "port"> & LimitOptions 
    * fail with the refusal it gives `lifecycle.refuse()` if loading failed.
    */
   starting?: boolean;
+  /** loads is the long load the server runs now (its store; a member's standby state or snapshot), shown on the status page. */
+  loads?: CurrentLoad;
 };
 
 /** RunningServer is a server that listens until closed. */
@@ -152,7 +155,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     if (config.cluster !== undefined) router.service(ReplicationService, replicationService(config.cluster));
   };
   let url = "";
-  const status = async () => serverStatus(url, serverId, ledger.state, await callCounts(metrics.calls), config.cluster);
+  const status = async () => serverStatus(url, serverId, ledger.state, await callCounts(metrics.calls), config.cluster, config.loads?.status);
   const connect = connectFraming(edge, service, openServices, (req, res) => {
     if (req.method === "GET" && req.url?.split("?")[0] === "/metrics")
       return void serveMetrics(metrics.registry, metricsAccess, req.headers.authorization, res);

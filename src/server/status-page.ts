@@ -46,7 +46,8 @@ export function serveStatusPage(req: Request, res: Response, source: StatusSourc
 
 /**
  * STATUS_PAGE is the page: plain HTML and a small script, no build step.
- * Every 2 s it fetches /status.json and draws the cluster's members, each
+ * Every 2 s it fetches /status.json and draws the load the server runs (if
+ * any), the cluster's members (and their loads), each
  * namespace's ranks as bars (used, reserved, free), keys, evictions by
  * cause, and call rates from the change of the call counts.
  */
@@ -56,10 +57,11 @@ const STATUS_PAGE = `<!doctype html>
 body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}h1{font-size:1.3em}h2{font-size:1.1em;margin-top:1.5em}
 table{border-collapse:collapse}td,th{padding:2px 10px;text-align:left;border-bottom:1px solid #eee}th{color:#666;font-weight:normal}
 .bar{display:flex;width:320px;height:14px;background:#e8f5e9;border:1px solid #ccc}.used{background:#1565c0}.reserved{background:#f9a825}
-.down{color:#c62828;font-weight:bold}.muted{color:#888}
+.down{color:#c62828;font-weight:bold}.muted{color:#888}.loading{color:#e65100;font-weight:bold}
 </style></head><body>
 <h1>hf3fs-metadata <span id="who" class="muted"></span></h1>
 <div id="updated" class="muted">loading…</div>
+<p id="loading" class="loading"></p>
 <h2>Cluster</h2><div id="cluster"></div>
 <h2>Namespaces</h2><div id="namespaces"></div>
 <h2>Calls per second</h2><div id="calls"></div>
@@ -67,6 +69,7 @@ table{border-collapse:collapse}td,th{padding:2px 10px;text-align:left;border-bot
 const token = new URLSearchParams(location.search).get("token");
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
 const table = (head, rows) => "<table><tr>" + head.map((h) => "<th>" + esc(h) + "</th>").join("") + "</tr>" + rows.map((r) => "<tr>" + r.join("") + "</tr>").join("") + "</table>";
+const load = (l) => l ? l.task + ": " + l.percent + "% (" + l.records + " of " + l.total + " records" + (l.secondsLeft == null ? "" : ", " + l.secondsLeft + " s left") + ")" : "";
 const td = (v, cls) => "<td" + (cls ? ' class="' + cls + '"' : "") + ">" + esc(v) + "</td>";
 let last;
 async function refresh() {
@@ -75,9 +78,10 @@ async function refresh() {
     const s = await res.json();
     if (!res.ok) throw new Error(s.error || res.status);
     document.getElementById("who").textContent = s.kind + " " + (s.url || "");
+    document.getElementById("loading").textContent = s.loading ? "this server is " + load(s.loading) : "";
     const members = s.cluster ? s.cluster.members : [];
     document.getElementById("cluster").innerHTML = s.cluster
-      ? table(["member", "url", "role", "applied", "lag"], members.map((m) => [td(m.memberId), td(m.url), td(m.role, m.role === "down" ? "down" : ""), td(m.appliedSeq), td(m.lag)]))
+      ? table(["member", "url", "role", "applied", "lag", "loading"], members.map((m) => [td(m.memberId), td(m.url), td(m.role, m.role === "down" ? "down" : ""), td(m.appliedSeq), td(m.lag), td(load(m.loading), "loading")]))
       : "<p>" + esc(s.kind === "relay" ? "relaying to " + s.upstream + (s.reachable ? " (reached)" : " (unreachable)") : "single node") + "</p>";
     document.getElementById("namespaces").innerHTML = s.namespaces.length === 0 ? "<p>none</p>" : s.namespaces.map((ns) =>
       "<h3>" + esc(ns.namespace) + ' <span class="muted">world_size ' + esc(ns.worldSize) + ", keys " + esc(ns.keys) + ", complete " + esc(ns.completeKeys) +

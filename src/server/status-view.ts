@@ -1,5 +1,6 @@
 import type { MetadataState } from "../core/state.js";
 import type { NamespaceStatsView } from "../core/stats-views.js";
+import type { LoadStatus } from "../store/load-progress.js";
 import type { ClusterView } from "./metrics.js";
 
 /** STATUS_NAMESPACES bounds the namespaces the status page shows (the first, by name). */
@@ -12,6 +13,8 @@ interface MemberLine {
   role: string;
   appliedSeq: number;
   lag: number | null;
+  /** loading is the long load the member runs (its standby state, a snapshot), if any. */
+  loading?: LoadStatus;
 }
 
 /** ServerStatus is what a server's status page shows (GET /status.json). */
@@ -20,18 +23,21 @@ export interface ServerStatus {
   url: string;
   serverId: string;
   cluster?: { members: MemberLine[] };
+  /** loading is the long load this server runs now (its store, or as a member its standby state or a snapshot), if any. */
+  loading?: LoadStatus;
   namespaces: NamespaceStatsView[];
   /** calls counts the calls by method since the process started; the page shows their rates. */
   calls: Record<string, number>;
 }
 
-/** serverStatus reads a server's status: its state's first namespaces, its cluster's members (down ones too), its call counts. */
+/** serverStatus reads a server's status: its state's first namespaces, its cluster's members (down ones too), its call counts, its load under way. */
 export async function serverStatus(
   url: string,
   serverId: string,
   state: MetadataState,
   calls: Record<string, number>,
   cluster: ClusterView | undefined,
+  loading?: LoadStatus,
 ): Promise<ServerStatus> {
   const status: ServerStatus = {
     kind: "server",
@@ -39,6 +45,7 @@ export async function serverStatus(
     serverId,
     namespaces: state.statsPage("", STATUS_NAMESPACES).views,
     calls,
+    ...(loading && { loading }),
   };
   if (cluster === undefined) return status;
   const [running, known] = await Promise.all([cluster.members(), cluster.knownMembers()]);
@@ -50,6 +57,7 @@ export async function serverStatus(
     role,
     appliedSeq: m.appliedSeq,
     lag: leader === undefined ? null : Math.max(0, leader.appliedSeq - m.appliedSeq),
+    ...(role !== "down" && m.loading && { loading: m.loading }),
   });
   status.cluster = {
     members: [...running.map((m) => line(m, m.role)), ...known.filter((m) => !live.has(m.memberId)).map((m) => line(m, "down"))],

@@ -68,3 +68,43 @@ export function logProgress(info: (fields: ProgressFields, msg: string) => void,
     info(fields, `${what}: ${fields.percent}%`);
   };
 }
+
+/** LoadStatus is a load under way as status and the status page show it: what loads, and how far. */
+export interface LoadStatus extends ProgressFields {
+  task: string;
+}
+
+/**
+ * CurrentLoad is the long load a server runs now, if any (its store, its
+ * standby state, a snapshot), for `status` and the status page: a load is
+ * shown from its start, with each report (at 100% from its last read to its
+ * end), until it ends or fails.
+ */
+export class CurrentLoad {
+  private current: LoadStatus | undefined;
+  private startedAt = 0;
+
+  /** status is the load under way; undefined when none runs. */
+  get status(): LoadStatus | undefined {
+    return this.current;
+  }
+
+  /** lasting is the load under way once it has run for ms: a member publishes only those, so that a load of moments is never shown after its end. */
+  lasting(ms: number): LoadStatus | undefined {
+    return this.current !== undefined && Date.now() - this.startedAt >= ms ? this.current : undefined;
+  }
+
+  /** track runs a load as `task`, handing `run` the reporter of its progress, which also goes to `log`. */
+  async track<T>(task: string, run: (report: (p: LoadProgress) => void) => Promise<T>, log: (p: LoadProgress) => void): Promise<T> {
+    this.current = { task, ...progressFields({ records: 0, total: 0, elapsedMs: 0, done: false }) };
+    this.startedAt = Date.now();
+    try {
+      return await run((progress) => {
+        this.current = { task, ...progressFields(progress) };
+        log(progress);
+      });
+    } finally {
+      this.current = undefined;
+    }
+  }
+}

@@ -5,6 +5,7 @@ import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { createMetadataClient } from "../../src/client/index.js";
 import { AccessPolicy } from "../../src/service/access-policy.js";
+import { CurrentLoad } from "../../src/store/load-progress.js";
 import { lacking } from "../support/debian-packages.js";
 import { tempDir } from "../support/temp-dir.js";
 import { startTestRelay } from "../support/test-relay.js";
@@ -50,6 +51,25 @@ describe.skipIf(missing !== "")("the status page in a real browser (headless chr
     await chromium(`${server.url}/`, 3_000, `--screenshot=${shot}`, "--window-size=1100,800");
     expect(statSync(shot).size).toBeGreaterThan(5_000);
     expect(readFileSync(shot).subarray(1, 4).toString()).toBe("PNG");
+  }, 120_000);
+
+  it("says what the server is loading and how far, while it loads", async () => {
+    const loads = new CurrentLoad();
+    const server = await startTestServer({}, undefined, 0, { loads });
+    let finish!: () => void;
+    const ended = loads.track(
+      "loading the store",
+      async (report) => {
+        report({ records: 450_000, total: 1_000_000, elapsedMs: 1_000, done: false });
+        await new Promise<void>((resolve) => (finish = resolve));
+      },
+      () => undefined,
+    );
+    const dom = await chromium(`${server.url}/`, 3_000, "--dump-dom");
+    expect(dom).toContain('<p id="loading" class="loading">this server is loading the store: 45% (450000 of 1000000 records, 2 s left)</p>');
+    finish();
+    await ended;
+    expect(await chromium(`${server.url}/`, 3_000, "--dump-dom")).toContain('<p id="loading" class="loading"></p>');
   }, 120_000);
 
   it("asks for the metrics token with --metrics-auth, which a browser gives in the URL; and a relay shows its upstream", async () => {

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file hf3fs/metadata/internal/v1/replication.proto.
  */
 export const file_hf3fs_metadata_internal_v1_replication: GenFile = /*@__PURE__*/
-  fileDesc("CixoZjNmcy9tZXRhZGF0YS9pbnRlcm5hbC92MS9yZXBsaWNhdGlvbi5wcm90bxIaaGYzZnMubWV0YWRhdGEuaW50ZXJuYWwudjEiDwoNU3RhdHVzUmVxdWVzdCKKAQoOU3RhdHVzUmVzcG9uc2USFAoMY2x1c3Rlcl9uYW1lGAEgASgJEhIKCmNsdXN0ZXJfaWQYAiABKAkSOQoHbWVtYmVycxgDIAMoCzIoLmhmM2ZzLm1ldGFkYXRhLmludGVybmFsLnYxLk1lbWJlclN0YXR1cxITCgthbnN3ZXJlZF9ieRgEIAEoCSKSAQoMTWVtYmVyU3RhdHVzEhEKCW1lbWJlcl9pZBgBIAEoCRILCgN1cmwYAiABKAkSNAoEcm9sZRgDIAEoDjImLmhmM2ZzLm1ldGFkYXRhLmludGVybmFsLnYxLk1lbWJlclJvbGUSEwoLYXBwbGllZF9zZXEYBCABKAQSFwoPcHVibGlzaGVkX2F0X21zGAUgASgDIiIKDUZvcmdldFJlcXVlc3QSEQoJbWVtYmVyX2lkGAEgASgJIhAKDkZvcmdldFJlc3BvbnNlIiUKD1NuYXBzaG90UmVxdWVzdBISCgpjbHVzdGVyX2lkGAEgASgJIk8KEFNuYXBzaG90UmVzcG9uc2USEwoLYXBwbGllZF9zZXEYASABKAQSDwoHcmVjb3JkcxgCIAEoDBIVCg10b3RhbF9yZWNvcmRzGAMgASgEKnAKCk1lbWJlclJvbGUSGwoXTUVNQkVSX1JPTEVfVU5TUEVDSUZJRUQQABIWChJNRU1CRVJfUk9MRV9MRUFERVIQARIXChNNRU1CRVJfUk9MRV9TVEFOREJZEAISFAoQTUVNQkVSX1JPTEVfRE9XThADMr8CChJSZXBsaWNhdGlvblNlcnZpY2USZwoIU25hcHNob3QSKy5oZjNmcy5tZXRhZGF0YS5pbnRlcm5hbC52MS5TbmFwc2hvdFJlcXVlc3QaLC5oZjNmcy5tZXRhZGF0YS5pbnRlcm5hbC52MS5TbmFwc2hvdFJlc3BvbnNlMAESXwoGU3RhdHVzEikuaGYzZnMubWV0YWRhdGEuaW50ZXJuYWwudjEuU3RhdHVzUmVxdWVzdBoqLmhmM2ZzLm1ldGFkYXRhLmludGVybmFsLnYxLlN0YXR1c1Jlc3BvbnNlEl8KBkZvcmdldBIpLmhmM2ZzLm1ldGFkYXRhLmludGVybmFsLnYxLkZvcmdldFJlcXVlc3QaKi5oZjNmcy5tZXRhZGF0YS5pbnRlcm5hbC52MS5Gb3JnZXRSZXNwb25zZWIGcHJvdG8z");
+  fileDesc("CixoZjNmcy9tZXRhZGF0YS9pbnRlcm5hbC92MS9yZXBsaWNhdGlvbi5wcm90bxIaaGYzZnMubWV0YWRhdGEuaW50ZXJuYWwudjEiDwoNU3RhdHVzUmVxdWVzdCKKAQoOU3RhdHVzUmVzcG9uc2USFAoMY2x1c3Rlcl9uYW1lGAEgASgJEhIKCmNsdXN0ZXJfaWQYAiABKAkSOQoHbWVtYmVycxgDIAMoCzIoLmhmM2ZzLm1ldGFkYXRhLmludGVybmFsLnYxLk1lbWJlclN0YXR1cxITCgthbnN3ZXJlZF9ieRgEIAEoCSLLAQoMTWVtYmVyU3RhdHVzEhEKCW1lbWJlcl9pZBgBIAEoCRILCgN1cmwYAiABKAkSNAoEcm9sZRgDIAEoDjImLmhmM2ZzLm1ldGFkYXRhLmludGVybmFsLnYxLk1lbWJlclJvbGUSEwoLYXBwbGllZF9zZXEYBCABKAQSFwoPcHVibGlzaGVkX2F0X21zGAUgASgDEjcKB2xvYWRpbmcYBiABKAsyJi5oZjNmcy5tZXRhZGF0YS5pbnRlcm5hbC52MS5NZW1iZXJMb2FkImYKCk1lbWJlckxvYWQSDAoEdGFzaxgBIAEoCRIPCgdyZWNvcmRzGAIgASgEEg0KBXRvdGFsGAMgASgEEhkKDHNlY29uZHNfbGVmdBgEIAEoDUgAiAEBQg8KDV9zZWNvbmRzX2xlZnQiIgoNRm9yZ2V0UmVxdWVzdBIRCgltZW1iZXJfaWQYASABKAkiEAoORm9yZ2V0UmVzcG9uc2UiJQoPU25hcHNob3RSZXF1ZXN0EhIKCmNsdXN0ZXJfaWQYASABKAkiTwoQU25hcHNob3RSZXNwb25zZRITCgthcHBsaWVkX3NlcRgBIAEoBBIPCgdyZWNvcmRzGAIgASgMEhUKDXRvdGFsX3JlY29yZHMYAyABKAQqcAoKTWVtYmVyUm9sZRIbChdNRU1CRVJfUk9MRV9VTlNQRUNJRklFRBAAEhYKEk1FTUJFUl9ST0xFX0xFQURFUhABEhcKE01FTUJFUl9ST0xFX1NUQU5EQlkQAhIUChBNRU1CRVJfUk9MRV9ET1dOEAMyvwIKElJlcGxpY2F0aW9uU2VydmljZRJnCghTbmFwc2hvdBIrLmhmM2ZzLm1ldGFkYXRhLmludGVybmFsLnYxLlNuYXBzaG90UmVxdWVzdBosLmhmM2ZzLm1ldGFkYXRhLmludGVybmFsLnYxLlNuYXBzaG90UmVzcG9uc2UwARJfCgZTdGF0dXMSKS5oZjNmcy5tZXRhZGF0YS5pbnRlcm5hbC52MS5TdGF0dXNSZXF1ZXN0GiouaGYzZnMubWV0YWRhdGEuaW50ZXJuYWwudjEuU3RhdHVzUmVzcG9uc2USXwoGRm9yZ2V0EikuaGYzZnMubWV0YWRhdGEuaW50ZXJuYWwudjEuRm9yZ2V0UmVxdWVzdBoqLmhmM2ZzLm1ldGFkYXRhLmludGVybmFsLnYxLkZvcmdldFJlc3BvbnNlYgZwcm90bzM");
 
 /**
  * StatusRequest asks for the cluster's status; it has no fields.
@@ -114,6 +114,15 @@ export type MemberStatus = Message<"hf3fs.metadata.internal.v1.MemberStatus"> & 
    * @generated from field: int64 published_at_ms = 5;
    */
   publishedAtMs: bigint;
+
+  /**
+   * loading is the long load the member runs, while it runs one (its
+   * standby state from its store, or a snapshot from the leader); unset
+   * otherwise, and on a member that is down.
+   *
+   * @generated from field: hf3fs.metadata.internal.v1.MemberLoad loading = 6;
+   */
+  loading?: MemberLoad | undefined;
 };
 
 /**
@@ -122,6 +131,50 @@ export type MemberStatus = Message<"hf3fs.metadata.internal.v1.MemberStatus"> & 
  */
 export const MemberStatusSchema: GenMessage<MemberStatus> = /*@__PURE__*/
   messageDesc(file_hf3fs_metadata_internal_v1_replication, 2);
+
+/**
+ * MemberLoad is how far a member's long load is.
+ *
+ * @generated from message hf3fs.metadata.internal.v1.MemberLoad
+ */
+export type MemberLoad = Message<"hf3fs.metadata.internal.v1.MemberLoad"> & {
+  /**
+   * task says what loads: "loading the standby state" or "loading a
+   * snapshot".
+   *
+   * @generated from field: string task = 1;
+   */
+  task: string;
+
+  /**
+   * records is how many records are loaded so far.
+   *
+   * @generated from field: uint64 records = 2;
+   */
+  records: bigint;
+
+  /**
+   * total is how many records the load reads in all; 0 until known.
+   *
+   * @generated from field: uint64 total = 3;
+   */
+  total: bigint;
+
+  /**
+   * seconds_left is the time left at the rate so far; unset until the
+   * load has a rate.
+   *
+   * @generated from field: optional uint32 seconds_left = 4;
+   */
+  secondsLeft?: number | undefined;
+};
+
+/**
+ * Describes the message hf3fs.metadata.internal.v1.MemberLoad.
+ * Use `create(MemberLoadSchema)` to create a new message.
+ */
+export const MemberLoadSchema: GenMessage<MemberLoad> = /*@__PURE__*/
+  messageDesc(file_hf3fs_metadata_internal_v1_replication, 3);
 
 /**
  * ForgetRequest names the member to forget.
@@ -142,7 +195,7 @@ export type ForgetRequest = Message<"hf3fs.metadata.internal.v1.ForgetRequest"> 
  * Use `create(ForgetRequestSchema)` to create a new message.
  */
 export const ForgetRequestSchema: GenMessage<ForgetRequest> = /*@__PURE__*/
-  messageDesc(file_hf3fs_metadata_internal_v1_replication, 3);
+  messageDesc(file_hf3fs_metadata_internal_v1_replication, 4);
 
 /**
  * ForgetResponse is empty.
@@ -157,7 +210,7 @@ export type ForgetResponse = Message<"hf3fs.metadata.internal.v1.ForgetResponse"
  * Use `create(ForgetResponseSchema)` to create a new message.
  */
 export const ForgetResponseSchema: GenMessage<ForgetResponse> = /*@__PURE__*/
-  messageDesc(file_hf3fs_metadata_internal_v1_replication, 4);
+  messageDesc(file_hf3fs_metadata_internal_v1_replication, 5);
 
 /**
  * SnapshotRequest asks a leader for its state.
@@ -180,7 +233,7 @@ export type SnapshotRequest = Message<"hf3fs.metadata.internal.v1.SnapshotReques
  * Use `create(SnapshotRequestSchema)` to create a new message.
  */
 export const SnapshotRequestSchema: GenMessage<SnapshotRequest> = /*@__PURE__*/
-  messageDesc(file_hf3fs_metadata_internal_v1_replication, 5);
+  messageDesc(file_hf3fs_metadata_internal_v1_replication, 6);
 
 /**
  * SnapshotResponse is one piece of a snapshot. The pieces, in order, hold
@@ -220,7 +273,7 @@ export type SnapshotResponse = Message<"hf3fs.metadata.internal.v1.SnapshotRespo
  * Use `create(SnapshotResponseSchema)` to create a new message.
  */
 export const SnapshotResponseSchema: GenMessage<SnapshotResponse> = /*@__PURE__*/
-  messageDesc(file_hf3fs_metadata_internal_v1_replication, 6);
+  messageDesc(file_hf3fs_metadata_internal_v1_replication, 7);
 
 /**
  * MemberRole is what a member does in its cluster.

@@ -1,0 +1,185 @@
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { statusCommand } from "../../src/cli/status-command.js";
+import { systemClock } from "../../src/core/clock.js";
+import { defaultStateOptions } from "../../src/core/state-options.js";
+import type { MemberRecord } from "../../src/replication/cluster-keys.js";
+import { etcdClient } from "../../src/replication/etcd-client.js";
+import { Member } from "../../src/replication/member.js";
+import { Watches } from "../../src/replication/watch.js";
+import { createLogger } from "../../src/server/logger.js";
+import { Leadership } from "../../src/service/leadership.js";
+import { LmdbStore } from "../../src/store/lmdb-store.js";
+import { CurrentLoad, type LoadProgress } from "../../src/store/load-progress.js";
+import { lacking } from "../support/debian-packages.js";
+import { startEtcdCluster } from "../support/etcd-cluster.js";
+import { tempDir } from "../support/temp-dir.js";
+import { startTestServer } from "../support/test-server.js";
+
+/** gatedLoad starts a load on `loads` that reports `progress` and then waits until `finish` is called. */
+function gatedLoad(loads: CurrentLoad, task: string, progress?: LoadProgress) {
+  let finish!: () => void;
+  const gate = new Promise<void>((resolve) => (finish = resolve));
+  const ended = loads.track(
+    task,
+    async (report) => {
+      if (progress !== undefined) report(progress);
+      await gate;
+    },
+    () => undefined,
+  );
+  return { finish, ended };
+}
+
+/** status runs the status command in this process and returns its exit code and what it printed. */
+async function status(...args: string[]): Promise<{ code: number; out: string }> {
+  const lines: string[] = [];
+  const log = vi.spyOn(console, "log").mockImplementation((line: string) => void lines.push(line));
+  const write = vi.spyOn(process.stdout, "write").mockImplementation((text: string | Uint8Array) => lines.push(String(text)) > 0);
+  try {
+    const code = await statusCommand(args);
+    return { code, out: lines.join("\n") };
+  } finally {
+    log.mockRestore();
+    write.mockRestore();
+  }
+}
+
+afterEach(() => vi.restoreAllMocks());
+
+describe("CurrentLoad", () => {
+  it("shows a load from its start, with each report, and nothing once it ends or fails", async () => {
+    const loads = new CurrentLoad();
+    expect(loads.status).toBeUndefined();
+    const { finish, ended } = gatedLoad(loads, "loading the store");
+    expect(loads.status).toMatchObject({ task: "loading the store", records: 0, percent: 0, secondsLeft: null });
+    finish();
+    await ended;
+    expect(loads.status).toBeUndefined();
+    const failing = loads.track(
+      "loading a snapshot",
+      async () => Promise.reject(new Error("the leader went away")),
+      () => undefined,
+    );
+    expect(loads.status?.task).toBe("loading a snapshot");
+    await expect(failing).rejects.toThrow("the leader went away");
+    expect(loads.status).toBeUndefined();
+  });
+
+  it("calls a load lasting once it has run for the time asked, so that a member never publishes one of moments", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    try {
+      vi.setSystemTime(1_000_000);
+      const loads = new CurrentLoad();
+      const { finish, ended } = gatedLoad(loads, "loading the standby state");
+      vi.setSystemTime(1_000_999);
+      expect(loads.lasting(1_000)).toBeUndefined();
+      vi.setSystemTime(1_001_000);
+      expect(loads.lasting(1_000)?.task).toBe("loading the standby state");
+      finish();
+      await ended;
+      expect(loads.lasting(1_000)).toBeUndefined();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
+
+describe("status and status.json while a server loads", () => {
+  it("a single-node server: loading its store, how far and how long is left (exit 1), then serving (exit 0)", async () => {
+    const loads = new CurrentLoad();
+    const server = await startTestServer({}, undefined, 0, { loads });
+    const { finish, ended } = gatedLoad(loads, "loading the store", { records: 450_000, total: 1_000_000, elapsedMs: 1_000, done: false });
+    const page = (await (await fetch(`${server.url}/status.json`)).json()) as { loading: unknown };
+    expect(page.loading).toEqual({ task: "loading the store", records: 450_000, total: 1_000_000, percent: 45, recordsPerSecond: 450_000, secondsLeft: 2 });
+    const loading = await status("--server", server.url);
+    expect(loading).toEqual({
+      code: 1,
+      out: `single-node server ${server.store.serverId} at ${server.url}: loading the store: 45% (450000 of 1000000 records, 2 s left)`,
+    });
+    const json = await status("--server", server.url, "--json");
+    expect(JSON.parse(json.out)).toMatchObject({ singleNode: true, healthy: false, problems: ["still loading the store"], loading: { percent: 45 } });
+    finish();
+    await ended;
+    expect(await status("--server", server.url)).toEqual({ code: 0, out: `single-node server ${server.store.serverId} at ${server.url}: serving` });
+  });
+
+  it("a cluster: each member's load as it published it, and the cluster not healthy until it ends", async () => {
+    const record = (memberId: string, role: string, loading?: MemberRecord["loading"]): MemberRecord => ({
+      memberId,
+      url: `http://${memberId}:18000`,
+      role,
+      appliedSeq: 7,
+      atMs: Date.now(),
+      ...(loading && { loading }),
+    });
+    const snapshot = { task: "loading a snapshot", records: 300, total: 1_200, percent: 25, recordsPerSecond: 100, secondsLeft: 9 };
+    let members = [record("m1", "leader"), record("m2", "standby", snapshot)];
+    const cluster = {
+      clusterId: "c1",
+      clusterName: "kv",
+      memberId: "m1",
+      leading: () => true,
+      members: async () => members,
+      knownMembers: async () => members,
+      forget: async () => "unknown" as const,
+    } as never;
+    const server = await startTestServer({}, undefined, 0, { cluster });
+    const loading = await status("--server", server.url);
+    expect(loading.code).toBe(1);
+    expect(loading.out).toContain("member m2: loading a snapshot: 25% (300 of 1200 records, 9 s left)\n");
+    expect(loading.out.trim().split("\n").at(-1)).toBe("degraded: 1 member(s) loading");
+    const json = JSON.parse((await status("--server", server.url, "--json")).out) as { members: { memberId: string; loading: unknown }[] };
+    expect(json.members.find((m) => m.memberId === "m2")?.loading).toEqual({
+      task: "loading a snapshot",
+      records: 300,
+      total: 1_200,
+      percent: 25,
+      secondsLeft: 9,
+    });
+    const page = (await (await fetch(`${server.url}/status.json`)).json()) as { cluster: { members: { loading?: unknown }[] } };
+    expect(page.cluster.members.map((m) => m.loading)).toEqual([undefined, snapshot]);
+    members = [record("m1", "leader"), record("m2", "standby")];
+    const done = await status("--server", server.url);
+    expect([done.code, done.out.trim().split("\n").at(-1)]).toEqual([0, "healthy"]);
+  });
+});
+
+const noEtcd = lacking("the member's published load", "etcd");
+
+describe.skipIf(noEtcd !== "")("a member publishes its load with its record", () => {
+  it("shows it in etcd within a publish, and not once it ended", async () => {
+    const etcd = await startEtcdCluster(1);
+    const client = etcdClient({ hosts: etcd.endpoints });
+    const watches = new Watches(() => etcdClient({ hosts: etcd.endpoints }));
+    const local = await LmdbStore.open(tempDir());
+    const options = { clusterName: "loads", leaderLeaseMs: 2_000, state: defaultStateOptions, clock: systemClock };
+    const member = await Member.join(client, watches, local, new Leadership(), options, createLogger("silent"));
+    member.start("http://127.0.0.1:1");
+    try {
+      const published = async (until: (r: MemberRecord | undefined) => boolean) => {
+        for (let i = 0; i < 200; i++) {
+          const mine = (await member.members()).find((m) => m.memberId === member.memberId);
+          if (until(mine)) return mine;
+          await new Promise((resolve) => setTimeout(resolve, 25));
+        }
+        throw new Error("the member's record never showed it");
+      };
+      await published((r) => r !== undefined && r.loading === undefined); // its own standby state (empty) loaded
+      const { finish, ended } = gatedLoad(member.loads, "loading a snapshot", { records: 20_000, total: 80_000, elapsedMs: 500, done: false });
+      expect((await published((r) => r?.loading !== undefined))?.loading).toMatchObject({
+        task: "loading a snapshot",
+        records: 20_000,
+        total: 80_000,
+        percent: 25,
+      });
+      finish();
+      await ended;
+      await published((r) => r !== undefined && r.loading === undefined);
+    } finally {
+      await member.close();
+      client.close();
+      watches.close();
+      await local.close();
+    }
+  }, 30_000);
+});
