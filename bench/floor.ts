@@ -52,9 +52,7 @@ export async function measureFloor(options: FloorOptions): Promise<FloorRow[]> {
     ["floor", () => startProcess("bench/floor-server.ts", [])],
     ["service", () => startProcess(SERVER, serverArgs(["--in-memory"]))],
   ];
-  const present = Array.from({ length: options.batch }, (_, i) => benchKey(i * 389, 0xf1007));
-  const exists = toBinary(BatchExistsRequestSchema, create(BatchExistsRequestSchema, { namespace: NAMESPACE, keys: present }));
-  const locations = toBinary(GetLocationsRequestSchema, create(GetLocationsRequestSchema, { namespace: NAMESPACE, rank: 0, keys: present }));
+  const { exists, locations } = replayedRequests(options.batch);
   for (const [name, start] of servers) {
     const server = await start();
     try {
@@ -78,8 +76,17 @@ export async function measureFloor(options: FloorOptions): Promise<FloorRow[]> {
   return rows;
 }
 
+/** replayedRequests are the BatchExists and GetLocations requests h2load replays: `batch` keys, all among the live keys. */
+export function replayedRequests(batch: number): { exists: Uint8Array; locations: Uint8Array } {
+  const present = Array.from({ length: batch }, (_, i) => benchKey(i * 389, 0xf1007));
+  return {
+    exists: toBinary(BatchExistsRequestSchema, create(BatchExistsRequestSchema, { namespace: NAMESPACE, keys: present })),
+    locations: toBinary(GetLocationsRequestSchema, create(GetLocationsRequestSchema, { namespace: NAMESPACE, rank: 0, keys: present })),
+  };
+}
+
 /** fill initializes rank 0 and confirms the live keys, in calls of 512; the keys BatchExists asks for are among them. */
-async function fill(url: string, options: FloorOptions): Promise<void> {
+export async function fill(url: string, options: Pick<FloorOptions, "liveKeys">): Promise<void> {
   const client = new LeanGrpc(url);
   try {
     await client.call(

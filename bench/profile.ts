@@ -1,13 +1,16 @@
-// profile.ts [--batch=B] [--concurrency=C] [--seconds=S] [--transport=T] [--durable]: runs the cycle
+// profile.ts [--batch=B] [--concurrency=C] [--seconds=S] [--transport=T] [--durable] [--replay=M --live=N]: runs the cycle
 // workload (lean gRPC client, or transport T of bench/cycle-clients.ts) against an in-memory server started with
-// --cpu-prof, then prints where the server's CPU went: self time per
+// --cpu-prof (or, with --replay=BatchExists|GetLocations, the floor workload's h2load replay of one B-key request
+// against N live keys, 4 connections × 4 streams), then prints where the server's CPU went: self time per
 // function, heaviest first, and by area. This is how the README's "where
 // the time goes" figures are found. PROFILE_NODE_ARGS adds node flags to
 // the server (to try V8 options). Run: node --import tsx bench/profile.ts --batch=512
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fill, replayedRequests } from "./floor.js";
 import type { LoadConfig, LoadResult } from "./load.js";
+import { nativeLoad } from "./native-load.js";
 import { numberOption, option } from "./options.js";
 import { cycleConfig, runLoad, SERVER, startProcess } from "./processes.js";
 
@@ -30,7 +33,9 @@ const AREAS: [string, RegExp][] = [
   ["gc", /^\(garbage collector\)/],
   ["v8 (program)", /^\(program\)/],
   ["core", / src\/core\//],
+  ["json routes", / src\/service\/json\/|^parse :0$|^stringify :0$/],
   ["service", / src\/(service|server|store)\//],
+  ["http/1.1", /node:_http_|node:internal\/http\b|^parserOn/],
   ["protobuf", /@bufbuild|node:internal\/encoding|decodeUTF8|encodeInto/],
   ["http2 and native", /node:internal\/http2|node:internal\/streams|node:events| :0$/],
   ["startup", /node:internal\/modules|tsx|esbuild|node:internal\/bootstrap/],
@@ -42,21 +47,34 @@ const store = process.argv.includes("--durable") ? ["--data-dir", join(dir, "dat
 const serve = ["serve", ...store, "--host", "127.0.0.1", "--port", "0", "--read-lease-ttl", "50ms"];
 const extraNodeArgs = (process.env.PROFILE_NODE_ARGS ?? "").split(" ").filter(Boolean);
 const server = await startProcess(SERVER, serve, ["--cpu-prof", `--cpu-prof-dir=${dir}`, ...extraNodeArgs]);
-const config = cycleConfig(server.url, {
-  transport: option("transport", "lean-grpc") as LoadConfig["transport"],
-  batch,
-  concurrency,
-  connections: Math.min(concurrency, 2),
-  warmupMs: 500,
-  durationMs: seconds * 1_000,
-});
-const { result, serverCpuMs } = await runLoad<LoadResult>(config, server.pid);
+const replay = option("replay", "");
+if (replay === "") {
+  const config = cycleConfig(server.url, {
+    transport: option("transport", "lean-grpc") as LoadConfig["transport"],
+    batch,
+    concurrency,
+    connections: Math.min(concurrency, 2),
+    warmupMs: 500,
+    durationMs: seconds * 1_000,
+  });
+  const { result, serverCpuMs } = await runLoad<LoadResult>(config, server.pid);
+  const calls = result.cycles * 4;
+  console.log(
+    `B=${batch} C=${concurrency}: ${result.cycles} cycles, server ${((serverCpuMs * 1_000) / calls).toFixed(1)} µs/call, ${((serverCpuMs * 1_000) / Math.max(1, result.keys)).toFixed(2)} µs/key`,
+  );
+} else {
+  const liveKeys = numberOption("live", 200_000);
+  await fill(server.url, { liveKeys });
+  const { exists, locations } = replayedRequests(batch);
+  const r = await nativeLoad(server.url, server.pid, replay, replay === "GetLocations" ? locations : exists, {
+    connections: 4,
+    streams: 4,
+    durationSec: seconds,
+  });
+  console.log(`${replay} of ${batch} keys among ${liveKeys}: ${r.callsPerSec.toFixed(0)} calls/s, server ${r.serverCpuPerCallUs.toFixed(1)} µs/call`);
+}
 await server.stop();
 
-const calls = result.cycles * 4;
-console.log(
-  `B=${batch} C=${concurrency}: ${result.cycles} cycles, server ${((serverCpuMs * 1_000) / calls).toFixed(1)} µs/call, ${((serverCpuMs * 1_000) / Math.max(1, result.keys)).toFixed(2)} µs/key`,
-);
 // tsx's loader thread writes a profile too; the largest one is the server's main thread.
 const [file] = readdirSync(dir)
   .filter((f) => f.endsWith(".cpuprofile"))
