@@ -74,8 +74,9 @@ const MIN_ARENA = 4_096;
  *
  * Layout: `buckets` is an open-addressing table with linear probing, two
  * int32 per bucket: the key's hash and entry + 1 (0 for an empty bucket).
- * An entry e holds its key's bytes at arena[offsets[e] .. + lengths[e]]
- * and its hash at hashes[e]; a free entry has length -1 and is reused. Deleting shifts
+ * An entry e holds its key's bytes at arena[spans[2e] .. + spans[2e + 1]]
+ * (offset and length side by side: a lookup's one cache line) and its hash
+ * at hashes[e]; a free entry has length -1 and is reused. Deleting shifts
  * the run after the bucket back, so there are no tombstones. The arena only
  * appends; it is compacted when more than half of it is dead. Keys of a
  * hash that already fills SAME_HASH_LIMIT buckets go to `overflow` instead.
@@ -88,8 +89,8 @@ const MIN_ARENA = 4_096;
 export class KeyTable {
   private buckets = new Int32Array(MIN_BUCKETS * 2);
   private mask = MIN_BUCKETS - 1;
-  private offsets = new Int32Array(MIN_BUCKETS / 2);
-  private lengths = new Int32Array(MIN_BUCKETS / 2);
+  /** spans holds each entry's key as (offset in the arena, length). */
+  private spans = new Int32Array(MIN_BUCKETS);
   private hashes = new Int32Array(MIN_BUCKETS / 2);
   /** entries is the high-water mark: every entry in use is below it. */
   private entries = 0;
@@ -119,8 +120,8 @@ export class KeyTable {
     for (let bucket = (hash & this.mask) * 2; ; bucket = (bucket + 2) & wrap) {
       const entry = buckets[bucket + 1]! - 1;
       if (entry < 0) return this.overflowHashes.size > 0 ? this.findOverflow(bytes, start, end, hash) : -1;
-      if (buckets[bucket] !== hash || this.lengths[entry] !== length) continue;
-      if (this.sameBytes(this.offsets[entry]!, view, start, length)) return entry;
+      if (buckets[bucket] !== hash || this.spans[entry * 2 + 1] !== length) continue;
+      if (this.sameBytes(this.spans[entry * 2]!, view, start, length)) return entry;
     }
   }
 
@@ -138,6 +139,7 @@ export class KeyTable {
    */
   findAll(bytes: Buffer, starts: readonly number[], ends: readonly number[], hashes: Int32Array, found: Int32Array, view = viewOf(bytes)): void {
     const buckets = this.buckets;
+    const spans = this.spans;
     const wrap = this.mask * 2 + 1;
     // found[i] holds key i's candidate bucket between the two passes.
     for (let i = 0; i < hashes.length; i++) {
@@ -154,7 +156,7 @@ export class KeyTable {
         continue;
       }
       const length = ends[i]! - starts[i]!;
-      const same = this.lengths[entry] === length && this.sameBytes(this.offsets[entry]!, view, starts[i]!, length);
+      const same = spans[entry * 2 + 1] === length && this.sameBytes(spans[entry * 2]!, view, starts[i]!, length);
       found[i] = same ? entry : this.find(bytes, starts[i]!, ends[i]!, hashes[i]!, view);
     }
   }
@@ -165,11 +167,11 @@ export class KeyTable {
     const length = end - start;
     if (this.arenaUsed + length > this.arena.length) this.makeRoom(length);
     const entry = this.freeEntries.length > 0 ? this.freeEntries.pop()! : this.entries++;
-    if (entry >= this.offsets.length) this.growEntries();
+    if (entry >= this.hashes.length) this.growEntries();
     // A loop, not Buffer.copy: its argument checks cost more than copying a key of tens of bytes.
     copyBytes(view, start, this.arenaView, this.arenaUsed, length);
-    this.offsets[entry] = this.arenaUsed;
-    this.lengths[entry] = length;
+    this.spans[entry * 2] = this.arenaUsed;
+    this.spans[entry * 2 + 1] = length;
     this.hashes[entry] = hash;
     this.arenaUsed += length;
     this.arenaLive += length;
@@ -194,8 +196,8 @@ export class KeyTable {
       while (this.buckets[bucket + 1] !== entry + 1) bucket = (bucket + 2) & (this.mask * 2 + 1);
       this.removeBucket(bucket);
     }
-    this.arenaLive -= this.lengths[entry]!;
-    this.lengths[entry] = -1;
+    this.arenaLive -= this.spans[entry * 2 + 1]!;
+    this.spans[entry * 2 + 1] = -1;
     this.freeEntries.push(entry);
     this.count--;
   }
@@ -231,13 +233,13 @@ export class KeyTable {
 
   /** keyOf is the key of entry `entry` as a string. */
   keyOf(entry: number): string {
-    const offset = this.offsets[entry]!;
-    return this.arena.toString("utf8", offset, offset + this.lengths[entry]!);
+    const offset = this.spans[entry * 2]!;
+    return this.arena.toString("utf8", offset, offset + this.spans[entry * 2 + 1]!);
   }
 
   /** live lists the entries in use, in no particular order; the loop may delete the entry it is at. */
   *live(): IterableIterator<number> {
-    for (let entry = 0; entry < this.entries; entry++) if (this.lengths[entry]! >= 0) yield entry;
+    for (let entry = 0; entry < this.entries; entry++) if (this.spans[entry * 2 + 1]! >= 0) yield entry;
   }
 
   /** sameBytes compares the arena's bytes at offset with the view's at start. */
@@ -278,9 +280,8 @@ export class KeyTable {
   }
 
   private growEntries(): void {
-    const capacity = grownCapacity(this.offsets.length, this.entries + 1, MIN_BUCKETS / 2);
-    this.offsets = grown(this.offsets, capacity);
-    this.lengths = grown(this.lengths, capacity);
+    const capacity = grownCapacity(this.hashes.length, this.entries + 1, MIN_BUCKETS / 2);
+    this.spans = grown(this.spans, capacity * 2);
     this.hashes = grown(this.hashes, capacity);
   }
 
@@ -301,11 +302,10 @@ export class KeyTable {
     const to = viewOf(arena);
     let used = 0;
     for (let entry = 0; entry < this.entries; entry++) {
-      const entryLength = this.lengths[entry]!;
+      const entryLength = this.spans[entry * 2 + 1]!;
       if (entryLength < 0) continue;
-      const offset = this.offsets[entry]!;
-      copyBytes(from, offset, to, used, entryLength);
-      this.offsets[entry] = used;
+      copyBytes(from, this.spans[entry * 2]!, to, used, entryLength);
+      this.spans[entry * 2] = used;
       used += entryLength;
     }
     this.arena = arena;
