@@ -78,33 +78,34 @@ export interface LoadStatus extends ProgressFields {
  * CurrentLoad is the long load a server runs now, if any (its store, its
  * standby state, a snapshot), for `status` and the status page: a load is
  * shown from its start, with each report (at 100% from its last read to its
- * end), until it ends or fails.
+ * end), until it ends or fails. Loads run one after another; should two
+ * overlap, the one begun last is shown, and the other again once it ends.
  */
 export class CurrentLoad {
-  private current: LoadStatus | undefined;
-  private startedAt = 0;
+  private readonly running: { status: LoadStatus; startedAt: number }[] = [];
 
   /** status is the load under way; undefined when none runs. */
   get status(): LoadStatus | undefined {
-    return this.current;
+    return this.running.at(-1)?.status;
   }
 
   /** lasting is the load under way once it has run for ms: a member publishes only those, so that a load of moments is never shown after its end. */
   lasting(ms: number): LoadStatus | undefined {
-    return this.current !== undefined && Date.now() - this.startedAt >= ms ? this.current : undefined;
+    const load = this.running.at(-1);
+    return load !== undefined && Date.now() - load.startedAt >= ms ? load.status : undefined;
   }
 
   /** track runs a load as `task`, handing `run` the reporter of its progress, which also goes to `log`. */
   async track<T>(task: string, run: (report: (p: LoadProgress) => void) => Promise<T>, log: (p: LoadProgress) => void): Promise<T> {
-    this.current = { task, ...progressFields({ records: 0, total: 0, elapsedMs: 0, done: false }) };
-    this.startedAt = Date.now();
+    const load = { status: { task, ...progressFields({ records: 0, total: 0, elapsedMs: 0, done: false }) }, startedAt: Date.now() };
+    this.running.push(load);
     try {
       return await run((progress) => {
-        this.current = { task, ...progressFields(progress) };
+        load.status = { task, ...progressFields(progress) };
         log(progress);
       });
     } finally {
-      this.current = undefined;
+      this.running.splice(this.running.indexOf(load), 1);
     }
   }
 }
