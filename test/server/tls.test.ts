@@ -47,9 +47,11 @@ describe.skipIf(missing !== "")("TLS on the port", () => {
     const raw = net.connect(server.port, "127.0.0.1");
     // Silent after it: a TLS client that sends no byte of HTTP.
     const secure = tls.connect({ port: server.port, host: "127.0.0.1", ca: read(certs.ca), servername: "localhost", ALPNProtocols: ["h2"] });
+    // Each close is listened for from the start: either socket may close first.
+    const [rawClosed, secureClosed] = [closed(raw), closed(secure)];
     const limit = new Promise<string>((resolve) => setTimeout(() => resolve("still open"), 20_000).unref());
-    expect(await Promise.race([closed(raw), limit])).toBe("closed");
-    expect(await Promise.race([closed(secure), limit])).toBe("closed");
+    expect(await Promise.race([rawClosed, limit])).toBe("closed");
+    expect(await Promise.race([secureClosed, limit])).toBe("closed");
   });
 
   it("serves gRPC (h2 by ALPN), Connect and the JSON routes (HTTP/1.1) to clients that trust its CA, and nothing in cleartext", async () => {
