@@ -1,3 +1,5 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { statusCommand } from "../../src/cli/status-command.js";
 import { systemClock } from "../../src/core/clock.js";
@@ -7,9 +9,11 @@ import { etcdClient } from "../../src/replication/etcd-client.js";
 import { Member } from "../../src/replication/member.js";
 import { Watches } from "../../src/replication/watch.js";
 import { createLogger } from "../../src/server/logger.js";
+import { AccessPolicy } from "../../src/service/access-policy.js";
 import { Leadership } from "../../src/service/leadership.js";
 import { LmdbStore } from "../../src/store/lmdb-store.js";
 import { CurrentLoad, type LoadProgress } from "../../src/store/load-progress.js";
+import { makeCertificates } from "../support/certificates.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { tempDir } from "../support/temp-dir.js";
@@ -115,6 +119,33 @@ describe("status and status.json while a server loads", () => {
     await ended;
     expect(await status("--server", server.url)).toEqual({ code: 0, out: `single-node server ${server.store.serverId} at ${server.url}: serving` });
   });
+
+  it.skipIf(lacking("status over TLS", "openssl") !== "")(
+    "a single-node server over TLS with --metrics-auth: with the CA and the token, and refused without the token",
+    async () => {
+      const dir = tempDir();
+      const certs = makeCertificates(dir);
+      const tokens = join(dir, "tokens");
+      writeFileSync(tokens, "status-token\n");
+      const tls = { cert: readFileSync(certs.serverCert), key: readFileSync(certs.serverKey) };
+      const server = await startTestServer({}, undefined, 0, { tls, access: new AccessPolicy({ workerTokenFile: tokens }), metricsAuth: true });
+      const secured = ["--server", server.url, "--ca-file", certs.ca];
+      expect(await status(...secured, "--token-file", tokens)).toEqual({
+        code: 0,
+        out: `single-node server ${server.store.serverId} at ${server.url}: serving`,
+      });
+      const errors: string[] = [];
+      const error = vi.spyOn(console, "error").mockImplementation((line: string) => void errors.push(line));
+      try {
+        expect((await status(...secured)).code).toBe(1);
+      } finally {
+        error.mockRestore();
+      }
+      expect(errors).toEqual([
+        `hf3fs-metadata status: ${server.url}: GET /status.json: 401 metrics needs a token: send the header authorization: Bearer <token>`,
+      ]);
+    },
+  );
 
   it("a cluster: each member's load as it published it, and the cluster not healthy until it ends", async () => {
     const record = (memberId: string, role: string, loading?: MemberRecord["loading"]): MemberRecord => ({
