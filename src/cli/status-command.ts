@@ -110,7 +110,7 @@ async function singleNodeStatus(parsed: Exclude<ReturnType<typeof parseOperatorA
   return problems.length === 0 ? 0 : 1;
 }
 
-/** getText GETs a URL (http or https, with the operator's token and TLS files) and returns its body; an answer other than 200 throws with its body. */
+/** getText GETs a URL (http or https, with the operator's token and TLS files) and returns its body; an answer other than 200 throws with its body (and, for a 401, the flag that sends a token). */
 function getText(url: string, token: string | undefined, tls: { ca?: Buffer; cert?: Buffer; key?: Buffer }): Promise<string> {
   const headers = token === undefined ? {} : { authorization: `Bearer ${token}` };
   const get = url.startsWith("https:") ? https.get : http.get;
@@ -119,7 +119,8 @@ function getText(url: string, token: string | undefined, tls: { ca?: Buffer; cer
       let body = "";
       res.setEncoding("utf8");
       res.on("data", (chunk: string) => (body += chunk));
-      res.on("end", () => (res.statusCode === 200 ? resolve(body) : reject(new Error(`GET /status.json: ${res.statusCode} ${body.trim()}`))));
+      const hint = res.statusCode === 401 ? " (status --token-file FILE)" : "";
+      res.on("end", () => (res.statusCode === 200 ? resolve(body) : reject(new Error(`GET /status.json: ${res.statusCode} ${body.trim()}${hint}`))));
     });
     req.on("timeout", () => req.destroy(new Error("no answer within 5 s")));
     req.on("error", reject);
