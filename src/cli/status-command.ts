@@ -3,6 +3,7 @@ import * as https from "node:https";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { MemberRole, ReplicationService, type StatusResponse } from "../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
 import { transportFor } from "../client/metadata-client.js";
+import { percentOf } from "../store/load-progress.js";
 import { CONNECTION_HELP, DEFAULT_SERVER, parseOperatorArgs, tryParse } from "./operator-commands.js";
 
 /** DEFAULT_MAX_LAG is how many log entries a member may be behind the leader before status calls the cluster unhealthy. */
@@ -130,8 +131,7 @@ function getText(url: string, token: string | undefined, tls: { ca?: Buffer; cer
 /** loadView is a load as a server reports it (status.json's progress fields, or Status's MemberLoad). */
 function loadView(load: { task: string; records: number; total: number; secondsLeft?: number | null }): LoadView {
   const { task, records, total } = load;
-  const percent = total > 0 ? Math.min(100, Math.floor((records / total) * 100)) : 0;
-  return { task, records, total, percent, secondsLeft: load.secondsLeft ?? null };
+  return { task, records, total, percent: percentOf(records, total), secondsLeft: load.secondsLeft ?? null };
 }
 
 /** describeLoad is a load in words, e.g. "loading a snapshot: 45% (450000 of 1000000 records, 12 s left)". */

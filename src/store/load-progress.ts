@@ -55,9 +55,14 @@ export interface ProgressFields {
 /** progressFields turns a load's progress into the fields of its log line: the store's load, a migration, a standby's snapshot and state. */
 export function progressFields({ records, total, elapsedMs }: LoadProgress): ProgressFields {
   const recordsPerSecond = Math.round((records / Math.max(elapsedMs, 1)) * 1_000);
-  const percent = total > 0 ? Math.min(100, Math.floor((records / total) * 100)) : 0;
+  const percent = percentOf(records, total);
   const secondsLeft = recordsPerSecond > 0 ? Math.max(0, Math.ceil((total - records) / recordsPerSecond)) : null;
   return { records, total, percent, recordsPerSecond, secondsLeft };
+}
+
+/** percentOf is how far `records` of `total` are, in whole percent (0 while the total is unknown). */
+export function percentOf(records: number, total: number): number {
+  return total > 0 ? Math.min(100, Math.floor((records / total) * 100)) : 0;
 }
 
 /** logProgress logs each report of a load but the last as `<what>: N%` with its fields; the caller logs the end its own way. */
