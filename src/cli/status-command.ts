@@ -16,7 +16,7 @@ once its lease lapsed), the last log entry it applied, how far it is behind the 
 and when it last published, and how far a member's long load is (its standby state, a snapshot). Exits 0
 when a member leads, none is down or loading and none lags more than --max-lag entries (default
 ${DEFAULT_MAX_LAG}); 1 otherwise, or when the server cannot tell. A single-node server reports itself: serving,
-or how far it is in loading its store. --json prints the same as one JSON object. --forget MEMBER removes
+or how far it is in loading its store; a relay, whether it reaches a server that answers calls. --json prints the same as one JSON object. --forget MEMBER removes
 a member that is down for good (an admin call with token files).
 --server (any member) defaults to ${DEFAULT_SERVER} (env HF3FS_METADATA_SERVER).
 ${CONNECTION_HELP}`;
@@ -91,18 +91,31 @@ export async function statusCommand(args: string[]): Promise<number> {
   }
 }
 
+/** StatusPage is what status reads of a status page's data (GET /status.json): a server's or a relay's. */
+type StatusPage = { kind: "server"; serverId: string; url: string; loading?: LoadView } | { kind: "relay"; url: string; upstream: string; reachable: boolean };
+
 /**
- * singleNodeStatus reports a single-node server from its status page's
- * data (GET /status.json, with the token): serving (0), or loading its
- * store, and how far (1).
+ * singleNodeStatus reports what answers without a cluster from its status
+ * page's data (GET /status.json, with the token): a single-node server,
+ * serving (0) or loading its store, and how far (1); a relay, reaching a
+ * server that answers calls (0) or not (1).
  */
 async function singleNodeStatus(parsed: Exclude<ReturnType<typeof parseOperatorArgs>, undefined>, json: boolean): Promise<number> {
-  let page: { serverId: string; url: string; loading?: LoadView };
+  let page: StatusPage;
   try {
     page = JSON.parse(await getText(`${parsed.server.replace(/\/+$/, "")}/status.json`, parsed.token, parsed.tls));
   } catch (error) {
     console.error(`hf3fs-metadata status: ${parsed.server}: ${(error as Error).message}`);
     return 1;
+  }
+  if (page.kind === "relay") {
+    const problems = page.reachable ? [] : ["no upstream server answers calls"];
+    if (json) console.log(JSON.stringify({ relay: true, url: page.url, upstream: page.upstream, healthy: page.reachable, problems }));
+    else
+      console.log(
+        `relay at ${page.url} to ${page.upstream}: ${page.reachable ? "reaching a server that answers calls" : "reaching no server that answers calls"}`,
+      );
+    return page.reachable ? 0 : 1;
   }
   const loading = page.loading === undefined ? null : loadView(page.loading);
   const problems = loading === null ? [] : [`still ${loading.task}`];

@@ -28,6 +28,8 @@ import { RelayMetrics } from "./relay-metrics.js";
 import { defaultRelayOptions, type RelayOptions } from "./relay-options.js";
 import { Upstream } from "./upstream.js";
 
+/** STATUS_STATS_MS bounds the status page's read of the upstream's stats. */
+const STATUS_STATS_MS = 2_000;
 /** RelayConfig is what a running relay needs: its options (defaults for those left out), its callers' security, and its own upstream. */
 export type RelayConfig = Partial<Omit<RelayOptions, "port">> &
   Pick<RelayOptions, "upstream"> & {
@@ -93,14 +95,19 @@ export async function startRelay(config: RelayConfig, logger: Logger): Promise<R
   const json = jsonRouter(upstream.calls, edge, [...vllmRoutes(options.vllmWorldSize), ...sglangRoutes], false);
   const metricsAccess = options.metricsAuth ? config.access : undefined;
   let url = "";
-  // The relay's page shows its upstream's namespaces, read through the upstream as any call is.
+  // The relay's page shows its upstream's namespaces, read through the upstream as any call is, but held only STATUS_STATS_MS:
+  // when no server answers by then, the page says so (unreachable, no namespaces) instead of waiting out the hold.
   const status = async () => {
-    const { response } = await upstream.calls("getStats", create(GetStatsRequestSchema, { allNamespaces: true, pageSize: 100 }));
-    const namespaces = response.namespaces.map((ns) => ({
+    const read = create(GetStatsRequestSchema, { allNamespaces: true, pageSize: 100 });
+    const stats = await upstream.calls("getStats", read, AbortSignal.timeout(STATUS_STATS_MS)).then(
+      ({ response }) => response.namespaces,
+      () => undefined,
+    );
+    const namespaces = (stats ?? []).map((ns) => ({
       ...ns,
       ...Object.fromEntries(NAMESPACE_COUNTERS.map(({ field }) => [field, Number(ns[field])])),
     }));
-    return { kind: "relay", url, upstream: options.upstream, reachable: upstream.reach.caughtUp, namespaces, calls: await callCounts(metrics.calls) };
+    return { kind: "relay", url, upstream: options.upstream, reachable: stats !== undefined, namespaces, calls: await callCounts(metrics.calls) };
   };
   const handler = connectFraming(
     edge,

@@ -17,6 +17,7 @@ import { makeCertificates } from "../support/certificates.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { tempDir } from "../support/temp-dir.js";
+import { startTestRelay } from "../support/test-relay.js";
 import { startTestServer } from "../support/test-server.js";
 
 /** gatedLoad starts a load on `loads` that reports `progress` and then waits until `finish` is called. */
@@ -146,6 +147,20 @@ describe("status and status.json while a server loads", () => {
       ]);
     },
   );
+
+  it("a relay: whether it reaches a server that answers calls", async () => {
+    const upstream = await startTestServer();
+    const relay = await startTestRelay(upstream.url);
+    for (let i = 0; i < 200 && !(await status("--server", relay.url)).out.includes(": reaching a server"); i++) await new Promise((r) => setTimeout(r, 10));
+    expect(await status("--server", relay.url)).toEqual({ code: 0, out: `relay at ${relay.url} to ${upstream.url}: reaching a server that answers calls` });
+    await upstream.close();
+    let gone = await status("--server", relay.url);
+    for (let i = 0; i < 300 && gone.code === 0; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+      gone = await status("--server", relay.url);
+    }
+    expect(gone).toEqual({ code: 1, out: `relay at ${relay.url} to ${upstream.url}: reaching no server that answers calls` });
+  });
 
   it("a cluster: each member's load as it published it, and the cluster not healthy until it ends", async () => {
     const record = (memberId: string, role: string, loading?: MemberRecord["loading"]): MemberRecord => ({
