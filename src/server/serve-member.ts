@@ -50,7 +50,11 @@ export async function serveMember({ options, security, port, stopped, logger }: 
   } catch (error) {
     return cannotStart(logger, error as Error);
   }
-  const server = await startServer(member.ledger, { ...options, ...security, peerTls, port, leadership: member.leadership, cluster: member }, logger);
+  const server = await startServer(
+    member.ledger,
+    { ...options, ...security, peerTls, port, leadership: member.leadership, cluster: member, loads: member.loads },
+    logger,
+  );
   member.start(advertiseUrlOf(options, server));
   logger.info({ cluster: options.clusterName, clusterId: member.clusterId, memberId: member.memberId }, "cluster: joined");
   return runUntilStopped(options, server, member.ledger.store, security.access, logger, stopped);
