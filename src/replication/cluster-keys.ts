@@ -86,6 +86,6 @@ export interface MemberRecord {
   appliedSeq: number;
   /** atMs is the member's wall clock when it wrote this record. */
   atMs: number;
-  /** loading is the long load the member runs (its standby state, a snapshot); absent when none (and in records of older versions). */
+  /** loading is the long load the member runs (its standby state, a snapshot); absent when none, in a lasting record (known/<id>), and in records of older versions. */
   loading?: LoadStatus;
 }

@@ -246,13 +246,15 @@ export class Member {
       role: this.writer === undefined ? "standby" : "leader",
       appliedSeq: this.appliedSeq,
       atMs: Date.now(),
-      ...(this.loads.lasting(LOAD_SHOWN_MS) && { loading: this.loads.status }),
     };
-    const value = Buffer.from(JSON.stringify(record));
+    const loading = this.loads.lasting(LOAD_SHOWN_MS);
+    const value = Buffer.from(JSON.stringify(loading === undefined ? record : { ...record, loading }));
     await this.client.kv.put({ key: this.keys.member(this.memberId), value, lease: session.id }, session.callOptions()).catch(() => undefined);
     if (record.atMs - this.known.atMs < KNOWN_MS && record.role === this.known.role) return;
     this.known = { atMs: record.atMs, role: record.role };
-    await this.client.kv.put({ key: this.keys.knownMember(this.memberId), value }, session.callOptions()).catch(() => undefined);
+    // The lasting record, which status shows once the member is down, never holds a load: a member that is down loads nothing.
+    const lasting = loading === undefined ? value : Buffer.from(JSON.stringify(record));
+    await this.client.kv.put({ key: this.keys.knownMember(this.memberId), value: lasting }, session.callOptions()).catch(() => undefined);
   }
 
   /** leading is true while this member leads. */

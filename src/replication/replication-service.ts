@@ -50,7 +50,7 @@ export function replicationService(source: ReplicationSource, limits: SnapshotLi
         role,
         appliedSeq: BigInt(m.appliedSeq),
         publishedAtMs: BigInt(m.atMs),
-        loading: role === MemberRole.DOWN || m.loading === undefined ? undefined : memberLoad(m.loading),
+        loading: m.loading === undefined ? undefined : memberLoad(m.loading),
       });
       return {
         clusterName: source.clusterName,

@@ -57,7 +57,7 @@ export async function serverStatus(
     role,
     appliedSeq: m.appliedSeq,
     lag: leader === undefined ? null : Math.max(0, leader.appliedSeq - m.appliedSeq),
-    ...(role !== "down" && m.loading && { loading: m.loading }),
+    ...(m.loading && { loading: m.loading }),
   });
   status.cluster = {
     members: [...running.map((m) => line(m, m.role)), ...known.filter((m) => !live.has(m.memberId)).map((m) => line(m, "down"))],

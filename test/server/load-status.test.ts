@@ -225,6 +225,7 @@ describe.skipIf(noEtcd !== "")("a member publishes its load with its record", ()
         throw new Error(`the member's record never showed it; it was ${JSON.stringify(mine)}`);
       };
       await published((r) => r?.role === "leader" && r.loading === undefined); // alone, it leads: its own loads are over
+      const loadBegan = Date.now();
       const { finish, ended } = gatedLoad(member.loads, "loading a snapshot", { records: 20_000, total: 80_000, elapsedMs: 500, done: false });
       expect((await published((r) => r?.loading !== undefined))?.loading).toMatchObject({
         task: "loading a snapshot",
@@ -232,6 +233,13 @@ describe.skipIf(noEtcd !== "")("a member publishes its load with its record", ()
         total: 80_000,
         percent: 25,
       });
+      // Its lasting record (what status shows once it is down), written every 5 s, never holds the load.
+      let lasting: MemberRecord | undefined;
+      for (const deadline = Date.now() + 20_000; Date.now() < deadline && (lasting?.atMs ?? 0) < loadBegan; await new Promise((r) => setTimeout(r, 100)))
+        lasting = (await member.knownMembers()).find((m) => m.memberId === member.memberId);
+      expect(lasting?.atMs).toBeGreaterThanOrEqual(loadBegan);
+      expect(lasting?.loading).toBeUndefined();
+      expect((await published((r) => r?.loading !== undefined))?.loading?.task).toBe("loading a snapshot"); // still running
       finish();
       await ended;
       await published((r) => r !== undefined && r.loading === undefined);
