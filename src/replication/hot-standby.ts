@@ -105,7 +105,7 @@ export class HotStandby {
     await this.loads.track(
       "loading the standby state",
       (report) => loadState(hot, this.local.stored(report)),
-      logProgress((fields, msg) => this.logger.info(fields, msg), "cluster: loading the standby state"),
+      logProgress(this.logger, "cluster: loading the standby state"),
     );
     this.hot = hot;
     this.logger.info({ appliedSeq: this.local.appliedSeq, tookMs: Math.round(performance.now() - started) }, "cluster: standby state loaded");
@@ -127,7 +127,7 @@ export class HotStandby {
       const { appliedSeq, records } = await this.loads.track(
         "loading a snapshot",
         (report) => this.local.loadSnapshot(fetchSnapshot(leaderUrl, this.options.clusterId, this.options.token, this.options.peerTls, signal), report),
-        logProgress((fields, msg) => this.logger.info(fields, msg), "cluster: loading a snapshot"),
+        logProgress(this.logger, "cluster: loading a snapshot"),
       );
       this.logger.info({ appliedSeq, records, tookMs: Math.round(performance.now() - started) }, "cluster: snapshot loaded");
     } finally {

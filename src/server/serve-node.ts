@@ -42,7 +42,7 @@ export async function serveNode({ options, security, port, stopped, logger }: St
  */
 async function load(store: LmdbStore, state: MetadataState, server: RunningServer, logger: Logger, loads: CurrentLoad): Promise<void> {
   const started = Date.now();
-  const log = logProgress((fields, msg) => logger.info(fields, msg), "loading");
+  const log = logProgress(logger, "loading");
   logger.info({ path: store.path, serverId: store.serverId }, "loading the store");
   let loaded: boolean;
   try {

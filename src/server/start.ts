@@ -32,7 +32,7 @@ export async function openDurable(
   rejections: Parameters<typeof tolerateKnownRejections>[0] = [],
 ): Promise<LmdbStore> {
   tolerateKnownRejections([isInternalCommitRejection, ...rejections]);
-  const migrating = logProgress((fields, msg) => logger.info(fields, msg), "migrating the store");
+  const migrating = logProgress(logger, "migrating the store");
   const store = await LmdbStore.open(dataDir, { migrating, ...open });
   logMigration(store, logger);
   return store;

@@ -65,12 +65,17 @@ export function percentOf(records: number, total: number): number {
   return total > 0 ? Math.min(100, Math.floor((records / total) * 100)) : 0;
 }
 
-/** logProgress logs each report of a load but the last as `<what>: N%` with its fields; the caller logs the end its own way. */
-export function logProgress(info: (fields: ProgressFields, msg: string) => void, what: string): (p: LoadProgress) => void {
+/** ProgressLog is where a load's progress is logged: a pino logger, or anything with its info(fields, msg). */
+export interface ProgressLog {
+  info(fields: ProgressFields, msg: string): void;
+}
+
+/** logProgress logs each report of a load but the last as `<what>: N%` with its fields, at info; the caller logs the end its own way. */
+export function logProgress(log: ProgressLog, what: string): (p: LoadProgress) => void {
   return (progress) => {
     if (progress.done) return;
     const fields = progressFields(progress);
-    info(fields, `${what}: ${fields.percent}%`);
+    log.info(fields, `${what}: ${fields.percent}%`);
   };
 }
 
