@@ -85,7 +85,7 @@ export async function statusCommand(args: string[]): Promise<number> {
     return problems.length === 0 ? 0 : 1;
   } catch (error) {
     const e = ConnectError.from(error);
-    if (e.code === Code.Unimplemented) return singleNodeStatus(parsed, values.json === true); // no cluster: no ReplicationService
+    if (e.code === Code.Unimplemented) return standaloneStatus(parsed, values.json === true); // no cluster: no ReplicationService
     console.error(`hf3fs-metadata status: ${parsed.server}: ${e.rawMessage}`);
     return 1;
   }
@@ -95,12 +95,12 @@ export async function statusCommand(args: string[]): Promise<number> {
 type StatusPage = { kind: "server"; serverId: string; url: string; loading?: LoadView } | { kind: "relay"; url: string; upstream: string; reachable: boolean };
 
 /**
- * singleNodeStatus reports what answers without a cluster from its status
+ * standaloneStatus reports what answers without a cluster from its status
  * page's data (GET /status.json, with the token): a single-node server,
  * serving (0) or loading its store, and how far (1); a relay, reaching a
  * server that answers calls (0) or not (1).
  */
-async function singleNodeStatus(parsed: Exclude<ReturnType<typeof parseOperatorArgs>, undefined>, json: boolean): Promise<number> {
+async function standaloneStatus(parsed: Exclude<ReturnType<typeof parseOperatorArgs>, undefined>, json: boolean): Promise<number> {
   let page: StatusPage;
   try {
     page = JSON.parse(await getText(`${parsed.server.replace(/\/+$/, "")}/status.json`, parsed.token, parsed.tls));

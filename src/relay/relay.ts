@@ -30,6 +30,7 @@ import { Upstream } from "./upstream.js";
 
 /** STATUS_STATS_MS bounds the status page's read of the upstream's stats. */
 const STATUS_STATS_MS = 2_000;
+
 /** RelayConfig is what a running relay needs: its options (defaults for those left out), its callers' security, and its own upstream. */
 export type RelayConfig = Partial<Omit<RelayOptions, "port">> &
   Pick<RelayOptions, "upstream"> & {

@@ -275,8 +275,6 @@ function checkUtf8(bytes: Buffer, start: number, end: number): void {
 class FieldReader extends BinaryReader {
   /** wireType is the wire type of the field about to be read. */
   wireType = WireType.Varint;
-  /** ascii tells whether the whole request is ASCII; undefined until a key asks. */
-  private ascii: boolean | undefined;
   /** keysFrom and keysTo span every key read, for one check of them all (checkKeys). */
   private keysFrom = Number.POSITIVE_INFINITY;
   private keysTo = 0;
@@ -353,8 +351,7 @@ class FieldReader extends BinaryReader {
    */
   checkKeys(message: KeyBytesMessage): void {
     if (this.keysTo === 0) return;
-    this.ascii ??= isAscii(this.buffer) || isAscii(this.buffer.subarray(this.keysFrom, this.keysTo));
-    if (this.ascii) return;
+    if (isAscii(this.buffer) || isAscii(this.buffer.subarray(this.keysFrom, this.keysTo))) return;
     for (const list of Object.values(message.keyLists)) for (let i = 0; i < list.length; i++) checkUtf8(this.buffer, list.starts[i]!, list.ends[i]!);
   }
 
