@@ -84,8 +84,17 @@ export class KeyList {
 /** Keys are the keys of a call: bytes from a codec, or strings. */
 export type Keys = KeyList | readonly string[];
 
-/** keyListOf encodes strings (already checked to be strings) as a KeyList. A lone surrogate becomes U+FFFD, as every UTF-8 encoder writes it. */
+/**
+ * keyListOf encodes strings (already checked to be strings) as a KeyList. A
+ * lone surrogate becomes U+FFFD, as every UTF-8 encoder writes it. Keys all
+ * of ASCII (what engines send: hex digests) are encoded in one call, their
+ * joined text, where each key's byte length is its string length; any other
+ * list is encoded key by key.
+ */
 export function keyListOf(keys: readonly string[]): KeyList {
+  const joined = keys.join("");
+  const ascii = Buffer.from(joined, "utf8");
+  if (ascii.length === joined.length) return new KeyList(ascii, ...asciiSpans(keys), keys);
   let size = 0;
   for (const key of keys) size += Buffer.byteLength(key, "utf8");
   const bytes = Buffer.allocUnsafe(size);
@@ -98,4 +107,17 @@ export function keyListOf(keys: readonly string[]): KeyList {
     ends[i] = at;
   }
   return new KeyList(bytes, starts, ends, keys);
+}
+
+/** asciiSpans are the byte ranges of keys of ASCII laid end to end: a key's bytes are as many as its characters. */
+function asciiSpans(keys: readonly string[]): [number[], number[]] {
+  const starts = new Array<number>(keys.length);
+  const ends = new Array<number>(keys.length);
+  let at = 0;
+  for (let i = 0; i < keys.length; i++) {
+    starts[i] = at;
+    at += keys[i]!.length;
+    ends[i] = at;
+  }
+  return [starts, ends];
 }

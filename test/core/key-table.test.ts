@@ -162,3 +162,24 @@ describe("keys that collide under every seed", () => {
     assertInvariants(state);
   });
 });
+
+describe("keyListOf", () => {
+  it("gives each key the bytes Buffer.from gives it, in one encoding for keys of ASCII and key by key for the others", () => {
+    const key = fc.oneof(
+      { weight: 3, arbitrary: fc.string({ unit: fc.constantFrom(..."0123456789abcdef"), maxLength: 64 }) },
+      fc.string({ unit: "grapheme", maxLength: 8 }),
+      fc.string({ unit: "binary", maxLength: 4 }), // lone surrogates: U+FFFD, as Buffer.from writes them
+    );
+    fc.assert(
+      fc.property(fc.array(key, { maxLength: 40 }), (keys) => {
+        const list = keyListOf(keys);
+        expect(list.length).toBe(keys.length);
+        for (let i = 0; i < keys.length; i++) {
+          expect(list.bytes.subarray(list.starts[i], list.ends[i])).toEqual(Buffer.from(keys[i]!, "utf8"));
+          expect(list.hash(i)).toBe(keyListOf([keys[i]!]).hash(0));
+        }
+      }),
+      { numRuns: 500 },
+    );
+  });
+});
