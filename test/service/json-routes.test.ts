@@ -2,7 +2,7 @@ import { connect } from "node:http2";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { createMetadataClient } from "../../src/client/index.js";
-import { countJsonValues } from "../../src/service/json/json-body.js";
+import { checkJsonValues, countJsonValues } from "../../src/service/json/json-body.js";
 import { LmdbStore } from "../../src/store/lmdb-store.js";
 import { FailingStore } from "../support/failing-store.js";
 import { tempDir } from "../support/temp-dir.js";
@@ -368,5 +368,22 @@ describe("countJsonValues", () => {
       { numRuns: 500 },
     );
     expect(countJsonValues(Buffer.from(String.raw`["a\\",",[{","\"[,"]`), 100)).toBe(4);
+  });
+
+  it("refuses through checkJsonValues exactly the texts of more values than the limit, short ones uncounted included", () => {
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 3 }), fc.integer({ min: 1, max: 60 }), (value, maxValues) => {
+        const bytes = Buffer.from(JSON.stringify(value));
+        const over = countJsonValues(bytes, Number.MAX_SAFE_INTEGER) > maxValues;
+        if (over) expect(() => checkJsonValues(bytes, maxValues)).toThrow(/more than/);
+        else checkJsonValues(bytes, maxValues);
+      }),
+      { numRuns: 1_000 },
+    );
+    // "[]" is 2 values in 2 bytes, as many as a text can have: a text shorter than the limit is within it.
+    expect(() => checkJsonValues(Buffer.from("[]"), 2)).not.toThrow();
+    expect(() => checkJsonValues(Buffer.from("[]"), 1)).toThrow(/more than 1 /);
+    expect(() => checkJsonValues(Buffer.from("[1,2,3]"), 4)).not.toThrow();
+    expect(() => checkJsonValues(Buffer.from("[1,2,3]"), 3)).toThrow(/more than 3 /);
   });
 });
