@@ -11,7 +11,7 @@ import { cycleConfig, runLoad, SERVER, serverArgs, startProcess } from "./proces
 
 /** RelayRow is one measured configuration of the relay workload (best of its repetitions, by server CPU per key). */
 export interface RelayRow {
-  path: "direct vllm-json" | "relay vllm-json" | "direct grpc";
+  path: "direct vllm-json" | "relay vllm-json" | "bare proxy vllm-json" | "direct grpc";
   batch: number;
   concurrency: number;
   keysPerSec: number;
@@ -24,31 +24,37 @@ export interface RelayRow {
 
 /**
  * measureRelay runs each path `rounds` times, alternated, at B=128 (the
- * largest batch vLLM's workers send) and C=16, then the two vLLM JSON
- * paths at C=1, where no call waits for another's CPU: there the p50 added
- * is the relay's own time per call.
+ * largest batch vLLM's workers send) and C=16, then the vLLM JSON paths at
+ * C=1, where no call waits for another's CPU: there the p50 added is the
+ * relay's own time per call. The bare proxy (bare-proxy.ts, in front of the
+ * direct server) is the floor of that: the two HTTP exchanges of a hop,
+ * without translation or checks.
  */
 export async function measureRelay(rounds: number, timing: { warmupMs: number; durationMs: number }): Promise<RelayRow[]> {
   const batch = 128;
   const direct = await startProcess(SERVER, serverArgs(["--in-memory"]));
   const behind = await startProcess(SERVER, serverArgs(["--in-memory"]));
   const relay = await startProcess(SERVER, ["relay", "--host", "127.0.0.1", "--port", "0", "--upstream", behind.url]);
+  const proxy = await startProcess("bench/bare-proxy.ts", [direct.url]);
   const best = new Map<string, RelayRow>();
   let offset = 5e9;
   try {
     const paths = [
       ["direct vllm-json", direct.url, direct, "vllm-json", 16],
       ["relay vllm-json", relay.url, behind, "vllm-json", 16],
+      ["bare proxy vllm-json", proxy.url, direct, "vllm-json", 16],
       ["direct grpc", direct.url, direct, "connect-grpc", 16],
       ["direct vllm-json", direct.url, direct, "vllm-json", 1],
       ["relay vllm-json", relay.url, behind, "vllm-json", 1],
+      ["bare proxy vllm-json", proxy.url, direct, "vllm-json", 1],
       ["direct grpc", direct.url, direct, "connect-grpc", 1],
     ] as const;
     for (let round = 0; round < rounds; round++) {
       for (const [path, url, server, transport, concurrency] of paths) {
         offset += 1e9;
         const config = cycleConfig(url, { transport, batch, concurrency, connections: 1, keyOffset: offset, ...timing });
-        const { result, serverCpuMs, otherCpuMs } = await runLoad<LoadResult>(config, server.pid, path === "relay vllm-json" ? [relay.pid] : []);
+        const hop = path === "relay vllm-json" ? [relay.pid] : path === "bare proxy vllm-json" ? [proxy.pid] : [];
+        const { result, serverCpuMs, otherCpuMs } = await runLoad<LoadResult>(config, server.pid, hop);
         const p50s = Object.values(result.rpc)
           .map((r) => r.p50)
           .sort((a, b) => a - b);
@@ -63,14 +69,14 @@ export async function measureRelay(rounds: number, timing: { warmupMs: number; d
           errors: result.errors,
         };
         console.log(
-          `relay     ${path.padEnd(17)} B=${batch} C=${concurrency}: ${Math.round(row.keysPerSec)} keys/s, server ${row.serverCpuPerKeyUs.toFixed(2)} µs/key, relay ${row.relayCpuPerKeyUs.toFixed(2)} µs/key, call p50 ${row.callP50Ms.toFixed(2)} ms, ${row.errors} errors`,
+          `relay     ${path.padEnd(20)} B=${batch} C=${concurrency}: ${Math.round(row.keysPerSec)} keys/s, server ${row.serverCpuPerKeyUs.toFixed(2)} µs/key, relay ${row.relayCpuPerKeyUs.toFixed(2)} µs/key, call p50 ${row.callP50Ms.toFixed(2)} ms, ${row.errors} errors`,
         );
         const kept = best.get(`${path} ${concurrency}`);
         if (kept === undefined || row.serverCpuPerKeyUs < kept.serverCpuPerKeyUs) best.set(`${path} ${concurrency}`, row);
       }
     }
   } finally {
-    await Promise.all([relay.stop(), direct.stop(), behind.stop()]);
+    await Promise.all([relay.stop(), proxy.stop(), direct.stop(), behind.stop()]);
   }
   return [...best.values()];
 }

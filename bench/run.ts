@@ -467,10 +467,11 @@ if (enabled("relay")) {
     addedP50Ms: of("relay vllm-json", 16).callP50Ms - of("direct vllm-json", 16).callP50Ms,
     addedP50MsAtC1: of("relay vllm-json", 1).callP50Ms - of("direct vllm-json", 1).callP50Ms,
     upstreamCpuPerKeyOverGrpcAtC1: of("relay vllm-json", 1).serverCpuPerKeyUs / of("direct grpc", 1).serverCpuPerKeyUs,
+    bareProxyAddedP50MsAtC1: of("bare proxy vllm-json", 1).callP50Ms - of("direct vllm-json", 1).callP50Ms,
   };
   report.relay = { rows: relayRows, ...summary };
   console.log(
-    `relay     upstream server CPU per key through the relay / the server's own gRPC: ${fmt(summary.upstreamCpuPerKeyOverGrpc, 2)} at C=16, ${fmt(summary.upstreamCpuPerKeyOverGrpcAtC1, 2)} at C=1; p50 added per call: ${fmt(summary.addedP50Ms, 2)} ms at C=16, ${fmt(summary.addedP50MsAtC1, 2)} ms at C=1`,
+    `relay     upstream server CPU per key through the relay / the server's own gRPC: ${fmt(summary.upstreamCpuPerKeyOverGrpc, 2)} at C=16, ${fmt(summary.upstreamCpuPerKeyOverGrpcAtC1, 2)} at C=1; p50 added per call: ${fmt(summary.addedP50Ms, 2)} ms at C=16, ${fmt(summary.addedP50MsAtC1, 2)} ms at C=1 (a bare proxy: ${fmt(summary.bareProxyAddedP50MsAtC1, 2)} ms)`,
   );
   const failover = await measureRelayFailover(quick ? 1 : 5);
   const sorted = [...failover.longestCallSeconds].sort((a, b) => a - b);
