@@ -1,4 +1,5 @@
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { collectProcessMetrics } from "../server/metrics.js";
 
 /** LATENCY_BUCKETS are the buckets of the relay's latencies, in seconds: a call's own, and the upstream's. */
 const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
@@ -49,7 +50,7 @@ export class RelayMetrics {
   });
 
   constructor() {
-    collectDefaultMetrics({ register: this.registry });
+    collectProcessMetrics(this.registry);
     this.reachable.set(0);
   }
 

@@ -1,6 +1,8 @@
-import { describe, expect, it } from "vitest";
+import perfHooks from "node:perf_hooks";
+import { Registry } from "prom-client";
+import { describe, expect, it, vi } from "vitest";
 import { KeyScope, MetadataState } from "../../src/core/state.js";
-import { Metrics } from "../../src/server/metrics.js";
+import { collectProcessMetrics, Metrics } from "../../src/server/metrics.js";
 import { metricsSnapshot, OTHER } from "../../src/server/metrics-snapshot.js";
 import { FakeClock } from "../support/fake-clock.js";
 
@@ -64,5 +66,19 @@ describe("the metrics of a scrape", () => {
     const sizeWith = async (namespaces: number) => (await new Metrics(() => stateWith(namespaces, 1)).registry.metrics()).length;
     const small = await sizeWith(120);
     expect(await sizeWith(2_000)).toBeLessThan(small * 1.05);
+  });
+});
+
+describe("the process metrics", () => {
+  it("sample the event loop's lag every 100 ms, not at prom-client's 10 ms, which woke an idle process 100 times a second", async () => {
+    const monitor = vi.spyOn(perfHooks, "monitorEventLoopDelay");
+    try {
+      const registry = new Registry();
+      collectProcessMetrics(registry);
+      expect(monitor).toHaveBeenCalledWith(expect.objectContaining({ resolution: 100 }));
+      expect(await registry.metrics()).toMatch(/^nodejs_eventloop_lag_p99_seconds /m);
+    } finally {
+      monitor.mockRestore();
+    }
   });
 });
