@@ -11,7 +11,7 @@ import { cycleConfig, runLoad, SERVER, serverArgs, startProcess } from "./proces
 
 /** RelayRow is one measured configuration of the relay workload (best of its repetitions, by server CPU per key). */
 export interface RelayRow {
-  path: "direct vllm-json" | "relay vllm-json" | "bare proxy vllm-json" | "direct grpc";
+  path: "direct vllm-json" | "relay vllm-json" | "bare proxy vllm-json" | "direct grpc" | "direct lean grpc";
   batch: number;
   concurrency: number;
   keysPerSec: number;
@@ -28,7 +28,9 @@ export interface RelayRow {
  * C=1, where no call waits for another's CPU: there the p50 added is the
  * relay's own time per call. The bare proxy (bare-proxy.ts, in front of the
  * direct server) is the floor of that: the two HTTP exchanges of a hop,
- * without translation or checks.
+ * without translation or checks. The lean gRPC client sends what the relay
+ * sends upstream (its transport), so the server's CPU per key under it is
+ * what the JSON work leaving the server should leave.
  */
 export async function measureRelay(rounds: number, timing: { warmupMs: number; durationMs: number }): Promise<RelayRow[]> {
   const batch = 128;
@@ -44,10 +46,12 @@ export async function measureRelay(rounds: number, timing: { warmupMs: number; d
       ["relay vllm-json", relay.url, behind, "vllm-json", 16],
       ["bare proxy vllm-json", proxy.url, direct, "vllm-json", 16],
       ["direct grpc", direct.url, direct, "connect-grpc", 16],
+      ["direct lean grpc", direct.url, direct, "lean-grpc", 16],
       ["direct vllm-json", direct.url, direct, "vllm-json", 1],
       ["relay vllm-json", relay.url, behind, "vllm-json", 1],
       ["bare proxy vllm-json", proxy.url, direct, "vllm-json", 1],
       ["direct grpc", direct.url, direct, "connect-grpc", 1],
+      ["direct lean grpc", direct.url, direct, "lean-grpc", 1],
     ] as const;
     for (let round = 0; round < rounds; round++) {
       for (const [path, url, server, transport, concurrency] of paths) {
