@@ -89,12 +89,18 @@ export type Keys = KeyList | readonly string[];
  * lone surrogate becomes U+FFFD, as every UTF-8 encoder writes it. Keys all
  * of ASCII (what engines send: hex digests) are encoded in one call, their
  * joined text, where each key's byte length is its string length; any other
- * list is encoded key by key.
+ * list, or one of more than JOINED_CHARS characters (whose joined copy would
+ * be a large string for a moment, or longer than a string may be), is
+ * encoded key by key.
  */
 export function keyListOf(keys: readonly string[]): KeyList {
-  const joined = keys.join("");
-  const ascii = Buffer.from(joined, "utf8");
-  if (ascii.length === joined.length) return new KeyList(ascii, ...asciiSpans(keys), keys);
+  let chars = 0;
+  for (const key of keys) chars += key.length;
+  if (chars <= JOINED_CHARS) {
+    const joined = keys.join("");
+    const ascii = Buffer.from(joined, "utf8");
+    if (ascii.length === chars) return new KeyList(ascii, ...asciiSpans(keys), keys);
+  }
   let size = 0;
   for (const key of keys) size += Buffer.byteLength(key, "utf8");
   const bytes = Buffer.allocUnsafe(size);
@@ -108,6 +114,8 @@ export function keyListOf(keys: readonly string[]): KeyList {
   }
   return new KeyList(bytes, starts, ends, keys);
 }
+
+const JOINED_CHARS = 1 << 24;
 
 /** asciiSpans are the byte ranges of keys of ASCII laid end to end: a key's bytes are as many as its characters. */
 function asciiSpans(keys: readonly string[]): [number[], number[]] {

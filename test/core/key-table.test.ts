@@ -181,5 +181,8 @@ describe("keyListOf", () => {
       }),
       { numRuns: 500 },
     );
+    // Past 2^24 characters in all, key by key: the same bytes.
+    const long = keyListOf(["a".repeat(1 << 23), "b".repeat((1 << 23) + 1)]);
+    expect([long.byteLength(0), long.byteLength(1), long.bytes[(1 << 23) - 1], long.bytes[1 << 23]]).toEqual([1 << 23, (1 << 23) + 1, 0x61, 0x62]);
   });
 });
