@@ -21,6 +21,8 @@ export interface LoadConfig {
   durationMs: number;
   /** keyOffset makes the keys of this run differ from earlier runs on the same server. */
   keyOffset: number;
+  /** cyclesPerSecond paces the workers to this many cycles a second in all; absent: as fast as they go. */
+  cyclesPerSecond?: number;
 }
 
 export interface LoadResult {
@@ -55,10 +57,18 @@ async function run(config: LoadConfig): Promise<LoadResult> {
     return result;
   };
 
+  // Paced, each worker starts its cycles on a grid of its own, the workers' grids staggered.
+  const every = config.cyclesPerSecond ? (1_000 * config.concurrency) / config.cyclesPerSecond : 0;
   const worker = async (w: number) => {
     const client = clients[w % clients.length]!;
     const namespace = namespaceOf(w % config.ranks);
+    let due = performance.now() + (every * w) / config.concurrency;
     while (!stop) {
+      if (every > 0) {
+        const wait = due - performance.now();
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+        due += every;
+      }
       const keys = new Array<string>(config.batch);
       const prefixKeys = new Array<string>(config.batch);
       for (let i = 0; i < config.batch; i++) {

@@ -11,7 +11,7 @@ import { cycleConfig, runLoad, SERVER, serverArgs, startProcess } from "./proces
 
 /** RelayRow is one measured configuration of the relay workload (best of its repetitions, by server CPU per key). */
 export interface RelayRow {
-  path: "direct vllm-json" | "relay vllm-json" | "bare proxy vllm-json" | "direct grpc" | "direct lean grpc";
+  path: "direct vllm-json" | "relay vllm-json" | "bare proxy vllm-json" | "direct grpc" | "direct lean grpc" | "paced lean grpc";
   batch: number;
   concurrency: number;
   keysPerSec: number;
@@ -30,7 +30,9 @@ export interface RelayRow {
  * direct server) is the floor of that: the two HTTP exchanges of a hop,
  * without translation or checks. The lean gRPC client sends what the relay
  * sends upstream (its transport), so the server's CPU per key under it is
- * what the JSON work leaving the server should leave.
+ * what the JSON work leaving the server should leave; a server's CPU per
+ * key rises as its rate falls, so the paced row runs that client at the
+ * rate the relay's row reached, for the comparison at one rate.
  */
 export async function measureRelay(rounds: number, timing: { warmupMs: number; durationMs: number }): Promise<RelayRow[]> {
   const batch = 128;
@@ -47,16 +49,21 @@ export async function measureRelay(rounds: number, timing: { warmupMs: number; d
       ["bare proxy vllm-json", proxy.url, direct, "vllm-json", 16],
       ["direct grpc", direct.url, direct, "connect-grpc", 16],
       ["direct lean grpc", direct.url, direct, "lean-grpc", 16],
+      ["paced lean grpc", direct.url, direct, "lean-grpc", 16],
       ["direct vllm-json", direct.url, direct, "vllm-json", 1],
       ["relay vllm-json", relay.url, behind, "vllm-json", 1],
       ["bare proxy vllm-json", proxy.url, direct, "vllm-json", 1],
       ["direct grpc", direct.url, direct, "connect-grpc", 1],
       ["direct lean grpc", direct.url, direct, "lean-grpc", 1],
+      ["paced lean grpc", direct.url, direct, "lean-grpc", 1],
     ] as const;
+    // The cycles per second the relay's row reached last, by concurrency: the paced row runs the lean client at that rate.
+    const relayRate = new Map<number, number>();
     for (let round = 0; round < rounds; round++) {
       for (const [path, url, server, transport, concurrency] of paths) {
         offset += 1e9;
-        const config = cycleConfig(url, { transport, batch, concurrency, connections: 1, keyOffset: offset, ...timing });
+        const cyclesPerSecond = path === "paced lean grpc" ? relayRate.get(concurrency) : undefined;
+        const config = cycleConfig(url, { transport, batch, concurrency, connections: 1, keyOffset: offset, cyclesPerSecond, ...timing });
         const hop = path === "relay vllm-json" ? [relay.pid] : path === "bare proxy vllm-json" ? [proxy.pid] : [];
         const { result, serverCpuMs, otherCpuMs } = await runLoad<LoadResult>(config, server.pid, hop);
         const p50s = Object.values(result.rpc)
@@ -75,6 +82,7 @@ export async function measureRelay(rounds: number, timing: { warmupMs: number; d
         console.log(
           `relay     ${path.padEnd(20)} B=${batch} C=${concurrency}: ${Math.round(row.keysPerSec)} keys/s, server ${row.serverCpuPerKeyUs.toFixed(2)} µs/key, relay ${row.relayCpuPerKeyUs.toFixed(2)} µs/key, call p50 ${row.callP50Ms.toFixed(2)} ms, ${row.errors} errors`,
         );
+        if (path === "relay vllm-json") relayRate.set(concurrency, result.cycles / (result.elapsedMs / 1_000));
         const kept = best.get(`${path} ${concurrency}`);
         if (kept === undefined || row.serverCpuPerKeyUs < kept.serverCpuPerKeyUs) best.set(`${path} ${concurrency}`, row);
       }

@@ -470,10 +470,12 @@ if (enabled("relay")) {
     bareProxyAddedP50MsAtC1: of("bare proxy vllm-json", 1).callP50Ms - of("direct vllm-json", 1).callP50Ms,
     upstreamCpuPerKeyOverLeanGrpc: of("relay vllm-json", 16).serverCpuPerKeyUs / of("direct lean grpc", 16).serverCpuPerKeyUs,
     upstreamCpuPerKeyOverLeanGrpcAtC1: of("relay vllm-json", 1).serverCpuPerKeyUs / of("direct lean grpc", 1).serverCpuPerKeyUs,
+    upstreamCpuPerKeyOverPacedLeanGrpc: of("relay vllm-json", 16).serverCpuPerKeyUs / of("paced lean grpc", 16).serverCpuPerKeyUs,
+    upstreamCpuPerKeyOverPacedLeanGrpcAtC1: of("relay vllm-json", 1).serverCpuPerKeyUs / of("paced lean grpc", 1).serverCpuPerKeyUs,
   };
   report.relay = { rows: relayRows, ...summary };
   console.log(
-    `relay     upstream server CPU per key through the relay / the server's own gRPC: ${fmt(summary.upstreamCpuPerKeyOverGrpc, 2)} at C=16, ${fmt(summary.upstreamCpuPerKeyOverGrpcAtC1, 2)} at C=1 (connect-node client), ${fmt(summary.upstreamCpuPerKeyOverLeanGrpc, 2)} and ${fmt(summary.upstreamCpuPerKeyOverLeanGrpcAtC1, 2)} (lean client); p50 added per call: ${fmt(summary.addedP50Ms, 2)} ms at C=16, ${fmt(summary.addedP50MsAtC1, 2)} ms at C=1 (a bare proxy: ${fmt(summary.bareProxyAddedP50MsAtC1, 2)} ms)`,
+    `relay     upstream server CPU per key through the relay / the server's own gRPC: ${fmt(summary.upstreamCpuPerKeyOverGrpc, 2)} at C=16, ${fmt(summary.upstreamCpuPerKeyOverGrpcAtC1, 2)} at C=1 (connect-node client), ${fmt(summary.upstreamCpuPerKeyOverLeanGrpc, 2)} and ${fmt(summary.upstreamCpuPerKeyOverLeanGrpcAtC1, 2)} (lean client), ${fmt(summary.upstreamCpuPerKeyOverPacedLeanGrpc, 2)} and ${fmt(summary.upstreamCpuPerKeyOverPacedLeanGrpcAtC1, 2)} (lean client at the relay's rate); p50 added per call: ${fmt(summary.addedP50Ms, 2)} ms at C=16, ${fmt(summary.addedP50MsAtC1, 2)} ms at C=1 (a bare proxy: ${fmt(summary.bareProxyAddedP50MsAtC1, 2)} ms)`,
   );
   const failover = await measureRelayFailover(quick ? 1 : 5);
   const sorted = [...failover.longestCallSeconds].sort((a, b) => a - b);
