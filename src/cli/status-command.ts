@@ -3,7 +3,7 @@ import * as https from "node:https";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { MemberRole, ReplicationService, type StatusResponse } from "../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
 import { transportFor } from "../client/metadata-client.js";
-import { percentOf } from "../store/load-progress.js";
+import { type LoadStatus, percentOf } from "../store/load-progress.js";
 import { CONNECTION_HELP, DEFAULT_SERVER, parseOperatorArgs, tryParse } from "./operator-commands.js";
 
 /** DEFAULT_MAX_LAG is how many log entries a member may be behind the leader before status calls the cluster unhealthy. */
@@ -35,16 +35,8 @@ interface MemberView {
   loading: LoadView | null;
 }
 
-/** LoadView is a load under way as status shows it. */
-interface LoadView {
-  task: string;
-  records: number;
-  /** total is 0 until known. */
-  total: number;
-  percent: number;
-  /** secondsLeft is null until the load has a rate. */
-  secondsLeft: number | null;
-}
+/** LoadView is a load under way as status shows it: the fields of the server's LoadStatus that both sources carry (total 0 until known, secondsLeft null until it is known and the load has a rate). */
+type LoadView = Pick<LoadStatus, "task" | "records" | "total" | "percent" | "secondsLeft">;
 
 /** statusCommand prints the cluster's members as a member reports them, or forgets one that is down. */
 export async function statusCommand(args: string[]): Promise<number> {
