@@ -69,7 +69,7 @@ table{border-collapse:collapse}td,th{padding:2px 10px;text-align:left;border-bot
 const token = new URLSearchParams(location.search).get("token");
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
 const table = (head, rows) => "<table><tr>" + head.map((h) => "<th>" + esc(h) + "</th>").join("") + "</tr>" + rows.map((r) => "<tr>" + r.join("") + "</tr>").join("") + "</table>";
-const load = (l) => l ? l.task + ": " + l.percent + "% (" + l.records + " of " + l.total + " records" + (l.secondsLeft == null ? "" : ", " + l.secondsLeft + " s left") + ")" : "";
+const load = (l) => l ? l.task + ": " + l.percent + "% (" + (l.total > 0 ? l.records + " of " + l.total : l.records) + " records" + (l.secondsLeft == null ? "" : ", " + l.secondsLeft + " s left") + ")" : "";
 const td = (v, cls) => "<td" + (cls ? ' class="' + cls + '"' : "") + ">" + esc(v) + "</td>";
 let last;
 async function refresh() {

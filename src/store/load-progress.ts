@@ -48,7 +48,7 @@ export interface ProgressFields {
   total: number;
   percent: number;
   recordsPerSecond: number;
-  /** secondsLeft is null until the load has a rate. */
+  /** secondsLeft is null until the load has a rate and a known total. */
   secondsLeft: number | null;
 }
 
@@ -56,7 +56,7 @@ export interface ProgressFields {
 export function progressFields({ records, total, elapsedMs }: LoadProgress): ProgressFields {
   const recordsPerSecond = Math.round((records / Math.max(elapsedMs, 1)) * 1_000);
   const percent = percentOf(records, total);
-  const secondsLeft = recordsPerSecond > 0 ? Math.max(0, Math.ceil((total - records) / recordsPerSecond)) : null;
+  const secondsLeft = recordsPerSecond > 0 && total > 0 ? Math.max(0, Math.ceil((total - records) / recordsPerSecond)) : null;
   return { records, total, percent, recordsPerSecond, secondsLeft };
 }
 

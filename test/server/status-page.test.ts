@@ -57,9 +57,11 @@ describe.skipIf(missing !== "")("the status page in a real browser (headless chr
     const loads = new CurrentLoad();
     const server = await startTestServer({}, undefined, 0, { loads });
     let finish!: () => void;
+    let reportNow!: (p: { records: number; total: number; elapsedMs: number; done: boolean }) => void;
     const ended = loads.track(
       "loading the store",
       async (report) => {
+        reportNow = report;
         report({ records: 450_000, total: 1_000_000, elapsedMs: 1_000, done: false });
         await new Promise<void>((resolve) => (finish = resolve));
       },
@@ -67,6 +69,11 @@ describe.skipIf(missing !== "")("the status page in a real browser (headless chr
     );
     const dom = await chromium(`${server.url}/`, 3_000, "--dump-dom");
     expect(dom).toContain('<p id="loading" class="loading">this server is loading the store: 45% (450000 of 1000000 records, 2 s left)</p>');
+    // A load whose total is not known yet says how many records so far, as status does, and no time left.
+    reportNow({ records: 1_200, total: 0, elapsedMs: 1_000, done: false });
+    expect(await chromium(`${server.url}/`, 3_000, "--dump-dom")).toContain(
+      '<p id="loading" class="loading">this server is loading the store: 0% (1200 records)</p>',
+    );
     finish();
     await ended;
     expect(await chromium(`${server.url}/`, 3_000, "--dump-dom")).toContain('<p id="loading" class="loading"></p>');

@@ -412,6 +412,8 @@ describe("a snapshot loaded into a member's store", () => {
       recordsPerSecond: 3,
       secondsLeft: 1,
     });
+    // With its total not known yet, a load has no time left to tell.
+    expect(progressFields({ records: 3, total: 0, elapsedMs: 1_000, done: false })).toMatchObject({ percent: 0, recordsPerSecond: 3, secondsLeft: null });
     // What the leader sends with every piece: its entry counts when the snapshot began.
     await store.commit([key("z", 5)]);
     const snapshot = store.snapshot();
