@@ -9,8 +9,9 @@ import { createInterface } from "node:readline";
 import type { LoadResult } from "./load.js";
 import { cycleConfig, runLoad, SERVER, serverArgs, startProcess } from "./processes.js";
 
-/** RelayRow is one measured configuration of the relay workload (best of its repetitions, by server CPU per key). */
+/** RelayRow is one measured configuration of the relay workload, in one alternation (`round`). */
 export interface RelayRow {
+  round: number;
   path: "direct vllm-json" | "relay vllm-json" | "bare proxy vllm-json" | "direct grpc" | "direct lean grpc" | "paced lean grpc";
   batch: number;
   concurrency: number;
@@ -40,7 +41,7 @@ export async function measureRelay(rounds: number, timing: { warmupMs: number; d
   const behind = await startProcess(SERVER, serverArgs(["--in-memory"]));
   const relay = await startProcess(SERVER, ["relay", "--host", "127.0.0.1", "--port", "0", "--upstream", behind.url]);
   const proxy = await startProcess("bench/bare-proxy.ts", [direct.url]);
-  const best = new Map<string, RelayRow>();
+  const rows: RelayRow[] = [];
   let offset = 5e9;
   try {
     const paths = [
@@ -70,6 +71,7 @@ export async function measureRelay(rounds: number, timing: { warmupMs: number; d
           .map((r) => r.p50)
           .sort((a, b) => a - b);
         const row: RelayRow = {
+          round,
           path,
           batch,
           concurrency,
@@ -83,14 +85,39 @@ export async function measureRelay(rounds: number, timing: { warmupMs: number; d
           `relay     ${path.padEnd(20)} B=${batch} C=${concurrency}: ${Math.round(row.keysPerSec)} keys/s, server ${row.serverCpuPerKeyUs.toFixed(2)} µs/key, relay ${row.relayCpuPerKeyUs.toFixed(2)} µs/key, call p50 ${row.callP50Ms.toFixed(2)} ms, ${row.errors} errors`,
         );
         if (path === "relay vllm-json") relayRate.set(concurrency, result.cycles / (result.elapsedMs / 1_000));
-        const kept = best.get(`${path} ${concurrency}`);
-        if (kept === undefined || row.serverCpuPerKeyUs < kept.serverCpuPerKeyUs) best.set(`${path} ${concurrency}`, row);
+        rows.push(row);
       }
     }
   } finally {
     await Promise.all([relay.stop(), proxy.stop(), direct.stop(), behind.stop()]);
   }
-  return [...best.values()];
+  return rows;
+}
+
+/**
+ * relaySummary compares the paths within each alternation (the machine's
+ * speed moves between them): per round, the upstream's CPU per key through
+ * the relay over each gRPC row's, and the p50 the relay and the bare proxy
+ * add to the straight vLLM JSON calls.
+ */
+export function relaySummary(rows: readonly RelayRow[]) {
+  const rounds = [...new Set(rows.map((r) => r.round))];
+  const of = (round: number, path: RelayRow["path"], concurrency: number) =>
+    rows.find((r) => r.round === round && r.path === path && r.concurrency === concurrency)!;
+  const perRound = (value: (round: number) => number) => rounds.map(value);
+  const cpuOver = (path: RelayRow["path"], c: number) => perRound((n) => of(n, "relay vllm-json", c).serverCpuPerKeyUs / of(n, path, c).serverCpuPerKeyUs);
+  const added = (path: RelayRow["path"], c: number) => perRound((n) => of(n, path, c).callP50Ms - of(n, "direct vllm-json", c).callP50Ms);
+  return {
+    upstreamCpuPerKeyOverGrpc: cpuOver("direct grpc", 16),
+    upstreamCpuPerKeyOverGrpcAtC1: cpuOver("direct grpc", 1),
+    upstreamCpuPerKeyOverLeanGrpc: cpuOver("direct lean grpc", 16),
+    upstreamCpuPerKeyOverLeanGrpcAtC1: cpuOver("direct lean grpc", 1),
+    upstreamCpuPerKeyOverPacedLeanGrpc: cpuOver("paced lean grpc", 16),
+    upstreamCpuPerKeyOverPacedLeanGrpcAtC1: cpuOver("paced lean grpc", 1),
+    addedP50Ms: added("relay vllm-json", 16),
+    addedP50MsAtC1: added("relay vllm-json", 1),
+    bareProxyAddedP50MsAtC1: added("bare proxy vllm-json", 1),
+  };
 }
 
 /** VLLM_CLIENT is the worker with vLLM's exact retry policy (the tests' own), run by Debian's Python. */
