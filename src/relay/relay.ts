@@ -51,7 +51,7 @@ export interface RunningRelay {
   readonly url: string;
   readonly port: number;
   reloadTls(tls: ListenerTls): void;
-  /** close drains calls in flight (new ones get UNAVAILABLE) and stops; idempotent. */
+  /** close stops accepting connections, relays the calls of those open until each closes (idle ones at once), and stops; idempotent. */
   close(): Promise<void>;
 }
 
@@ -131,8 +131,9 @@ export async function startRelay(config: RelayConfig, logger: Logger): Promise<R
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
-      lifecycle.refuse(new MetadataError(Reason.SHUTTING_DOWN, "the relay is shutting down; retry against the restarted relay"));
+      lifecycle.drain();
       await listener.close(options.shutdownTimeoutMs);
+      lifecycle.refuse(new MetadataError(Reason.SHUTTING_DOWN, "the relay is shutting down; retry against the restarted relay"));
       upstream.close();
       edge.close();
       logger.info({ url }, "stopped");

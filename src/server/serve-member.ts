@@ -27,7 +27,7 @@ export async function serveMember({ options, security, port, stopped, logger }: 
   const peerTls: PeerTls | undefined = security.tls && { ca: security.tls.clientCa, cert: security.tls.cert, key: security.tls.key };
   let member: Member;
   try {
-    const local = await openDurable(options.dataDir, logger, { overlappingSync: true }, [isOrphanWatchResponse]);
+    const local = await openDurable(options.dataDir, logger, { overlappingSync: true, lockWaitMs: options.lockWaitMs }, [isOrphanWatchResponse]);
     const etcdAuth = etcdSecurity(options);
     const connect = () => etcdClient({ hosts: options.etcdEndpoints.split(","), dialTimeout: 2_000, grpcOptions: ETCD_GRPC_OPTIONS, ...etcdAuth });
     const client = connect();

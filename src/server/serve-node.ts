@@ -18,7 +18,7 @@ import { openDurable, type Start } from "./start.js";
 export async function serveNode({ options, security, port, stopped, logger }: Start): Promise<number> {
   const state = new MetadataState(systemClock, options, !options.inMemory);
   // Opening checks the store (a child process reads it whole) while the server's modules load.
-  const opening = (options.inMemory ? Promise.resolve(undefined) : openDurable(options.dataDir, logger)).then(
+  const opening = (options.inMemory ? Promise.resolve(undefined) : openDurable(options.dataDir, logger, { lockWaitMs: options.lockWaitMs })).then(
     (durable) => ({ durable }),
     (error: Error) => ({ error }),
   );

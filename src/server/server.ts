@@ -86,11 +86,14 @@ export interface RunningServer {
   readonly lifecycle: Lifecycle;
   /** reloadTls puts new certificates in place for new connections (a server started with tls). */
   reloadTls(tls: ListenerTls): void;
-  /** close drains calls in flight (new calls get UNAVAILABLE) and stops; idempotent. */
+  /** close stops accepting connections, serves the calls of those open until each closes (idle ones at once), and stops; idempotent. */
   close(): Promise<void>;
   /** failed resolves with the store's failure; the server then refuses every call with it, and its owner should close it and exit. */
   readonly failed: Promise<Error>;
 }
+
+/** SHUTTING_DOWN is the refusal of a call that reaches a server once it has stopped: its connections are closed by then, so only a call held until the end gets it. */
+const SHUTTING_DOWN = new MetadataError(Reason.SHUTTING_DOWN, "the server is shutting down; retry against the restarted server");
 
 /** SERVICES are the services this server answers, as reflection and health name them. */
 const SERVICES = [MetadataService.typeName, Health.typeName, ReflectionV1.typeName, ReflectionV1alpha.typeName];
@@ -182,12 +185,15 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
-      lifecycle.refuse(new MetadataError(Reason.SHUTTING_DOWN, "the server is shutting down; retry against the restarted server"));
+      // A server still loading refuses its held calls at once (and stops loading); one that serves drains first.
+      if (lifecycle.starting) lifecycle.refuse(SHUTTING_DOWN);
+      lifecycle.drain();
+      await listener.close(limits.shutdownTimeoutMs);
+      lifecycle.refuse(SHUTTING_DOWN);
       clearInterval(expiry);
       eviction.close();
       forward?.close();
       lag?.stop();
-      await listener.close(limits.shutdownTimeoutMs);
       edge.close();
       logger.info({ url }, "stopped");
     })());

@@ -23,7 +23,9 @@ export interface Start {
  * openDurable opens the data dir's store for a server that is about to
  * serve from it (single-node or a cluster member): lmdb-js's known stray
  * rejections (and those of `rejections`) tolerated, a migration of its
- * format logged, with its progress every second while it runs. Throws naming what is wrong with the data dir.
+ * format logged, with its progress every second while it runs; a data dir another process
+ * holds is waited for (open's lockWaitMs: a restart may start the next
+ * process while the previous one still drains and closes its store). Throws naming what is wrong with the data dir.
  */
 export async function openDurable(
   dataDir: string,
@@ -33,7 +35,8 @@ export async function openDurable(
 ): Promise<LmdbStore> {
   tolerateKnownRejections([isInternalCommitRejection, ...rejections]);
   const migrating = logProgress(logger, "migrating the store");
-  const store = await LmdbStore.open(dataDir, { migrating, ...open });
+  const waitingForLock = () => logger.warn({ dataDir, waitMs: open.lockWaitMs ?? 0 }, "the data dir is locked by another process; waiting for it to stop");
+  const store = await LmdbStore.open(dataDir, { migrating, waitingForLock, ...open });
   logMigration(store, logger);
   return store;
 }

@@ -11,12 +11,12 @@ import { nextChange } from "./state-changes.js";
  * and, in a highly available cluster, while this member is caught up with
  * the log; each of `leaderServices` is SERVING when the server is
  * and, in a cluster, only on the leader, so a readiness probe on it sends
- * all traffic there. Both are NOT_SERVING once the lifecycle refuses calls
- * (draining, store failed), and while a shedder says the server is
+ * all traffic there. Both are NOT_SERVING once the lifecycle drains or
+ * refuses calls (shutting down, store failed), and while a shedder says the server is
  * overloaded (Check only: a readiness probe then sends traffic elsewhere).
  * (A relay passes its reach of the upstream as `leadership`: SERVING while
  * it reaches a leader.) Watch sends the status, then each change of it, and ends once the
- * lifecycle refuses calls, so that a draining server is not held open by
+ * lifecycle drains, so that a draining server is not held open by
  * watchers.
  */
 export function healthService(
@@ -26,7 +26,7 @@ export function healthService(
   leadership?: Pick<Leadership, "caughtUp" | "refusal" | "next">,
 ): ServiceImpl<typeof Health> {
   const known = (service: string) => service === "" || leaderServices.includes(service);
-  const running = () => lifecycle.refusal === undefined && !lifecycle.starting && (leadership?.caughtUp ?? true);
+  const running = () => !lifecycle.draining && !lifecycle.starting && (leadership?.caughtUp ?? true);
   const status = (service: string) => (running() && (service === "" || leadership?.refusal === undefined) ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
   return {
     check(req) {
@@ -36,12 +36,12 @@ export function healthService(
     async *watch(req, ctx) {
       if (!known(req.service)) {
         yield { status: ServingStatus.SERVICE_UNKNOWN };
-        await lifecycle.refused(ctx.signal);
+        await lifecycle.stopping(ctx.signal);
         return;
       }
       let last = status(req.service);
       yield { status: last };
-      while (lifecycle.refusal === undefined && !ctx.signal.aborted) {
+      while (!lifecycle.draining && !ctx.signal.aborted) {
         await nextChange([lifecycle, leadership], ctx.signal);
         const now = status(req.service);
         if (ctx.signal.aborted || now === last) continue;

@@ -6,11 +6,15 @@ import { Changes } from "./state-changes.js";
  * before its state is loaded is first `starting` (calls wait at the edge,
  * health says NOT_SERVING); it accepts calls once `started`, until it
  * refuses them for good, because it is shutting down, its store failed, or
- * loading failed. Health checks and held calls watch it.
+ * loading failed. A server told to stop first `drains`: health says
+ * NOT_SERVING and its watches end, but the calls its open connections still
+ * send are served, so that a restart costs no client an error. Health
+ * checks and held calls watch it.
  */
 export class Lifecycle {
   private current: MetadataError | undefined;
   private loading: boolean;
+  private drained = false;
   private readonly changes = new Changes();
 
   /** starting: the server listens before it has loaded its state (started() ends that). */
@@ -35,6 +39,18 @@ export class Lifecycle {
     this.changes.notify();
   }
 
+  /** draining is true once the server is told to stop (drain) or refuses calls: it is no longer ready, though it may still serve. */
+  get draining(): boolean {
+    return this.drained || this.current !== undefined;
+  }
+
+  /** drain says the server is stopping: no longer ready, while it serves the calls its open connections send. */
+  drain(): void {
+    if (this.drained) return;
+    this.drained = true;
+    this.changes.notify();
+  }
+
   /** refuse stops accepting calls with `error` (the first refusal wins) and tells the watchers. */
   refuse(error: MetadataError): void {
     if (this.current !== undefined) return;
@@ -47,8 +63,8 @@ export class Lifecycle {
     return this.changes.next(signal);
   }
 
-  /** refused resolves when the server stops accepting, or when signal aborts. */
-  async refused(signal: AbortSignal): Promise<void> {
-    while (this.current === undefined && !signal.aborted) await this.next(signal);
+  /** stopping resolves when the server drains or stops accepting, or when signal aborts. */
+  async stopping(signal: AbortSignal): Promise<void> {
+    while (!this.draining && !signal.aborted) await this.next(signal);
   }
 }

@@ -60,7 +60,8 @@ export class LmdbStore implements Store {
 
   /**
    * open opens (or creates) the store of dataDir. Unless readOnly, it takes
-   * the data dir's lock. Throws StoreOpenError naming the path when the
+   * the data dir's lock, waiting up to lockWaitMs for another process to
+   * release it. Throws StoreOpenError naming the path when the
    * store is locked, unreadable, corrupt, truncated or of another format
    * version; it never starts empty over existing data.
    */
@@ -70,7 +71,17 @@ export class LmdbStore implements Store {
       readOnly = false,
       overlappingSync = false,
       migrating = (_: LoadProgress) => {},
-    }: { readOnly?: boolean; overlappingSync?: boolean; migrating?: (p: LoadProgress) => void } = {},
+      lockWaitMs = 0,
+      waitingForLock = () => {},
+    }: {
+      readOnly?: boolean;
+      overlappingSync?: boolean;
+      migrating?: (p: LoadProgress) => void;
+      /** lockWaitMs is how long to wait for another process to release the data dir (a restart's previous process); 0: refuse at once. */
+      lockWaitMs?: number;
+      /** waitingForLock is told once when the data dir is locked and the open waits for it. */
+      waitingForLock?: () => void;
+    } = {},
   ): Promise<LmdbStore> {
     const path = resolve(dataDir);
     try {
@@ -80,7 +91,7 @@ export class LmdbStore implements Store {
     }
     const lock = readOnly
       ? undefined
-      : await DataDirLock.acquire(path).catch((e: Error) => {
+      : await DataDirLock.acquire(path, lockWaitMs, waitingForLock).catch((e: Error) => {
           throw new StoreOpenError(e.message);
         });
     try {

@@ -56,13 +56,28 @@ describe("hf3fs-metadata serve on a data dir", () => {
     expect(stderr).toMatch(/corrupt or truncated/);
   });
 
-  it("refuses a second server on a data dir in use", async () => {
+  it("refuses a second server on a data dir in use, after --lock-wait", async () => {
     const dir = tempDir();
     const first = await startChildServer(["--data-dir", dir]);
-    const { code, stderr } = await runCli(["serve", "--port", "0", "--data-dir", dir]);
+    const { code, stderr } = await runCli(["serve", "--port", "0", "--data-dir", dir, "--lock-wait", "300ms"]);
     expect(code).toBe(1);
-    expect(stderr).toMatch(/is locked: another hf3fs-metadata server is using it/);
+    expect(stderr).toMatch(/is locked: another hf3fs-metadata server is using it \(waited 300 ms for it to stop\)/);
     first.child.kill("SIGTERM");
     expect(await first.exited).toBe(0);
+  });
+
+  it("starts a second server on a data dir in use once the first exits, holding the calls that came meanwhile", async () => {
+    const dir = tempDir();
+    const first = await startChildServer(["--data-dir", dir]);
+    await createMetadataClient({ baseUrl: first.url }).initializeRank({ rank: 0, numPages: 64 });
+    const second = await startChildServer(["--data-dir", dir]);
+    await second.logged("the data dir is locked by another process; waiting for it to stop");
+    const held = createMetadataClient({ baseUrl: second.url, retry: { deadlineMs: 0 } }).getStats({ namespace: "" });
+    first.child.kill("SIGTERM");
+    expect(await first.exited).toBe(0);
+    const stats = await held;
+    expect(stats.namespaces.map((ns) => ns.ranks.length)).toEqual([1]);
+    second.child.kill("SIGTERM");
+    expect(await second.exited).toBe(0);
   });
 });

@@ -63,6 +63,8 @@ export class DualProtocolListener {
   private readonly openStreams = new Map<http2.ServerHttp2Session, number>();
   /** h1InFlight counts the requests in flight per HTTP/1.1 connection. */
   private readonly h1InFlight = new Map<net.Socket, number>();
+  /** h1Answers are the HTTP/1.1 answers not yet finished, told `Connection: close` when the listener closes. */
+  private readonly h1Answers = new Set<http.ServerResponse>();
   private closing = false;
   /** handingOver is the socket being handed to the http2 server, while it makes that socket's session. */
   private handingOver: net.Socket | undefined;
@@ -117,25 +119,26 @@ export class DualProtocolListener {
   }
 
   /**
-   * close drains, then stops. It sends GOAWAY to every HTTP/2 session and
-   * closes idle HTTP/1.1 connections, waits up to timeoutMs for the
-   * connections open now to finish their calls, and only then stops
-   * accepting and destroys what is left. Connections that come meanwhile are
-   * still accepted, and closed once their calls are answered: a client that
-   * reconnects during the drain gets an answer it can retry (the server's
-   * refusal), not a refused connection.
+   * close drains, then stops, as a restart needs it: it stops accepting at
+   * once (the port is free for the next process), sends GOAWAY to every
+   * HTTP/2 session, closes idle connections at once (an idle HTTP/1.1
+   * connection is destroyed, not half-closed: a keep-alive client keeps its
+   * side open until it next uses it, and the drain would wait for that),
+   * ends each connection in use after its last call in flight
+   * (`Connection: close`), and resolves once every connection is closed, or
+   * after timeoutMs, when it destroys what is left.
    */
   async close(timeoutMs: number): Promise<void> {
     this.closing = true;
+    const stopped = this.port?.close();
     for (const session of this.sessions) {
       session.close();
       this.endIfIdle(session);
     }
-    for (const [socket, inFlight] of this.h1InFlight) if (inFlight === 0) socket.end();
-    const draining = [...this.sockets];
+    for (const [socket, inFlight] of this.h1InFlight) if (inFlight === 0) socket.destroy();
+    for (const res of this.h1Answers) if (!res.headersSent) res.shouldKeepAlive = false;
     const deadline = Date.now() + timeoutMs;
-    while (draining.some((socket) => !socket.destroyed) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
-    const stopped = this.port?.close();
+    while (this.sockets.size > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
     for (const session of this.sessions) session.destroy();
     for (const socket of this.sockets) socket.destroy();
     await stopped;
@@ -209,10 +212,12 @@ export class DualProtocolListener {
   private trackH1(socket: net.Socket, res: http.ServerResponse): void {
     this.h1InFlight.set(socket, (this.h1InFlight.get(socket) ?? 0) + 1);
     if (this.closing) res.shouldKeepAlive = false;
+    this.h1Answers.add(res);
     res.once("close", () => {
+      this.h1Answers.delete(res);
       const left = this.h1InFlight.get(socket)! - 1;
       this.h1InFlight.set(socket, left);
-      if (this.closing && left === 0) socket.end();
+      if (this.closing && left === 0) endAfterAnswer(socket);
     });
   }
 
@@ -254,6 +259,19 @@ export class DualProtocolListener {
       this.handingOver = undefined;
     });
   }
+}
+
+/** LINGER_MS is how long a connection told `Connection: close` may stay open after its last answer before it is destroyed. */
+const LINGER_MS = 1_000;
+
+/**
+ * endAfterAnswer half-closes an HTTP/1.1 connection whose last answer was
+ * written, so the client reads it whole and closes its side; a client that
+ * does not is cut after LINGER_MS.
+ */
+function endAfterAnswer(socket: net.Socket): void {
+  socket.end();
+  setTimeout(() => socket.destroy(), LINGER_MS).unref();
 }
 
 /** httpVersionOf tells HTTP/2 (its preface) from HTTP/1.1 by a connection's first bytes; undefined: more are needed. */

@@ -1,0 +1,103 @@
+import { describe, expect, it } from "vitest";
+import { type ChildServer, startChildRelay, startChildServer } from "../support/child-server.js";
+import { lacking } from "../support/debian-packages.js";
+import { type EtcdCluster, startEtcdCluster } from "../support/etcd-cluster.js";
+import { type Server, startServer as startMember, waitForLeader } from "../support/ha-cluster.js";
+import { tempDir } from "../support/temp-dir.js";
+import { freePort } from "../support/test-server.js";
+import { VllmEngine } from "../support/vllm-worker.js";
+
+const missing = lacking("the engine restart tests", "requests");
+const missingEtcd = missing === "" ? lacking("the engine restart tests on a cluster", "etcd") : missing;
+
+const RANKS = 2;
+const NUM_PAGES = 4_096;
+const ROUNDS = 3;
+
+/**
+ * Restarted is one process restarted the way systemd and a Kubernetes
+ * rollout do it: SIGTERM, wait for the exit, start again at once on the
+ * same port (and data dir).
+ */
+interface Restartable {
+  process: ChildServer;
+  start(): Promise<ChildServer>;
+}
+
+/** restart stops `target` with SIGTERM, waits for its exit, starts it again, and returns how long the old process took to exit. */
+async function restart(target: Restartable): Promise<number> {
+  const sent = Date.now();
+  target.process.child.kill("SIGTERM");
+  const code = await target.process.exited;
+  const tookMs = Date.now() - sent;
+  expect(code, `exit code after SIGTERM; stderr: ${target.process.stderr}`).toBe(0);
+  target.process = await target.start();
+  return tookMs;
+}
+
+/**
+ * rideThrough runs vLLM's engine (a scheduler idle between its calls, two
+ * TP workers, each process with its own keep-alive connection) against
+ * engineUrl while ROUNDS times the process `pick` names is restarted, and
+ * checks that no call failed, that each old process exited within 2 s of
+ * its SIGTERM, and that every key both workers confirmed exists at the end.
+ */
+async function rideThrough(engineUrl: string, pick: () => Promise<Restartable>): Promise<void> {
+  const engine = VllmEngine.start(engineUrl, RANKS, NUM_PAGES);
+  await engine.progress(5);
+  const exits: number[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    exits.push(await restart(await pick()));
+    await engine.progress(5);
+  }
+  const { errors, complete, calls } = await engine.stop();
+  console.log(`vLLM engine across ${ROUNDS} SIGTERM restarts: ${calls} calls, exits after ${exits.join(", ")} ms, ${complete.length} keys complete`);
+  expect(errors).toEqual([]);
+  for (const tookMs of exits) expect(tookMs).toBeLessThan(2_000);
+  const res = await fetch(`${engineUrl}/keys/batch_exists`, { method: "POST", body: JSON.stringify({ keys: complete }) });
+  const { exists } = (await res.json()) as { exists: boolean[] };
+  expect(complete.filter((_, i) => !exists[i])).toEqual([]);
+  expect(complete.length).toBeGreaterThanOrEqual(5 * (ROUNDS + 1));
+}
+
+/** memberOf is a cluster member as a Restartable: started again on its port and data dir, and counted as up once it joined. */
+function memberOf(member: Server): Restartable {
+  return {
+    get process() {
+      return member.process;
+    },
+    set process(started: ChildServer) {
+      member.process = started;
+    },
+    start: async () => {
+      const started = await startChildServer(member.args);
+      await started.logged("cluster: joined");
+      return started;
+    },
+  };
+}
+
+describe.skipIf(missing !== "")("vLLM's engine (a scheduler idle between calls, two TP workers) sees no error when", () => {
+  it("a single-node server is restarted by SIGTERM-wait-start three times", async () => {
+    const args = ["--data-dir", tempDir(), "--port", String(await freePort())];
+    const server: Restartable = { process: await startChildServer(args), start: () => startChildServer(args) };
+    await rideThrough(server.process.url, async () => server);
+  }, 120_000);
+
+  it("its relay is restarted by SIGTERM-wait-start three times (a sidecar restarted by its pod)", async () => {
+    const upstream = await startChildServer(["--data-dir", tempDir()]);
+    const args = ["--upstream", upstream.url, "--port", String(await freePort())];
+    const relay: Restartable = { process: await startChildRelay(args), start: () => startChildRelay(args) };
+    await rideThrough(relay.process.url, async () => relay);
+  }, 120_000);
+});
+
+describe.skipIf(missingEtcd !== "")("vLLM's engine through a relay in front of a cluster sees no error when", () => {
+  it("the cluster's leader is restarted by SIGTERM-wait-start three times", async () => {
+    const etcd: EtcdCluster = await startEtcdCluster(1);
+    const members: Server[] = [await startMember(etcd), await startMember(etcd)];
+    await waitForLeader(members);
+    const relay = await startChildRelay(["--upstream", members.map((m) => m.url).join(",")]);
+    await rideThrough(relay.url, async () => memberOf(await waitForLeader(members)));
+  }, 180_000);
+});

@@ -1,0 +1,97 @@
+#!/usr/bin/python3
+"""One process of a vLLM engine as its HF3FS connector talks to the server:
+the vLLM JSON routes over its own requests Session (keep-alive), with
+vLLM's retry policy (urllib3 Retry(total=3, backoff_factor=0.3,
+status_forcelist=[500, 502, 503, 504], allowed_methods=["GET", "POST"]))
+and no retry of its own.
+
+A `worker RANK` is one tensor-parallel worker: it initializes its rank,
+then allocates and confirms one key after another on it (engine-0,
+engine-1, ...: every worker writes the same keys, each on its own rank).
+The `scheduler` asks BatchExists of the keys written so far every
+IDLE_SECONDS, and between its calls its connection sits idle, as vLLM's
+scheduler's does while the workers write.
+
+Both loop until stdin closes, printing {"steps": N} after each turn, then
+print one JSON line: calls made, errors (a call that failed after its
+retries, or a wrong answer), and the keys confirmed (a worker) or the
+number of turns (the scheduler).
+
+usage: vllm_engine.py URL worker RANK NUM_PAGES
+       vllm_engine.py URL scheduler IDLE_SECONDS
+"""
+import json
+import sys
+import threading
+import time
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+
+url, role = sys.argv[1], sys.argv[2]
+
+session = requests.Session()
+retry = Retry(total=3, backoff_factor=0.3, status_forcelist=[500, 502, 503, 504], allowed_methods=["GET", "POST"])
+session.mount("http://", HTTPAdapter(max_retries=retry))
+
+stopped = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), stopped.set()), daemon=True).start()
+
+calls = 0
+errors = []
+
+
+def post(path, body):
+    """post sends one call, as vLLM's client does, and returns its JSON answer (None for 204)."""
+    global calls
+    calls += 1
+    res = session.post(url + path, json=body)
+    res.raise_for_status()
+    return None if res.status_code == 204 else res.json()
+
+
+def run(step):
+    """run calls step(i) until stdin closes, counting each failure as an error."""
+    i = 0
+    while not stopped.is_set():
+        try:
+            step(i)
+        except Exception as error:  # every failure is what the test counts
+            errors.append("%s: %s" % (type(error).__name__, str(error)[:300]))
+        i += 1
+        print(json.dumps({"steps": i}), flush=True)
+    return i
+
+
+if role == "worker":
+    rank, num_pages = int(sys.argv[3]), int(sys.argv[4])
+    confirmed = []
+
+    def write(i):
+        key = "engine-%d" % i
+        results = post("/keys/batch_allocate", {"rank": rank, "keys": [[key, None]]})["results"]
+        page = results[0][1]
+        if results[0][0] != key or not isinstance(page, int) or page < 0:
+            raise AssertionError("batch_allocate on rank %d answered %s" % (rank, results))
+        post("/keys/confirm_write", {"rank": rank, "confirmations": [[key, page]]})
+        confirmed.append(key)
+
+    try:
+        post("/rank/%d/initialize" % rank, {"num_pages": num_pages, "role": "worker"})
+    except Exception as error:
+        errors.append("initialize: %s: %s" % (type(error).__name__, str(error)[:300]))
+    run(write)
+    print(json.dumps({"calls": calls, "errors": errors, "confirmed": confirmed}), flush=True)
+else:
+    idle = float(sys.argv[3])
+
+    def ask(i):
+        time.sleep(idle)
+        keys = ["engine-%d" % j for j in range(max(0, i * 4 - 8), i * 4 + 8)]
+        exists = post("/keys/batch_exists", {"keys": keys})["exists"]
+        if len(exists) != len(keys) or not all(isinstance(e, bool) for e in exists):
+            raise AssertionError("batch_exists answered %s for %d keys" % (exists, len(keys)))
+
+    turns = run(ask)
+    print(json.dumps({"calls": calls, "errors": errors, "turns": turns}), flush=True)
