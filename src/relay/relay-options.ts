@@ -1,4 +1,5 @@
 import { checkBounds, defaultsOf, type NameOf, type OptionsOf, type OptionTable, optionTable } from "../core/option-table.js";
+import { STATE_OPTIONS } from "../core/state-options.js";
 import { LOG_OPTIONS, type LogOptions } from "../server/logger.js";
 import { checkTls, TLS_OPTIONS, type TlsOptions } from "../server/tls-options.js";
 import { LISTENER_OPTIONS, type ListenerOptions } from "../server/transport/listener-options.js";
@@ -34,8 +35,9 @@ export const UPSTREAM_OPTIONS = optionTable({
 /** UpstreamOptions say where a relay sends its calls (UPSTREAM_OPTIONS). */
 export type UpstreamOptions = OptionsOf<typeof UPSTREAM_OPTIONS>;
 
-/** RELAY_LIMIT_OPTIONS are the limits of the server that bound a relay's callers too: bodies, the bytes held, the time to receive. */
+/** RELAY_LIMIT_OPTIONS are the limits of the server that bound a relay's callers too: keys per call, bodies, the bytes held, the time to receive. */
 export const RELAY_LIMIT_OPTIONS = optionTable({
+  maxKeysPerCall: STATE_OPTIONS.maxKeysPerCall,
   maxBodyBytes: LIMIT_OPTIONS.maxBodyBytes,
   maxBufferedBytes: LIMIT_OPTIONS.maxBufferedBytes,
   maxBufferedBytesPerConnection: LIMIT_OPTIONS.maxBufferedBytesPerConnection,

@@ -82,6 +82,7 @@ export async function startRelay(config: RelayConfig, logger: Logger): Promise<R
   const edge = new Edge({
     lifecycle,
     observe: metrics.observeCall.bind(metrics),
+    maxKeysPerCall: options.maxKeysPerCall,
     maxBodyBytes: options.maxBodyBytes,
     maxBufferedBytes: options.maxBufferedBytes,
     maxBufferedBytesPerConnection: options.maxBufferedBytesPerConnection,

@@ -33,8 +33,10 @@ export type CallObserver = (method: string, code: string, seconds: number) => vo
  */
 export interface EdgeOptions
   extends Readonly<Pick<LimitOptions, "maxBodyBytes" | "maxBufferedBytes" | "maxBufferedBytesPerConnection" | "requestTimeoutMs" | "startupHoldMs">> {
-  /** ledger is the state calls run on and its store; undefined on a relay, which keeps none: nothing to commit, entries bounded by the body alone. */
+  /** ledger is the state calls run on and its store; undefined on a relay, which keeps none: nothing to commit. */
   readonly ledger?: Ledger;
+  /** maxKeysPerCall bounds a request's entries (maxEntriesFor) where there is no ledger to read it from (a relay: its own --max-keys-per-call). */
+  readonly maxKeysPerCall?: number;
   readonly lifecycle: Lifecycle;
   /** serverId stamps every error; undefined on a relay, whose errors keep the id of the server that answered, if any. */
   readonly serverId?: string;
@@ -110,7 +112,9 @@ export class Edge {
     this.serverId = options.serverId;
     this.maxBodyBytes = options.maxBodyBytes;
     this.bodyLimit = options.maxBodyBytes + ENVELOPE_BYTES;
-    this.maxEntries = options.ledger === undefined ? options.maxBodyBytes : maxEntriesFor(options.ledger.state.options.maxKeysPerCall);
+    const maxKeysPerCall = options.ledger?.state.options.maxKeysPerCall ?? options.maxKeysPerCall;
+    if (maxKeysPerCall === undefined) throw new TypeError("an edge without a ledger needs maxKeysPerCall");
+    this.maxEntries = maxEntriesFor(maxKeysPerCall);
     this.slowReads = new SlowReads(options.requestTimeoutMs);
     this.budget = new BodyBudget(options.maxBufferedBytes, options.maxBufferedBytesPerConnection);
   }

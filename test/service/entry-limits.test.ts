@@ -1,6 +1,7 @@
 import * as http2 from "node:http2";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { describe, expect, it } from "vitest";
+import { startTestRelay } from "../support/test-relay.js";
 import { startTestServer } from "../support/test-server.js";
 
 // With 4 keys per call, a request may carry 4 × 4 + 64 = 80 entries; these carry 200, all of them ignorable
@@ -42,18 +43,35 @@ async function post(url: string, contentType: string, body: Uint8Array | string)
   return `${res.status} ${decodeURIComponent(await res.text())}`;
 }
 
+const cases: [string, (url: string) => Promise<string>, RegExp][] = [
+  ["gRPC (fast path)", grpcFastPath, /^3 .*more than 80 entries/],
+  ["gRPC-Web", (url) => post(url + PATH, "application/grpc-web+proto", enveloped(junkMessage())), /^200 [\s\S]*more than 80 entries[\s\S]*grpc-status: 3/],
+  ["Connect, binary", (url) => post(url + PATH, "application/proto", junkMessage()), /^400 .*more than 80 entries/],
+  ["Connect, JSON", (url) => post(url + PATH, "application/json", junkJson({ rank: 0 })), /^400 .*more than 80 entries/],
+  ["vLLM JSON", (url) => post(`${url}/keys/get_locations`, "application/json", junkJson({ rank: 0, keys: ["k"] })), /^400 .*REASON_LIMIT_EXCEEDED/],
+];
+
 describe("a request of too many entries is refused before it is decoded", () => {
-  const cases: [string, (url: string) => Promise<string>, RegExp][] = [
-    ["gRPC (fast path)", grpcFastPath, /^3 .*more than 80 entries/],
-    ["gRPC-Web", (url) => post(url + PATH, "application/grpc-web+proto", enveloped(junkMessage())), /^200 [\s\S]*more than 80 entries[\s\S]*grpc-status: 3/],
-    ["Connect, binary", (url) => post(url + PATH, "application/proto", junkMessage()), /^400 .*more than 80 entries/],
-    ["Connect, JSON", (url) => post(url + PATH, "application/json", junkJson({ rank: 0 })), /^400 .*more than 80 entries/],
-    ["vLLM JSON", (url) => post(`${url}/keys/get_locations`, "application/json", junkJson({ rank: 0, keys: ["k"] })), /^400 .*REASON_LIMIT_EXCEEDED/],
-  ];
   it.each(cases)("%s", async (_, call, answer) => {
     const server = await startTestServer({ maxKeysPerCall: 4 });
     server.state.initializeRank("", 0, 8, 1);
     expect(await call(server.url)).toMatch(answer);
     await server.close();
+  });
+});
+
+describe("a relay refuses a request of too many entries itself, from its own --max-keys-per-call", () => {
+  // The relay's gRPC goes through connect-node (it has no fast path); the rest as above.
+  it.each(cases.filter(([name]) => name !== "gRPC (fast path)"))("%s", async (_, call, answer) => {
+    const server = await startTestServer();
+    server.state.initializeRank("", 0, 8, 1);
+    const relay = await startTestRelay(server.url, { maxKeysPerCall: 4 });
+    expect(await call(relay.url)).toMatch(answer);
+  });
+
+  it("gRPC", async () => {
+    const server = await startTestServer();
+    const relay = await startTestRelay(server.url, { maxKeysPerCall: 4 });
+    expect(await grpcFastPath(relay.url)).toMatch(/^3 .*more than 80 entries/);
   });
 });
