@@ -6,6 +6,9 @@ import { DEFAULT_NAMESPACE, type StateOptions } from "./state-options.js";
 /** MAX_UINT32 is the largest rank, world size or page count a request can carry. */
 const MAX_UINT32 = 2 ** 32 - 1;
 
+/** INT32 is the range of a page index a request can carry. */
+const INT32 = { min: -(2 ** 31), max: 2 ** 31 - 1 };
+
 /** namespaceName resolves a request's namespace: empty means DEFAULT_NAMESPACE. */
 export function namespaceName(name: string, options: StateOptions): string {
   if (name === "") return DEFAULT_NAMESPACE;
@@ -22,6 +25,13 @@ export function namespaceName(name: string, options: StateOptions): string {
 export function checkUint32(value: number, field: string): void {
   if (!Number.isInteger(value) || value < 0 || value > MAX_UINT32) {
     throw invalidArgument(field, `${field} must be an integer from 0 to ${MAX_UINT32}, got ${value}`);
+  }
+}
+
+/** checkInt32 checks that a number field holds a signed 32-bit integer. */
+export function checkInt32(value: number, field: string): void {
+  if (!Number.isInteger(value) || value < INT32.min || value > INT32.max) {
+    throw invalidArgument(field, `${field} must be an integer from ${INT32.min} to ${INT32.max}, got ${value}`);
   }
 }
 

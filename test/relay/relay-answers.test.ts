@@ -20,6 +20,12 @@ const JSON_CALLS: [method: string, path: string, body?: string][] = [
   ["POST", "/keys/confirm_write", '{"rank": 0, "confirmations": [["a", 0], ["b", 1]]}'],
   ["POST", "/keys/confirm_write", '{"rank": 0, "confirmations": [["zz", 5]]}'], // 409 no reservation
   ["POST", "/keys/confirm_write", '{"rank": 0, "confirmations": [["a", 99]]}'], // 400 page out of range
+  ["POST", "/keys/batch_allocate", '{"rank": 4294967296, "keys": [["w", null]]}'], // 400: encoded, 2^32 would be rank 0
+  ["POST", "/keys/batch_allocate", '{"rank": -1, "keys": [["w", null]]}'], // 400: encoded, -1 would be 4294967295
+  ["POST", "/rank/0/initialize", '{"num_pages": 4294967306}'], // 400: encoded, it would resize rank 0 to 10 pages
+  ["POST", "/rank/4294967296/initialize", '{"num_pages": 8}'], // 400
+  ["POST", "/keys/confirm_write", '{"rank": 0, "confirmations": [["b", 2147483649]]}'], // 400: encoded, a negative page
+  ["POST", "/keys/get_locations", '{"rank": 0, "keys": ["a", "b"]}'], // a and b where they were
   ["POST", "/keys/batch_exists", '{"keys": ["a", "b", "c", "none"]}'],
   ["POST", "/keys/get_locations", '{"rank": 0, "keys": ["a", "none"]}'],
   ["POST", "/keys/batch_exists", "not json"], // 400

@@ -1,4 +1,7 @@
+import { once } from "node:events";
 import { writeFileSync } from "node:fs";
+import * as http2 from "node:http2";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { Code, type ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
@@ -58,6 +61,35 @@ describe("a relay with no upstream to reach", () => {
     expect(metrics).toMatch(/hf3fs_relay_held_seconds_count [1-9]/);
     expect(metrics).toContain('hf3fs_relay_calls_total{method="vllm.batch_exists",code="ok"} 1');
     expect(metrics).toContain("hf3fs_relay_upstream_reachable 1");
+  });
+});
+
+describe("a relay whose caller leaves", () => {
+  it.each([
+    ["vLLM JSON", "/keys/batch_exists", "application/json", JSON.stringify({ keys: ["k"] })],
+    ["Connect JSON", "/hf3fs.metadata.v1.MetadataService/BatchExists", "application/json", JSON.stringify({ keys: ["k"] })],
+  ])("ends the call upstream (%s): the upstream's stream is cancelled, not held for --hold", async (_, path, contentType, body) => {
+    // An upstream that takes every call and never answers: the relay waits on it until its caller leaves.
+    // (The relay's health probes come too, and time out by themselves: only the call's stream counts.)
+    const upstream = http2.createServer();
+    let reachedCall!: () => void;
+    const reached = new Promise<void>((resolve) => (reachedCall = resolve));
+    const cancelled = new Promise<void>((resolve) =>
+      upstream.on("stream", (stream, headers) => {
+        if (!String(headers[":path"]).endsWith("/BatchExists")) return;
+        reachedCall();
+        stream.once("close", () => resolve());
+      }),
+    );
+    upstream.listen(0, "127.0.0.1");
+    await once(upstream, "listening");
+    const relay = await startTestRelay(`http://127.0.0.1:${(upstream.address() as AddressInfo).port}`, { holdMs: 600_000 });
+    const caller = new AbortController();
+    fetch(`${relay.url}${path}`, { method: "POST", body, headers: { "content-type": contentType }, signal: caller.signal }).catch(() => undefined);
+    await reached;
+    caller.abort();
+    await cancelled; // the test's timeout fails it when the relay keeps the upstream call
+    upstream.close();
   });
 });
 

@@ -9,6 +9,7 @@ import { httpStatusOf, reasonOf } from "../error-table.js";
 import type { MetadataCalls } from "../metadata-calls.js";
 import { parseJsonObject } from "./json-body.js";
 import type { JsonReply, JsonRoute } from "./json-route.js";
+import { checkWireIntegers } from "./wire-integers.js";
 
 type Request = http.IncomingMessage | http2.Http2ServerRequest;
 type Response = http.ServerResponse | http2.Http2ServerResponse;
@@ -39,9 +40,12 @@ export function jsonRouter(calls: MetadataCalls, edge: Edge, routes: readonly Js
       res.setHeader("allow", "POST");
       return send(req, res, errorReply(new ConnectError(`${path} takes POST, not ${req.method}`, Code.Unimplemented), 405));
     }
+    // A caller that leaves (its connection or stream closes before the answer) ends the call: a relay stops waiting for its upstream.
+    const left = new AbortController();
+    res.once("close", () => res.writableFinished || left.abort());
     let reply: JsonReply;
     try {
-      reply = await edge.call(route.name, { body: req, decode: parseJsonObject }, (body) => run(calls, route, body, params));
+      reply = await edge.call(route.name, { body: req, decode: parseJsonObject }, (body) => run(calls, route, body, params, left.signal));
     } catch (error) {
       reply = errorReply(error as ConnectError); // the edge throws nothing else
       // A relay's error carries the id of the server that gave it (a server's own id is on every response already).
@@ -56,10 +60,13 @@ export function jsonRouter(calls: MetadataCalls, edge: Edge, routes: readonly Js
   };
 }
 
-/** run translates a body into its route's call, makes it, and translates the answer (with the server id of a server that answered for this process). */
-async function run(calls: MetadataCalls, route: JsonRoute, body: Record<string, unknown>, params: string[]): Promise<JsonReply> {
-  const request = create(MetadataService.method[route.method].input, route.request(body, params)) as never;
-  const { response, serverId } = await calls(route.method, request);
+/** run translates a body into its route's call (its integers checked against their wire types), makes it (until signal aborts), and translates the answer (with the server id of a server that answered for this process). */
+async function run(calls: MetadataCalls, route: JsonRoute, body: Record<string, unknown>, params: string[], signal: AbortSignal): Promise<JsonReply> {
+  const schema = MetadataService.method[route.method].input;
+  const fields = route.request(body, params);
+  checkWireIntegers(schema, fields as Record<string, unknown>);
+  const request = create(schema, fields) as never;
+  const { response, serverId } = await calls(route.method, request, signal);
   const reply = route.reply(response as never, request);
   return serverId === undefined ? reply : { ...reply, headers: { ...reply.headers, [SERVER_ID_HEADER]: serverId } };
 }
