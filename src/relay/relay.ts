@@ -122,7 +122,7 @@ export async function startRelay(config: RelayConfig, logger: Logger): Promise<R
     (req, res) => {
       if (req.method === "GET" && req.url?.split("?")[0] === "/metrics")
         return void serveMetrics(metrics.registry, metricsAccess, req.headers.authorization, res);
-      if (serveStatusPage(req, res, status, metricsAccess)) return;
+      if (serveStatusPage(req, res, status, config.access, options.metricsAuth)) return;
       void json(req, res);
     },
   );

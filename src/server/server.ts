@@ -162,7 +162,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
   const connect = connectFraming(edge, service, openServices, (req, res) => {
     if (req.method === "GET" && req.url?.split("?")[0] === "/metrics")
       return void serveMetrics(metrics.registry, metricsAccess, req.headers.authorization, res);
-    if (serveStatusPage(req, res, status, metricsAccess)) return;
+    if (serveStatusPage(req, res, status, access, config.metricsAuth === true)) return;
     void json(req, res);
   });
   // A standby passes calls to its leader unless told to refuse them (--standby-calls).

@@ -10,17 +10,19 @@ export type StatusSource = () => Promise<unknown>;
 
 /**
  * serveStatusPage answers GET / (the page) and GET /status.json (what it
- * shows), behind the token of /metrics when `access` is given
- * (--metrics-auth): in an `authorization: Bearer` header, or for a browser
- * in a `token` query parameter, which the page passes on to its fetches.
- * True when it answered the request.
+ * shows: namespaces and their ranks, as GetStats tells them) under the
+ * access of GetStats: a token that may call it when tokens are in force
+ * (`access`), any known token with metricsAuth (--metrics-auth, as
+ * /metrics); in an `authorization: Bearer` header, or for a browser in a
+ * `token` query parameter, which the page passes on to its fetches. True
+ * when it answered the request.
  */
-export function serveStatusPage(req: Request, res: Response, source: StatusSource, access: AccessPolicy | undefined): boolean {
+export function serveStatusPage(req: Request, res: Response, source: StatusSource, access: AccessPolicy | undefined, metricsAuth: boolean): boolean {
   const url = new URL(req.url ?? "/", "http://page");
   if (req.method !== "GET" || (url.pathname !== "/" && url.pathname !== "/status.json")) return false;
   const token = url.searchParams.get("token");
   try {
-    access?.check("metrics", req.headers.authorization ?? (token === null ? undefined : `Bearer ${token}`), true);
+    access?.check("GetStats", req.headers.authorization ?? (token === null ? undefined : `Bearer ${token}`), metricsAuth);
   } catch (error) {
     res.writeHead(401, { "content-type": "text/plain" });
     res.end(`${(error as Error).message}\n`);

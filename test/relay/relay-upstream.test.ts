@@ -112,4 +112,20 @@ describe("a relay's tokens", () => {
     const refused = await exists(wrong.url);
     expect([refused.status, ((await refused.json()) as { reason: string }).reason]).toEqual([401, "REASON_UNAUTHENTICATED"]); // the server's answer, passed on
   });
+
+  it("guard its status page as they guard GetStats: the upstream's namespaces are not shown to a caller without a token", async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, "upstream"), "up-secret\n");
+    writeFileSync(join(dir, "own"), "own-secret\n");
+    const access = (file: string) => new AccessPolicy({ workerTokenFile: join(dir, file) });
+    const server = await startTestServer({}, undefined, 0, { access: access("upstream") });
+    server.state.initializeRank("private-model", 0, 8, 1);
+    const relay = await startTestRelay(server.url, { upstreamToken: "up-secret", access: access("own") });
+    for (const url of [server.url, relay.url]) {
+      for (const path of ["/status.json", "/"]) expect((await fetch(`${url}${path}`)).status, `${url}${path}`).toBe(401);
+    }
+    const shown = await fetch(`${relay.url}/status.json`, { headers: { authorization: "Bearer own-secret" } });
+    expect(await shown.text()).toContain("private-model");
+    expect((await fetch(`${relay.url}/status.json?token=own-secret`)).status).toBe(200);
+  });
 });

@@ -143,7 +143,7 @@ describe("status and status.json while a server loads", () => {
         error.mockRestore();
       }
       expect(errors).toEqual([
-        `hf3fs-metadata status: ${server.url}: GET /status.json: 401 metrics needs a token: send the header authorization: Bearer <token> (status --token-file FILE)`,
+        `hf3fs-metadata status: ${server.url}: GET /status.json: 401 GetStats needs a token: send the header authorization: Bearer <token> (status --token-file FILE)`,
       ]);
     },
   );
