@@ -14,6 +14,13 @@ export interface FollowingOptions {
   readonly transportFor: (url: string) => Transport;
   /** single: the transport is fixed (a test's), so a leader named by a standby is never followed. */
   readonly single?: boolean;
+  /**
+   * listedOnly: a leader a standby names is followed only when it is one of
+   * baseUrl's servers (same scheme, host and port), so that a server cannot
+   * send the calls, and the token they carry, elsewhere (a relay); otherwise
+   * any leader named is followed (a client given one member).
+   */
+  readonly listedOnly?: boolean;
   readonly policy: RetryPolicy;
   readonly random: () => number;
   /** onRetry hears every retry, with the error that caused it (a relay's metrics). */
@@ -163,10 +170,11 @@ class ServerList {
     return client;
   }
 
-  /** follow sends calls to the leader a standby named; false when it named none, or the one calls go to already. */
+  /** follow sends calls to the leader a standby named; false when it named none, the one calls go to already, or one not listed (listedOnly). */
   follow(leaderUrl: string): boolean {
     const url = trimUrl(leaderUrl);
     if (url === "" || url === this.url) return false;
+    if (this.options.listedOnly && !this.urls.some((listed) => sameOrigin(listed, url))) return false;
     this.leader = url;
     return true;
   }
@@ -176,6 +184,11 @@ class ServerList {
     if (this.leader === undefined) this.at = (this.at + 1) % this.urls.length;
     this.leader = undefined;
   }
+}
+
+/** sameOrigin is true when two URLs have the same scheme, host and port; false when either does not parse. */
+function sameOrigin(a: string, b: string): boolean {
+  return URL.canParse(a) && URL.canParse(b) && new URL(a).origin === new URL(b).origin;
 }
 
 /** trimUrl is a URL without spaces around it or a trailing slash. */

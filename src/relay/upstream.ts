@@ -53,6 +53,7 @@ export class Upstream {
     this.urls = config.urls.split(",").map((url) => url.trim().replace(/\/$/, ""));
     this.following = new LeaderFollowing({
       baseUrl: this.urls.join(","),
+      listedOnly: true,
       transportFor: (url) => this.transportOf(url),
       policy: { deadlineMs: config.holdMs, ...RETRY },
       random: Math.random,

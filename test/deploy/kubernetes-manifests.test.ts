@@ -120,15 +120,18 @@ describe("the Kubernetes manifests", () => {
     );
   });
 
-  it("run the relay on each engine node's 127.0.0.1:18000, upstream of every member by its DNS name", () => {
+  it("run the relay on each engine node's 127.0.0.1:18000, upstream of every member by its advertise URL", () => {
     const set = one("StatefulSet");
     const pod = one("DaemonSet").spec.template.spec;
     const relay = pod.containers[0];
     expect(pod).toMatchObject({ hostNetwork: true, dnsPolicy: "ClusterFirstWithHostNet" });
     expect(relay.args[0]).toBe("relay");
     expect([flagValue(relay.args, "--host"), flagValue(relay.args, "--port")]).toEqual(["127.0.0.1", "18000"]);
-    const members = Array.from({ length: set.spec.replicas }, (_, i) => `http://${set.metadata.name}-${i}.${set.spec.serviceName}:18000`);
+    // A relay follows a leader a member names only among its --upstream: they must be the members' advertise URLs, spelt alike.
+    const advertise = set.spec.template.spec.containers[0].env.find((e: { name: string }) => e.name === "HF3FS_METADATA_ADVERTISE_URL").value as string;
+    const members = Array.from({ length: set.spec.replicas }, (_, i) => advertise.replace("$(POD_NAME)", `${set.metadata.name}-${i}`));
     expect(flagValue(relay.args, "--upstream")!.split(",")).toEqual(members);
+    expect(relay.env).toContainEqual({ name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } });
     // The kubelet's probes reach the pod's IP, not the node's 127.0.0.1: the relay's probe runs inside.
     expect(relay.readinessProbe.exec.command).toEqual(["hf3fs-metadata", "health", "--server", "http://127.0.0.1:18000"]);
   });

@@ -9,6 +9,7 @@ import { describe, expect, it } from "vitest";
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { ErrorInfoSchema, MetadataService, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { AccessPolicy } from "../../src/service/access-policy.js";
+import { Leadership } from "../../src/service/leadership.js";
 import { tempDir } from "../support/temp-dir.js";
 import { startTestRelay } from "../support/test-relay.js";
 import { freePort, startTestServer } from "../support/test-server.js";
@@ -127,5 +128,27 @@ describe("a relay's tokens", () => {
     const shown = await fetch(`${relay.url}/status.json`, { headers: { authorization: "Bearer own-secret" } });
     expect(await shown.text()).toContain("private-model");
     expect((await fetch(`${relay.url}/status.json?token=own-secret`)).status).toBe(200);
+  });
+});
+
+describe("a relay told of a leader outside its --upstream", () => {
+  it("does not follow it: the calls, and the upstream token they carry, stay with its own members", async () => {
+    const elsewhere = http2.createServer();
+    const reached: string[] = [];
+    elsewhere.on("stream", (stream, headers) => {
+      reached.push(`${headers[":path"]} ${headers.authorization ?? ""}`);
+      stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
+    });
+    elsewhere.listen(0, "127.0.0.1");
+    await once(elsewhere, "listening");
+    const leadership = new Leadership();
+    leadership.follow(`http://127.0.0.1:${(elsewhere.address() as AddressInfo).port}`, true);
+    const standby = await startTestServer({}, undefined, 0, { leadership, standbyCalls: "refuse" });
+    const relay = await startTestRelay(standby.url, { upstreamToken: "up-secret", holdMs: 500 });
+    const res = await exists(relay.url);
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({ reason: "REASON_UPSTREAM_UNAVAILABLE" });
+    expect(reached).toEqual([]);
+    elsewhere.close();
   });
 });
