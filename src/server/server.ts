@@ -13,7 +13,7 @@ import type { AccessPolicy } from "../service/access-policy.js";
 import { BackgroundEviction } from "../service/background-eviction.js";
 import { Edge } from "../service/edge.js";
 import { healthService } from "../service/health-service.js";
-import { jsonRouter } from "../service/json/json-router.js";
+import { callNameOf, jsonRouter } from "../service/json/json-router.js";
 import { sglangRoutes } from "../service/json/sglang-routes.js";
 import type { VllmOptions } from "../service/json/vllm-options.js";
 import { vllmRoutes } from "../service/json/vllm-routes.js";
@@ -150,7 +150,8 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     [file_hf3fs_metadata_v1_metadata, file_grpc_health_v1_health, file_grpc_reflection_v1_reflection, file_grpc_reflection_v1alpha_reflection],
     SERVICES,
   );
-  const json = jsonRouter(localCalls(service), edge, [...vllmRoutes(limits.vllmWorldSize), ...sglangRoutes], limits.standbyCalls === "refuse");
+  const routes = [...vllmRoutes(limits.vllmWorldSize), ...sglangRoutes];
+  const json = jsonRouter(localCalls(service), edge, routes, limits.standbyCalls === "refuse");
   const openServices = (router: Parameters<Parameters<typeof connectFraming>[2]>[0]) => {
     router.service(Health, healthService(lifecycle, [MetadataService.typeName], shedder, config.leadership));
     router.service(ReflectionV1, reflection);
@@ -168,7 +169,14 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
   // A standby passes calls to its leader unless told to refuse them (--standby-calls).
   const forward =
     config.leadership !== undefined && limits.standbyCalls === "forward"
-      ? new LeaderForward(config.leadership, limits.startupHoldMs, limits.maxBodyBytes + ENVELOPE_BYTES, limits, config.peerTls)
+      ? new LeaderForward(
+          config.leadership,
+          limits.startupHoldMs,
+          limits.maxBodyBytes + ENVELOPE_BYTES,
+          limits,
+          (req) => edge.admitsToken(callNameOf(req.url ?? "/", routes), req),
+          config.peerTls,
+        )
       : undefined;
   const listener = new DualProtocolListener(requestHandler(serverId, new GrpcUnaryFastPath(service, edge), connect, forward), { ...limits, tls: config.tls });
   const port = typeof config.port === "number" ? await listener.listen(limits.host, config.port) : listener.adopt(config.port);

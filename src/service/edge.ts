@@ -224,6 +224,16 @@ export class Edge {
     return new HeldBytes(Buffer.alloc(0), this.budget, body.stream?.session ?? body.socket);
   }
 
+  /** admitsToken tells whether a call of `method` passes the token check its admission starts with (a standby asks before it forwards the request). */
+  admitsToken(method: string, request: Pick<BodyStream, "headers">): boolean {
+    try {
+      this.options.access?.check(method, headerOf(request, "authorization"));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
   /** close stops the edge's timer of slow reads (the server is closing). */
   close(): void {
     this.slowReads.close();
@@ -331,7 +341,7 @@ const NOTHING_TO_COMMIT = Promise.resolve();
 const STILL_STARTING = new MetadataError(Reason.STARTING, "the server is still loading its state after --startup-hold; retry shortly");
 
 /** headerOf reads a request header that must appear once; undefined when absent or repeated. */
-function headerOf(body: BodyStream, name: string): string | undefined {
+function headerOf(body: Pick<BodyStream, "headers">, name: string): string | undefined {
   const value = body.headers[name];
   return typeof value === "string" ? value : undefined;
 }

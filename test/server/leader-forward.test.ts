@@ -1,12 +1,17 @@
+import { writeFileSync } from "node:fs";
 import * as http from "node:http";
 import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import type { ServerConfig } from "../../src/server/server.js";
 import { LeaderForward } from "../../src/server/transport/leader-forward.js";
+import { AccessPolicy } from "../../src/service/access-policy.js";
 import { Leadership } from "../../src/service/leadership.js";
-import { freePort } from "../support/test-server.js";
+import { tempDir } from "../support/temp-dir.js";
+import { freePort, startTestServer } from "../support/test-server.js";
 
-const LIMITS = { maxBufferedBytes: 1 << 20, maxBufferedBytesPerConnection: 1 << 20 };
+const LIMITS = { maxBufferedBytes: 1 << 20, maxBufferedBytesPerConnection: 1 << 20, requestTimeoutMs: 60_000 };
 const closing: (() => void)[] = [];
 afterEach(() => {
   for (const close of closing.splice(0)) close();
@@ -31,7 +36,7 @@ async function leader(answer: (call: number, stream: http2.ServerHttp2Stream, bo
 async function standby(leaderUrl: string, holdMs = 2_000): Promise<string> {
   const leadership = new Leadership();
   leadership.follow(leaderUrl, true);
-  const forward = new LeaderForward(leadership, holdMs, 1 << 16, LIMITS);
+  const forward = new LeaderForward(leadership, holdMs, 1 << 16, LIMITS, () => true);
   const server = http.createServer((req, res) => {
     expect(forward.takes(req)).toBe(true);
     void forward.forward(req, res, () => res.writeHead(500).end("answered here"));
@@ -87,5 +92,55 @@ describe("a standby's forwarding of calls (LeaderForward)", () => {
     const [status, body] = await post(url, "k");
     expect(status).toBe(503);
     expect(JSON.parse(body as string)).toMatchObject({ code: "unavailable", reason: "REASON_NOT_LEADER" });
+  });
+});
+
+describe("a standby that forwards, before it forwards anything", () => {
+  /** pair starts a leader and a standby forwarding to it, both taking the worker token in `dir`. */
+  async function pair(config: Partial<ServerConfig> = {}) {
+    const dir = tempDir();
+    writeFileSync(join(dir, "tokens"), "worker-secret\n");
+    const access = new AccessPolicy({ workerTokenFile: join(dir, "tokens") });
+    const leader = await startTestServer({}, undefined, 0, { access });
+    const leadership = new Leadership();
+    leadership.follow(leader.url, true);
+    const standby = await startTestServer({}, undefined, 0, { access, leadership, standbyCalls: "forward", ...config });
+    return { leader, standby };
+  }
+
+  /** call sends a vLLM batch_exists over HTTP/1.1 with `headers`, its body written (and ended unless `open`), and resolves with the status. */
+  function call(url: string, headers: http.OutgoingHttpHeaders, open = false): Promise<number> {
+    const body = JSON.stringify({ keys: ["k"] });
+    const req = http.request(`${url}/keys/batch_exists`, { method: "POST", headers: { "content-type": "application/json", ...headers } });
+    const status = new Promise<number>((resolve, reject) => {
+      req.on("response", (res) => {
+        res.resume();
+        resolve(res.statusCode!);
+      });
+      req.on("error", reject);
+    });
+    if (open) req.write(body.slice(0, 3));
+    else req.end(body);
+    closing.push(() => req.destroy());
+    return status;
+  }
+
+  it("checks the caller's token: a call without one, TE: gzip or not, is refused at once, not held or passed on", async () => {
+    const { standby } = await pair();
+    expect(await call(standby.url, {})).toBe(401);
+    expect(await call(standby.url, { te: "gzip" })).toBe(401);
+    expect(await call(standby.url, { te: "gzip" }, true)).toBe(401); // its body not even sent: nothing of it is buffered
+  });
+
+  it("passes on a call with TE: gzip (HTTP/2 carries only te: trailers), and the calls that share its connection to the leader", async () => {
+    const { standby } = await pair();
+    const auth = { authorization: "Bearer worker-secret" };
+    const answers = await Promise.all([call(standby.url, { ...auth, te: "gzip" }), call(standby.url, auth), call(standby.url, { ...auth, te: "gzip" })]);
+    expect(answers).toEqual([200, 200, 200]);
+  });
+
+  it("cuts a body that does not arrive within --request-timeout, as the edge does", async () => {
+    const { standby } = await pair({ requestTimeoutMs: 300 });
+    expect(await call(standby.url, { authorization: "Bearer worker-secret" }, true)).toBe(503);
   });
 });

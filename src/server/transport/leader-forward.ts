@@ -32,6 +32,17 @@ class Unanswered extends Error {}
 /** Unreached is a call none of which went to the leader: it goes to the next leader. */
 class Unreached extends Unanswered {}
 
+/** Unsendable is a call the connection to the leader refused to carry (its headers): it fails alone, and the connection stays. */
+class Unsendable extends Error {}
+
+/** ForwardLimits bound what a standby holds for the calls it forwards, as its edge bounds its own calls. */
+export interface ForwardLimits {
+  readonly maxBufferedBytes: number;
+  readonly maxBufferedBytesPerConnection: number;
+  /** requestTimeoutMs bounds the time to receive a body kept for forwarding (--request-timeout). */
+  readonly requestTimeoutMs: number;
+}
+
 /** KeptBody is a request's body as read before it is forwarded: all of it (whole), or its start, the rest still to stream; its bytes count in the budget until release. */
 interface KeptBody {
   readonly chunks: Buffer[];
@@ -65,22 +76,29 @@ export class LeaderForward {
   /**
    * @param holdMs is how long a call waits for a leader (--startup-hold).
    * @param maxBodyBytes bounds a body kept for resending (--max-body-bytes and the envelope).
+   * @param admits is the edge's check of the caller's token for a request: one it refuses is answered here, by the edge, not forwarded.
    */
   constructor(
     private readonly leadership: Leadership,
     private readonly holdMs: number,
     private readonly maxBodyBytes: number,
-    limits: { maxBufferedBytes: number; maxBufferedBytesPerConnection: number },
+    private readonly limits: ForwardLimits,
+    private readonly admits: (req: Request) => boolean,
     private readonly peerTls?: PeerTls,
   ) {
     this.budget = new BodyBudget(limits.maxBufferedBytes, limits.maxBufferedBytesPerConnection);
   }
 
-  /** takes tells whether a request goes to the leader: a call, while this member does not lead. */
+  /**
+   * takes tells whether a request goes to the leader: a call, while this
+   * member does not lead, from a caller whose token the edge admits (one it
+   * does not is answered here: nothing of an unauthenticated call is held
+   * or sent on).
+   */
   takes(req: Request): boolean {
     if (this.closed || this.leadership.refusal === undefined || req.headers[FORWARDED] !== undefined) return false;
     const path = req.url ?? "/";
-    return !LOCAL_PREFIXES.some((prefix) => path.startsWith(prefix));
+    return !LOCAL_PREFIXES.some((prefix) => path.startsWith(prefix)) && this.admits(req);
   }
 
   /**
@@ -104,7 +122,9 @@ export class LeaderForward {
           await this.send(leaderUrl, req, body, res);
           return;
         } catch (error) {
-          this.drop(leaderUrl);
+          // Only a connection that failed a call before its answer is given up: a call that fails alone leaves it to the others.
+          if (error instanceof Unanswered) this.drop(leaderUrl);
+          if (error instanceof Unsendable) return abort(res, error, false);
           if (!(error instanceof Unanswered) || !body.whole) return abort(res, error as Error, !(error instanceof Unanswered));
           // Not reached: wait for another leader. Reached but unanswered (its connection broke): the same or the next, after a pause.
           const unreachable = error instanceof Unreached ? leaderUrl : "";
@@ -124,7 +144,8 @@ export class LeaderForward {
   /**
    * keep reads a request's body into memory while it fits in one body
    * (maxBodyBytes and the envelope) and in the budget of buffered bytes;
-   * past that it stops, and the rest is streamed (whole false).
+   * past that it stops, and the rest is streamed (whole false). A body not
+   * received within requestTimeoutMs fails the call, as the edge's do.
    */
   private keep(req: Request): Promise<KeptBody> {
     const connection: object = "stream" in req ? (req.stream.session ?? req.stream) : req.socket;
@@ -132,7 +153,9 @@ export class LeaderForward {
       const chunks: Buffer[] = [];
       let held = 0;
       const release = () => this.budget.give(connection, held);
+      const slow = setTimeout(() => onError(new Error(`the request's body did not arrive within ${this.limits.requestTimeoutMs} ms`)), this.limits.requestTimeoutMs);
       const done = (whole: boolean) => {
+        clearTimeout(slow);
         req.off("data", onData);
         req.off("end", onEnd);
         req.off("error", onError);
@@ -154,8 +177,11 @@ export class LeaderForward {
       };
       const onEnd = () => done(true);
       const onError = (error: Error) => {
+        clearTimeout(slow);
         release();
         req.off("data", onData);
+        req.off("end", onEnd);
+        req.off("error", onError);
         reject(error);
       };
       req.on("data", onData);
@@ -204,13 +230,17 @@ export class LeaderForward {
     const headers: http2.OutgoingHttpHeaders = { ":method": req.method ?? "POST", ":path": req.url ?? "/", [FORWARDED]: this.selfUrl || "a standby" };
     for (const [name, value] of Object.entries(req.headers)) {
       if (name.startsWith(":") || HOP_BY_HOP.has(name) || name === FORWARDED || value === undefined) continue;
+      // HTTP/2 allows te only as "trailers" (RFC 9113 8.2.2); an HTTP/1.1 caller may send others, which mean nothing to the leader.
+      if (name === "te" && value !== "trailers") continue;
       headers[name] = value;
     }
     let upstream: http2.ClientHttp2Stream;
     try {
       upstream = session.request(headers);
     } catch (error) {
-      throw new Unreached(`the connection to the leader at ${leaderUrl} closed: ${(error as Error).message}`); // nothing was sent
+      // Nothing was sent: on a connection that closed, the call goes to the next leader; on a live one, the call itself was refused.
+      if (session.closed || session.destroyed) throw new Unreached(`the connection to the leader at ${leaderUrl} closed: ${(error as Error).message}`);
+      throw new Unsendable(`the call cannot be passed on: ${(error as Error).message}`);
     }
     await new Promise<void>((resolve, reject) => {
       let answered = false;

@@ -71,6 +71,17 @@ async function run(calls: MetadataCalls, route: JsonRoute, body: Record<string, 
   return serverId === undefined ? reply : { ...reply, headers: { ...reply.headers, [SERVER_ID_HEADER]: serverId } };
 }
 
+/**
+ * callNameOf is the name a request's call has at the edge (its access and
+ * metrics): a MetadataService method's name for a gRPC, gRPC-Web or Connect
+ * call, a route's name for a JSON route, else the path.
+ */
+export function callNameOf(path: string, routes: readonly JsonRoute[]): string {
+  const prefix = `/${MetadataService.typeName}/`;
+  if (path.startsWith(prefix)) return path.slice(prefix.length);
+  return match(routes, path.split("?")[0]!).route?.name ?? path;
+}
+
 /** match finds the route of a path and its path parameters. */
 function match(routes: readonly JsonRoute[], path: string): { route?: JsonRoute; params: string[] } {
   for (const route of routes) {
