@@ -202,7 +202,8 @@ export interface ResetResult {
  * dropping each of its ranks (dropRank: journaled, so durable and
  * replicated as every change), so that the next InitializeRank defines it
  * anew. Unless forced, it refuses while a read lease is live there (a key's,
- * or a deleted key's page held for one), changing nothing.
+ * or a deleted key's page held for one), or a page is reserved (a write in
+ * flight), changing nothing.
  */
 export function resetNamespace(registry: Registry, eviction: Eviction, namespace: string | undefined, force: boolean): ResetResult {
   const names = namespace === undefined ? registry.names() : [namespaceName(namespace, registry.options)];
@@ -215,6 +216,16 @@ export function resetNamespace(registry: Registry, eviction: Eviction, namespace
           Reason.READ_LEASED,
           `namespace "${name}" has live read leases: readers may still read its pages; retry after --read-lease-ttl, or reset with force`,
           { namespace: name },
+        );
+      }
+      const writing = registry.parts(name).flatMap((ns) => [...ns.ranks].filter(([, rank]) => rank.reservedPages > 0));
+      if (writing.length > 0) {
+        const [rankNo, rank] = writing[0]!;
+        const where = writing.length === 1 ? `rank ${rankNo}` : `${writing.length} ranks (rank ${rankNo} first)`;
+        throw new MetadataError(
+          Reason.WRITES_IN_FLIGHT,
+          `namespace "${name}" has writes in flight: ${rank.reservedPages} reserved page(s) on ${where}, which a reset would hand to other keys; retry once they are confirmed or expire (--reservation-ttl), or reset with force`,
+          { namespace: name, rank: rankNo },
         );
       }
     }

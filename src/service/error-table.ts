@@ -25,6 +25,7 @@ export const codeOfReason: Record<Reason, Code> = {
   [Reason.STARTING]: Code.Unavailable,
   [Reason.UPSTREAM_UNAVAILABLE]: Code.Unavailable,
   [Reason.READ_LEASED]: Code.FailedPrecondition,
+  [Reason.WRITES_IN_FLIGHT]: Code.FailedPrecondition,
 };
 
 /**

@@ -31,7 +31,7 @@ describe("ResetNamespace: a namespace defined anew", () => {
     expect(await client.resetNamespace({ namespace: "nope" })).toMatchObject({ namespaces: 0, ranks: 0, forgottenKeys: 0 });
   });
 
-  it("forgets keys, reservations and the key scope; refuses while read leases live unless forced, and then waits out nothing", async () => {
+  it("forgets keys, reservations and the key scope; refuses while read leases or reservations live unless forced, and then waits out nothing", async () => {
     const server = await startTestServer({ readLeaseTtlMs: 10_000 });
     const client = createMetadataClient({ baseUrl: server.url });
     for (const rank of [0, 1]) await client.initializeRank({ namespace: "m", rank, numPages: 4, newKeyScope: KeyScope.RANK });
@@ -43,8 +43,11 @@ describe("ResetNamespace: a namespace defined anew", () => {
     expect(refused.findDetails(ErrorInfoSchema)[0]?.reason).toBe(Reason.READ_LEASED);
     expect((await post(server.url, "/reset", { namespace: "m" })).body).toMatchObject({ reason: "REASON_READ_LEASED" });
     expect((await client.getStats({ namespace: "m" })).namespaces[0]!.keyScope).toBe(KeyScope.RANK); // nothing changed
-    server.time.advance(10_001); // the lease ends
-    expect(await post(server.url, "/reset", { namespace: "m" })).toEqual({ status: 200, body: { namespaces: 1, ranks: 2, forgotten_keys: 1 } });
+    server.time.advance(10_001); // the lease ends; "b" is still reserved: a writer may be writing its page
+    const writing = await post(server.url, "/reset", { namespace: "m" });
+    expect(writing).toMatchObject({ status: 409, body: { reason: "REASON_WRITES_IN_FLIGHT" } });
+    expect(writing.body!.detail).toContain('namespace "m" has writes in flight: 1 reserved page(s) on rank 0');
+    expect(await post(server.url, "/reset", { namespace: "m", force: true })).toEqual({ status: 200, body: { namespaces: 1, ranks: 2, forgotten_keys: 1 } });
     expect((await client.getStats({ namespace: "m" })).namespaces).toEqual([]);
     // Defined anew, with another scope and world size.
     await client.initializeRank({ namespace: "m", rank: 0, numPages: 2, worldSize: 1, keyScope: KeyScope.NAMESPACE });
@@ -55,6 +58,18 @@ describe("ResetNamespace: a namespace defined anew", () => {
     await client.getLocations({ namespace: "m", rank: 0, keys: ["c"] });
     await expect(client.resetNamespace({ namespace: "m" })).rejects.toMatchObject({ code: Code.FailedPrecondition });
     expect(await client.resetNamespace({ namespace: "m", force: true })).toMatchObject({ namespaces: 1, ranks: 1, forgottenKeys: 1 });
+  });
+
+  it("never hands a page a writer still holds to another key: without force it refuses while the page is reserved, naming namespace and rank", async () => {
+    const server = await startTestServer();
+    const writerA = createMetadataClient({ baseUrl: server.url });
+    await writerA.initializeRank({ namespace: "kv", rank: 0, numPages: 4, worldSize: 1 });
+    const { pages } = await writerA.batchAllocate({ namespace: "kv", rank: 0, keys: ["a"] }); // A writes page 0 now
+    const refused = (await writerA.resetNamespace({ namespace: "kv" }).catch((e: ConnectError) => e)) as ConnectError;
+    expect(refused.code).toBe(Code.FailedPrecondition);
+    expect(refused.findDetails(ErrorInfoSchema)[0]).toMatchObject({ reason: Reason.WRITES_IN_FLIGHT, namespace: "kv", rank: 0 });
+    await writerA.confirmWrite({ namespace: "kv", rank: 0, keys: ["a"], pages }); // A's write lands where it was told
+    expect(await writerA.resetNamespace({ namespace: "kv" })).toMatchObject({ namespaces: 1, ranks: 1, forgottenKeys: 1 });
   });
 
   it("with all_namespaces forgets every namespace", async () => {

@@ -153,7 +153,10 @@ export class LeaderForward {
       const chunks: Buffer[] = [];
       let held = 0;
       const release = () => this.budget.give(connection, held);
-      const slow = setTimeout(() => onError(new Error(`the request's body did not arrive within ${this.limits.requestTimeoutMs} ms`)), this.limits.requestTimeoutMs);
+      const slow = setTimeout(
+        () => onError(new Error(`the request's body did not arrive within ${this.limits.requestTimeoutMs} ms`)),
+        this.limits.requestTimeoutMs,
+      );
       const done = (whole: boolean) => {
         clearTimeout(slow);
         req.off("data", onData);
