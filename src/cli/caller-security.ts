@@ -2,7 +2,7 @@ import type { Logger } from "../server/logger.js";
 import { readOptionFile, tlsOf } from "../server/tls-files.js";
 import type { TlsOptions } from "../server/tls-options.js";
 import type { ListenerTls } from "../server/transport/dual-protocol-listener.js";
-import type { AccessOptions } from "../service/access-options.js";
+import { type AccessOptions, hasTokens } from "../service/access-options.js";
 import { AccessPolicy } from "../service/access-policy.js";
 
 export { readOptionFile };
@@ -20,10 +20,12 @@ export function callerSecurityOf(options: AccessOptions & TlsOptions): CallerSec
 
 /** accessPolicyOf builds the access policy of the token file options; undefined when none is given. */
 function accessPolicyOf(options: AccessOptions): AccessPolicy | undefined {
-  if (options.authTokenFile === "" && options.adminTokenFile === "") return undefined;
+  if (!hasTokens(options)) return undefined;
+  const file = (name: string) => (name === "" ? undefined : name);
   return new AccessPolicy({
-    workerTokenFile: options.authTokenFile === "" ? undefined : options.authTokenFile,
-    adminTokenFile: options.adminTokenFile === "" ? undefined : options.adminTokenFile,
+    workerTokenFile: file(options.authTokenFile),
+    adminTokenFile: file(options.adminTokenFile),
+    clearTokenFile: file(options.clearTokenFile),
   });
 }
 

@@ -22,6 +22,14 @@ export const ADMIN_METHODS: ReadonlySet<string> = new Set([
 ]);
 
 /**
+ * CLEAR_METHODS are the admin calls that drop keys but keep every rank and
+ * its definition, which engines make themselves (vLLM's and SGLang's
+ * clear, SGLang's delete_keys): a clear token may make them, besides every
+ * worker call, so that a relay can pass them on without an admin token.
+ */
+const CLEAR_METHODS: ReadonlySet<string> = new Set(["Clear", "DeleteKeys", "vllm.clear", "sglang.clear", "sglang.delete_keys"]);
+
+/**
  * ALWAYS_ADMIN_METHODS need an admin token whenever tokens are in force,
  * even without an admin file (then no token may call them): a snapshot is
  * every namespace's whole state, and holds a read transaction of the
@@ -35,12 +43,15 @@ export interface AccessFiles {
   readonly workerTokenFile?: string;
   /** adminTokenFile holds the tokens the ADMIN_METHODS need (they may do everything); undefined: a worker token may do everything. */
   readonly adminTokenFile?: string;
+  /** clearTokenFile holds tokens that may make every worker call and the CLEAR_METHODS, never another admin call; undefined: none. */
+  readonly clearTokenFile?: string;
 }
 
 /** TokenCounts says how many tokens a policy holds (never the tokens). */
 export interface TokenCounts {
   worker: number;
   admin: number;
+  clear: number;
 }
 
 /**
@@ -52,6 +63,7 @@ export interface TokenCounts {
 export class AccessPolicy {
   private worker: Buffer[] = [];
   private admin: Buffer[] = [];
+  private clear: Buffer[] = [];
 
   constructor(private readonly files: AccessFiles) {
     this.reload();
@@ -61,21 +73,28 @@ export class AccessPolicy {
   reload(): TokenCounts {
     const worker = this.files.workerTokenFile === undefined ? [] : readTokens(this.files.workerTokenFile);
     const admin = this.files.adminTokenFile === undefined ? [] : readTokens(this.files.adminTokenFile);
+    const clear = this.files.clearTokenFile === undefined ? [] : readTokens(this.files.clearTokenFile);
     this.worker = worker.map(digest);
     this.admin = admin.map(digest);
-    return { worker: worker.length, admin: admin.length };
+    this.clear = clear.map(digest);
+    return { worker: worker.length, admin: admin.length, clear: clear.length };
   }
 
   /**
    * check throws UNAUTHENTICATED unless the call carries the token it needs
    * (`authorization: Bearer <token>`), and PERMISSION_DENIED for a worker
-   * token on an admin method. With anyTokenOnly (/metrics under
+   * token on an admin method (a clear token on an admin method that is
+   * not a CLEAR_METHOD). With anyTokenOnly (/metrics under
    * --metrics-auth), any known token is needed and enough.
    */
   check(method: string, authorization: string | undefined, anyTokenOnly = false): void {
     const token = bearerToken(authorization);
     const presented = token === undefined ? undefined : digest(token);
     if (presented !== undefined && matchesAny(presented, this.admin)) return;
+    if (presented !== undefined && matchesAny(presented, this.clear)) {
+      if (!ADMIN_METHODS.has(method) || CLEAR_METHODS.has(method)) return;
+      throw new MetadataError(Reason.PERMISSION_DENIED, `${method} needs an admin token (--admin-token-file); this is a clear token`);
+    }
     const isWorker = presented !== undefined && matchesAny(presented, this.worker);
     const adminCall = ADMIN_METHODS.has(method) && (this.files.adminTokenFile !== undefined || ALWAYS_ADMIN_METHODS.has(method));
     if (isWorker && adminCall) {

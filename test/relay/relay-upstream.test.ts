@@ -114,6 +114,26 @@ describe("a relay's tokens", () => {
     expect([refused.status, ((await refused.json()) as { reason: string }).reason]).toEqual([401, "REASON_UNAUTHENTICATED"]); // the server's answer, passed on
   });
 
+  it("pass engines' clear on with a clear token upstream, and refuse reset and drop there (no admin token on the node)", async () => {
+    const dir = tempDir();
+    const file = (name: string, token: string) => {
+      writeFileSync(join(dir, name), `${token}\n`);
+      return join(dir, name);
+    };
+    const access = new AccessPolicy({ workerTokenFile: file("workers", "w"), adminTokenFile: file("admins", "a"), clearTokenFile: file("clears", "c") });
+    const server = await startTestServer({}, undefined, 0, { access });
+    server.state.initializeRank("kv", 0, 8, 1);
+    const relay = await startTestRelay(server.url, { upstreamToken: "c" });
+    const post = async (path: string, body: object) => {
+      const res = await fetch(`${relay.url}${path}`, { method: "POST", body: JSON.stringify(body) });
+      return `${res.status} ${res.status < 300 ? "" : ((await res.json()) as { reason: string }).reason}`.trim();
+    };
+    expect(await post("/clear", {})).toBe("204");
+    expect(await post("/reset", { namespace: "kv", force: true })).toBe("403 REASON_PERMISSION_DENIED");
+    expect(await post("/rank/0/drop", {})).toBe("403 REASON_PERMISSION_DENIED");
+    expect(server.state.stats("kv")[0]!.ranks).toHaveLength(1); // neither took effect
+  });
+
   it("guard its status page as they guard GetStats: the upstream's namespaces are not shown to a caller without a token", async () => {
     const dir = tempDir();
     writeFileSync(join(dir, "upstream"), "up-secret\n");

@@ -118,6 +118,22 @@ describe("AccessPolicy", () => {
     }
   });
 
+  it("lets a clear token make every worker call and clear or delete keys, but never drop a rank, reset or take a snapshot", () => {
+    const { workerTokenFile, adminTokenFile } = tokenFiles();
+    const clearTokenFile = join(tempDir(), "clears");
+    writeFileSync(clearTokenFile, "clear-token\n");
+    const access = new AccessPolicy({ workerTokenFile, adminTokenFile, clearTokenFile });
+    for (const method of ["GetLocations", "BatchAllocate", "vllm.batch_exists", "Clear", "DeleteKeys", "vllm.clear", "sglang.clear", "sglang.delete_keys"]) {
+      expect(() => access.check(method, "Bearer clear-token"), method).not.toThrow();
+    }
+    for (const method of ["DropRank", "ResetNamespace", "vllm.drop_rank", "vllm.reset", "replication.Snapshot", "replication.Forget"]) {
+      expect(() => access.check(method, "Bearer clear-token"), method).toThrow(/needs an admin token \(--admin-token-file\); this is a clear token/);
+      expect(() => access.check(method, "Bearer admin-token"), method).not.toThrow();
+    }
+    expect(() => access.check("Clear", "Bearer worker-token-1")).toThrow(/needs an admin token/);
+    expect(access.reload()).toEqual({ worker: 2, admin: 1, clear: 1 });
+  });
+
   it("lets only an admin token take a snapshot while tokens are in force, even without an admin file", () => {
     const { workerTokenFile, adminTokenFile } = tokenFiles();
     expect(() => new AccessPolicy({ workerTokenFile }).check("replication.Snapshot", "Bearer worker-token-1")).toThrow(/needs an admin token/);
