@@ -22,6 +22,7 @@ const expected: Record<string, Code> = {
   STARTING: Code.Unavailable,
   UPSTREAM_UNAVAILABLE: Code.Unavailable,
   READ_LEASED: Code.FailedPrecondition,
+  WRITES_IN_FLIGHT: Code.FailedPrecondition,
   UNSPECIFIED: Code.Internal,
 };
 
