@@ -26,6 +26,8 @@ export interface InitializeRankResult {
   created: boolean;
   numPages: number;
   freePages: number;
+  /** resizedFrom is the number of pages before this call resized the rank; 0 when it did not. */
+  resizedFrom: number;
 }
 
 /**
@@ -46,7 +48,7 @@ export function initializeRank(
   checkUint32(rankNo, "rank");
   checkUint32(worldSize, "world_size");
   registry.expire();
-  if (role === Role.SCHEDULER) return { created: false, numPages: 0, freePages: 0 };
+  if (role === Role.SCHEDULER) return { created: false, numPages: 0, freePages: 0, resizedFrom: 0 };
   if (!Number.isInteger(numPages) || numPages < 1 || numPages > MAX_NUM_PAGES) {
     throw invalidArgument("num_pages", `num_pages must be from 1 to ${MAX_NUM_PAGES} for a worker, got ${numPages}`, {
       namespace: name,
@@ -100,9 +102,9 @@ export function initializeRank(
   const found = registry.find(name, rankNo);
   if (found !== undefined) {
     const existing = found.rank;
-    if (existing.numPages !== numPages) {
+    const was = existing.numPages;
+    if (was !== numPages) {
       // The rank's file grew, or shrank: a smaller size needs every page at or above it free.
-      const was = existing.numPages;
       const held = existing.resize(numPages);
       if (held >= 0) {
         throw new MetadataError(
@@ -113,7 +115,7 @@ export function initializeRank(
       }
       registry.journal.record(rankChange(found.ns, rankNo, numPages));
     }
-    return { created: false, numPages, freePages: existing.freePages };
+    return { created: false, numPages, freePages: existing.freePages, resizedFrom: was === numPages ? 0 : was };
   }
   if (parts.length === 0 && registry.namespaceCount >= registry.options.maxNamespaces) {
     throw limitExceeded("namespace", `the server has ${registry.namespaceCount} namespaces, the limit (--max-namespaces)`, { namespace: name, rank: rankNo });
@@ -127,7 +129,7 @@ export function initializeRank(
   ns.layout = declaredLayout ?? layout ?? "";
   ns.addRank(rankNo, numPages);
   registry.journal.record(rankChange(ns, rankNo, numPages));
-  return { created: true, numPages, freePages: numPages };
+  return { created: true, numPages, freePages: numPages, resizedFrom: 0 };
 }
 
 /** rankChange is the durable change of a rank created or resized, with its namespace's world size and layout. */

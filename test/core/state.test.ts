@@ -24,8 +24,8 @@ function reasonOf(fn: () => unknown): Reason {
 describe("initializeRank", () => {
   it("creates a rank once and is idempotent with the same parameters", () => {
     const { state } = setup();
-    expect(state.initializeRank("", 0, 8, 2)).toEqual({ created: true, numPages: 8, freePages: 8 });
-    expect(state.initializeRank("kv", 0, 8, 2)).toEqual({ created: false, numPages: 8, freePages: 8 });
+    expect(state.initializeRank("", 0, 8, 2)).toEqual({ created: true, numPages: 8, freePages: 8, resizedFrom: 0 });
+    expect(state.initializeRank("kv", 0, 8, 2)).toEqual({ created: false, numPages: 8, freePages: 8, resizedFrom: 0 });
   });
 
   it("rejects another world_size as a config mismatch", () => {
@@ -38,7 +38,7 @@ describe("initializeRank", () => {
     const { state } = setup();
     state.initializeRank("", 0, 4, 1);
     state.takeChanges();
-    expect(state.initializeRank("", 0, 6, 1)).toEqual({ created: false, numPages: 6, freePages: 6 });
+    expect(state.initializeRank("", 0, 6, 1)).toEqual({ created: false, numPages: 6, freePages: 6, resizedFrom: 4 });
     expect(state.takeChanges()).toEqual([{ kind: "rank", namespace: "kv", rank: 0, numPages: 6, worldSize: 1 }]);
     const { pages } = state.batchAllocate("", 0, ["a", "b", "c", "d", "e", "f"]);
     expect(pages).toEqual([0, 1, 2, 3, 4, 5]);

@@ -39,6 +39,16 @@ describe("the vLLM JSON routes", () => {
     expect((await post(declared.url, "/rank/1023/initialize", { num_pages: 1 })).body).toMatchObject({ reason: "REASON_INVALID_ARGUMENT" });
   });
 
+  it("say when InitializeRank resized a rank, and from what", async () => {
+    const { url } = await startTestServer();
+    expect((await post(url, "/rank/0/initialize", { num_pages: 100 })).body).toEqual({ message: "rank 0 initialized with 100 pages" });
+    expect((await post(url, "/rank/0/initialize", { num_pages: 150 })).body).toEqual({ message: "rank 0 resized from 100 to 150 pages" });
+    expect((await post(url, "/rank/0/initialize", { num_pages: 150 })).body).toEqual({ message: "rank 0 already initialized with 150 pages" });
+    const client = createMetadataClient({ baseUrl: url });
+    expect(await client.initializeRank({ rank: 0, numPages: 120 })).toMatchObject({ created: false, numPages: 120, resizedFrom: 150 });
+    expect(await client.initializeRank({ rank: 0, numPages: 120 })).toMatchObject({ created: false, resizedFrom: 0 });
+  });
+
   it("run a full worker cycle", async () => {
     const { url, store } = await startTestServer();
     const init = await post(url, "/rank/0/initialize", { num_pages: 4, role: "worker" });

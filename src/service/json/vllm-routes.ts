@@ -34,7 +34,9 @@ export function vllmRoutes(worldSize: number): JsonRoute[] {
         const message =
           request.role === Role.SCHEDULER
             ? `scheduler of rank ${request.rank} registered`
-            : `rank ${request.rank} ${response.created ? "initialized" : "already initialized"} with ${request.numPages} pages`;
+            : response.resizedFrom > 0
+              ? `rank ${request.rank} resized from ${response.resizedFrom} to ${request.numPages} pages`
+              : `rank ${request.rank} ${response.created ? "initialized" : "already initialized"} with ${request.numPages} pages`;
         return { status: 200, body: { message } };
       },
     }),
