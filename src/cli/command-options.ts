@@ -48,7 +48,7 @@ export class CommandOptions<O extends object> {
   usage(): string {
     const lines = this.options.map((o) => {
       const value = o.kind === "boolean" ? "" : ` <${o.kind}>`;
-      return `  --${o.flag}${value}\n      ${o.help} (default ${defaultText(o.kind, this.defaults[o.field])}; env ${envName(o.flag)})`;
+      return `  --${o.flag}${value}\n      ${o.help} (default ${o.defaultHelp ?? defaultText(o.kind, this.defaults[o.field])}; env ${envName(o.flag)})`;
     });
     return `usage: hf3fs-metadata ${this.command} [options]\n\noptions:\n${lines.join("\n")}\n\nDurations accept 500ms, 60s, 10m, 1h.`;
   }

@@ -17,6 +17,8 @@ export interface OptionSpec {
   /** why says what a bound stands for, in the error that refuses a value past it. */
   readonly why?: string;
   readonly default: string | number | boolean;
+  /** defaultHelp is how help words the default where its value alone does not say it (e.g. "the system's CAs"). */
+  readonly defaultHelp?: string;
   readonly help: string;
 }
 

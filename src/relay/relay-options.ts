@@ -13,7 +13,8 @@ export const UPSTREAM_OPTIONS = optionTable({
     flag: "upstream",
     kind: "string",
     default: "",
-    help: "the server, or a cluster's members, comma-separated (http://10.0.0.1:18000,http://10.0.0.2:18000,...); required",
+    defaultHelp: "none: required",
+    help: "the server, or a cluster's members by their advertise URLs, comma-separated (http://10.0.0.1:18000,http://10.0.0.2:18000,...)",
   },
   holdMs: {
     flag: "hold",
@@ -27,7 +28,7 @@ export const UPSTREAM_OPTIONS = optionTable({
     default: "",
     help: "file whose first line is the token the relay sends upstream as `authorization: Bearer` on every call",
   },
-  upstreamCa: { flag: "upstream-ca", kind: "string", default: "", help: "PEM CA the relay trusts for https upstreams (default: the system's)" },
+  upstreamCa: { flag: "upstream-ca", kind: "string", default: "", defaultHelp: "the system's CAs", help: "PEM CA the relay trusts for https upstreams" },
   upstreamCert: { flag: "upstream-cert", kind: "string", default: "", help: "PEM client certificate the relay presents upstream (mTLS)" },
   upstreamKey: { flag: "upstream-key", kind: "string", default: "", help: "PEM private key of --upstream-cert" },
 });

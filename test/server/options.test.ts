@@ -3,7 +3,8 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { BatchAllocateRequestSchema } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { parseDuration } from "../../src/cli/duration.js";
-import { defaultServerOptions, envName, OPTIONS, parseServerOptions } from "../../src/cli/serve-options.js";
+import { RELAY } from "../../src/cli/relay-command.js";
+import { defaultServerOptions, envName, OPTIONS, parseServerOptions, usage } from "../../src/cli/serve-options.js";
 import { MetadataState } from "../../src/core/state.js";
 
 describe("parseDuration", () => {
@@ -169,5 +170,16 @@ describe("the options table of docs/operating.md", () => {
     // A row of the table: a line starting with "| " whose first cell names the flag.
     const missing = OPTIONS.filter((o) => !new RegExp(`^\\| [^|]*\`--${o.flag}\``, "m").test(readme)).map((o) => o.flag);
     expect(missing).toEqual([]);
+  });
+});
+
+describe("the --help of serve and relay", () => {
+  it.each([
+    ["serve", usage()],
+    ["relay", RELAY.usage()],
+  ])("%s gives each option's default once, in its own words where the value alone does not say it", (_, text) => {
+    const helps = text.split("\n").filter((line) => line.startsWith("      "));
+    expect(helps.length).toBeGreaterThan(20);
+    for (const help of helps) expect(help.match(/\(default/g), help).toHaveLength(1);
   });
 });
