@@ -1,7 +1,7 @@
 import { execFileSync, spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, join, normalize } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startInstalledCommand } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
@@ -44,8 +44,24 @@ describe("the npm package", () => {
       expect.arrayContaining(["LICENSE", "README.md", "package.json", "dist/src/cli/main.js", "dist/src/client/index.js", "dist/src/client/index.d.ts"]),
     );
     expect(packed).toEqual(expect.arrayContaining(["docs/install.md", "deploy/systemd/hf3fs-metadata.service", "deploy/container/Containerfile"]));
-    const unwanted = packed.filter((f) => /^(test|bench|\.ci|src|gen)\//.test(f) || (f.endsWith(".ts") && !f.endsWith(".d.ts")) || f.endsWith(".map"));
+    // bench/ ships only what the docs quote: its README and the results it names, never a script.
+    const measured = (f: string) => f === "bench/README.md" || /^bench\/results\/quoted-[^/]+\.json$/.test(f);
+    const unwanted = packed.filter(
+      (f) => (/^(test|bench|\.ci|src|gen)\//.test(f) && !measured(f)) || (f.endsWith(".ts") && !f.endsWith(".d.ts")) || f.endsWith(".map"),
+    );
     expect(unwanted).toEqual([]);
+  });
+
+  it("links its Markdown only to files it holds", () => {
+    const broken: string[] = [];
+    for (const doc of packed.filter((f) => f.endsWith(".md"))) {
+      const text = readFileSync(join(app, "node_modules/hf3fs-metadata", doc), "utf8");
+      for (const [, target] of text.matchAll(/\]\(([^)#:\s]+)(?:#[^)]*)?\)/g)) {
+        const file = normalize(join(dirname(doc), target!));
+        if (!packed.includes(file)) broken.push(`${doc} -> ${target}`);
+      }
+    }
+    expect(broken).toEqual([]);
     expect(packed).not.toContain("dist/src/cli/bin.mjs");
   });
 
