@@ -125,6 +125,7 @@ export class Edge {
     let message: Req | undefined;
     let held: HeldBytes | undefined;
     let reading = false;
+    let ran = false;
     try {
       this.admit(method, headerOf(request.body, "authorization"));
       const deadline = deadlineSignal(request.body.headers);
@@ -135,6 +136,7 @@ export class Edge {
       if (bytes.length < LARGE_BODY_BYTES) {
         this.beforeCore(deadline);
         message = request.decode(bytes, this.maxEntries);
+        ran = true;
         return await this.settle(method, started, await handle(message));
       }
       const [result, durable] = await this.largeCalls.run(async (turn) => {
@@ -142,6 +144,7 @@ export class Edge {
         message = request.decode(bytes, this.maxEntries);
         await turn();
         this.beforeCore(deadline);
+        ran = true;
         const result = await handle(message);
         await turn();
         return [result, this.commit()] as const;
@@ -149,7 +152,7 @@ export class Edge {
       return await this.settle(method, started, result, durable);
     } catch (error) {
       if (!reading) await lingerForBody(request.body); // refused before its body was read (readBody discards the rest of what it refuses)
-      throw this.fail(method, started, error, message);
+      throw this.fail(method, started, ran ? await this.durableBefore(error) : error, message);
     } finally {
       // The body's buffer may now serve the next call: the decoded message must not read it again.
       if (message instanceof KeyBytesMessage) message.release();
@@ -169,12 +172,14 @@ export class Edge {
     handle: () => Promise<Res>,
   ): Promise<Res> {
     const started = performance.now();
+    let ran = false;
     try {
       this.admit(method, authorization);
       this.beforeCore(deadline);
+      ran = true;
       return await this.settle(method, started, await handle());
     } catch (error) {
-      throw this.fail(method, started, error, message);
+      throw this.fail(method, started, ran ? await this.durableBefore(error) : error, message);
     }
   }
 
@@ -320,6 +325,20 @@ export class Edge {
       this.refusals.set(error, answer);
     }
     return answer;
+  }
+
+  /**
+   * durableBefore is the error a call that reached the core answers: its
+   * own, once every change made before it is durable (the core's error may
+   * rest on them: RANK_NOT_INITIALIZED after a reset not yet in the log),
+   * or the commit's failure, when they never became durable. No answer, OK
+   * or error, shows a change before it is durable.
+   */
+  private async durableBefore(error: unknown): Promise<unknown> {
+    return this.commit().then(
+      () => error,
+      (failure: unknown) => failure,
+    );
   }
 
   /** commit makes the changes of the call durable (none on a relay). */
