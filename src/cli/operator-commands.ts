@@ -5,6 +5,7 @@ import { HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/gr
 import { createHealthClient, createMetadataClient } from "../client/index.js";
 import { NAMESPACE_COUNTERS, type NamespaceCounts } from "../core/namespace-counters.js";
 import { readTokens } from "../service/access-policy.js";
+import { parseDuration } from "./duration.js";
 import { renderStats } from "./render-stats.js";
 import { defaultServerOptions } from "./serve-options.js";
 
@@ -101,38 +102,69 @@ export async function healthCommand(args: string[]): Promise<number> {
   }
 }
 
-const RESET_USAGE = `usage: hf3fs-metadata reset (--namespace NS | --all) [--force] [--server URL] [--token-file FILE] [--ca-file FILE [--cert-file FILE --key-file FILE]]
+const RESET_USAGE = `usage: hf3fs-metadata reset (--namespace NS | --all) [--force] [--retry-for DURATION] [--server URL] [--token-file FILE] [--ca-file FILE [--cert-file FILE --key-file FILE]]
 
 Forgets a namespace (or every namespace) whole, ranks, keys and reservations, so that the next
 InitializeRank defines it anew (a new model, page size or tensor-parallel size). Needs an admin token
-when the server has --admin-token-file. Refused while readers hold read leases there; --force forgets it
-anyway, and a reader still reading may then read pages handed to other keys.
+when the server has --admin-token-file. Refused while readers hold read leases there, or writers hold
+reserved pages; --force forgets it anyway, and a reader still reading may then read pages handed to
+other keys, and a writer still writing may write a page handed to another key.
+It retries through restarts and failovers for --retry-for (default 20s). A reset that fails without an
+answer (the server or its cluster's leader became unreachable) may have taken effect: it says so; a
+repeat is safe, and changes nothing once done.
 --server defaults to ${DEFAULT_SERVER} (env HF3FS_METADATA_SERVER).
 ${CONNECTION_HELP}`;
+
+/** RESET_RETRY_MS is how long reset retries through a failover or a restart: a repeat of a reset changes nothing, so retrying is safe. */
+const RESET_RETRY_MS = 20_000;
 
 /** resetCommand forgets a namespace (or all) on a running server, and prints what it forgot. */
 export async function resetCommand(args: string[]): Promise<number> {
   const parsed = tryParse(
-    () => parseOperatorArgs(args, RESET_USAGE, { namespace: { type: "string" }, all: { type: "boolean" }, force: { type: "boolean" } }),
+    () =>
+      parseOperatorArgs(args, RESET_USAGE, {
+        namespace: { type: "string" },
+        all: { type: "boolean" },
+        force: { type: "boolean" },
+        "retry-for": { type: "string" },
+      }),
     RESET_USAGE,
   );
   if (typeof parsed === "number") return parsed;
   const { namespace, all, force } = parsed.values as { namespace?: string; all?: boolean; force?: boolean };
+  const retryFor = (parsed.values as { "retry-for"?: string })["retry-for"];
+  let retryMs = RESET_RETRY_MS;
+  try {
+    if (retryFor !== undefined) retryMs = parseDuration(retryFor);
+  } catch (error) {
+    console.error(`hf3fs-metadata reset: --retry-for: ${(error as Error).message}`);
+    return 2;
+  }
   if ((namespace === undefined) === (all !== true)) {
     console.error("hf3fs-metadata reset: give --namespace NS or --all (reset --help)");
     return 2;
   }
+  const what = all === true ? "every namespace" : `namespace "${namespace}"`;
   try {
-    const client = createMetadataClient({ baseUrl: parsed.server, token: parsed.token, tls: parsed.tls, retry: { deadlineMs: 3_000 } });
+    const client = createMetadataClient({ baseUrl: parsed.server, token: parsed.token, tls: parsed.tls, retry: { deadlineMs: retryMs } });
     const done = await client.resetNamespace({ namespace: namespace ?? "", allNamespaces: all === true, force: force === true });
-    const what = all === true ? "every namespace" : `namespace "${namespace}"`;
     console.log(`reset ${what}: ${done.namespaces} namespace(s), ${done.ranks} rank(s) and ${done.forgottenKeys} key(s) forgotten`);
     return 0;
-  } catch (error) {
-    console.error(`hf3fs-metadata reset: ${ConnectError.from(error).rawMessage}`);
+  } catch (e) {
+    const error = ConnectError.from(e);
+    console.error(`hf3fs-metadata reset: ${error.rawMessage}`);
+    if (UNANSWERED.has(error.code)) {
+      const check = all === true ? "hf3fs-metadata stats" : `hf3fs-metadata stats --namespace ${JSON.stringify(namespace)}`;
+      console.error(
+        `hf3fs-metadata reset: the reset of ${what} may have taken effect nonetheless; \`${check}\` shows what is there, and running reset again is safe`,
+      );
+    }
     return 1;
   }
 }
+
+/** UNANSWERED are the codes of a call whose outcome is unknown: it may have been applied before its answer was lost. */
+const UNANSWERED: ReadonlySet<Code> = new Set([Code.Unavailable, Code.DeadlineExceeded, Code.Canceled, Code.Aborted, Code.Unknown, Code.Internal]);
 
 /** tryParse runs an operator command's parse: 0 after --help, 2 (with the usage) on a bad flag. */
 export function tryParse<T>(parse: () => T | undefined, usage: string): T | number {

@@ -1,4 +1,7 @@
+import { once } from "node:events";
 import { writeFileSync } from "node:fs";
+import * as http2 from "node:http2";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createMetadataClient } from "../../src/client/index.js";
@@ -70,4 +73,28 @@ describe.skipIf(missing !== "")("hf3fs-metadata reset on a cluster", () => {
     const inspected = await runCli(["inspect", "--data-dir", first.dataDir]);
     expect(inspected.stdout).toMatch(/ cluster id [0-9a-f-]{36} {2}member id [0-9a-f-]{36}\n/);
   }, 60_000);
+});
+
+describe("hf3fs-metadata reset that gets no answer", () => {
+  it("says the reset may have taken effect, how to check, and that a repeat is safe; a refusal says nothing of the kind", async () => {
+    // A server that takes each call and breaks the connection under it: the call may have been applied, its answer is lost.
+    const breaking = http2.createServer();
+    breaking.on("stream", (stream) => stream.session?.destroy());
+    breaking.listen(0, "127.0.0.1");
+    await once(breaking, "listening");
+    const url = `http://127.0.0.1:${(breaking.address() as AddressInfo).port}`;
+    const lost = await runCli(["reset", "--server", url, "--namespace", "kv", "--retry-for", "300ms"]);
+    expect(lost.code).toBe(1);
+    expect(lost.stderr).toContain(
+      'the reset of namespace "kv" may have taken effect nonetheless; `hf3fs-metadata stats --namespace "kv"` shows what is there, and running reset again is safe',
+    );
+    breaking.close();
+    const server = await startChildServer(["--in-memory"]);
+    await createMetadataClient({ baseUrl: server.url }).initializeRank({ rank: 0, numPages: 8, worldSize: 1 });
+    await createMetadataClient({ baseUrl: server.url }).batchAllocate({ rank: 0, keys: ["k"] }); // a write in flight
+    const refused = await runCli(["reset", "--server", server.url, "--namespace", "kv"]);
+    expect([refused.code, refused.stderr]).toEqual([1, expect.stringContaining("writes in flight")]);
+    expect(refused.stderr).not.toContain("may have taken effect");
+    expect((await runCli(["reset", "--server", server.url, "--all", "--retry-for", "soon"])).code).toBe(2);
+  });
 });
