@@ -22,21 +22,14 @@ usage: vllm_engine.py URL worker RANK NUM_PAGES
 """
 import json
 import sys
-import threading
 import time
 
-import requests
-from requests.adapters import HTTPAdapter
-from urllib3.util.retry import Retry
+from vllm_session import stopped_when_stdin_closes, vllm_session
 
 url, role = sys.argv[1], sys.argv[2]
 
-session = requests.Session()
-retry = Retry(total=3, backoff_factor=0.3, status_forcelist=[500, 502, 503, 504], allowed_methods=["GET", "POST"])
-session.mount("http://", HTTPAdapter(max_retries=retry))
-
-stopped = threading.Event()
-threading.Thread(target=lambda: (sys.stdin.read(), stopped.set()), daemon=True).start()
+session = vllm_session()
+stopped = stopped_when_stdin_closes()
 
 calls = 0
 errors = []

@@ -19,21 +19,14 @@ usage: vllm_policy_client.py URL RANKS NUM_PAGES KNOWN_KEYS (0: no store was fil
 """
 import json
 import sys
-import threading
 import time
 
-import requests
-from requests.adapters import HTTPAdapter
-from urllib3.util.retry import Retry
+from vllm_session import stopped_when_stdin_closes, vllm_session
 
 url, ranks, num_pages, known = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 
-session = requests.Session()
-retry = Retry(total=3, backoff_factor=0.3, status_forcelist=[500, 502, 503, 504], allowed_methods=["GET", "POST"])
-session.mount("http://", HTTPAdapter(max_retries=retry))
-
-stopped = threading.Event()
-threading.Thread(target=lambda: (sys.stdin.read(), stopped.set()), daemon=True).start()
+session = vllm_session()
+stopped = stopped_when_stdin_closes()
 
 calls = 0
 longest = 0.0
