@@ -24,12 +24,11 @@ import json
 import sys
 import time
 
-from vllm_session import stopped_when_stdin_closes, vllm_session
+from vllm_session import loop, vllm_session, write_key
 
 url, role = sys.argv[1], sys.argv[2]
 
 session = vllm_session()
-stopped = stopped_when_stdin_closes()
 
 calls = 0
 errors = []
@@ -44,37 +43,20 @@ def post(path, body):
     return None if res.status_code == 204 else res.json()
 
 
-def run(step):
-    """run calls step(i) until stdin closes, counting each failure as an error."""
-    i = 0
-    while not stopped.is_set():
-        try:
-            step(i)
-        except Exception as error:  # every failure is what the test counts
-            errors.append("%s: %s" % (type(error).__name__, str(error)[:300]))
-        i += 1
-        print(json.dumps({"steps": i}), flush=True)
-    return i
-
-
 if role == "worker":
     rank, num_pages = int(sys.argv[3]), int(sys.argv[4])
     confirmed = []
 
     def write(i):
         key = "engine-%d" % i
-        results = post("/keys/batch_allocate", {"rank": rank, "keys": [[key, None]]})["results"]
-        page = results[0][1]
-        if results[0][0] != key or not isinstance(page, int) or page < 0:
-            raise AssertionError("batch_allocate on rank %d answered %s" % (rank, results))
-        post("/keys/confirm_write", {"rank": rank, "confirmations": [[key, page]]})
+        write_key(post, rank, key)
         confirmed.append(key)
 
     try:
         post("/rank/%d/initialize" % rank, {"num_pages": num_pages, "role": "worker"})
     except Exception as error:
         errors.append("initialize: %s: %s" % (type(error).__name__, str(error)[:300]))
-    run(write)
+    loop(write, errors)
     print(json.dumps({"calls": calls, "errors": errors, "confirmed": confirmed}), flush=True)
 else:
     idle = float(sys.argv[3])
@@ -86,5 +68,5 @@ else:
         if len(exists) != len(keys) or not all(isinstance(e, bool) for e in exists):
             raise AssertionError("batch_exists answered %s for %d keys" % (exists, len(keys)))
 
-    turns = run(ask)
+    turns = loop(ask, errors)
     print(json.dumps({"calls": calls, "errors": errors, "turns": turns}), flush=True)

@@ -21,12 +21,11 @@ import json
 import sys
 import time
 
-from vllm_session import stopped_when_stdin_closes, vllm_session
+from vllm_session import loop, vllm_session, write_key
 
 url, ranks, num_pages, known = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 
 session = vllm_session()
-stopped = stopped_when_stdin_closes()
 
 calls = 0
 longest = 0.0
@@ -60,25 +59,13 @@ def step(i):
         raise AssertionError("batch_exists answered %s for %s" % (exists, keys))
     key = "worker-%d" % i
     for rank in range(ranks):
-        results = post("/keys/batch_allocate", {"rank": rank, "keys": [[key, None]]})["results"]
-        page = results[0][1]
-        if results[0][0] != key or not isinstance(page, int) or page < 0:
-            raise AssertionError("batch_allocate on rank %d answered %s" % (rank, results))
-        post("/keys/confirm_write", {"rank": rank, "confirmations": [[key, page]]})
+        write_key(post, rank, key)
     confirmed.append(key)
 
 
 for rank in range(ranks):
     post("/rank/%d/initialize" % rank, {"num_pages": num_pages, "role": "worker"})
-i = 0
-while not stopped.is_set():
-    try:
-        step(i)
-    except Exception as error:  # every failure is what the test counts
-        errors.append("%s: %s" % (type(error).__name__, str(error)[:300]))
-    i += 1
-    if i % 5 == 0:
-        print(json.dumps({"steps": i}), flush=True)
+loop(step, errors, every=5)
 
 exists = post("/keys/batch_exists", {"keys": confirmed})["exists"] if confirmed else []
 print(json.dumps({"calls": calls, "errors": errors, "confirmed": len(confirmed), "lost": exists.count(False), "longestCallSeconds": round(longest, 3)}))
