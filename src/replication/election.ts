@@ -5,7 +5,7 @@ import type { ClusterKeys, LeaderRecord } from "./cluster-keys.js";
 import type { EtcdSession } from "./etcd-session.js";
 import { aborted, sleep } from "./sleep.js";
 import { type Watches, watchAfter } from "./watch.js";
-import { within } from "./within.js";
+import { attempts } from "./within.js";
 
 /** LEADER_RECHECK_MS is how often a waiting member reads the leader key even when its watch says nothing. */
 const LEADER_RECHECK_MS = 2_000;
@@ -47,7 +47,7 @@ export class Election {
    */
   async awaitTurn(session: EtcdSession): Promise<string | undefined> {
     while (session.valid() && !this.stop.aborted) {
-      const res = await this.client.kv.range({ key: this.keys.leader }, session.callOptions());
+      const res = await session.call((options) => this.client.kv.range({ key: this.keys.leader }, options));
       const current = res.kvs[0];
       if (current === undefined) {
         if (this.leadership.caughtUp) {
@@ -67,12 +67,15 @@ export class Election {
 
   /** campaign puts the leader key with this member's lease unless it exists; it resolves with its create revision when it won. */
   private async campaign(session: EtcdSession): Promise<string | undefined> {
-    const res = await this.client.kv.txn(
-      {
-        compare: [this.keys.absent(this.keys.leader)],
-        success: [{ request_put: { key: this.keys.leader, value: Buffer.from(JSON.stringify(this.record())), lease: session.id } }],
-      },
-      session.callOptions(),
+    // A repeat of a campaign that won fails its compare: the member then reads the leader key, its own, and leads.
+    const res = await session.call((options) =>
+      this.client.kv.txn(
+        {
+          compare: [this.keys.absent(this.keys.leader)],
+          success: [{ request_put: { key: this.keys.leader, value: Buffer.from(JSON.stringify(this.record())), lease: session.id } }],
+        },
+        options,
+      ),
     );
     return res.succeeded ? res.header.revision : undefined;
   }
@@ -98,13 +101,16 @@ export class Election {
 /** ensureClusterId reads the cluster's id, making it if this is the cluster's first member. */
 export async function ensureClusterId(client: Etcd3, keys: ClusterKeys): Promise<string> {
   const id = randomUUID();
-  const res = await client.kv.txn(
-    {
-      compare: [keys.absent(keys.id)],
-      success: [{ request_put: { key: keys.id, value: Buffer.from(id) } }],
-      failure: [{ request_range: { key: keys.id } }],
-    },
-    within(10_000),
+  // A repeat of a put that landed fails its compare and reads the id it put.
+  const res = await attempts(10_000, (options) =>
+    client.kv.txn(
+      {
+        compare: [keys.absent(keys.id)],
+        success: [{ request_put: { key: keys.id, value: Buffer.from(id) } }],
+        failure: [{ request_range: { key: keys.id } }],
+      },
+      options,
+    ),
   );
   return res.succeeded ? id : res.responses[0]!.response_range!.kvs[0]!.value.toString();
 }

@@ -1,21 +1,30 @@
-import { ExponentialBackoff, noop } from "cockatiel";
-import { Etcd3, type IOptions } from "etcd3";
+import { ConsecutiveBreaker, circuitBreaker, ExponentialBackoff, handleType, noop } from "cockatiel";
+import { Etcd3, GRPCDeadlineExceededError, type IOptions } from "etcd3";
+
+/** SILENT_HOST_MS is how long calls avoid an endpoint after it let one go unanswered to its deadline. */
+const SILENT_HOST_MS = 1_000;
 
 /**
  * etcdClient makes a member's etcd client. Its fault handling is the
- * member's own (every call has a deadline, and the member retries what
- * failed), not the etcd3 package's default circuit breaker per host: while
- * etcd elects a new leader every member answers "no leader" for a moment,
- * three such answers opened every host's breaker for 5 s, and writes
- * stopped for 5-7 s after etcd's leader died. Calls still go to the hosts
- * in random order, and a failed one is tried on the next (the package's
- * global retry). A watch stream that broke is opened again within 1 s.
+ * member's own (every call has a deadline per attempt, and the member
+ * retries what failed: within.ts's attempts), not the etcd3 package's
+ * default circuit breaker per host: while etcd elects a new leader every
+ * member answers "no leader" for a moment, three such answers opened every
+ * host's breaker for 5 s, and writes stopped for 5-7 s after etcd's leader
+ * died. Only an endpoint that lets a call run out its deadline (paused,
+ * partitioned) is avoided, for SILENT_HOST_MS: the calls after it go to
+ * the others at once instead of meeting it again by chance. Calls go to the
+ * hosts in random order otherwise; a failed one is made again by the
+ * member (attempts), each time with a deadline of its own. A watch stream
+ * that broke is opened again within 1 s.
  */
 export function etcdClient(options: IOptions): Etcd3 {
   return new Etcd3({
     ...options,
     faultHandling: {
-      host: () => noop,
+      host: () => circuitBreaker(handleType(GRPCDeadlineExceededError), { halfOpenAfter: SILENT_HOST_MS, breaker: new ConsecutiveBreaker(1) }),
+      // No retry of the package's own: it sent a call again with the deadline its first try ran out, so it met every other host with none left.
+      global: noop,
       watchBackoff: new ExponentialBackoff({ initialDelay: 50, maxDelay: 1_000 }).next(),
     },
   });

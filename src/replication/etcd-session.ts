@@ -1,6 +1,6 @@
 import type { CallOptions } from "@grpc/grpc-js";
 import type { Etcd3, Lease } from "etcd3";
-import { within } from "./within.js";
+import { attempts, within } from "./within.js";
 
 /** VALID_FRACTION of a lease's TTL, counted from when its last keepalive was sent, is how long a member trusts it: room for clocks that run at slightly different rates. */
 const VALID_FRACTION = 0.85;
@@ -55,9 +55,13 @@ export class EtcdSession {
     return this.valid() ? this.validUntil - performance.now() : 0;
   }
 
-  /** callOptions bound an etcd call by the lease: what needs it must be answered while it is trusted. */
-  callOptions(): CallOptions {
-    return within(this.remainingMs());
+  /**
+   * call makes an etcd call that needs the lease: it must be answered while
+   * the lease is trusted, in attempts that move off an endpoint that
+   * stopped answering (attempts).
+   */
+  call<T>(make: (options: CallOptions) => Promise<T>): Promise<T> {
+    return attempts(this.remainingMs(), make);
   }
 
   /** revoke ends the lease in etcd (best effort within a second), so that whatever it holds is deleted now rather than at expiry. */
@@ -76,7 +80,7 @@ export class EtcdSession {
     if (!this.valid()) return;
     const sentAt = performance.now();
     try {
-      const res = await this.lease.keepaliveOnce(this.callOptions());
+      const res = await this.call((options) => this.lease.keepaliveOnce(options));
       if (Number(res.TTL) <= 0) return this.end();
       this.validUntil = Math.max(this.validUntil, sentAt + this.ttlMs * VALID_FRACTION);
     } catch {

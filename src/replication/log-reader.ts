@@ -4,7 +4,7 @@ import type { ClusterKeys } from "./cluster-keys.js";
 import type { LocalCopy } from "./local-copy.js";
 import { decodePart, GroupAssembler } from "./log-codec.js";
 import { type Watches, watchAfter } from "./watch.js";
-import { within } from "./within.js";
+import { attempts } from "./within.js";
 
 /** RENEW_MS is how long one watch of the log is kept before it is renewed. */
 const RENEW_MS = 10_000;
@@ -59,9 +59,11 @@ export class LogReader {
    */
   async catchUp(deadlineMs = 10_000): Promise<{ revision: string; lastSeq: number }> {
     for (;;) {
-      const res = await this.client.kv.range(
-        { key: this.keys.logEntry(this.seenSeq + 1), range_end: this.keys.logEnd, limit: RANGE_ENTRIES },
-        within(deadlineMs),
+      // Up to RANGE_ENTRIES entries of 1 MB: an attempt may take the whole deadline, and is made again on another endpoint if it fails.
+      const res = await attempts(
+        deadlineMs,
+        (options) => this.client.kv.range({ key: this.keys.logEntry(this.seenSeq + 1), range_end: this.keys.logEnd, limit: RANGE_ENTRIES }, options),
+        deadlineMs,
       );
       for (const kv of res.kvs) this.apply(kv);
       if (!res.more) {

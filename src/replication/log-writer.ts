@@ -113,13 +113,16 @@ export class LogWriter {
     const parts = splitGroup(encodeGroup(changes), first);
     for (const [i, value] of parts.entries()) {
       const key = this.keys.logEntry(first + i);
-      const res = await this.client.kv.txn(
-        {
-          compare: [this.keys.heldBy(this.termRevision), { key, target: "Version", result: "Equal", version: 0 }],
-          success: [{ request_put: { key, value } }],
-          failure: [{ request_range: { key: this.keys.leader } }, { request_range: { key } }],
-        },
-        this.session.callOptions(),
+      // A repeat of an append that landed fails its compare and finds its own entry (below).
+      const res = await this.session.call((options) =>
+        this.client.kv.txn(
+          {
+            compare: [this.keys.heldBy(this.termRevision), { key, target: "Version", result: "Equal", version: 0 }],
+            success: [{ request_put: { key, value } }],
+            failure: [{ request_range: { key: this.keys.leader } }, { request_range: { key } }],
+          },
+          options,
+        ),
       );
       const [leader, entry] = res.succeeded ? [] : res.responses.map((r) => r.response_range?.kvs[0]);
       if (!res.succeeded && leader?.create_revision !== this.termRevision) throw new Error("another member leads now (the fenced append was refused)");

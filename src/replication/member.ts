@@ -19,7 +19,7 @@ import { LogWriter } from "./log-writer.js";
 import { ReplicatedStore } from "./replicated-store.js";
 import { sleep } from "./sleep.js";
 import type { Watches } from "./watch.js";
-import { within } from "./within.js";
+import { attempts } from "./within.js";
 
 /** MemberOptions configure a member of a highly available cluster. */
 export interface MemberOptions {
@@ -249,12 +249,12 @@ export class Member {
     };
     const loading = this.loads.lasting(LOAD_SHOWN_MS);
     const value = Buffer.from(JSON.stringify(loading === undefined ? record : { ...record, loading }));
-    await this.client.kv.put({ key: this.keys.member(this.memberId), value, lease: session.id }, session.callOptions()).catch(() => undefined);
+    await session.call((options) => this.client.kv.put({ key: this.keys.member(this.memberId), value, lease: session.id }, options)).catch(() => undefined);
     if (record.atMs - this.known.atMs < KNOWN_MS && record.role === this.known.role) return;
     this.known = { atMs: record.atMs, role: record.role };
     // The lasting record, which status shows once the member is down, never holds a load: a member that is down loads nothing.
     const lasting = loading === undefined ? value : Buffer.from(JSON.stringify(record));
-    await this.client.kv.put({ key: this.keys.knownMember(this.memberId), value: lasting }, session.callOptions()).catch(() => undefined);
+    await session.call((options) => this.client.kv.put({ key: this.keys.knownMember(this.memberId), value: lasting }, options)).catch(() => undefined);
   }
 
   /** leading is true while this member leads. */
@@ -264,24 +264,26 @@ export class Member {
 
   /** members reads the record of every member that runs. */
   async members(): Promise<MemberRecord[]> {
-    const res = await this.client.kv.range({ key: this.keys.members, range_end: this.keys.membersEnd }, within(2_000));
+    const res = await attempts(2_000, (options) => this.client.kv.range({ key: this.keys.members, range_end: this.keys.membersEnd }, options));
     return res.kvs.map((kv) => JSON.parse(kv.value.toString()) as MemberRecord);
   }
 
   /** knownMembers reads the lasting record of every member the cluster has known (forgotten ones aside). */
   async knownMembers(): Promise<MemberRecord[]> {
-    const res = await this.client.kv.range({ key: this.keys.known, range_end: this.keys.knownEnd }, within(2_000));
+    const res = await attempts(2_000, (options) => this.client.kv.range({ key: this.keys.known, range_end: this.keys.knownEnd }, options));
     return res.kvs.map((kv) => JSON.parse(kv.value.toString()) as MemberRecord);
   }
 
   /** forget deletes a member's lasting record: "running" while it runs, "unknown" when there is none, "forgotten" once gone. */
   async forget(memberId: string): Promise<"running" | "unknown" | "forgotten"> {
-    const res = await this.client.kv.txn(
-      {
-        compare: [this.keys.absent(this.keys.member(memberId))],
-        success: [{ request_delete_range: { key: this.keys.knownMember(memberId) } }],
-      },
-      within(2_000),
+    const res = await attempts(2_000, (options) =>
+      this.client.kv.txn(
+        {
+          compare: [this.keys.absent(this.keys.member(memberId))],
+          success: [{ request_delete_range: { key: this.keys.knownMember(memberId) } }],
+        },
+        options,
+      ),
     );
     if (!res.succeeded) return "running";
     return Number(res.responses[0]?.response_delete_range?.deleted ?? 0) > 0 ? "forgotten" : "unknown";
@@ -304,17 +306,19 @@ export class Member {
       const retained = Math.min(applied + 1, last - (this.options.logRetainEntries ?? 1_000));
       const keepFrom = Math.min(last, Math.max(retained, last - (this.options.maxLogEntries ?? 10_000)));
       if (keepFrom <= this.compactedBelow) return;
-      const res = await this.client.kv.txn(
-        {
-          compare: [this.keys.heldBy(termRevision)],
-          success: [{ request_delete_range: { key: this.keys.log, range_end: this.keys.logEntry(keepFrom) } }],
-        },
-        session.callOptions(),
+      const res = await session.call((options) =>
+        this.client.kv.txn(
+          {
+            compare: [this.keys.heldBy(termRevision)],
+            success: [{ request_delete_range: { key: this.keys.log, range_end: this.keys.logEntry(keepFrom) } }],
+          },
+          options,
+        ),
       );
       if (!res.succeeded) return;
       this.compactedBelow = keepFrom;
       // etcd keeps every deleted entry in its history until compacted: compact it too, or its database grows to its quota.
-      await this.client.kv.compact({ revision: res.header.revision }, session.callOptions());
+      await session.call((options) => this.client.kv.compact({ revision: res.header.revision }, options));
     } catch (error) {
       this.logger.warn({ err: (error as Error).message }, "cluster: compacting the log failed");
     }

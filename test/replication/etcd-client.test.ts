@@ -1,6 +1,7 @@
 import type { Etcd3 } from "etcd3";
 import { afterEach, describe, expect, it } from "vitest";
 import { etcdClient } from "../../src/replication/etcd-client.js";
+import { attempts } from "../../src/replication/within.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 
@@ -40,14 +41,45 @@ describe.skipIf(missing !== "")("a member's etcd client", () => {
     while ((await Promise.all([a, c].map((m) => leaderOf(m.clientUrl).catch(() => "0")))).includes("0")) {
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
-    // With the default breaker these would be refused for 5 s ("the circuit breaker is open"); here each goes through.
-    for (let i = 0; i < 5; i++) {
-      await client
-        .put("k")
-        .value(`after-${i}`)
-        .options({ deadline: new Date(Date.now() + 2_000) })
-        .exec();
+    // With the default breaker these would be refused for 5 s ("the circuit breaker is open"); here each goes through,
+    // made as the member makes its calls (attempts: again, on another endpoint, after a failure such as the dead member's).
+    for (let i = 0; i < 5; i++) await attempts(2_000, (options) => client.put("k").value(`after-${i}`).options(options).exec());
+    expect(await attempts(2_000, (options) => client.get("k").options(options).string())).toBe("after-4");
+  });
+});
+
+describe.skipIf(missing !== "")("a member's etcd calls (attempts)", () => {
+  it("move off an etcd member that stopped answering (SIGSTOP) after one attempt, and keep off it while it stays silent", async () => {
+    const etcd = await startEtcdCluster(3);
+    const client = etcdClient({ hosts: etcd.endpoints.split(","), dialTimeout: 2_000 });
+    try {
+      await client.put("k").value("before");
+      const paused = etcd.members[0]!.process!;
+      paused.kill("SIGSTOP");
+      try {
+        // Each put goes to a member chosen at random: one that meets the paused member is made again elsewhere, within the budget.
+        for (let i = 0; i < 10; i++) await attempts(3_000, (options) => client.put("k").value(`paused-${i}`).options(options).exec());
+        expect(await attempts(3_000, (options) => client.get("k").options(options).string())).toBe("paused-9");
+      } finally {
+        paused.kill("SIGCONT");
+      }
+    } finally {
+      client.close();
     }
-    expect(await client.get("k").string()).toBe("after-4");
+  });
+
+  it("say that etcd did not answer, not grpc-js's stage ('waiting for name resolution' for an IP address)", async () => {
+    const etcd = await startEtcdCluster(1);
+    const client = etcdClient({ hosts: etcd.endpoints.split(","), dialTimeout: 2_000 });
+    const paused = etcd.members[0]!.process!;
+    paused.kill("SIGSTOP");
+    try {
+      const error = (await attempts(700, (options) => client.get("k").options(options).string()).catch((e: Error) => e)) as Error;
+      expect(JSON.stringify(error.message)).toMatch(/^"etcd did not answer within \d+ ms \(\d+ attempts? of at most 600 ms\)"$/);
+      expect(error.message).not.toMatch(/name resolution|circuit/);
+    } finally {
+      paused.kill("SIGCONT");
+      client.close();
+    }
   });
 });

@@ -13,6 +13,9 @@ const FAULT_SECONDS = Number(process.env.FAULT_SECONDS ?? "12");
 /** SEED picks the faults; a failure prints it, and FAULT_SEED=<seed> replays the same choices. */
 const SEED = Number(process.env.FAULT_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const NS = "faults";
+/** KINDS are the kinds of fault injected: every kind, or those FAULT_KINDS names (comma-separated), to study one. */
+const ALL_KINDS = ["kill server", "kill leader", "pause server", "kill etcd", "pause etcd"] as const;
+const KINDS = ALL_KINDS.filter((kind) => (process.env.FAULT_KINDS ?? ALL_KINDS.join(",")).split(",").includes(kind));
 
 /** random is a small seeded generator (mulberry32): the same seed, the same faults. */
 function random(seed: number): () => number {
@@ -25,8 +28,47 @@ function random(seed: number): () => number {
   };
 }
 
-/** writer loops BatchAllocate → ConfirmWrite of 2 new keys until stop, recording every confirmation acknowledged. */
-async function writer(client: MetadataClient, id: number, confirmed: Map<string, number>, errors: string[], stop: () => boolean): Promise<void> {
+/** Fault is one fault injected: its kind, when it began and when it was healed (the process resumed or restarted), ms. */
+interface Fault {
+  kind: string;
+  start: number;
+  end: number;
+}
+
+/**
+ * longestPauses is, per kind of fault, the longest time from a fault's start
+ * (or from any acknowledgment after it, until the first one after it was
+ * healed) to the next acknowledged write: how long a fault of that kind
+ * stopped the writes.
+ */
+function longestPauses(faults: readonly Fault[], acks: readonly number[]): Map<string, number> {
+  const longest = new Map<string, number>();
+  for (const fault of faults) longest.set(fault.kind, Math.max(longest.get(fault.kind) ?? 0, pauseOf(fault, acks)));
+  return longest;
+}
+
+/** pauseOf is the longest time without an acknowledged write from a fault's start until the first acknowledgment after it was healed. */
+function pauseOf({ start, end }: Fault, acks: readonly number[]): number {
+  let from = start;
+  let pause = 0;
+  for (const ack of acks) {
+    if (ack <= start) continue;
+    pause = Math.max(pause, ack - from);
+    from = ack;
+    if (ack > end) break;
+  }
+  return pause;
+}
+
+/** writer loops BatchAllocate → ConfirmWrite of 2 new keys until stop, recording every confirmation acknowledged and when. */
+async function writer(
+  client: MetadataClient,
+  id: number,
+  confirmed: Map<string, number>,
+  acks: number[],
+  errors: string[],
+  stop: () => boolean,
+): Promise<void> {
   for (let i = 0; !stop(); i++) {
     const keys = [`w${id}-${i}-a`, `w${id}-${i}-b`];
     try {
@@ -34,6 +76,7 @@ async function writer(client: MetadataClient, id: number, confirmed: Map<string,
       const mine = keys.flatMap((key, k) => (res.statuses[k] === AllocationStatus.NEW ? [[key, res.pages[k]!] as const] : []));
       await client.confirmWrite({ namespace: NS, rank: 0, keys: mine.map(([key]) => key), pages: mine.map(([, page]) => page) });
       for (const [key, page] of mine) confirmed.set(key, page);
+      acks.push(Date.now());
     } catch (error) {
       errors.push(`${keys[0]}: ${ConnectError.from(error).message}`);
     }
@@ -55,14 +98,16 @@ describe.skipIf(missing !== "")("high availability under randomized faults", () 
       await client.initializeRank({ namespace: NS, rank: 0, numPages: 1 << 20, worldSize: 1 });
 
       const confirmed = new Map<string, number>();
+      const acks: number[] = [];
       const errors: string[] = [];
       let stopping = false;
-      const writers = [0, 1, 2, 3].map((id) => writer(client, id, confirmed, errors, () => stopping));
-      const faults: string[] = [];
+      const writers = [0, 1, 2, 3].map((id) => writer(client, id, confirmed, acks, errors, () => stopping));
+      const faults: Fault[] = [];
       const until = Date.now() + FAULT_SECONDS * 1_000;
       while (Date.now() < until) {
         await sleep(300 + next() * 700);
-        const fault = pick(["kill server", "kill leader", "pause server", "kill etcd", "pause etcd"] as const);
+        const fault = pick(KINDS);
+        const start = Date.now();
         if (fault === "kill server" || fault === "kill leader") {
           const victim = fault === "kill leader" ? await waitForLeader(servers) : pick(servers);
           await kill9(victim);
@@ -74,9 +119,10 @@ describe.skipIf(missing !== "")("high availability under randomized faults", () 
           await sleep(300 + next() * 2_500);
           victim.process.child.kill("SIGCONT");
         } else if (fault === "pause etcd") {
+          // Paused for up to 4.5 s: longer than a leader's lease, as an etcd member stalled on its disk or swapped out may be.
           const victim = pick(etcd.members).process!;
           victim.kill("SIGSTOP");
-          await sleep(300 + next() * 2_500);
+          await sleep(1_000 + next() * 3_500);
           victim.kill("SIGCONT");
         } else {
           const victim = pick(etcd.members);
@@ -84,7 +130,7 @@ describe.skipIf(missing !== "")("high availability under randomized faults", () 
           await sleep(next() * 1_500);
           await victim.start();
         }
-        faults.push(fault);
+        faults.push({ kind: fault, start, end: Date.now() });
       }
       // After the faults: the writers make progress again, then stop.
       const before = confirmed.size;
@@ -92,8 +138,16 @@ describe.skipIf(missing !== "")("high availability under randomized faults", () 
       while (confirmed.size <= before && Date.now() < deadline) await sleep(50);
       stopping = true;
       await Promise.all(writers);
-      console.log(`seed ${SEED}: ${faults.length} faults (${faults.join(", ")}); ${confirmed.size} keys confirmed, ${errors.length} calls failed`);
+      console.log(
+        `seed ${SEED}: ${faults.length} faults (${faults.map((f) => f.kind).join(", ")}); ${confirmed.size} keys confirmed, ${errors.length} calls failed`,
+      );
+      const pauses = [...longestPauses(faults, acks)].map(([kind, ms]) => `${kind} ${(ms / 1_000).toFixed(2)} s`);
+      console.log(`seed ${SEED}: the longest pause in acknowledged writes per kind of fault: ${pauses.join(", ")}`);
+      const each = faults.map((f) => `${f.kind} for ${((f.end - f.start) / 1_000).toFixed(1)} s: ${(pauseOf(f, acks) / 1_000).toFixed(2)} s`);
+      console.log(`seed ${SEED}: each fault, how long it lasted, and the longest pause in acknowledged writes it caused: ${each.join("; ")}`);
 
+      // Writes that never came back: what each member last logged says where it stands.
+      if (confirmed.size <= before) for (const s of servers) console.log(`${s.url} last logged:\n${s.process.lines.slice(-25).join("\n")}`);
       expect(confirmed.size).toBeGreaterThan(before);
       // Every acknowledged confirmation is there, on its page, and no page holds two keys.
       const keys = [...confirmed.keys()];
