@@ -61,6 +61,17 @@ describe("hf3fs-metadata serve", () => {
     expect(answer).toContain('{"exists":[false]}');
   });
 
+  it("on SIGTERM does not wait for a connection that has sent nothing (a port probe's)", async () => {
+    const server = await startChildServer(["--in-memory", "--shutdown-timeout", "30s"]);
+    await server.logged("ready");
+    const silent = connect(Number(new URL(server.url).port), "127.0.0.1");
+    await once(silent, "connect");
+    const closed = once(silent, "close");
+    server.child.kill("SIGTERM");
+    await closed; // the server cut it, rather than wait --shutdown-timeout for its first byte
+    expect(await server.exited).toBe(0);
+  });
+
   it("answers a buf curl call", async () => {
     const server = await startChildServer();
     const { stdout } = await exec(BUF, [

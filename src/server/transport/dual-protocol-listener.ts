@@ -65,6 +65,8 @@ export class DualProtocolListener {
   private readonly h1InFlight = new Map<net.Socket, number>();
   /** h1Answers are the HTTP/1.1 answers not yet finished, told `Connection: close` when the listener closes. */
   private readonly h1Answers = new Set<http.ServerResponse>();
+  /** unsorted are the connections that have not yet said which protocol they speak (sniff). */
+  private readonly unsorted = new Set<net.Socket>();
   private closing = false;
   /** handingOver is the socket being handed to the http2 server, while it makes that socket's session. */
   private handingOver: net.Socket | undefined;
@@ -123,8 +125,9 @@ export class DualProtocolListener {
    * once (the port is free for the next process), sends GOAWAY to every
    * HTTP/2 session, closes idle connections at once (an idle HTTP/1.1
    * connection is destroyed, not half-closed: a keep-alive client keeps its
-   * side open until it next uses it, and the drain would wait for that),
-   * ends each connection in use after its last call in flight
+   * side open until it next uses it, and the drain would wait for that;
+   * a connection that has sent nothing yet is closed too), ends each
+   * connection in use after its last call in flight
    * (`Connection: close`), and resolves once every connection is closed, or
    * after timeoutMs, when it destroys what is left.
    */
@@ -136,6 +139,8 @@ export class DualProtocolListener {
       this.endIfIdle(session);
     }
     for (const [socket, inFlight] of this.h1InFlight) if (inFlight === 0) socket.destroy();
+    // A connection that has sent nothing yet holds no call (a health check's, a port probe's): the drain does not wait for it.
+    for (const socket of this.unsorted) if (socket.bytesRead === 0) socket.destroy();
     for (const res of this.h1Answers) if (!res.headersSent) res.shouldKeepAlive = false;
     const deadline = Date.now() + timeoutMs;
     while (this.sockets.size > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
@@ -247,7 +252,10 @@ export class DualProtocolListener {
     this.sockets.add(socket);
     socket.once("close", () => this.sockets.delete(socket));
     socket.on("error", () => socket.destroy());
+    this.unsorted.add(socket);
+    socket.once("close", () => this.unsorted.delete(socket));
     sniff(socket, this.requestTimeoutMs, httpVersionOf, (version) => {
+      this.unsorted.delete(socket);
       if (version === "h1") {
         this.h1InFlight.set(socket, 0);
         socket.once("close", () => this.h1InFlight.delete(socket));
