@@ -20,16 +20,20 @@ export function within(ms: number): CallOptions {
 
 /**
  * attempts makes an etcd call within budgetMs in attempts of attemptMs
- * (ATTEMPT_MS unless a call's answer may take longer) at most each, again after each failure that may be the endpoint's
- * (etcd3's recoverable errors: unavailable, deadline exceeded and the
- * like; or every endpoint avoided for a moment), so that one endpoint that stops answering costs a call about
- * ATTEMPT_MS, not its whole budget. Every call made so is safe to repeat
+ * (ATTEMPT_MS unless a call's answer may take longer) at most each, again
+ * after each failure that may be the endpoint's (etcd3's recoverable
+ * errors: unavailable, deadline exceeded and the like; or every endpoint
+ * avoided for a moment), so that one endpoint that stops answering costs a
+ * call about ATTEMPT_MS, not its whole budget. Every call made so is safe to repeat
  * (reads, lease keepalives, and writes guarded by a compare that a repeat
- * fails). A call that no attempt got an answer to throws saying so.
+ * fails). A call that ends failed throws the last failure that said why
+ * (a refused connection, no leader), or, when every attempt went
+ * unanswered, an error that says so.
  */
 export async function attempts<T>(budgetMs: number, call: (options: CallOptions) => Promise<T>, attemptMs = ATTEMPT_MS): Promise<T> {
   const started = performance.now();
   const end = started + budgetMs;
+  let said: Error | undefined; // the last failure that said more than "no answer" (ECONNREFUSED, no leader)
   for (let n = 1; ; n++) {
     const tried = performance.now();
     try {
@@ -38,10 +42,16 @@ export async function attempts<T>(budgetMs: number, call: (options: CallOptions)
       const left = end - performance.now();
       // Every endpoint avoided for a moment (each let a call run out: etcd3's breakers, etcd-client.ts) is as unanswered as a deadline.
       const again = isRecoverableError(error as Error) || isBrokenCircuitError(error);
-      if (!again || left < 1) throw unanswered(error as Error, n, attemptMs, performance.now() - started);
+      if (!isUnanswered(error as Error)) said = error as Error;
+      if (!again || left < 1) throw isUnanswered(error as Error) ? (said ?? unanswered(error as Error, n, attemptMs, performance.now() - started)) : error;
       if (performance.now() - tried < PAUSE_MS) await new Promise((resolve) => setTimeout(resolve, Math.min(PAUSE_MS, left)));
     }
   }
+}
+
+/** isUnanswered is true for a failure that says only that no answer came: a deadline that ran out, or every endpoint avoided after one. */
+function isUnanswered(error: Error): boolean {
+  return error instanceof GRPCDeadlineExceededError || isBrokenCircuitError(error);
 }
 
 /**
@@ -50,7 +60,6 @@ export async function attempts<T>(budgetMs: number, call: (options: CallOptions)
  * name resolution", even for IP addresses), cockatiel its breaker.
  */
 function unanswered(error: Error, tries: number, attemptMs: number, tookMs: number): Error {
-  if (!(error instanceof GRPCDeadlineExceededError) && !isBrokenCircuitError(error)) return error;
   return new Error(`etcd did not answer within ${Math.round(tookMs)} ms (${tries} attempt${tries === 1 ? "" : "s"} of at most ${attemptMs} ms)`, {
     cause: error,
   });
