@@ -61,10 +61,8 @@ export class DualProtocolListener {
   private readonly sessions = new Set<http2.ServerHttp2Session>();
   /** openStreams counts the streams of each HTTP/2 session that are not closed. */
   private readonly openStreams = new Map<http2.ServerHttp2Session, number>();
-  /** h1InFlight counts the requests in flight per HTTP/1.1 connection. */
-  private readonly h1InFlight = new Map<net.Socket, number>();
-  /** h1Answers are the HTTP/1.1 answers not yet finished, told `Connection: close` when the listener closes. */
-  private readonly h1Answers = new Set<http.ServerResponse>();
+  /** h1Answers are the answers not yet finished per HTTP/1.1 connection (none: idle), told `Connection: close` when the listener closes. */
+  private readonly h1Answers = new Map<net.Socket, Set<http.ServerResponse>>();
   /** unsorted are the connections that have not yet said which protocol they speak (sniff). */
   private readonly unsorted = new Set<net.Socket>();
   private closing = false;
@@ -138,10 +136,10 @@ export class DualProtocolListener {
       session.close();
       this.endIfIdle(session);
     }
-    for (const [socket, inFlight] of this.h1InFlight) if (inFlight === 0) socket.destroy();
+    for (const [socket, answers] of this.h1Answers) if (answers.size === 0) socket.destroy();
     // A connection that has sent nothing yet holds no call (a health check's, a port probe's): the drain does not wait for it.
     for (const socket of this.unsorted) if (socket.bytesRead === 0) socket.destroy();
-    for (const res of this.h1Answers) if (!res.headersSent) res.shouldKeepAlive = false;
+    for (const answers of this.h1Answers.values()) for (const res of answers) if (!res.headersSent) res.shouldKeepAlive = false;
     const deadline = Date.now() + timeoutMs;
     while (this.sockets.size > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
     for (const session of this.sessions) session.destroy();
@@ -213,16 +211,14 @@ export class DualProtocolListener {
     setImmediate(() => session.destroy());
   }
 
-  /** trackH1 counts a request in flight on an HTTP/1.1 connection, which closes after its last answer once closing. */
+  /** trackH1 follows an answer in flight on an HTTP/1.1 connection, which closes after its last answer once closing. */
   private trackH1(socket: net.Socket, res: http.ServerResponse): void {
-    this.h1InFlight.set(socket, (this.h1InFlight.get(socket) ?? 0) + 1);
+    const answers = this.h1Answers.get(socket)!;
+    answers.add(res);
     if (this.closing) res.shouldKeepAlive = false;
-    this.h1Answers.add(res);
     res.once("close", () => {
-      this.h1Answers.delete(res);
-      const left = this.h1InFlight.get(socket)! - 1;
-      this.h1InFlight.set(socket, left);
-      if (this.closing && left === 0) endAfterAnswer(socket);
+      answers.delete(res);
+      if (this.closing && answers.size === 0) endAfterAnswer(socket);
     });
   }
 
@@ -257,8 +253,8 @@ export class DualProtocolListener {
     sniff(socket, this.requestTimeoutMs, httpVersionOf, (version) => {
       this.unsorted.delete(socket);
       if (version === "h1") {
-        this.h1InFlight.set(socket, 0);
-        socket.once("close", () => this.h1InFlight.delete(socket));
+        this.h1Answers.set(socket, new Set());
+        socket.once("close", () => this.h1Answers.delete(socket));
         return void this.h1.emit("connection", socket);
       }
       // The http2 server makes the session (and emits "session") within this call.
