@@ -6,8 +6,12 @@ export type ChangeKind = Change["kind"];
 export type ChangeOf<K extends ChangeKind> = Extract<Change, { kind: K }>;
 /** LogField is a field of a log tuple (msgpack). */
 export type LogField = string | number | number[] | null;
-/** StoreTable is a table of the store that holds changes' records (schema.ts); "keys" stands for long_keys too. */
-export type StoreTable = "ranks" | "keys" | "reservations" | "drains";
+/**
+ * StoreTable is a table of the store that holds changes' records
+ * (schema.ts); "keys" stands for long_keys too, and "namespace" for every
+ * record of one namespace (a drop removes them all).
+ */
+export type StoreTable = "ranks" | "keys" | "reservations" | "drains" | "namespace";
 /** RecordKey and RecordValue are a store record's key and value (ordered-binary and msgpack arrays). */
 export type RecordKey = (string | number)[];
 export type RecordValue = (string | number | null)[];
@@ -153,6 +157,13 @@ export const CHANGE_FORMATS: { readonly [K in ChangeKind]: KindFormat<K> } = {
     table: "drains",
     key: (c) => [c.namespace, c.rank, c.page],
   },
+  drop: {
+    tag: 8,
+    log: () => [],
+    fromLog: (_t, namespace) => ({ kind: "drop", namespace }),
+    table: "namespace",
+    key: (c) => [c.namespace],
+  },
 };
 
 /** formatOf is the format of a change's kind. */
@@ -166,7 +177,7 @@ export const FORMAT_BY_TAG: ReadonlyMap<number, KindFormat<ChangeKind>> = new Ma
 );
 
 /** readerOf is how a store table's records read back: through the kind that puts them. */
-export function readerOf(table: StoreTable): (key: RecordKey, value: RecordValue) => Change {
+export function readerOf(table: Exclude<StoreTable, "namespace">): (key: RecordKey, value: RecordValue) => Change {
   const putter = Object.values(CHANGE_FORMATS).find((format) => format.table === table && format.read !== undefined);
   return putter!.read as (key: RecordKey, value: RecordValue) => Change;
 }

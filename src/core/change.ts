@@ -25,6 +25,10 @@ export type ParentName = string | null;
  * - forget: a key was dropped (deleted, evicted, reclaimed, cleared).
  * - drain / undrain: a dropped key's page is held until its read lease ends /
  *   was freed.
+ * - drop: a namespace was forgotten whole, its ranks, keys, reservations
+ *   and draining pages with it (a reset, a Clear, the drop of its last
+ *   rank): one change however large the namespace, so that forgetting it
+ *   costs the journal, the log and the store one record, not one per key.
  */
 export type Change =
   | { kind: "rank"; namespace: string; rank: number; numPages: number; worldSize: number; layout?: string }
@@ -34,4 +38,5 @@ export type Change =
   | { kind: "key"; namespace: string; key: string; parent: ParentName; complete: boolean; pages: number[] }
   | { kind: "forget"; namespace: string; key: string }
   | { kind: "drain"; namespace: string; rank: number; page: number; key: string; untilMs: number }
-  | { kind: "undrain"; namespace: string; rank: number; page: number };
+  | { kind: "undrain"; namespace: string; rank: number; page: number }
+  | { kind: "drop"; namespace: string };

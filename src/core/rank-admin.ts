@@ -152,6 +152,8 @@ export function dropRank(registry: Registry, eviction: Eviction, namespace: stri
   checkUint32(rankNo, "rank");
   registry.expire();
   const { ns, rank } = registry.rankOf(name, rankNo);
+  // The namespace's last rank takes the namespace with it: one change, whatever its size.
+  if (ns.ranks.size === 1) return forgetNamespace(registry, eviction, ns);
   const subject = { namespace: ns.name, rank: rankNo };
   for (const page of [...rank.reservations]) {
     ns.forgetIfEmpty(rank.releaseReservation(page));
@@ -179,9 +181,52 @@ export function dropRank(registry: Registry, eviction: Eviction, namespace: stri
   eviction.forget(rank);
   registry.journal.record({ kind: "unrank", ...subject });
   ns.completeReady(now, (entry) => registry.journal.key(ns, entry));
-  if (ns.ranks.size === 0) registry.deleteNamespace(ns);
-  else registry.deadlines.armIncomplete(ns);
+  registry.deadlines.armIncomplete(ns);
   return forgotten;
+}
+
+/** forgetNamespace drops a namespace whole (Registry.dropNamespace), in a time that grows with its ranks, not its keys; returns how many keys with pages it held. */
+function forgetNamespace(registry: Registry, eviction: Eviction, ns: Namespace): number {
+  for (const rank of ns.ranks.values()) eviction.forget(rank);
+  registry.dropNamespace(ns);
+  return ns.confirmedKeys;
+}
+
+/**
+ * clearNamespace drops every key and reservation of a namespace and keeps
+ * its ranks (Clear): it forgets the namespace whole (forgetNamespace) and
+ * defines it anew, each rank of the same size, with the pages that must
+ * stay held (those of keys under a read lease, and those draining already)
+ * draining until the same time. Its cost grows with the ranks and the pages
+ * held, not with the keys.
+ */
+export function clearNamespace(registry: Registry, eviction: Eviction, ns: Namespace): void {
+  const now = registry.clock();
+  const held: { rank: number; page: number; key: string; untilMs: number }[] = [];
+  const leases = ns.columns.leaseUntilMs;
+  for (const entry of ns.keys.live()) {
+    const untilMs = leases[entry]!;
+    if (untilMs <= now || ns.columns.confirmed[entry] === 0) continue;
+    for (const rank of ns.ranks.values()) {
+      const page = rank.confirmedPage(entry);
+      if (page >= 0) held.push({ rank: rank.rank, page, key: ns.keyOf(entry), untilMs });
+    }
+  }
+  for (const rank of ns.ranks.values()) for (const [page, { key, untilMs }] of rank.draining) held.push({ rank: rank.rank, page, key, untilMs });
+  forgetNamespace(registry, eviction, ns);
+  const fresh = registry.newNamespace(ns.name, ns.worldSize);
+  fresh.layout = ns.layout;
+  Object.assign(fresh.events, ns.events);
+  for (const rank of ns.ranks.values()) {
+    fresh.addRank(rank.rank, rank.numPages);
+    registry.journal.record(rankChange(fresh, rank.rank, rank.numPages));
+  }
+  for (const { rank: rankNo, page, key, untilMs } of held) {
+    const rank = fresh.ranks.get(rankNo)!;
+    rank.restoreDraining(page, untilMs, key);
+    registry.deadlines.drain(fresh, rank, page, untilMs);
+    registry.journal.record({ kind: "drain", namespace: fresh.name, rank: rankNo, page, key, untilMs });
+  }
 }
 
 /** HOW_TO_RESET ends every mismatch error: how an operator defines the namespace anew. */
@@ -200,10 +245,10 @@ export interface ResetResult {
 }
 
 /**
- * resetNamespace forgets a namespace whole (undefined: every namespace) by
- * dropping each of its ranks (dropRank: journaled, so durable and
- * replicated as every change), so that the next InitializeRank defines it
- * anew. Unless forced, it refuses while a read lease is live there (a key's,
+ * resetNamespace forgets a namespace whole (undefined: every namespace),
+ * each of its parts by one change (forgetNamespace: journaled, so durable
+ * and replicated as every change), so that the next InitializeRank
+ * defines it anew. Unless forced, it refuses while a read lease is live there (a key's,
  * or a deleted key's page held for one), or a page is reserved (a write in
  * flight), changing nothing.
  */
@@ -238,10 +283,8 @@ export function resetNamespace(registry: Registry, eviction: Eviction, namespace
     if (parts.length === 0) continue;
     result.namespaces++;
     for (const ns of parts) {
-      for (const rankNo of [...ns.ranks.keys()]) {
-        result.forgottenKeys += dropRank(registry, eviction, name, rankNo);
-        result.ranks++;
-      }
+      result.ranks += ns.ranks.size;
+      result.forgottenKeys += forgetNamespace(registry, eviction, ns);
     }
   }
   return result;

@@ -119,6 +119,11 @@ export function replayOne(registry: Registry, change: Change): void {
       if (drain !== undefined) rank.endDrain(change.page, drain.untilMs);
       return;
     }
+    case "drop": {
+      const ns = registry.namespaces.get(change.namespace);
+      if (ns !== undefined) registry.deleteNamespace(ns);
+      return;
+    }
   }
 }
 
@@ -197,6 +202,7 @@ function restoreOne(registry: Registry, change: Change, terms: RestartTerms | un
     case "unreserve":
     case "undrain":
     case "forget":
+    case "drop":
       break;
   }
 }

@@ -64,6 +64,16 @@ export class Registry {
     this.scopedParts--;
   }
 
+  /**
+   * dropNamespace forgets a namespace whole, in a time that does not grow
+   * with its keys: it leaves the registry, its deadlines are passed over
+   * when due (expire), and one change records it (drop).
+   */
+  dropNamespace(ns: Namespace): void {
+    this.deleteNamespace(ns);
+    this.journal.record({ kind: "drop", namespace: ns.name });
+  }
+
   /** scopeOf is the KeyScope of the namespace a client names; UNSPECIFIED when it has none. */
   scopeOf(name: string): KeyScope {
     if (this.namespaces.has(name)) return KeyScope.NAMESPACE;
@@ -157,6 +167,8 @@ export class Registry {
     if (now < this.deadlines.nextMs) return;
     for (let due = this.deadlines.popDue(now); due !== undefined; due = this.deadlines.popDue(now)) {
       const ns = due.ns;
+      // A namespace dropped whole (a reset, a Clear) leaves its deadlines behind: they are passed over, not disarmed one by one.
+      if (this.namespaces.get(ns.name) !== ns) continue;
       if (due.kind === "reservations") {
         this.expireReservations(ns, due.rank, now);
         this.deadlines.armReservations(ns, due.rank);

@@ -8,7 +8,7 @@ import type { KeyList, Keys } from "./key-list.js";
 import { KeyScope } from "./key-scope.js";
 import { COMPLETED, CONFIRMED_RESERVATION, type Namespace } from "./namespace.js";
 import type { Rank } from "./rank.js";
-import { dropRank, type InitializeRankResult, initializeRank, type RankDeclaration, type ResetResult, resetNamespace } from "./rank-admin.js";
+import { clearNamespace, dropRank, type InitializeRankResult, initializeRank, type RankDeclaration, type ResetResult, resetNamespace } from "./rank-admin.js";
 import { type Restoring, restoring } from "./recovery.js";
 import { Registry } from "./registry.js";
 import type { StateOptions } from "./state-options.js";
@@ -406,17 +406,8 @@ export class MetadataState {
     const parts = name === undefined ? [...this.namespaces.values()] : this.partsFor(name, rankNo, "Clear");
     this.expire();
     for (const ns of parts) {
-      for (const rank of ns.ranks.values()) {
-        for (const page of rank.reservations) {
-          rank.releaseReservation(page);
-          this.journal.record({ kind: "unreserve", namespace: ns.name, rank: rank.rank, page });
-        }
-        rank.forgetLapses();
-      }
-      for (const entry of ns.keys.live()) {
-        if (ns.columns.confirmed[entry]! > 0) this.registry.dropKey(ns, entry);
-        else ns.forgetIfEmpty(entry);
-      }
+      if (ns.keys.size > 0) clearNamespace(this.registry, this.eviction, ns);
+      else for (const rank of ns.ranks.values()) rank.forgetLapses();
     }
   }
 

@@ -4,12 +4,12 @@ import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { type Database, type Key, open, type RootDatabase, type Transaction } from "lmdb";
 import type { Change } from "../core/change.js";
-import { isPreParentKeyValue, type RecordValue } from "../core/change-formats.js";
+import { isPreParentKeyValue, type RecordKey, type RecordValue } from "../core/change-formats.js";
 import { MetadataError, Reason } from "../core/errors.js";
 import { dataFile, prepareDataDir } from "./data-dir.js";
 import { DataDirLock } from "./data-dir-lock.js";
 import { type LoadProgress, ProgressReporter } from "./load-progress.js";
-import { DB_NAMES, FORMAT_VERSION, storedChange, withRootParent, writeOf } from "./schema.js";
+import { DB_NAMES, FORMAT_VERSION, storedChange, type Write, withRootParent, writeOf } from "./schema.js";
 import type { Store } from "./store.js";
 
 /** APPLIED_SEQ and CLUSTER_ID are the meta records of a member of a highly available cluster (see src/replication/). */
@@ -44,6 +44,8 @@ export class StoreOpenError extends Error {
  */
 export class LmdbStore implements Store {
   private tail: Promise<void> = Promise.resolve();
+  /** dropping settles once the drops under way, and the commits after them, are done (dropInSteps); undefined when none is. */
+  private dropping: Promise<void> | undefined;
   private failure: MetadataError | undefined;
   private onFailure!: (error: Error) => void;
   readonly failed = new Promise<Error>((resolve) => (this.onFailure = resolve));
@@ -104,6 +106,7 @@ export class LmdbStore implements Store {
       const { serverId, migratedFrom } = await initMeta(path, dbs, readOnly, migrating);
       // A store still marked as loading a snapshot lost the load midway: it holds part of one.
       if (!readOnly && dbs.meta.get(SNAPSHOT_LOADING) !== undefined) emptyRecords(env, dbs, false);
+      if (!readOnly) finishDrops(dbs);
       return new LmdbStore(path, serverId, env, dbs, lock, migratedFrom);
     } catch (error) {
       await lock?.release();
@@ -175,12 +178,42 @@ export class LmdbStore implements Store {
   commitApplied(changes: readonly Change[], appliedSeq: number | undefined): Promise<void> {
     if (this.failure !== undefined) return Promise.reject(this.failure);
     if (changes.length === 0 && appliedSeq === undefined) return this.tail;
+    // A drop, and every commit after one until it is done, goes in steps (dropInSteps); the rest in this event turn.
+    if (this.dropping === undefined && !changes.some(isDrop)) return this.settle(this.issue(changes, appliedSeq));
+    const after = this.tail;
+    const steps = (this.dropping ?? Promise.resolve()).then(async () => {
+      await after;
+      await this.dropInSteps(changes, appliedSeq);
+    });
+    const dropping = steps.then(noop, noop);
+    this.dropping = dropping;
+    void dropping.then(() => {
+      if (this.dropping === dropping) this.dropping = undefined;
+    });
+    return this.settle(steps);
+  }
+
+  /** settle makes `last` the store's tail, a failure of it the store's failure. */
+  private settle(last: Promise<unknown>): Promise<void> {
+    this.tail = last.then(
+      () => undefined,
+      (error: Error) => this.fail(error),
+    );
+    return this.tail;
+  }
+
+  /**
+   * issue issues the writes of `changes` (no drop among them), then `extra`
+   * ones, and the applied log entry, in this event turn, so lmdb-js puts
+   * them in one transaction; the promise is the last write's.
+   */
+  private issue(changes: readonly Change[], appliedSeq: number | undefined, extra: readonly Write[] = []): Promise<unknown> {
     let last: Promise<unknown> = Promise.resolve();
     try {
       // Encode every write before issuing any, so a change that cannot be encoded leaves nothing half written.
-      const writes = changes.map(writeOf);
+      const writes = [...changes.map(writeOf), ...extra];
       for (const write of writes) {
-        const db = this.dbs[write.db];
+        const db = write.db === "meta" ? this.dbs.meta : this.dbs[write.db];
         last = write.value === undefined ? db.remove(write.key) : db.put(write.key, write.value);
         // Writes of one turn share a transaction and fail together: the last one's promise carries the failure (below).
         last.catch(ignoreCommitError);
@@ -190,13 +223,45 @@ export class LmdbStore implements Store {
         last.catch(ignoreCommitError);
       }
     } catch (error) {
-      return this.fail(error as Error);
+      return Promise.reject(error);
     }
-    this.tail = last.then(
-      () => undefined,
-      (error: Error) => this.fail(error),
-    );
-    return this.tail;
+    return last;
+  }
+
+  /**
+   * dropInSteps commits changes that hold drops, after every earlier commit
+   * is durable (a drop reads the records it removes). A namespace of at
+   * most DROP_CHUNK records goes in the transaction of the changes around
+   * it; a larger one is marked dropping with the changes before it, removed
+   * DROP_CHUNK records per transaction, one event turn each, and unmarked
+   * with the changes after it (schema.ts). Writes of the group to a dropped
+   * namespace before its drop are not issued: the drop removes them.
+   */
+  private async dropInSteps(changes: readonly Change[], appliedSeq: number | undefined): Promise<void> {
+    // Encoded before any is issued, so a change that cannot be encoded leaves nothing half written.
+    const encoded = changes.map((change) => (isDrop(change) ? change : { namespace: change.namespace, write: writeOf(change) }));
+    let turn: { namespace: string; write: Write }[] = [];
+    const writes = () => turn.map(({ write }) => write);
+    for (const next of encoded) {
+      if (!("kind" in next)) {
+        turn.push(next);
+        continue;
+      }
+      const namespace = next.namespace;
+      turn = turn.filter((w) => w.namespace !== namespace);
+      const records = namespaceRecords(this.dbs, namespace, DROP_CHUNK + 1);
+      if (records.length <= DROP_CHUNK) {
+        turn.push(...records.map((write) => ({ namespace, write })));
+        continue;
+      }
+      const mark = droppingMark(namespace);
+      await this.issue([], undefined, [...writes(), { db: "meta", key: mark, value: [1] }]);
+      for (let chunk = records.slice(0, DROP_CHUNK); chunk.length > 0; chunk = namespaceRecords(this.dbs, namespace, DROP_CHUNK)) {
+        await this.issue([], undefined, chunk);
+      }
+      turn = [{ namespace: "", write: { db: "meta", key: mark, value: undefined } }];
+    }
+    await this.issue([], appliedSeq, writes());
   }
 
   private fail(error: Error): Promise<never> {
@@ -279,6 +344,61 @@ export class LmdbStore implements Store {
     await this.lock?.release();
   }
 }
+
+/** DROP_CHUNK is the number of records a drop removes per transaction (and event turn). */
+export const DROP_CHUNK = 5_000;
+
+/** isDrop tells a drop, a change of a whole namespace. */
+function isDrop(change: Change): change is Extract<Change, { kind: "drop" }> {
+  return change.kind === "drop";
+}
+
+/** droppingMark is the meta key that marks a drop of namespace under way (schema.ts). */
+function droppingMark(namespace: string): [string, string] {
+  return ["dropping", namespace];
+}
+
+/**
+ * namespaceRecords lists up to `limit` records of a namespace as their
+ * removes, ranks last (a restore of a drop cut short finds every record's
+ * rank). Records under long names are found by their value: a scan of
+ * long_keys, which holds the few keys past PLAIN_KEY_BYTES.
+ */
+function namespaceRecords(dbs: LmdbStore["dbs"], namespace: string, limit: number): Write[] {
+  const removes: Write[] = [];
+  for (const db of ["reservations", "drains", "keys", "long_keys", "ranks"] as const) {
+    if (db === "long_keys") {
+      for (const { key, value } of dbs.long_keys.getRange()) {
+        if (removes.length >= limit) return removes;
+        if ((value as RecordValue)[0] === namespace) removes.push({ db, key: key as string, value: undefined });
+      }
+      continue;
+    }
+    for (const key of dbs[db].getKeys({ start: [namespace], limit: limit - removes.length })) {
+      if ((key as RecordKey)[0] !== namespace) break;
+      removes.push({ db, key: key as RecordKey, value: undefined });
+    }
+    if (removes.length >= limit) return removes;
+  }
+  return removes;
+}
+
+/** finishDrops ends the drops a stop cut short (their marks are set): a chunk per transaction, then the mark (schema.ts). */
+function finishDrops(dbs: LmdbStore["dbs"]): void {
+  for (const key of [...dbs.meta.getKeys({ start: ["dropping"] })]) {
+    if (!Array.isArray(key) || key[0] !== "dropping") break;
+    const namespace = key[1] as string;
+    for (let chunk = namespaceRecords(dbs, namespace, DROP_CHUNK); chunk.length > 0; chunk = namespaceRecords(dbs, namespace, DROP_CHUNK)) {
+      dbs.meta.transactionSync(() => {
+        for (const { db, key } of chunk) (db === "meta" ? dbs.meta : dbs[db]).removeSync(key);
+      });
+    }
+    dbs.meta.removeSync(key);
+  }
+}
+
+/** noop is a handler that does nothing. */
+function noop(): void {}
 
 /** emptyRecords drops every record and the applied entry in one transaction, marking the store as loading a snapshot or lifting the mark (loadSnapshot). */
 function emptyRecords(env: RootDatabase, dbs: LmdbStore["dbs"], loading: boolean): void {

@@ -13,7 +13,14 @@ import { formatOf, type RecordKey, type RecordValue, readerOf } from "../core/ch
  *   reservations  [namespace, rank, page]  → [key, expiresAtMs, parent]
  *   drains        [namespace, rank, page]  → [key, untilMs]
  *
- * Each kind of change puts or removes one record (CHANGE_FORMATS). The
+ *   meta          ["dropping", namespace] → true: a drop under way (below)
+ *
+ * Each kind of change puts or removes one record (CHANGE_FORMATS), but a
+ * drop, which removes every record of a namespace. A drop of more records
+ * than one transaction should hold marks the namespace in meta first, in
+ * the transaction that makes the drop durable, then removes the records in
+ * chunks (ranks last), then lifts the mark; a store opened with a mark set
+ * finishes the drop before anything reads it. The
  * store holds the state, not a log: one record per key (with its page
  * on every rank, so recovery reads a key once, not once per rank), one per
  * reservation in flight and one per draining page. A FREE page has no record.
@@ -46,7 +53,7 @@ export type DbName = (typeof DB_NAMES)[number];
 
 /** Write is one put (value defined) or remove (value undefined) of a record. */
 export interface Write {
-  db: Exclude<DbName, "meta">;
+  db: DbName;
   key: RecordKey | string;
   value: RecordValue | undefined;
 }
@@ -56,6 +63,7 @@ export function writeOf(change: Change): Write {
   const format = formatOf(change);
   const key = format.key(change);
   const value = format.value?.(change);
+  if (format.table === "namespace") throw new Error("a drop removes a namespace's records, not one (LmdbStore.commitApplied)");
   if (format.table !== "keys") return { db: format.table, key, value };
   const [namespace, name] = key as [string, string];
   if (Buffer.byteLength(namespace) + Buffer.byteLength(name) <= PLAIN_KEY_BYTES) return { db: "keys", key, value };

@@ -347,6 +347,27 @@ describe("deadlines", () => {
     time.advance(8_000);
     expect(state.stats("")[0]).toMatchObject({ expiredReservations: 1, ranks: [{ freePages: 2 }, { freePages: 2 }] });
   });
+
+  it("of a namespace reset or cleared are passed over: they never touch the namespace defined anew under its name", () => {
+    for (const forget of [(s: MetadataState) => s.reset("", true), (s: MetadataState) => s.clear("")]) {
+      const { time, state } = setup({ reservationTtlMs: 1_000, incompleteTtlMs: 1_500 });
+      state.initializeRank("", 0, 2, 2);
+      state.initializeRank("", 1, 2, 2);
+      const { pages } = state.batchAllocate("", 0, ["a", "b"]);
+      state.confirmWrite("", 0, ["a"], [pages[0]!]); // "a" incomplete (reclaimed at 1.5 s), "b" reserved (expires at 1 s)
+      forget(state);
+      state.initializeRank("", 0, 2, 2);
+      state.initializeRank("", 1, 2, 2);
+      time.advance(600);
+      state.batchAllocate("", 0, ["b"]); // the same page again, until 1.6 s
+      state.confirmWrite("", 0, ["a"], state.batchAllocate("", 0, ["a"]).pages); // incomplete again, until 2.1 s
+      state.takeChanges();
+      time.advance(950); // the old deadlines (1 s, 1.5 s) are due, the new ones not
+      state.expire();
+      expect(state.takeChanges()).toEqual([]);
+      expect(state.stats("")[0]).toMatchObject({ keys: 1, ranks: [{ reservedPages: 1, usedPages: 1 }, { freePages: 2 }] });
+    }
+  });
 });
 
 describe("a key in a namespace of many ranks", () => {

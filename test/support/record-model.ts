@@ -41,6 +41,11 @@ export class RecordModel {
       case "undrain":
         this.drains.delete(`${change.namespace}\0${change.rank}\0${change.page}`);
         break;
+      case "drop":
+        for (const table of [this.ranks, this.keys, this.reservations, this.drains]) {
+          for (const [key, record] of table) if (record.namespace === change.namespace) table.delete(key);
+        }
+        break;
     }
   }
 

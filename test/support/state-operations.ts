@@ -32,6 +32,7 @@ export const operation = fc.oneof(
   fc.record({ op: fc.constant("evictAhead" as const), maxKeys: fc.integer({ min: 1, max: 4 }) }),
   fc.record({ op: fc.constant("dropRank" as const), rank, numPages: fc.integer({ min: 1, max: PAGES }) }),
   fc.record({ op: fc.constant("resize" as const), rank, numPages: fc.integer({ min: 1, max: PAGES + 2 }) }),
+  fc.record({ op: fc.constant("reset" as const), force: fc.boolean() }),
 );
 
 /** partOf is the namespace that holds rank r of "kv": "kv" itself, or, with KEY_SCOPE_RANK, rank r's own (key-scope.ts). */
@@ -126,6 +127,15 @@ export function apply(state: MetadataState, time: FakeClock, op: Operation, leas
       state.initializeRank("", op.rank, op.numPages, worldSize, { keyScope: scope });
       // A dropped rank's leases go with it.
       for (let i = leases.length - 1; i >= 0; i--) if (leases[i]!.rank === op.rank) leases.splice(i, 1);
+      break;
+    }
+    case "reset": {
+      // Forgotten whole (refused while leases or reservations live, unless forced), then every rank initialized anew.
+      const worldSize = partOf(state, 0).worldSize;
+      const scope = state.keyScopeOf("");
+      state.reset("", op.force);
+      for (let r = 0; r < RANKS; r++) state.initializeRank("", r, PAGES, worldSize, { keyScope: scope });
+      leases.length = 0;
       break;
     }
   }
