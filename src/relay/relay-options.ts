@@ -1,10 +1,10 @@
 import { checkBounds, defaultsOf, type NameOf, type OptionsOf, type OptionTable, optionTable } from "../core/option-table.js";
-import { STATE_OPTIONS } from "../core/state-options.js";
+import { defaultStateOptions, STATE_OPTIONS } from "../core/state-options.js";
 import { LOG_OPTIONS, type LogOptions } from "../server/logger.js";
 import { checkTls, TLS_OPTIONS, type TlsOptions } from "../server/tls-options.js";
 import { LISTENER_OPTIONS, type ListenerOptions } from "../server/transport/listener-options.js";
 import { ACCESS_OPTIONS, type AccessOptions, checkAccess } from "../service/access-options.js";
-import { VLLM_OPTIONS, type VllmOptions } from "../service/json/vllm-options.js";
+import { checkVllm, VLLM_OPTIONS, type VllmOptions } from "../service/json/vllm-options.js";
 import { defaultLimitOptions, LIMIT_OPTIONS, resolveBuffers } from "../service/limit-options.js";
 
 /** UPSTREAM_OPTIONS say where a relay sends its calls, how long it holds them, and how it proves itself there. */
@@ -73,6 +73,8 @@ export const defaultRelayOptions: RelayOptions = Object.assign({}, ...RELAY_TABL
 export function resolveRelayOptions(options: RelayOptions, given: ReadonlySet<string>, name: NameOf): RelayOptions {
   for (const table of RELAY_TABLES) checkBounds(table, options, name);
   checkUpstream(options, name);
+  // The server's own bounds apply upstream; these are the defaults, so that a relay refuses at start what no default server takes.
+  checkVllm({ ...defaultStateOptions, ...options }, name);
   checkAccess(options, name);
   checkTls(options, name);
   resolveBuffers(options, given, name);

@@ -94,7 +94,12 @@ export async function startRelay(config: RelayConfig, logger: Logger): Promise<R
     [file_hf3fs_metadata_v1_metadata, file_grpc_health_v1_health, file_grpc_reflection_v1_reflection, file_grpc_reflection_v1alpha_reflection],
     SERVICES,
   );
-  const json = jsonRouter(upstream.calls, edge, [...vllmRoutes(options.vllmWorldSize), ...sglangRoutes], false);
+  const json = jsonRouter(
+    upstream.calls,
+    edge,
+    [...vllmRoutes({ worldSize: options.vllmWorldSize, namespace: options.vllmNamespace }), ...sglangRoutes],
+    false,
+  );
   const metricsAccess = options.metricsAuth ? config.access : undefined;
   let url = "";
   // The relay's page shows its upstream's namespaces, read through the upstream as any call is, but held only STATUS_STATS_MS:

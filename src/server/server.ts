@@ -150,7 +150,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     [file_hf3fs_metadata_v1_metadata, file_grpc_health_v1_health, file_grpc_reflection_v1_reflection, file_grpc_reflection_v1alpha_reflection],
     SERVICES,
   );
-  const routes = [...vllmRoutes(limits.vllmWorldSize), ...sglangRoutes];
+  const routes = [...vllmRoutes({ worldSize: limits.vllmWorldSize, namespace: limits.vllmNamespace }), ...sglangRoutes];
   const json = jsonRouter(localCalls(service), edge, routes, limits.standbyCalls === "refuse");
   const openServices = (router: Parameters<Parameters<typeof connectFraming>[2]>[0]) => {
     router.service(Health, healthService(lifecycle, [MetadataService.typeName], shedder, config.leadership));

@@ -1,6 +1,18 @@
 import { KeyScope, Role } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { invalidArgument } from "../../core/errors.js";
-import { bool, confirmFields, int, isPrefix, isString, namespaceField, optionalStr, pairs, str, strings } from "./json-body.js";
+import {
+  namespaceField as bodyNamespace,
+  bool,
+  confirmFields,
+  int,
+  isPrefix,
+  isString,
+  type JsonObject,
+  optionalStr,
+  pairs,
+  str,
+  strings,
+} from "./json-body.js";
 import { type JsonRoute, jsonRoute, NO_CONTENT } from "./json-route.js";
 
 /**
@@ -8,10 +20,13 @@ import { type JsonRoute, jsonRoute, NO_CONTENT } from "./json-route.js";
  * whose namespaces have `worldSize` ranks (--vllm-world-size; a body's
  * `world_size` overrides it). With 0 (vLLM sends none), a key is complete
  * when confirmed on every rank initialized so far, and an admin drops a
- * rank that should not count (POST /rank/{rank}/drop). Namespace "kv"
- * unless the body names one.
+ * rank that should not count (POST /rank/{rank}/drop). The namespace is
+ * the body's, else `namespace` (--vllm-namespace), else "kv"; /clear
+ * clears `namespace` alone when one is set, every namespace (as vLLM's own
+ * server) when not.
  */
-export function vllmRoutes(worldSize: number): JsonRoute[] {
+export function vllmRoutes({ worldSize, namespace }: { worldSize: number; namespace: string }): JsonRoute[] {
+  const namespaceField = (body: JsonObject) => bodyNamespace(body) || namespace;
   return [
     jsonRoute({
       name: "vllm.initialize",
@@ -77,7 +92,7 @@ export function vllmRoutes(worldSize: number): JsonRoute[] {
       name: "vllm.clear",
       pattern: /^\/clear$/,
       method: "clear",
-      request: () => ({ allNamespaces: true }),
+      request: () => (namespace === "" ? { allNamespaces: true } : { namespace }),
       reply: () => NO_CONTENT,
     }),
     jsonRoute({
