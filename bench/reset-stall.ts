@@ -1,7 +1,7 @@
 // reset-stall.ts [--keys=N] [--rounds=R] [--entries=A,B]: what a reset of a large namespace costs the
 // other callers of a cluster. Each round starts 3 etcd members and 3 servers, confirms N keys (100,000)
 // on 2 ranks of namespace "big", then, while a writer allocates and confirms 16 keys at a time in
-// namespace "load" and a probe asks the leader's health every 10 ms, runs `hf3fs-metadata reset
+// namespace "load" and a probe asks the leader's health every 10 ms, runs `hf3fs-metadata reset --force
 // --namespace big` against a standby. It prints the reset's time, the longest health probe and the
 // longest write while it ran, and whether the leader kept its place. `--entries` names server entry
 // points to alternate (A against B, as bench/README.md asks), relative to the checkout: another
@@ -82,7 +82,7 @@ for (let round = 1; round <= rounds; round++) {
       })();
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       const started = performance.now();
-      const reset = await cli(["reset", "--server", standby.process.url, "--namespace", "big"]);
+      const reset = await cli(["reset", "--server", standby.process.url, "--namespace", "big", "--force"]); // filled seconds ago: in use
       const resetMs = performance.now() - started;
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       running = false;

@@ -7,10 +7,11 @@ commands:
   inspect   print what a data dir holds (inspect --data-dir DIR)
   stats     print a running server's page usage per namespace and rank (stats [--server URL] [--namespace NS])
   reset     forget a namespace whole so that it can be defined anew (reset --namespace NS | --all [--force])
+  clear     drop a namespace's keys and keep its ranks, for running engines (clear --namespace NS | --all)
   health    exit 0 only when a running server is SERVING (health [--server URL])
   status    print the members of a highly available cluster, its leader and each member's lag (status [--server URL])
 
-stats, health, status and reset also take --token-file FILE (or env HF3FS_METADATA_TOKEN), and for an
+stats, health, status, reset and clear also take --token-file FILE (or env HF3FS_METADATA_TOKEN), and for an
 https:// server --ca-file FILE and, for mTLS, --cert-file FILE --key-file FILE.
 --version prints the package's version.`;
 
@@ -28,6 +29,8 @@ export async function main(argv: string[]): Promise<number> {
       return (await import("./operator-commands.js")).statsCommand(args);
     case "reset":
       return (await import("./operator-commands.js")).resetCommand(args);
+    case "clear":
+      return (await import("./operator-commands.js")).clearCommand(args);
     case "health":
       return (await import("./operator-commands.js")).healthCommand(args);
     case "status":

@@ -106,7 +106,9 @@ const RESET_USAGE = `usage: hf3fs-metadata reset (--namespace NS | --all) [--for
 
 Forgets a namespace (or every namespace) whole, ranks, keys and reservations, so that the next
 InitializeRank defines it anew (a new model, page size or tensor-parallel size). Needs an admin token
-when the server has --admin-token-file. Refused while readers hold read leases there, or writers hold
+when the server has --admin-token-file. Refused while its engines run (a worker's or a scheduler's
+call in the last minute: after a reset their next calls fail, and vLLM's never initializes again;
+\`clear\` drops the keys and keeps the ranks), while readers hold read leases there, or writers hold
 reserved pages; --force forgets it anyway, and a reader still reading may then read pages handed to
 other keys, and a writer still writing may write a page handed to another key.
 It retries through restarts and failovers for --retry-for (default 20s). A reset that fails without an
@@ -115,48 +117,83 @@ repeat is safe, and changes nothing once done.
 --server defaults to ${DEFAULT_SERVER} (env HF3FS_METADATA_SERVER).
 ${CONNECTION_HELP}`;
 
-/** RESET_RETRY_MS is how long reset retries through a failover or a restart: a repeat of a reset changes nothing, so retrying is safe. */
-const RESET_RETRY_MS = 20_000;
+const CLEAR_USAGE = `usage: hf3fs-metadata clear (--namespace NS | --all) [--retry-for DURATION] [--server URL] [--token-file FILE] [--ca-file FILE [--cert-file FILE --key-file FILE]]
+
+Drops every key and reservation of a namespace (or of every namespace) and keeps its ranks: running
+engines go on (their next lookups miss, their writes find free pages), which a reset does not allow.
+Pages under a read lease stay held until it ends. Needs a clear or an admin token when the server has
+--admin-token-file. It retries through restarts and failovers for --retry-for (default 20s); a clear
+that fails without an answer may have taken effect: it says so, and a repeat is safe.
+--server defaults to ${DEFAULT_SERVER} (env HF3FS_METADATA_SERVER).
+${CONNECTION_HELP}`;
+
+/** ADMIN_RETRY_MS is how long reset and clear retry through a failover or a restart: a repeat of either changes nothing more, so retrying is safe. */
+const ADMIN_RETRY_MS = 20_000;
 
 /** resetCommand forgets a namespace (or all) on a running server, and prints what it forgot. */
-export async function resetCommand(args: string[]): Promise<number> {
+export function resetCommand(args: string[]): Promise<number> {
+  return adminCommand("reset", args, RESET_USAGE, { force: { type: "boolean" } }, async (client, target, values) => {
+    const done = await client.resetNamespace({ ...target, force: values.force === true });
+    return `${done.namespaces} namespace(s), ${done.ranks} rank(s) and ${done.forgottenKeys} key(s) forgotten`;
+  });
+}
+
+/** clearCommand drops the keys and reservations of a namespace (or all) on a running server, keeping its ranks. */
+export function clearCommand(args: string[]): Promise<number> {
+  return adminCommand("clear", args, CLEAR_USAGE, {}, async (client, target) => {
+    await client.clear(target);
+    return "every key and reservation dropped, the ranks kept";
+  });
+}
+
+/**
+ * adminCommand runs an admin call on a namespace (--namespace NS) or on
+ * all (--all): it parses the flags common to reset and clear, retries for
+ * --retry-for, prints `NAME WHAT: <what call says>`, and on a call whose
+ * outcome is unknown says it may have taken effect and how to check.
+ */
+async function adminCommand(
+  name: string,
+  args: string[],
+  usage: string,
+  extra: Record<string, { type: "string" | "boolean" }>,
+  call: (
+    client: ReturnType<typeof createMetadataClient>,
+    target: { namespace: string; allNamespaces: boolean },
+    values: Record<string, string | boolean | undefined>,
+  ) => Promise<string>,
+): Promise<number> {
   const parsed = tryParse(
-    () =>
-      parseOperatorArgs(args, RESET_USAGE, {
-        namespace: { type: "string" },
-        all: { type: "boolean" },
-        force: { type: "boolean" },
-        "retry-for": { type: "string" },
-      }),
-    RESET_USAGE,
+    () => parseOperatorArgs(args, usage, { namespace: { type: "string" }, all: { type: "boolean" }, "retry-for": { type: "string" }, ...extra }),
+    usage,
   );
   if (typeof parsed === "number") return parsed;
-  const { namespace, all, force } = parsed.values as { namespace?: string; all?: boolean; force?: boolean };
-  const retryFor = (parsed.values as { "retry-for"?: string })["retry-for"];
-  let retryMs = RESET_RETRY_MS;
+  const values = parsed.values as Record<string, string | boolean | undefined>;
+  const namespace = values.namespace as string | undefined;
+  const all = values.all === true;
+  let retryMs = ADMIN_RETRY_MS;
   try {
-    if (retryFor !== undefined) retryMs = parseDuration(retryFor);
+    if (values["retry-for"] !== undefined) retryMs = parseDuration(values["retry-for"] as string);
   } catch (error) {
-    console.error(`hf3fs-metadata reset: --retry-for: ${(error as Error).message}`);
+    console.error(`hf3fs-metadata ${name}: --retry-for: ${(error as Error).message}`);
     return 2;
   }
-  if ((namespace === undefined) === (all !== true)) {
-    console.error("hf3fs-metadata reset: give --namespace NS or --all (reset --help)");
+  if ((namespace === undefined) === !all) {
+    console.error(`hf3fs-metadata ${name}: give --namespace NS or --all (${name} --help)`);
     return 2;
   }
-  const what = all === true ? "every namespace" : `namespace "${namespace}"`;
+  const what = all ? "every namespace" : `namespace "${namespace}"`;
   try {
     const client = createMetadataClient({ baseUrl: parsed.server, token: parsed.token, tls: parsed.tls, retry: { deadlineMs: retryMs } });
-    const done = await client.resetNamespace({ namespace: namespace ?? "", allNamespaces: all === true, force: force === true });
-    console.log(`reset ${what}: ${done.namespaces} namespace(s), ${done.ranks} rank(s) and ${done.forgottenKeys} key(s) forgotten`);
+    console.log(`${name} ${what}: ${await call(client, { namespace: namespace ?? "", allNamespaces: all }, values)}`);
     return 0;
   } catch (e) {
     const error = ConnectError.from(e);
-    console.error(`hf3fs-metadata reset: ${error.rawMessage}`);
+    console.error(`hf3fs-metadata ${name}: ${error.rawMessage}`);
     if (UNANSWERED.has(error.code)) {
-      const check = all === true ? "hf3fs-metadata stats" : `hf3fs-metadata stats --namespace ${JSON.stringify(namespace)}`;
+      const check = all ? "hf3fs-metadata stats" : `hf3fs-metadata stats --namespace ${JSON.stringify(namespace)}`;
       console.error(
-        `hf3fs-metadata reset: the reset of ${what} may have taken effect nonetheless; \`${check}\` shows what is there, and running reset again is safe`,
+        `hf3fs-metadata ${name}: the ${name} of ${what} may have taken effect nonetheless; \`${check}\` shows what is there, and running ${name} again is safe`,
       );
     }
     return 1;

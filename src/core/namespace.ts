@@ -79,6 +79,8 @@ export class Namespace {
   private readonly lists: readonly (IndexList | undefined)[] = [undefined, this.leaves, this.incomplete, this.lru, this.orphans, this.leased];
   /** events counts what happened to the namespace since the process started (evictions, expirations, reclaims). */
   readonly events: EventCounts = zeroEventCounts();
+  /** lastCallMs is when a worker's or a scheduler's call last named the namespace (a reset refuses one in use); -Infinity for none since the process started. */
+  lastCallMs = Number.NEGATIVE_INFINITY;
   /** label is the namespace's name as clients give it: `name` but for one rank of a namespace of KEY_SCOPE_RANK (key-scope.ts). */
   readonly label: string;
   /** scopedRank is the rank this namespace is, in a namespace of KEY_SCOPE_RANK; undefined for KEY_SCOPE_NAMESPACE. */

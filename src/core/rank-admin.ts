@@ -101,6 +101,7 @@ export function initializeRank(
   }
   const found = registry.find(name, rankNo);
   if (found !== undefined) {
+    found.ns.lastCallMs = registry.clock();
     const existing = found.rank;
     const was = existing.numPages;
     if (was !== numPages) {
@@ -127,6 +128,7 @@ export function initializeRank(
   const internal = perRank ? rankScopedName(name, rankNo) : name;
   const ns = perRank ? registry.newNamespace(internal, worldSize) : (parts[0] ?? registry.newNamespace(name, worldSize));
   ns.layout = declaredLayout ?? layout ?? "";
+  ns.lastCallMs = registry.clock();
   ns.addRank(rankNo, numPages);
   registry.journal.record(rankChange(ns, rankNo, numPages));
   return { created: true, numPages, freePages: numPages, resizedFrom: 0 };
@@ -217,6 +219,7 @@ export function clearNamespace(registry: Registry, eviction: Eviction, ns: Names
   const fresh = registry.newNamespace(ns.name, ns.worldSize);
   fresh.layout = ns.layout;
   Object.assign(fresh.events, ns.events);
+  fresh.lastCallMs = ns.lastCallMs;
   for (const rank of ns.ranks.values()) {
     fresh.addRank(rank.rank, rank.numPages);
     registry.journal.record(rankChange(fresh, rank.rank, rank.numPages));
@@ -248,9 +251,10 @@ export interface ResetResult {
  * resetNamespace forgets a namespace whole (undefined: every namespace),
  * each of its parts by one change (forgetNamespace: journaled, so durable
  * and replicated as every change), so that the next InitializeRank
- * defines it anew. Unless forced, it refuses while a read lease is live there (a key's,
- * or a deleted key's page held for one), or a page is reserved (a write in
- * flight), changing nothing.
+ * defines it anew. Unless forced, it refuses while the namespace is in
+ * use (a worker's or a scheduler's call in the last IN_USE_MS), a read
+ * lease is live there (a key's, or a deleted key's page held for one), or
+ * a page is reserved (a write in flight), changing nothing.
  */
 export function resetNamespace(registry: Registry, eviction: Eviction, namespace: string | undefined, force: boolean): ResetResult {
   const names = namespace === undefined ? registry.names() : [namespaceName(namespace, registry.options)];
@@ -258,6 +262,14 @@ export function resetNamespace(registry: Registry, eviction: Eviction, namespace
   const now = registry.clock();
   if (!force) {
     for (const name of names) {
+      const lastCallMs = Math.max(...registry.parts(name).map((ns) => ns.lastCallMs));
+      if (now - lastCallMs < IN_USE_MS) {
+        throw new MetadataError(
+          Reason.NAMESPACE_IN_USE,
+          `namespace "${name}" had a call ${((now - lastCallMs) / 1_000).toFixed(1)} s ago: its engines are running, and after a reset their next calls fail with "rank not initialized" (vLLM's client never initializes again). To drop its keys and keep its ranks, clear it: hf3fs-metadata clear --namespace ${JSON.stringify(name)}; to reset it, stop its engines and retry a minute after their last call, or reset with force`,
+          { namespace: name },
+        );
+      }
       if (registry.parts(name).some((ns) => leasedNow(ns, now))) {
         throw new MetadataError(
           Reason.READ_LEASED,
@@ -289,6 +301,9 @@ export function resetNamespace(registry: Registry, eviction: Eviction, namespace
   }
   return result;
 }
+
+/** IN_USE_MS is how long after a worker's or a scheduler's call a namespace counts as in use: a reset without force refuses it. */
+export const IN_USE_MS = 60_000;
 
 /** leasedNow is true while a read lease is live in a namespace: a key's, or a deleted key's page held for one. */
 function leasedNow(ns: Namespace, now: number): boolean {

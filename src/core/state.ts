@@ -122,6 +122,7 @@ export class MetadataState {
     this.expire();
     const { ns, rank } = this.registry.rankOf(name, rankNo);
     const now = this.registry.clock();
+    ns.lastCallMs = now;
     const expiresAtMs = now + this.options.reservationTtlMs;
     const pages = new Array<number>(keys.length);
     const statuses = new Array<AllocationStatus>(keys.length);
@@ -233,6 +234,7 @@ export class MetadataState {
     if (releasing !== undefined) checkSameLength(releasing, "keys_to_release", pagesToRelease, "pages_to_release");
     this.expire();
     const { ns, rank } = this.registry.rankOf(name, rankNo);
+    ns.lastCallMs = this.registry.clock();
     const subject = { namespace: name, rank: rankNo };
     checkPages(pages, "pages", rank.numPages, subject);
     checkPages(pagesToRelease, "pages_to_release", rank.numPages, subject);
@@ -333,13 +335,16 @@ export class MetadataState {
     if (rankNo !== undefined) {
       const at = this.registry.find(name, rankNo);
       if (at === undefined) return exists;
+      at.ns.lastCallMs = this.registry.clock();
       const found = at.ns.findAll(keys);
       for (let i = 0; i < keys.length; i++) exists[i] = found[i]! >= 0 && at.rank.confirmedPage(found[i]!) >= 0;
       return exists;
     }
     const parts = this.registry.parts(name);
+    const now = this.registry.clock();
     for (let p = 0; p < parts.length; p++) {
       const ns = parts[p]!;
+      ns.lastCallMs = now;
       const found = ns.findAll(keys);
       for (let i = 0; i < keys.length; i++) exists[i] = (p === 0 || exists[i]!) && found[i]! >= 0 && ns.isComplete(found[i]!);
     }
@@ -356,6 +361,7 @@ export class MetadataState {
     this.expire();
     const { ns, rank } = this.registry.rankOf(name, rankNo);
     const now = this.registry.clock();
+    ns.lastCallMs = now;
     const leaseUntilMs = now + this.options.readLeaseTtlMs;
     const pages = new Array<number>(keys.length);
     const found = ns.findAll(keys);

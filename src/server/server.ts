@@ -27,6 +27,7 @@ import { reflectionService } from "../service/reflection-service.js";
 import type { CurrentLoad } from "../store/load-progress.js";
 import type { Logger } from "./logger.js";
 import { type ClusterView, callCounts, Metrics } from "./metrics.js";
+import { RefusalLog } from "./refusal-log.js";
 import { serveMetrics } from "./serve-metrics.js";
 import { defaultServerOptions } from "./server-options.js";
 import { serverUrl } from "./server-url.js";
@@ -125,11 +126,13 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
   const observe = metrics.observeCall.bind(metrics);
   const limits = { ...defaultServerOptions, ...bufferedBytesFor(config.maxBodyBytes ?? defaultServerOptions.maxBodyBytes), ...definedOf(config) };
   const { access } = config;
+  const refusalLog = new RefusalLog(logger);
   const edge = new Edge({
     ledger: instrumented,
     lifecycle,
     serverId,
     observe,
+    refused: refusalLog.note.bind(refusalLog),
     maxBodyBytes: limits.maxBodyBytes,
     maxBufferedBytes: limits.maxBufferedBytes,
     maxBufferedBytesPerConnection: limits.maxBufferedBytesPerConnection,

@@ -41,6 +41,8 @@ export interface EdgeOptions
   /** serverId stamps every error; undefined on a relay, whose errors keep the id of the server that answered, if any. */
   readonly serverId?: string;
   readonly observe: CallObserver;
+  /** refused hears of every decoded call the core refused (its method and error), for the log of what engines cannot show; undefined: nobody. */
+  readonly refused?: (method: string, error: unknown) => void;
   /** access decides which calls may run, from their authorization header; undefined: every call. */
   readonly access?: AccessPolicy;
   /** leadership refuses calls while this cluster member does not lead (NOT_LEADER); undefined: single-node, always. */
@@ -308,6 +310,7 @@ export class Edge {
     const connectError =
       message === undefined && error instanceof MetadataError ? this.refusal(error) : this.stamped(toConnectError(error, namespaceOf(message)));
     this.options.observe(method, codeName(connectError.code), (performance.now() - started) / 1_000);
+    if (message !== undefined) this.options.refused?.(method, error);
     return connectError;
   }
 

@@ -26,6 +26,7 @@ export const codeOfReason: Record<Reason, Code> = {
   [Reason.UPSTREAM_UNAVAILABLE]: Code.Unavailable,
   [Reason.READ_LEASED]: Code.FailedPrecondition,
   [Reason.WRITES_IN_FLIGHT]: Code.FailedPrecondition,
+  [Reason.NAMESPACE_IN_USE]: Code.FailedPrecondition,
 };
 
 /**

@@ -75,6 +75,36 @@ describe.skipIf(missing !== "")("hf3fs-metadata reset on a cluster", () => {
   }, 60_000);
 });
 
+describe("hf3fs-metadata reset and clear with vLLM running", () => {
+  it("reset refuses and offers clear; clear lets the engine go on; a forced reset leaves it at 404 until it initializes again", async () => {
+    const server = await startChildServer(["--in-memory"]);
+    await server.logged("ready");
+    const vllm = async (path: string, body: unknown) => {
+      const res = await fetch(`${server.url}${path}`, { method: "POST", body: JSON.stringify(body) });
+      return { status: res.status, body: res.status === 204 ? undefined : ((await res.json()) as Record<string, unknown>) };
+    };
+    const write = async (key: string) => {
+      const allocated = await vllm("/keys/batch_allocate", { rank: 0, keys: [[key, null]] });
+      if (allocated.status !== 200) return allocated.status;
+      return (await vllm("/keys/confirm_write", { rank: 0, confirmations: (allocated.body as { results: unknown }).results })).status;
+    };
+    expect((await vllm("/rank/0/initialize", { num_pages: 8 })).status).toBe(200);
+    expect(await write("a")).toBe(204);
+    const refused = await runCli(["reset", "--server", server.url, "--namespace", "kv"]);
+    expect([refused.code, refused.stderr]).toEqual([1, expect.stringContaining("its engines are running")]);
+    expect(refused.stderr).toContain('clear it: hf3fs-metadata clear --namespace "kv"');
+    const cleared = await runCli(["clear", "--server", server.url, "--namespace", "kv"]);
+    expect([cleared.code, cleared.stdout.trim()]).toEqual([0, 'clear namespace "kv": every key and reservation dropped, the ranks kept']);
+    expect((await vllm("/keys/batch_exists", { keys: ["a"] })).body).toEqual({ exists: [false] }); // a miss: vLLM computes it again
+    expect(await write("b")).toBe(204);
+    const forced = await runCli(["reset", "--server", server.url, "--namespace", "kv", "--force"]);
+    expect(forced.code).toBe(0);
+    expect(await write("c")).toBe(404); // vLLM's client never initializes again: the runbook says to restart the engines
+    expect((await vllm("/rank/0/initialize", { num_pages: 8 })).status).toBe(200);
+    expect(await write("c")).toBe(204);
+  }, 30_000);
+});
+
 describe("hf3fs-metadata reset that gets no answer", () => {
   it("says the reset may have taken effect, how to check, and that a repeat is safe; a refusal says nothing of the kind", async () => {
     // A server that takes each call and breaks the connection under it: the call may have been applied, its answer is lost.
@@ -93,7 +123,7 @@ describe("hf3fs-metadata reset that gets no answer", () => {
     await createMetadataClient({ baseUrl: server.url }).initializeRank({ rank: 0, numPages: 8, worldSize: 1 });
     await createMetadataClient({ baseUrl: server.url }).batchAllocate({ rank: 0, keys: ["k"] }); // a write in flight
     const refused = await runCli(["reset", "--server", server.url, "--namespace", "kv"]);
-    expect([refused.code, refused.stderr]).toEqual([1, expect.stringContaining("writes in flight")]);
+    expect([refused.code, refused.stderr]).toEqual([1, expect.stringContaining("its engines are running")]);
     expect(refused.stderr).not.toContain("may have taken effect");
     expect((await runCli(["reset", "--server", server.url, "--all", "--retry-for", "soon"])).code).toBe(2);
   });

@@ -23,6 +23,7 @@ const expected: Record<string, Code> = {
   UPSTREAM_UNAVAILABLE: Code.Unavailable,
   READ_LEASED: Code.FailedPrecondition,
   WRITES_IN_FLIGHT: Code.FailedPrecondition,
+  NAMESPACE_IN_USE: Code.FailedPrecondition,
   UNSPECIFIED: Code.Internal,
 };
 

@@ -1,7 +1,7 @@
 import { afterEach } from "vitest";
 import { MetadataState } from "../../src/core/state.js";
 import type { StateOptions } from "../../src/core/state-options.js";
-import { createLogger } from "../../src/server/logger.js";
+import { createLogger, type Logger } from "../../src/server/logger.js";
 import { type RunningServer, type ServerConfig, startServer } from "../../src/server/server.js";
 import { MemoryStore } from "../../src/store/memory-store.js";
 import type { Store } from "../../src/store/store.js";
@@ -26,14 +26,11 @@ export async function startTestServer(
   store: Store = new MemoryStore(),
   port = 0,
   config: Partial<ServerConfig> = {},
+  logger: Logger = createLogger("silent"),
 ): Promise<TestServer> {
   const time = new FakeClock();
   const state = new MetadataState(time.clock, options);
-  const server = await startServer(
-    { state, store },
-    { host: "127.0.0.1", port, maxBodyBytes: 1 << 20, shutdownTimeoutMs: 2_000, ...config },
-    createLogger("silent"),
-  );
+  const server = await startServer({ state, store }, { host: "127.0.0.1", port, maxBodyBytes: 1 << 20, shutdownTimeoutMs: 2_000, ...config }, logger);
   running.add(server);
   return { ...server, close: server.close, state, store, time };
 }
