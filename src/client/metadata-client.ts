@@ -5,6 +5,7 @@ import { ErrorInfoSchema, type InitializeRankRequestSchema, MetadataService, Rea
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
 import { defaultRetryPolicy, type RetryPolicy } from "./backoff.js";
 import { LeaderFollowing, type Method } from "./leader-following.js";
+import { MetadataError } from "./metadata-error.js";
 
 /** MetadataClientOptions configure createMetadataClient. */
 export interface MetadataClientOptions {
@@ -56,7 +57,8 @@ type InitRequest = MessageInitShape<typeof InitializeRankRequestSchema>;
  * - remembers its InitializeRank calls, and when the server answers
  *   RANK_NOT_INITIALIZED or its hf3fs-server-id changes (it restarted and
  *   lost its state), runs them again; a RANK_NOT_INITIALIZED call is then
- *   retried once.
+ *   retried once;
+ * - throws MetadataError, a ConnectError with the server's ErrorInfo decoded.
  */
 export function createMetadataClient(options: MetadataClientOptions): MetadataClient {
   const following = new LeaderFollowing({
@@ -94,6 +96,14 @@ export function createMetadataClient(options: MetadataClientOptions): MetadataCl
   }
 
   async function call(method: Method, request: unknown, callOptions: CallOptions | undefined): Promise<unknown> {
+    try {
+      return await callOnce(method, request, callOptions);
+    } catch (e) {
+      throw MetadataError.of(e);
+    }
+  }
+
+  async function callOnce(method: Method, request: unknown, callOptions: CallOptions | undefined): Promise<unknown> {
     try {
       const { response, restarted } = await attempt(method, request, callOptions);
       if (method === "initializeRank") remember(request as InitRequest);

@@ -1,8 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import { AllocationStatus } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { backoffMs, defaultRetryPolicy } from "../../src/client/backoff.js";
-import { createMetadataClient } from "../../src/client/index.js";
+import { AllocationStatus, createMetadataClient, MetadataError, Reason } from "../../src/client/index.js";
 import { freePort, startTestServer } from "../support/test-server.js";
 
 describe("backoffMs", () => {
@@ -76,5 +75,33 @@ describe("the client", () => {
     const server = await startTestServer();
     const client = createMetadataClient({ baseUrl: server.url, retry: { deadlineMs: 5_000 } });
     await expect(client.batchAllocate({ rank: 0, keys: ["a"] })).rejects.toMatchObject({ code: Code.FailedPrecondition });
+  });
+
+  it("throws MetadataError, a ConnectError with the server's ErrorInfo decoded, whatever the protocol", async () => {
+    const server = await startTestServer();
+    for (const protocol of ["grpc", "connect", "grpc-web"] as const) {
+      const client = createMetadataClient({ baseUrl: server.url, protocol, retry: { deadlineMs: 0 } });
+      await client.initializeRank({ namespace: protocol, rank: 0, numPages: 4, worldSize: 1 });
+      const { pages, statuses } = await client.batchAllocate({ namespace: protocol, rank: 0, keys: ["a"] });
+      expect(statuses).toEqual([AllocationStatus.NEW]);
+      const error = await client.confirmWrite({ namespace: protocol, rank: 0, keys: ["b"], pages }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(MetadataError);
+      expect(error).toBeInstanceOf(ConnectError);
+      const refused = error as MetadataError;
+      expect([refused.code, refused.reason, refused.namespace, refused.rank, refused.key, refused.page]).toEqual([
+        Code.FailedPrecondition,
+        Reason.RESERVATION_NOT_FOUND,
+        protocol,
+        0,
+        "b",
+        pages[0],
+      ]);
+    }
+    expect(new ConnectError("another library's") instanceof MetadataError).toBe(false);
+    // A failure that reached no server has no ErrorInfo: reason UNSPECIFIED.
+    const down = await createMetadataClient({ baseUrl: `http://127.0.0.1:${await freePort()}`, retry: { deadlineMs: 0 } })
+      .getStats({})
+      .catch((e: unknown) => e);
+    expect([(down as MetadataError).code, (down as MetadataError).reason]).toEqual([Code.Unavailable, Reason.UNSPECIFIED]);
   });
 });

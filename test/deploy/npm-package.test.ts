@@ -115,10 +115,36 @@ console.log(JSON.stringify({ pages, exists, located }));
   it("exports the client's types: a TypeScript user gets them checked", () => {
     writeFileSync(
       join(app, "typed.ts"),
-      `import { createMetadataClient, type MetadataClient } from "hf3fs-metadata/client";
+      `import { AllocationStatus, createMetadataClient, type MetadataClient, MetadataError, Reason } from "hf3fs-metadata/client";
 const client: MetadataClient = createMetadataClient({ baseUrl: "http://127.0.0.1:18000" });
 // @ts-expect-error rank is a number: if the types did not resolve, this line would not be an error and tsc would fail
 void client.batchAllocate({ rank: "0", keys: ["k"] });
+export async function place(key: string): Promise<number | "retry" | "full"> {
+  try {
+    const { pages, statuses } = await client.batchAllocate({ rank: 0, keys: [key] });
+    switch (statuses[0]) {
+      case AllocationStatus.NEW:
+      case AllocationStatus.RESERVED:
+        return pages[0]!;
+      case AllocationStatus.NO_SPACE:
+        return "full";
+      default:
+        return "retry";
+    }
+  } catch (e) {
+    if (!(e instanceof MetadataError)) throw e;
+    switch (e.reason) {
+      case Reason.RANK_NOT_INITIALIZED:
+        return "retry";
+      case Reason.RESERVATION_NOT_FOUND: {
+        const page: number | undefined = e.page;
+        return page ?? "retry";
+      }
+      default:
+        throw new Error(\`\${Reason[e.reason]} on \${e.namespace ?? ""} rank \${e.rank ?? ""}: \${e.rawMessage}\`);
+    }
+  }
+}
 `,
     );
     const tsconfig = {
