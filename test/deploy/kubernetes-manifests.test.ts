@@ -4,10 +4,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
-import { HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { parseDuration } from "../../src/cli/duration.js";
-import { createHealthClient } from "../../src/client/index.js";
+import { makeCertificates } from "../support/certificates.js";
 import { runCli, startChildServer } from "../support/child-server.js";
+import { lacking } from "../support/debian-packages.js";
+import { tempDir } from "../support/temp-dir.js";
+
+const missing = lacking("the members' probe over TLS", "openssl");
 
 // deploy/kubernetes/ checked offline: every object against the Kubernetes API's schemas (kubernetes-models:
 // its validate() for values and formats, its TypeScript types through tsc for unknown or misspelt
@@ -24,7 +27,17 @@ const objects: Manifest[] = files
   .filter((f) => f !== "kustomization.yaml")
   .flatMap((file) => parseAllDocuments(readFileSync(join(DIR, file), "utf8")).map((doc) => ({ ...doc.toJS(), file }) as Manifest));
 const one = (kind: string, name?: string) => objects.find((o) => o.kind === kind && (name === undefined || o.metadata.name === name))!;
-const modulePath = (o: Manifest) => `kubernetes-models/${o.apiVersion}/${o.kind}`;
+/** examples are the objects of deploy/kubernetes/examples/: engines with their relay in their pod, and certificates by cert-manager. */
+const EXAMPLES = join(DIR, "examples");
+const examples: Manifest[] = readdirSync(EXAMPLES)
+  .filter((f) => f.endsWith(".yaml"))
+  .flatMap((file) => parseAllDocuments(readFileSync(join(EXAMPLES, file), "utf8")).map((doc) => ({ ...doc.toJS(), file: `examples/${file}` }) as Manifest));
+const modulePath = (o: Manifest) =>
+  o.apiVersion.startsWith("cert-manager.io/") ? `@kubernetes-models/cert-manager/${o.apiVersion}/${o.kind}` : `kubernetes-models/${o.apiVersion}/${o.kind}`;
+/** engines are the example engine Deployments, each with its relay as a native sidecar. */
+const engines = examples.filter((o) => o.kind === "Deployment");
+/** relayOf is an engine pod's relay: its init container that keeps running. */
+const relayOf = (engine: Manifest) => engine.spec.template.spec.initContainers[0];
 const work = mkdtempSync(join(tmpdir(), "hf3fs-metadata-kubernetes-"));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
@@ -76,12 +89,24 @@ describe("the Kubernetes manifests", () => {
       "DaemonSet/hf3fs-metadata-relay",
       "PodDisruptionBudget/hf3fs-metadata",
       "Secret/hf3fs-metadata-etcd-tls",
+      "Secret/hf3fs-metadata-relay-tls",
+      "Secret/hf3fs-metadata-tls",
       "Secret/hf3fs-metadata-tokens",
       "Service/hf3fs-metadata",
       "Service/hf3fs-metadata-members",
       "StatefulSet/hf3fs-metadata",
     ]);
-    for (const object of objects) {
+    expect(examples.map((o) => `${o.file}: ${o.kind}/${o.metadata.name}`).sort()).toEqual([
+      "examples/certificates.yaml: Certificate/hf3fs-metadata-ca",
+      "examples/certificates.yaml: Certificate/hf3fs-metadata-members",
+      "examples/certificates.yaml: Certificate/hf3fs-metadata-relay",
+      "examples/certificates.yaml: Issuer/hf3fs-metadata-ca",
+      "examples/certificates.yaml: Issuer/hf3fs-metadata-selfsigned",
+      "examples/sglang-engine.yaml: ConfigMap/sglang-qwen3-14b-hf3fs",
+      "examples/sglang-engine.yaml: Deployment/sglang-qwen3-14b",
+      "examples/vllm-engine.yaml: Deployment/vllm-llama-3-8b",
+    ]);
+    for (const object of [...objects, ...examples]) {
       const model = (await import(modulePath(object))) as Record<string, new (o: unknown) => { validate(): void }>;
       expect(() => new model[object.kind]!(withoutFile(object)).validate(), `${object.file}: ${object.kind}`).not.toThrow();
     }
@@ -90,7 +115,7 @@ describe("the Kubernetes manifests", () => {
   it("have no unknown field (tsc on each object as its API type), and a misspelt field is caught", () => {
     const misspelt = structuredClone(one("StatefulSet"));
     misspelt.spec.template.spec.containers[0].imagePullPolicyy = "IfNotPresent";
-    const output = typeCheck({ manifests: objects, misspelt: [misspelt] });
+    const output = typeCheck({ manifests: objects, examples, misspelt: [misspelt] });
     const errors = output.split("\n").filter((line) => line.includes("error TS"));
     expect(errors).toHaveLength(1);
     expect(errors[0]).toMatch(/\/misspelt\.ts\(.*imagePullPolicyy/);
@@ -108,7 +133,9 @@ describe("the Kubernetes manifests", () => {
     expect(pod.terminationGracePeriodSeconds * 1000).toBeGreaterThan(parseDuration(flagValue(server.args, "--shutdown-timeout")!));
     const env = server.env as { name: string; value?: string }[];
     const advertise = env.find((e) => e.name === "HF3FS_METADATA_ADVERTISE_URL")!;
-    expect(advertise.value).toBe(`http://$(POD_NAME).${set.spec.serviceName}.$(POD_NAMESPACE).svc:${server.ports[0].containerPort}`);
+    // https: the members serve TLS only (mTLS), so tokens never cross the pod network in clear.
+    expect(advertise.value).toBe(`https://$(POD_NAME).${set.spec.serviceName}.$(POD_NAMESPACE).svc:${server.ports[0].containerPort}`);
+    expect(["--tls-cert", "--tls-key", "--tls-client-ca"].map((flag) => flagValue(server.args, flag) !== undefined)).toEqual([true, true, true]);
     // Kubernetes expands $(VAR) only from variables defined before.
     expect(env.findIndex((e) => e.name === "POD_NAME")).toBeLessThan(env.indexOf(advertise));
     const members = one("Service", set.spec.serviceName);
@@ -139,7 +166,11 @@ describe("the Kubernetes manifests", () => {
   it("refer only to Secret and ConfigMap keys that exist, and every file an option names is mounted", () => {
     const secrets = new Map(objects.filter((o) => o.kind === "Secret").map((s) => [s.metadata.name, Object.keys(s.stringData)]));
     const config = Object.keys(one("ConfigMap").data);
-    for (const workload of [one("StatefulSet"), one("DaemonSet")]) {
+    for (const [workload, container] of [
+      [one("StatefulSet"), one("StatefulSet").spec.template.spec.containers[0]],
+      [one("DaemonSet"), one("DaemonSet").spec.template.spec.containers[0]],
+      ...engines.map((engine) => [engine, relayOf(engine)]),
+    ] as [Manifest, Manifest][]) {
       const pod = workload.spec.template.spec;
       const mounted = new Map<string, string[]>();
       for (const volume of pod.volumes.filter((v: { secret?: unknown }) => v.secret !== undefined)) {
@@ -147,14 +178,18 @@ describe("the Kubernetes manifests", () => {
         expect(keys, `${workload.kind}: ${volume.secret.secretName}`).toBeDefined();
         const items = (volume.secret.items ?? keys!.map((key: string) => ({ key, path: key }))) as { key: string; path: string }[];
         for (const item of items) expect(keys).toContain(item.key);
-        const mount = pod.containers[0].volumeMounts.find((m: { name: string }) => m.name === volume.name);
+        const mount = container.volumeMounts.find((m: { name: string }) => m.name === volume.name);
+        if (mount === undefined) continue; // another container's
+        // A Secret of type kubernetes.io/tls holds ca.crt, tls.crt and tls.key (cert-manager writes all three).
         mounted.set(
           mount.mountPath,
           items.map((item) => item.path),
         );
       }
-      const container = pod.containers[0];
-      const paths = [...container.args, ...(container.env ?? []).map((e: { value?: string }) => e.value ?? "")].filter((a: string) => a.startsWith("/etc/"));
+      const probe = (container.readinessProbe?.exec?.command ?? []) as string[];
+      const paths = [...container.args, ...probe, ...(container.env ?? []).map((e: { value?: string }) => e.value ?? "")].filter((a: string) =>
+        a.startsWith("/etc/"),
+      );
       expect(paths.length).toBeGreaterThan(0);
       for (const path of paths) {
         const dir = path.slice(0, path.lastIndexOf("/"));
@@ -165,8 +200,7 @@ describe("the Kubernetes manifests", () => {
   });
 
   it("use only options and HF3FS_METADATA_* variables the commands know", async () => {
-    for (const workload of [one("StatefulSet"), one("DaemonSet")]) {
-      const container = workload.spec.template.spec.containers[0];
+    for (const container of [one("StatefulSet").spec.template.spec.containers[0], one("DaemonSet").spec.template.spec.containers[0], ...engines.map(relayOf)]) {
       const help = await runCli([container.args[0], "--help"]);
       expect(help.code).toBe(0);
       for (const flag of container.args.filter((a: string) => a.startsWith("--"))) expect(help.stdout, flag).toContain(`  ${flag} `);
@@ -174,11 +208,48 @@ describe("the Kubernetes manifests", () => {
     }
   });
 
-  it("probe with a service name the server answers SERVING for", async () => {
-    const probe = one("StatefulSet").spec.template.spec.containers[0].readinessProbe.grpc;
-    const server = await startChildServer(["--in-memory"]);
-    await server.logged("ready");
-    const { status } = await createHealthClient({ baseUrl: server.url }).check({ service: probe.service });
-    expect(status).toBe(ServingStatus.SERVING);
+  it.skipIf(missing !== "")(
+    "probe a member over its mTLS, with its own certificate, and get SERVING (openssl's certificates in place of the Secret's)",
+    async () => {
+      const member = one("StatefulSet").spec.template.spec.containers[0];
+      const certs = makeCertificates(tempDir());
+      const files: Record<string, string> = { "tls.crt": certs.serverCert, "tls.key": certs.serverKey, "ca.crt": certs.ca };
+      const local = (path: string) => (path.startsWith("/etc/hf3fs-metadata/tls/") ? files[path.slice("/etc/hf3fs-metadata/tls/".length)]! : path);
+      const flags = ["--tls-cert", "--tls-key", "--tls-client-ca"].flatMap((flag) => [flag, local(flagValue(member.args, flag)!)]);
+      const server = await startChildServer(["--in-memory", ...flags]);
+      await server.logged("ready");
+      const [command, ...args] = member.readinessProbe.exec.command as string[];
+      expect(command).toBe("hf3fs-metadata");
+      const probe = await runCli(args.map(local).map((a) => a.replace("https://127.0.0.1:18000", server.url)));
+      expect([probe.code, probe.stdout.trim()]).toEqual([0, "SERVING"]);
+      // Without the client certificate the member refuses the probe: the flags are what makes it pass.
+      const bare = await runCli(["health", "--server", server.url, "--ca-file", certs.ca]);
+      expect(bare.code).toBe(1);
+    },
+  );
+
+  it("run a relay in each example engine's pod as a native sidecar: its namespace, its TP size, its token and certificate, probed inside", () => {
+    const set = one("StatefulSet");
+    const advertise = set.spec.template.spec.containers[0].env.find((e: { name: string }) => e.name === "HF3FS_METADATA_ADVERTISE_URL").value as string;
+    const members = Array.from({ length: set.spec.replicas }, (_, i) => advertise.replace("$(POD_NAME)", `${set.metadata.name}-${i}`));
+    expect(engines.map((e) => e.metadata.name).sort()).toEqual(["sglang-qwen3-14b", "vllm-llama-3-8b"]);
+    for (const engine of engines) {
+      const relay = relayOf(engine);
+      expect(relay.restartPolicy, engine.metadata.name).toBe("Always");
+      expect(relay.args[0]).toBe("relay");
+      expect([flagValue(relay.args, "--host"), flagValue(relay.args, "--port")]).toEqual(["127.0.0.1", "18000"]);
+      expect(flagValue(relay.args, "--upstream")!.split(",")).toEqual(members);
+      expect(relay.startupProbe.exec.command).toEqual(["hf3fs-metadata", "health", "--server", "http://127.0.0.1:18000"]);
+      expect(engine.spec.template.spec.terminationGracePeriodSeconds * 1000).toBeGreaterThan(parseDuration(flagValue(relay.args, "--shutdown-timeout")!));
+    }
+    // vLLM names no namespace: its relay gives one, and vLLM's tensor-parallel size as world size.
+    const vllm = engines.find((e) => e.metadata.name.startsWith("vllm"))!;
+    const tp = flagValue(vllm.spec.template.spec.containers[0].args, "--tensor-parallel-size");
+    expect([flagValue(relayOf(vllm).args, "--vllm-namespace"), flagValue(relayOf(vllm).args, "--vllm-world-size")]).toEqual(["llama-3-8b", tp]);
+    // The certificates cert-manager makes land in the Secrets the relays and the members mount.
+    const secretOf = (name: string) => examples.find((o) => o.kind === "Certificate" && o.metadata.name === name)!.spec.secretName;
+    expect(secretOf("hf3fs-metadata-members")).toBe(set.spec.template.spec.volumes.find((v: { name: string }) => v.name === "tls").secret.secretName);
+    expect(secretOf("hf3fs-metadata-relay")).toBe(vllm.spec.template.spec.volumes.find((v: { name: string }) => v.name === "relay-tls").secret.secretName);
+    expect(examples.find((o) => o.metadata.name === "hf3fs-metadata-members")!.spec.ipAddresses).toContain("127.0.0.1"); // the probe's address
   });
 });
