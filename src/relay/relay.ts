@@ -11,6 +11,8 @@ import type { Logger } from "../server/logger.js";
 import { callCounts } from "../server/metrics.js";
 import { serveMetrics } from "../server/serve-metrics.js";
 import { serverUrl } from "../server/server-url.js";
+import { STATUS_SAMPLE_MS, StatusHistory } from "../server/status-history.js";
+import type { ShownNamespace } from "../server/status-html.js";
 import { serveStatusPage } from "../server/status-page.js";
 import { connectFraming } from "../server/transport/connect-framing.js";
 import { DualProtocolListener, type ListenerTls } from "../server/transport/dual-protocol-listener.js";
@@ -44,6 +46,8 @@ export type RelayConfig = Partial<Omit<RelayOptions, "port">> &
     upstreamToken?: string;
     /** upstreamTls is what the relay trusts and presents upstream. */
     upstreamTls?: ClientTls;
+    /** statusSampleMs is how often the status page's charts take a sample (STATUS_SAMPLE_MS; tests take them faster). */
+    statusSampleMs?: number;
   };
 
 /** RunningRelay is a relay that listens until closed. */
@@ -104,17 +108,22 @@ export async function startRelay(config: RelayConfig, logger: Logger): Promise<R
   let url = "";
   // The relay's page shows its upstream's namespaces, read through the upstream as any call is, but held only STATUS_STATS_MS:
   // when no server answers by then, the page says so (unreachable, no namespaces) instead of waiting out the hold.
+  // The relay charts its own calls (its latency is the upstream's and the hop's; the namespaces' fill is on the servers' pages).
+  const history = new StatusHistory(config.statusSampleMs ?? STATUS_SAMPLE_MS);
+  const stopHistory = history.run(async () => ({ calls: await callCounts(metrics.calls), latency: {}, namespaces: [] }));
   const status = async () => {
     const read = create(GetStatsRequestSchema, { allNamespaces: true, pageSize: 100 });
     const stats = await upstream.calls("getStats", read, AbortSignal.timeout(STATUS_STATS_MS)).then(
       ({ response }) => response.namespaces,
       () => undefined,
     );
+    // The counters are uint64 (bigint) in GetStats: numbers on the page, as a server's own.
     const namespaces = (stats ?? []).map((ns) => ({
       ...ns,
       ...Object.fromEntries(NAMESPACE_COUNTERS.map(({ field }) => [field, Number(ns[field])])),
-    }));
-    return { kind: "relay", url, upstream: options.upstream, reachable: stats !== undefined, namespaces, calls: await callCounts(metrics.calls) };
+    })) as unknown as ShownNamespace[];
+    const calls = await callCounts(metrics.calls);
+    return { kind: "relay" as const, url, upstream: options.upstream, reachable: stats !== undefined, namespaces, calls, history: history.view() };
   };
   const handler = connectFraming(
     edge,
@@ -142,6 +151,7 @@ export async function startRelay(config: RelayConfig, logger: Logger): Promise<R
       lifecycle.refuse(new MetadataError(Reason.SHUTTING_DOWN, "the relay is shutting down; retry against the restarted relay"));
       upstream.close();
       edge.close();
+      stopHistory();
       logger.info({ url }, "stopped");
     })());
   logger.info({ url, upstream: options.upstream }, typeof config.port === "number" ? "listening" : "relaying");

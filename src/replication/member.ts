@@ -139,6 +139,11 @@ export class Member {
     return this.local.serverId;
   }
 
+  /** advertise is the URL clients and the other members reach this member at ("" before start). */
+  get advertise(): string {
+    return this.advertiseUrl;
+  }
+
   /** appliedSeq is the last log entry this member applied (or appended); its store holds it within FLUSH_MS. */
   get appliedSeq(): number {
     return this.writer?.lastSeq ?? this.reader.appliedSeq;

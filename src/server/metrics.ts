@@ -13,6 +13,9 @@ export interface ClusterView {
   knownMembers(): Promise<MemberRecord[]>;
   /** leading is true while this member leads. */
   leading(): boolean;
+  /** memberId is this member's id; advertise, the URL the others reach it at (the status page's header). */
+  readonly memberId: string;
+  readonly advertise: string;
 }
 
 import { METRICS_LIMITS, type MetricsLimits, metricsSnapshot, type NamespaceSeries, OTHER } from "./metrics-snapshot.js";
@@ -138,6 +141,19 @@ export class Metrics {
     });
   }
 
+  /** latencyBuckets reads the latency histogram: per method, its buckets' upper bounds (s) and the calls in each or below, since the process started. */
+  async latencyBuckets(): Promise<LatencyBuckets> {
+    const buckets: LatencyBuckets = {};
+    for (const { labels, value, metricName } of (await this.latency.get()).values) {
+      if (metricName !== "hf3fs_metadata_call_duration_seconds_bucket") continue;
+      const method = String(labels.method);
+      const bound = (labels as { le?: string | number }).le;
+      const le = bound === "+Inf" ? Number.POSITIVE_INFINITY : Number(bound);
+      (buckets[method] ??= []).push([le, value]);
+    }
+    return buckets;
+  }
+
   /** observeCall counts one call of method that ended with code ("ok" or a gRPC code name), and its latency. */
   observeCall(method: string, code: string, seconds: number): void {
     const key = `${method}\u0000${code}`;
@@ -176,6 +192,9 @@ export class Metrics {
 function metricName(field: string, kind: "gauge" | "counter"): string {
   return `hf3fs_metadata_${field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}${kind === "counter" ? "_total" : ""}`;
 }
+
+/** LatencyBuckets are a latency histogram's cumulative buckets per method: [upper bound in seconds, calls at or below it]. */
+export type LatencyBuckets = Record<string, [number, number][]>;
 
 /** callCounts sums a calls counter (labels method and code) by method: what the status page shows rates of, read when it asks. */
 export async function callCounts(counter: Counter<"method" | "code">): Promise<Record<string, number>> {

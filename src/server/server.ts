@@ -31,8 +31,9 @@ import { RefusalLog } from "./refusal-log.js";
 import { serveMetrics } from "./serve-metrics.js";
 import { defaultServerOptions } from "./server-options.js";
 import { serverUrl } from "./server-url.js";
+import { STATUS_SAMPLE_MS, StatusHistory } from "./status-history.js";
 import { serveStatusPage } from "./status-page.js";
-import { serverStatus } from "./status-view.js";
+import { serverStatus, statusNamespaces } from "./status-view.js";
 import { connectFraming } from "./transport/connect-framing.js";
 import { DualProtocolListener, type ListenerTls } from "./transport/dual-protocol-listener.js";
 import type { EarlyPort } from "./transport/early-port.js";
@@ -76,6 +77,8 @@ export type ServerConfig = Partial<Omit<ListenerOptions, "port"> & LimitOptions 
   starting?: boolean;
   /** loads is the long load the server runs now (its store; a member's standby state or snapshot), shown on the status page. */
   loads?: CurrentLoad;
+  /** statusSampleMs is how often the status page's charts take a sample (STATUS_SAMPLE_MS; tests take them faster). */
+  statusSampleMs?: number;
 };
 
 /** RunningServer is a server that listens until closed. */
@@ -162,7 +165,13 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     if (config.cluster !== undefined) router.service(ReplicationService, replicationService(config.cluster));
   };
   let url = "";
-  const status = async () => serverStatus(url, serverId, ledger.state, await callCounts(metrics.calls), config.cluster, config.loads?.status);
+  const history = new StatusHistory(config.statusSampleMs ?? STATUS_SAMPLE_MS);
+  const stopHistory = history.run(async () => ({
+    calls: await callCounts(metrics.calls),
+    latency: await metrics.latencyBuckets(),
+    namespaces: statusNamespaces(ledger.state),
+  }));
+  const status = async () => serverStatus(url, serverId, ledger.state, await callCounts(metrics.calls), config.cluster, config.loads?.status, history);
   const connect = connectFraming(edge, service, openServices, (req, res) => {
     if (req.method === "GET" && req.url?.split("?")[0] === "/metrics")
       return void serveMetrics(metrics.registry, metricsAccess, req.headers.authorization, res);
@@ -203,6 +212,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
       lifecycle.refuse(SHUTTING_DOWN);
       clearInterval(expiry);
       eviction.close();
+      stopHistory();
       forward?.close();
       lag?.stop();
       edge.close();

@@ -2,6 +2,7 @@ import type { MetadataState } from "../core/state.js";
 import type { NamespaceStatsView } from "../core/stats-views.js";
 import type { LoadStatus } from "../store/load-progress.js";
 import type { ClusterView } from "./metrics.js";
+import type { HistorySample, StatusHistory } from "./status-history.js";
 
 /** STATUS_NAMESPACES bounds the namespaces the status page shows (the first, by name). */
 const STATUS_NAMESPACES = 100;
@@ -28,6 +29,11 @@ export interface ServerStatus {
   namespaces: NamespaceStatsView[];
   /** calls counts the calls by method since the process started; the page shows their rates. */
   calls: Record<string, number>;
+  /** self is this member of a cluster: its id, its advertise URL and its role; leader, the leader it knows of (itself when leading). */
+  self?: { memberId: string; url: string; role: string };
+  leader?: { memberId: string; url: string };
+  /** history is what the page charts: a sample every `everyMs` (StatusHistory). */
+  history?: { everyMs: number; samples: readonly HistorySample[] };
 }
 
 /** serverStatus reads a server's status: its state's first namespaces, its cluster's members (down ones too), its call counts, its load under way. */
@@ -38,14 +44,16 @@ export async function serverStatus(
   calls: Record<string, number>,
   cluster: ClusterView | undefined,
   loading?: LoadStatus,
+  history?: StatusHistory,
 ): Promise<ServerStatus> {
   const status: ServerStatus = {
     kind: "server",
     url,
     serverId,
-    namespaces: state.statsPage("", STATUS_NAMESPACES).views,
+    namespaces: statusNamespaces(state),
     calls,
     ...(loading && { loading }),
+    ...(history && { history: { everyMs: history.everyMs, samples: history.samples } }),
   };
   if (cluster === undefined) return status;
   const [running, known] = await Promise.all([cluster.members(), cluster.knownMembers()]);
@@ -59,8 +67,15 @@ export async function serverStatus(
     lag: leader === undefined ? null : Math.max(0, leader.appliedSeq - m.appliedSeq),
     ...(m.loading && { loading: m.loading }),
   });
+  status.self = { memberId: cluster.memberId, url: cluster.advertise, role: cluster.leading() ? "leader" : "standby" };
+  if (leader !== undefined) status.leader = { memberId: leader.memberId, url: leader.url };
   status.cluster = {
     members: [...running.map((m) => line(m, m.role)), ...known.filter((m) => !live.has(m.memberId)).map((m) => line(m, "down"))],
   };
   return status;
+}
+
+/** statusNamespaces are the namespaces the status page shows (and charts): the first STATUS_NAMESPACES, by name. */
+export function statusNamespaces(state: MetadataState): NamespaceStatsView[] {
+  return state.statsPage("", STATUS_NAMESPACES).views;
 }

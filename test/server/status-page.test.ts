@@ -2,8 +2,10 @@ import { execFile } from "node:child_process";
 import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { Histogram, Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { createMetadataClient } from "../../src/client/index.js";
+import { percentile } from "../../src/server/status-history.js";
 import { AccessPolicy } from "../../src/service/access-policy.js";
 import { CurrentLoad } from "../../src/store/load-progress.js";
 import { lacking } from "../support/debian-packages.js";
@@ -32,10 +34,79 @@ async function fill(url: string) {
   return (await client.getStats({ namespace: "page" })).namespaces[0]!;
 }
 
+/** sampled waits until the status page's charts hold two samples with calls of `method` (the server samples every statusSampleMs). */
+async function sampled(url: string, method: string): Promise<void> {
+  for (;;) {
+    const status = (await (await fetch(`${url}/status.json`)).json()) as { history: { samples: { callsPerSecond: Record<string, number> }[] } };
+    if (status.history.samples.length >= 2 && status.history.samples.some((s) => (s.callsPerSecond[method] ?? 0) > 0)) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+describe("the status page without script (curl, a screenshot, scripts off)", () => {
+  it("holds every fact as text: who it is, its leader, its members, namespaces, calls and charts", async () => {
+    const records = [
+      { memberId: "m-leader", url: "http://10.0.0.1:18000", role: "leader", appliedSeq: 42 },
+      { memberId: "m-self", url: "http://10.0.0.2:18000", role: "standby", appliedSeq: 40 },
+    ];
+    const cluster = {
+      members: async () => records,
+      knownMembers: async () => records,
+      leading: () => false,
+      memberId: "m-self",
+      advertise: "http://10.0.0.2:18000",
+    };
+    const server = await startTestServer({}, undefined, 0, { cluster: cluster as never, statusSampleMs: 100 });
+    await fill(server.url);
+    await sampled(server.url, "BatchAllocate");
+    const page = await (await fetch(`${server.url}/`)).text();
+    expect(page).toContain('<h1>hf3fs-metadata <span id="who">standby</span> <span class="muted">member m-self at http://10.0.0.2:18000</span></h1>');
+    expect(page).toContain('<p id="leader">leader: <a href="http://10.0.0.1:18000/">http://10.0.0.1:18000</a> (member m-leader)</p>');
+    expect(page).toContain("<td>m-self</td><td>http://10.0.0.2:18000</td><td>standby</td><td>40</td><td>2</td>");
+    expect(page).toContain('<div id="namespaces"><p>the leader keeps them: see its page</p></div>'); // a standby serves none itself
+    expect(page).toMatch(/<td>BatchAllocate<\/td><td>\d+\.\d<\/td>/);
+    expect(page).toContain('aria-label="calls per second"');
+    expect(page).toContain('aria-label="rank fill, % of pages held"');
+    // A single node says so, with the id clients see, and shows its namespaces.
+    const single = await startTestServer();
+    await fill(single.url);
+    expect(await (await fetch(`${single.url}/`)).text()).toMatch(/<tr><td>0<\/td><td>16<\/td><td class="used-pages">3<\/td><td>2<\/td><td>11<\/td>/);
+    expect(await (await fetch(`${single.url}/`)).text()).toMatch(
+      /<span id="who" class="muted">single-node server http:\/\/127\.0\.0\.1:\d+ \(id [0-9a-f-]{36}\)<\/span>/,
+    );
+    // Text from a namespace's name is escaped.
+    await createMetadataClient({ baseUrl: single.url }).initializeRank({ namespace: "<b>x</b>", rank: 0, numPages: 2 });
+    const escaped = await (await fetch(`${single.url}/`)).text();
+    expect(escaped).toContain("<h3>&lt;b&gt;x&lt;/b&gt; ");
+    expect(escaped).not.toContain("<b>x</b>");
+  });
+});
+
+describe("a percentile from a histogram's buckets", () => {
+  it("is the upper bound of the bucket that holds it, between two readings of prom-client's cumulative buckets", async () => {
+    const registry = new Registry();
+    const histogram = new Histogram({ name: "t", help: "t", buckets: [0.001, 0.01, 0.1], registers: [registry] });
+    const read = async () =>
+      (await histogram.get()).values
+        .filter((v) => v.metricName === "t_bucket")
+        .map((v) => [v.labels.le === "+Inf" ? Infinity : Number(v.labels.le), v.value] as [number, number]);
+    for (let i = 0; i < 1_000; i++) histogram.observe(0.5); // before: slow calls
+    const before = await read();
+    for (let i = 0; i < 990; i++) histogram.observe(0.0005);
+    for (let i = 0; i < 10; i++) histogram.observe(0.05);
+    const now = await read();
+    expect(percentile(now, before, 0.99)).toBe(0.001); // 990 of the 1,000 calls since were under 1 ms
+    expect(percentile(now, before, 0.995)).toBe(0.1);
+    expect(percentile(now, now, 0.99)).toBeUndefined(); // no call between
+    expect(percentile(now, [], 0.99)).toBe(0.1); // past the last bound: that bound
+  });
+});
+
 describe.skipIf(missing !== "")("the status page in a real browser (headless chromium)", () => {
-  it("shows each namespace's ranks as GetStats counts them, and call rates, refreshed live; and a screenshot", async () => {
-    const server = await startTestServer();
+  it("shows each namespace's ranks as GetStats counts them, call rates and charts, refreshed live; and a screenshot", async () => {
+    const server = await startTestServer({}, undefined, 0, { statusSampleMs: 100 });
     const stats = await fill(server.url);
+    await sampled(server.url, "BatchAllocate");
     const dom = await chromium(`${server.url}/`, 5_000, "--dump-dom");
     expect(dom).toContain("<h3>page ");
     expect(dom).toContain(`keys ${stats.keys}`);
@@ -44,8 +115,21 @@ describe.skipIf(missing !== "")("the status page in a real browser (headless chr
     );
     expect(rows).toEqual(stats.ranks.map((r) => [r.rank, r.numPages, r.usedPages, r.reservedPages, r.freePages]));
     expect(rows[0]).toEqual([0, 16, 3, 2, 11]);
-    expect(dom).toMatch(/<td>BatchAllocate<\/td><td>\d+\.\d<\/td>/); // a second refresh drew the rates
-    expect(dom).toMatch(/<div id="updated" class="muted">updated \d{4}-\d\d-\d\dT/); // read, not "cannot read status.json"
+    expect(dom).toMatch(/<td>BatchAllocate<\/td><td>\d+\.\d<\/td><td>(\d+\.\d\d)?<\/td>/); // calls/s, and p99 ms when the last sample had calls
+    expect(dom).toMatch(/<div id="updated" class="muted">updated \d{4}-\d\d-\d\dT/); // swapped in anew, not "cannot read the page"
+    // The charts: a line per method of calls/s, one of p99 latency, one per rank of fill, each a point per sample.
+    const charts = [...dom.matchAll(/aria-label="([^"]+)">(.*?)<\/svg>/g)].map(([, name, svg]) => [name, [...svg!.matchAll(/points="([^"]+)"/g)].length]);
+    expect(charts).toEqual([
+      ["calls per second", expect.any(Number)],
+      ["p99 latency, ms", expect.any(Number)],
+      ["rank fill, % of pages held", 2],
+    ]);
+    // Every method has a rate at every sample; a p99 only at the samples with calls of it (at least one).
+    const calls = /aria-label="calls per second">(.*?)<\/svg>/.exec(dom)![1]!;
+    const points = [...calls.matchAll(/points="([^"]+)"/g)].map(([, p]) => p!.split(" ").length);
+    expect(Math.min(...points)).toBeGreaterThanOrEqual(2);
+    expect(/aria-label="p99 latency, ms">(.*?)<\/svg>/.exec(dom)![1]).toMatch(/points="\d/);
+    expect(dom).toMatch(/page 0: 31\.3/); // rank 0's fill: 5 of 16 pages held
     mkdirSync(OUTPUT, { recursive: true });
     const shot = join(OUTPUT, "status-page.png");
     await chromium(`${server.url}/`, 3_000, `--screenshot=${shot}`, "--window-size=1100,800");
@@ -105,7 +189,7 @@ describe("the Grafana dashboard (deploy/grafana/hf3fs-metadata.json)", () => {
     };
     const asked = new Set(dashboard.panels.flatMap((p) => p.targets.flatMap((t) => t.expr.match(/hf3fs_[a-z_]+/g) ?? [])));
     // A member of a cluster exports the cluster's series too: a stub of its view gives them here.
-    const cluster = { members: async () => [], knownMembers: async () => [], leading: () => true } as never;
+    const cluster = { members: async () => [], knownMembers: async () => [], leading: () => true, memberId: "m", advertise: "" } as never;
     const server = await startTestServer({}, undefined, 0, { cluster });
     await fill(server.url);
     const relay = await startTestRelay(server.url);
