@@ -149,7 +149,9 @@ export class Metrics {
       const method = String(labels.method);
       const bound = (labels as { le?: string | number }).le;
       const le = bound === "+Inf" ? Number.POSITIVE_INFINITY : Number(bound);
-      (buckets[method] ??= []).push([le, value]);
+      const list = buckets[method] ?? [];
+      buckets[method] = list;
+      list.push([le, value]);
     }
     return buckets;
   }
