@@ -112,6 +112,42 @@ console.log(JSON.stringify({ pages, exists, located }));
     expect(await server.exited).toBe(0);
   }, 60_000);
 
+  it("runs examples/typescript/worker.ts, compiled against the installed package, on a server", async () => {
+    const server = await startInstalledCommand(bin, "serve", ["--in-memory"]);
+    await server.logged("ready");
+    cpSync(join(ROOT, "examples/typescript/worker.ts"), join(app, "worker.ts"));
+    const tsconfig = {
+      // Node's types from the checkout: a user's project has @types/node; the installed package brings none.
+      compilerOptions: {
+        module: "NodeNext",
+        moduleResolution: "NodeNext",
+        target: "ES2022",
+        strict: true,
+        skipLibCheck: true,
+        typeRoots: [join(ROOT, "node_modules/@types")],
+        types: ["node"],
+        outDir: "out",
+      },
+      files: ["worker.ts"],
+    };
+    writeFileSync(join(app, "tsconfig.json"), JSON.stringify(tsconfig));
+    const tsc = spawnSync(process.execPath, [join(ROOT, "node_modules/typescript/bin/tsc"), "-p", app], { encoding: "utf8" });
+    expect(tsc.stdout + tsc.stderr).toBe("");
+    const run = spawnSync(process.execPath, [join(app, "out/worker.js"), server.url], { cwd: app, encoding: "utf8" });
+    expect(run.stderr).toBe("");
+    expect(
+      run.stdout
+        .trim()
+        .split("\n")
+        .map((line) => JSON.parse(line)),
+    ).toEqual([
+      { written: 3, exists: [true, true, true] },
+      { refused: "RESERVATION_NOT_FOUND", key: "never-allocated", page: 1_000 },
+    ]);
+    server.child.kill("SIGTERM");
+    expect(await server.exited).toBe(0);
+  }, 60_000);
+
   it("exports the client's types: a TypeScript user gets them checked", () => {
     writeFileSync(
       join(app, "typed.ts"),

@@ -1,8 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { createMetadataClient } from "../../src/client/index.js";
 import { defaultRelayOptions, resolveRelayOptions } from "../../src/relay/relay-options.js";
+import { lacking } from "../support/debian-packages.js";
+import { startEtcdCluster } from "../support/etcd-cluster.js";
+import { kill9, startServer, waitForLeader } from "../support/ha-cluster.js";
 import { startTestRelay } from "../support/test-relay.js";
 import { startTestServer } from "../support/test-server.js";
+
+const missing = lacking("the relays in front of a cluster", "etcd");
 
 /** post is a vLLM client's call: a JSON body to a route, its status and parsed body. */
 async function post(url: string, path: string, body: unknown = {}) {
@@ -41,6 +46,30 @@ describe("one relay per model, each with its own namespace (--vllm-namespace)", 
     expect((await post(llama.url, "/keys/batch_allocate", { rank: 0, keys: [["d", null]] })).status).toBe(200);
     expect((await post(qwen.url, "/keys/batch_allocate", { rank: 0, keys: [["d", null]] })).status).toBe(404);
   });
+
+  it.skipIf(missing !== "")(
+    "keeps them apart in front of a cluster too, through a failover",
+    async () => {
+      const etcd = await startEtcdCluster(1);
+      const servers = await Promise.all([0, 1, 2].map(() => startServer(etcd)));
+      const first = await waitForLeader(servers);
+      const upstream = servers.map((s) => s.url).join(",");
+      const llama = await startTestRelay(upstream, { vllmNamespace: "llama-3-8b" });
+      const qwen = await startTestRelay(upstream, { vllmNamespace: "qwen-72b" });
+      expect(await vllmWrites(llama.url, 0, 8, ["a"])).toEqual([0]);
+      expect(await vllmWrites(qwen.url, 0, 64, ["a"])).toEqual([0]);
+      await kill9(first);
+      await waitForLeader(servers);
+      expect(await vllmWrites(llama.url, 0, 8, ["b"])).toEqual([1]);
+      expect((await post(qwen.url, "/keys/batch_exists", { keys: ["a", "b"] })).body).toEqual({ exists: [true, false] });
+      const stats = await createMetadataClient({ baseUrl: upstream }).getStats({ allNamespaces: true });
+      expect(stats.namespaces.map((ns) => [ns.namespace, ns.ranks[0]!.numPages, Number(ns.keys)])).toEqual([
+        ["llama-3-8b", 8, 2],
+        ["qwen-72b", 64, 1],
+      ]);
+    },
+    60_000,
+  );
 
   it("is the server's own vLLM routes' namespace with the same flag; a body that names a namespace keeps it", async () => {
     const server = await startTestServer({}, undefined, 0, { vllmNamespace: "m1" });
