@@ -57,6 +57,11 @@ export class LeaderFollowing {
     return this.servers.url;
   }
 
+  /** setServers replaces the servers (a relay that finds a cluster's members by DNS); calls stay where they go if that server is still listed. */
+  setServers(urls: readonly string[]): void {
+    this.servers.replace(urls);
+  }
+
   /** prefer sends calls to `url` from now on (a relay's probe found the leader there). */
   prefer(url: string): void {
     if (!this.options.single && this.servers.follow(url)) this.options.onServer?.(this.servers.url);
@@ -140,7 +145,7 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
  * (follow) or a call fails (next).
  */
 class ServerList {
-  private readonly urls: string[];
+  private urls: string[];
   private readonly clients = new Map<string, Client<typeof MetadataService>>();
   private at = 0;
   private leader: string | undefined;
@@ -177,6 +182,15 @@ class ServerList {
     if (this.options.listedOnly && !this.urls.some((listed) => sameOrigin(listed, url))) return false;
     this.leader = url;
     return true;
+  }
+
+  /** replace lists other servers; calls go on to the server they go to if it is still listed, else to the first. */
+  replace(urls: readonly string[]): void {
+    if (urls.length === 0) return;
+    const now = this.url;
+    this.urls = urls.map(trimUrl);
+    if (this.leader !== undefined && !this.urls.includes(this.leader)) this.leader = undefined;
+    this.at = Math.max(0, this.urls.indexOf(now));
   }
 
   /** next sends calls to the next server of the list. */

@@ -6,6 +6,7 @@ import { LISTENER_OPTIONS, type ListenerOptions } from "../server/transport/list
 import { ACCESS_OPTIONS, type AccessOptions, checkAccess } from "../service/access-options.js";
 import { checkVllm, VLLM_OPTIONS, type VllmOptions } from "../service/json/vllm-options.js";
 import { defaultLimitOptions, LIMIT_OPTIONS, resolveBuffers } from "../service/limit-options.js";
+import { srvUpstream } from "./upstream-discovery.js";
 
 /** UPSTREAM_OPTIONS say where a relay sends its calls, how long it holds them, and how it proves itself there. */
 export const UPSTREAM_OPTIONS = optionTable({
@@ -14,7 +15,7 @@ export const UPSTREAM_OPTIONS = optionTable({
     kind: "string",
     default: "",
     defaultHelp: "none: required",
-    help: "the server, or a cluster's members by their advertise URLs, comma-separated (http://10.0.0.1:18000,http://10.0.0.2:18000,...)",
+    help: "the server, or a cluster's members by their advertise URLs, comma-separated (http://10.0.0.1:18000,http://10.0.0.2:18000,...), or by a DNS SRV name that lists them, read again every 30 s (srv+https://_grpc._tcp.hf3fs-metadata-members.NS.svc.cluster.local: each record is a member at https://TARGET:PORT, as it advertises itself)",
   },
   holdMs: {
     flag: "hold",
@@ -83,11 +84,19 @@ export function resolveRelayOptions(options: RelayOptions, given: ReadonlySet<st
 
 /** checkUpstream throws unless the upstream is a list of http(s) URLs, and a client certificate comes with its key. */
 export function checkUpstream(options: UpstreamOptions, name: NameOf): void {
+  if (srvUpstream(options.upstream) !== undefined) return checkClientCertificate(options, name);
   const urls = upstreamUrls(options.upstream);
   if (urls.length === 0) throw new RangeError(`${name("upstream")} is required: the server, or a cluster's members, comma-separated`);
   for (const url of urls) {
-    if (!/^https?:\/\/[^/\s]+\/?$/.test(url)) throw new RangeError(`${name("upstream")} takes http:// or https:// URLs of servers, got "${url}"`);
+    if (!/^https?:\/\/[^/\s]+\/?$/.test(url)) {
+      throw new RangeError(`${name("upstream")} takes http:// or https:// URLs of servers, or one srv+https:// (srv+http://) SRV name, got "${url}"`);
+    }
   }
+  checkClientCertificate(options, name);
+}
+
+/** checkClientCertificate throws unless a client certificate comes with its key. */
+function checkClientCertificate(options: UpstreamOptions, name: NameOf): void {
   if ((options.upstreamCert === "") !== (options.upstreamKey === "")) {
     throw new RangeError(`${name("upstreamCert")} and ${name("upstreamKey")} go together`);
   }

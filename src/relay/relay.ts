@@ -29,6 +29,7 @@ import { reflectionService } from "../service/reflection-service.js";
 import { RelayMetrics } from "./relay-metrics.js";
 import { defaultRelayOptions, type RelayOptions } from "./relay-options.js";
 import { Upstream } from "./upstream.js";
+import { type ResolveSrv, srvUpstream, UpstreamDiscovery } from "./upstream-discovery.js";
 
 /** STATUS_STATS_MS bounds the status page's read of the upstream's stats. */
 const STATUS_STATS_MS = 2_000;
@@ -46,6 +47,8 @@ export type RelayConfig = Partial<Omit<RelayOptions, "port">> &
     upstreamToken?: string;
     /** upstreamTls is what the relay trusts and presents upstream. */
     upstreamTls?: ClientTls;
+    /** resolveSrv reads an SRV name's records for an --upstream of the SRV form (node:dns's by default; tests give their own). */
+    resolveSrv?: ResolveSrv;
     /** statusSampleMs is how often the status page's charts take a sample (STATUS_SAMPLE_MS; tests take them faster). */
     statusSampleMs?: number;
   };
@@ -76,13 +79,18 @@ export async function startRelay(config: RelayConfig, logger: Logger): Promise<R
   const options = { ...defaultRelayOptions, ...definedOf(config) };
   const lifecycle = new Lifecycle();
   const metrics = new RelayMetrics();
+  // Members named by a DNS SRV name: the relay starts with what it reads there (or the name itself, which no call reaches, until it names one).
+  const srv = srvUpstream(options.upstream);
+  const discovery = srv && new UpstreamDiscovery(srv, (urls) => upstream.setUrls(urls), config.resolveSrv);
+  const found = (await discovery?.members()) ?? [];
   const upstream = new Upstream({
-    urls: options.upstream,
+    urls: srv === undefined ? options.upstream : found.length > 0 ? found.join(",") : `${srv.scheme}://${srv.name}`,
     holdMs: options.holdMs,
     token: config.upstreamToken,
     tls: config.upstreamTls,
     metrics,
   });
+  discovery?.run();
   const edge = new Edge({
     lifecycle,
     observe: metrics.observeCall.bind(metrics),
@@ -149,6 +157,7 @@ export async function startRelay(config: RelayConfig, logger: Logger): Promise<R
       lifecycle.drain();
       await listener.close(options.shutdownTimeoutMs);
       lifecycle.refuse(new MetadataError(Reason.SHUTTING_DOWN, "the relay is shutting down; retry against the restarted relay"));
+      discovery?.stop();
       upstream.close();
       edge.close();
       stopHistory();

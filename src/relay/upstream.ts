@@ -46,7 +46,7 @@ export class Upstream {
   readonly reach = new Reach();
   private readonly transports = new Map<string, LeanGrpcTransport>();
   private readonly following: LeaderFollowing;
-  private readonly urls: string[];
+  private urls: string[];
   private readonly probing: NodeJS.Timeout;
 
   constructor(private readonly config: UpstreamConfig) {
@@ -81,6 +81,13 @@ export class Upstream {
     return Object.fromEntries(MetadataService.methods.map((m) => [m.localName, forward(m.localName as Method)])) as unknown as ServiceImpl<
       typeof MetadataService
     >;
+  }
+
+  /** setUrls replaces the servers (the members found by DNS: UpstreamDiscovery), and probes them at once. */
+  setUrls(urls: readonly string[]): void {
+    this.urls = urls.map((url) => url.trim().replace(/\/$/, ""));
+    this.following.setServers(this.urls);
+    void this.probe();
   }
 
   /** close stops the probes and the connections. */

@@ -75,6 +75,22 @@ function typeCheck(named: Record<string, Manifest[]>): string {
   return tsc.stdout + tsc.stderr;
 }
 
+/**
+ * srvUpstreamOf is the --upstream a relay must give to find the members by DNS: the SRV name of the
+ * headless Service's port, whose records Kubernetes makes of each member's full name and port, which
+ * must be what the member advertises (a relay follows a leader only among the members it found).
+ */
+function srvUpstreamOf(set: Manifest): string {
+  const service = one("Service", set.spec.serviceName);
+  const member = set.spec.template.spec.containers[0];
+  const advertise = member.env.find((e: { name: string }) => e.name === "HF3FS_METADATA_ADVERTISE_URL").value as string;
+  const port = service.spec.ports[0];
+  expect(port.targetPort).toBe(member.ports[0].name);
+  const url = new URL(advertise.replace("$(POD_NAME)", "pod").replace("$(POD_NAMESPACE)", "ns"));
+  expect([url.hostname, url.port]).toEqual([`pod.${set.spec.serviceName}.ns.svc.cluster.local`, String(port.port)]);
+  return `srv+${url.protocol.slice(0, -1)}://_${port.name}._tcp.${set.spec.serviceName}.$(POD_NAMESPACE).svc.cluster.local`;
+}
+
 /** flagValue is the value after `flag` in a container's args. */
 function flagValue(args: string[], flag: string): string | undefined {
   const at = args.indexOf(flag);
@@ -134,7 +150,7 @@ describe("the Kubernetes manifests", () => {
     const env = server.env as { name: string; value?: string }[];
     const advertise = env.find((e) => e.name === "HF3FS_METADATA_ADVERTISE_URL")!;
     // https: the members serve TLS only (mTLS), so tokens never cross the pod network in clear.
-    expect(advertise.value).toBe(`https://$(POD_NAME).${set.spec.serviceName}.$(POD_NAMESPACE).svc:${server.ports[0].containerPort}`);
+    expect(advertise.value).toBe(`https://$(POD_NAME).${set.spec.serviceName}.$(POD_NAMESPACE).svc.cluster.local:${server.ports[0].containerPort}`);
     expect(["--tls-cert", "--tls-key", "--tls-client-ca"].map((flag) => flagValue(server.args, flag) !== undefined)).toEqual([true, true, true]);
     // Kubernetes expands $(VAR) only from variables defined before.
     expect(env.findIndex((e) => e.name === "POD_NAME")).toBeLessThan(env.indexOf(advertise));
@@ -154,10 +170,7 @@ describe("the Kubernetes manifests", () => {
     expect(pod).toMatchObject({ hostNetwork: true, dnsPolicy: "ClusterFirstWithHostNet" });
     expect(relay.args[0]).toBe("relay");
     expect([flagValue(relay.args, "--host"), flagValue(relay.args, "--port")]).toEqual(["127.0.0.1", "18000"]);
-    // A relay follows a leader a member names only among its --upstream: they must be the members' advertise URLs, spelt alike.
-    const advertise = set.spec.template.spec.containers[0].env.find((e: { name: string }) => e.name === "HF3FS_METADATA_ADVERTISE_URL").value as string;
-    const members = Array.from({ length: set.spec.replicas }, (_, i) => advertise.replace("$(POD_NAME)", `${set.metadata.name}-${i}`));
-    expect(flagValue(relay.args, "--upstream")!.split(",")).toEqual(members);
+    expect(flagValue(relay.args, "--upstream")).toBe(srvUpstreamOf(set));
     expect(relay.env).toContainEqual({ name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } });
     // The kubelet's probes reach the pod's IP, not the node's 127.0.0.1: the relay's probe runs inside.
     expect(relay.readinessProbe.exec.command).toEqual(["hf3fs-metadata", "health", "--server", "http://127.0.0.1:18000"]);
@@ -230,15 +243,13 @@ describe("the Kubernetes manifests", () => {
 
   it("run a relay in each example engine's pod as a native sidecar: its namespace, its TP size, its token and certificate, probed inside", () => {
     const set = one("StatefulSet");
-    const advertise = set.spec.template.spec.containers[0].env.find((e: { name: string }) => e.name === "HF3FS_METADATA_ADVERTISE_URL").value as string;
-    const members = Array.from({ length: set.spec.replicas }, (_, i) => advertise.replace("$(POD_NAME)", `${set.metadata.name}-${i}`));
     expect(engines.map((e) => e.metadata.name).sort()).toEqual(["sglang-qwen3-14b", "vllm-llama-3-8b"]);
     for (const engine of engines) {
       const relay = relayOf(engine);
       expect(relay.restartPolicy, engine.metadata.name).toBe("Always");
       expect(relay.args[0]).toBe("relay");
       expect([flagValue(relay.args, "--host"), flagValue(relay.args, "--port")]).toEqual(["127.0.0.1", "18000"]);
-      expect(flagValue(relay.args, "--upstream")!.split(",")).toEqual(members);
+      expect(flagValue(relay.args, "--upstream")).toBe(srvUpstreamOf(set));
       expect(relay.startupProbe.exec.command).toEqual(["hf3fs-metadata", "health", "--server", "http://127.0.0.1:18000"]);
       expect(engine.spec.template.spec.terminationGracePeriodSeconds * 1000).toBeGreaterThan(parseDuration(flagValue(relay.args, "--shutdown-timeout")!));
     }

@@ -1,0 +1,66 @@
+import type { SrvRecord } from "node:dns";
+import { describe, expect, it } from "vitest";
+import { createMetadataClient } from "../../src/client/index.js";
+import { srvUpstream, UpstreamDiscovery } from "../../src/relay/upstream-discovery.js";
+import { lacking } from "../support/debian-packages.js";
+import { startEtcdCluster } from "../support/etcd-cluster.js";
+import { kill9, startServer, waitForLeader } from "../support/ha-cluster.js";
+import { startTestRelay } from "../support/test-relay.js";
+
+const missing = lacking("the relay that finds a cluster's members by DNS", "etcd");
+
+describe("an --upstream of the SRV form", () => {
+  it("names a scheme and an SRV name; a list of URLs is not one", () => {
+    expect(srvUpstream("srv+https://_grpc._tcp.hf3fs-metadata-members.ns.svc.cluster.local")).toEqual({
+      scheme: "https",
+      name: "_grpc._tcp.hf3fs-metadata-members.ns.svc.cluster.local",
+    });
+    expect(srvUpstream("srv+http://_grpc._tcp.m/")).toEqual({ scheme: "http", name: "_grpc._tcp.m" });
+    expect(srvUpstream("https://10.0.0.1:18000,https://10.0.0.2:18000")).toBeUndefined();
+    expect(srvUpstream("srv+ftp://x")).toBeUndefined();
+  });
+
+  it("reads each record as a member at scheme://target:port, sorted, once each; nothing when the name does not resolve", async () => {
+    const records: SrvRecord[] = [
+      { name: "m-1.members.ns.svc.cluster.local.", port: 18000, priority: 0, weight: 50 },
+      { name: "m-0.members.ns.svc.cluster.local", port: 18000, priority: 0, weight: 50 },
+      { name: "m-0.members.ns.svc.cluster.local", port: 18000, priority: 0, weight: 50 },
+    ];
+    const form = { scheme: "https" as const, name: "_grpc._tcp.members.ns.svc.cluster.local" };
+    const asked: string[] = [];
+    const found = new UpstreamDiscovery(
+      form,
+      () => {},
+      async (name) => (asked.push(name), records),
+    );
+    expect(await found.members()).toEqual(["https://m-0.members.ns.svc.cluster.local:18000", "https://m-1.members.ns.svc.cluster.local:18000"]);
+    expect(asked).toEqual([form.name]);
+    const failing = new UpstreamDiscovery(
+      form,
+      () => {},
+      async () => Promise.reject(Object.assign(new Error("queryNotFound"), { code: "ENOTFOUND" })),
+    );
+    expect(await failing.members()).toEqual([]);
+  });
+});
+
+describe.skipIf(missing !== "")("a relay whose upstream is an SRV name", () => {
+  it("holds calls while the name names no member, then relays to the members it names, and follows their leader through a failover", async () => {
+    const etcd = await startEtcdCluster(1);
+    const servers = await Promise.all([0, 1, 2].map(() => startServer(etcd)));
+    const first = await waitForLeader(servers);
+    // The DNS a starting pod meets: the members' names are not there yet.
+    let records: SrvRecord[] = [];
+    const resolveSrv = async () => records;
+    const relay = await startTestRelay("srv+http://_grpc._tcp.members.test", { resolveSrv, holdMs: 10_000 });
+    const client = createMetadataClient({ baseUrl: relay.url, retry: { deadlineMs: 0 } });
+    const initialized = client.initializeRank({ namespace: "srv", rank: 0, numPages: 8, worldSize: 1 });
+    records = servers.map((s) => ({ name: "127.0.0.1", port: Number(new URL(s.url).port), priority: 0, weight: 1 }));
+    expect(await initialized).toMatchObject({ created: true }); // held until the name named the members (read every 2 s)
+    await kill9(first);
+    await waitForLeader(servers);
+    const { pages } = await client.batchAllocate({ namespace: "srv", rank: 0, keys: ["a"] });
+    await client.confirmWrite({ namespace: "srv", rank: 0, keys: ["a"], pages });
+    expect((await client.batchExists({ namespace: "srv", keys: ["a"] })).exists).toEqual([true]);
+  }, 60_000);
+});
