@@ -82,21 +82,17 @@ export function resolveRelayOptions(options: RelayOptions, given: ReadonlySet<st
   return options;
 }
 
-/** checkUpstream throws unless the upstream is a list of http(s) URLs, and a client certificate comes with its key. */
+/** checkUpstream throws unless the upstream is a list of http(s) URLs or one SRV name (srvUpstream), and a client certificate comes with its key. */
 export function checkUpstream(options: UpstreamOptions, name: NameOf): void {
-  if (srvUpstream(options.upstream) !== undefined) return checkClientCertificate(options, name);
-  const urls = upstreamUrls(options.upstream);
-  if (urls.length === 0) throw new RangeError(`${name("upstream")} is required: the server, or a cluster's members, comma-separated`);
-  for (const url of urls) {
-    if (!/^https?:\/\/[^/\s]+\/?$/.test(url)) {
-      throw new RangeError(`${name("upstream")} takes http:// or https:// URLs of servers, or one srv+https:// (srv+http://) SRV name, got "${url}"`);
+  if (srvUpstream(options.upstream) === undefined) {
+    const urls = upstreamUrls(options.upstream);
+    if (urls.length === 0) throw new RangeError(`${name("upstream")} is required: the server, or a cluster's members, comma-separated`);
+    for (const url of urls) {
+      if (!/^https?:\/\/[^/\s]+\/?$/.test(url)) {
+        throw new RangeError(`${name("upstream")} takes http:// or https:// URLs of servers, or one srv+https:// (srv+http://) SRV name, got "${url}"`);
+      }
     }
   }
-  checkClientCertificate(options, name);
-}
-
-/** checkClientCertificate throws unless a client certificate comes with its key. */
-function checkClientCertificate(options: UpstreamOptions, name: NameOf): void {
   if ((options.upstreamCert === "") !== (options.upstreamKey === "")) {
     throw new RangeError(`${name("upstreamCert")} and ${name("upstreamKey")} go together`);
   }
