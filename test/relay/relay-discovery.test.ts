@@ -1,6 +1,7 @@
 import type { SrvRecord } from "node:dns";
 import { describe, expect, it } from "vitest";
 import { createMetadataClient } from "../../src/client/index.js";
+import { defaultRelayOptions, resolveRelayOptions } from "../../src/relay/relay-options.js";
 import { srvUpstream, UpstreamDiscovery } from "../../src/relay/upstream-discovery.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
@@ -18,6 +19,12 @@ describe("an --upstream of the SRV form", () => {
     expect(srvUpstream("srv+http://_grpc._tcp.m/")).toEqual({ scheme: "http", name: "_grpc._tcp.m" });
     expect(srvUpstream("https://10.0.0.1:18000,https://10.0.0.2:18000")).toBeUndefined();
     expect(srvUpstream("srv+ftp://x")).toBeUndefined();
+  });
+
+  it("is what relay takes at start, as a list of URLs is; anything else is refused, naming the flag", () => {
+    const resolve = (upstream: string) => resolveRelayOptions({ ...defaultRelayOptions, upstream }, new Set(), (field) => `--${field}`);
+    expect(resolve("srv+https://_grpc._tcp.m.ns.svc.cluster.local").upstream).toBe("srv+https://_grpc._tcp.m.ns.svc.cluster.local");
+    expect(() => resolve("srv+https://a,srv+https://b")).toThrow(/--upstream takes http:\/\/ or https:\/\/ URLs of servers, or one srv\+https:\/\//);
   });
 
   it("reads each record as a member at scheme://target:port, sorted, once each; nothing when the name does not resolve", async () => {
