@@ -1,4 +1,6 @@
+import { createSocket } from "node:dgram";
 import type { SrvRecord } from "node:dns";
+import { Resolver } from "node:dns/promises";
 import { describe, expect, it } from "vitest";
 import { createMetadataClient } from "../../src/client/index.js";
 import { defaultRelayOptions, resolveRelayOptions } from "../../src/relay/relay-options.js";
@@ -38,7 +40,10 @@ describe("an --upstream of the SRV form", () => {
     const found = new UpstreamDiscovery(
       form,
       () => {},
-      async (name) => (asked.push(name), records),
+      async (name) => {
+        asked.push(name);
+        return records;
+      },
     );
     expect(await found.members()).toEqual(["https://m-0.members.ns.svc.cluster.local:18000", "https://m-1.members.ns.svc.cluster.local:18000"]);
     expect(asked).toEqual([form.name]);
@@ -51,23 +56,89 @@ describe("an --upstream of the SRV form", () => {
   });
 });
 
+/**
+ * srvServer is a DNS server on 127.0.0.1 (UDP) that answers every query with `records()` as SRV
+ * records (RFC 2782) of the name asked: what CoreDNS answers for a headless Service's named port.
+ */
+async function srvServer(records: () => { target: string; port: number }[]): Promise<{ address: string; close(): void }> {
+  const socket = createSocket("udp4");
+  socket.on("message", (query, peer) => {
+    const questionEnd = 12 + questionLength(query.subarray(12));
+    const answers = records().map(({ target, port }) => {
+      const name = encodeName(target);
+      const rdata = Buffer.concat([Buffer.from([0, 0, 0, 1, port >> 8, port & 0xff]), name]); // priority 0, weight 1
+      const head = Buffer.alloc(12);
+      head.writeUInt16BE(0xc00c, 0); // the question's name
+      head.writeUInt16BE(33, 2); // SRV
+      head.writeUInt16BE(1, 4); // IN
+      head.writeUInt32BE(30, 6); // TTL
+      head.writeUInt16BE(rdata.length, 10);
+      return Buffer.concat([head, rdata]);
+    });
+    const header = Buffer.from(query.subarray(0, 12));
+    header.writeUInt16BE(0x8180, 2); // a response, recursion available, no error
+    header.writeUInt16BE(answers.length, 6);
+    header.writeUInt32BE(0, 8);
+    socket.send(Buffer.concat([header, query.subarray(12, questionEnd), ...answers]), peer.port, peer.address);
+  });
+  await new Promise<void>((resolve) => socket.bind(0, "127.0.0.1", resolve));
+  return { address: `127.0.0.1:${socket.address().port}`, close: () => socket.close() };
+}
+
+/** questionLength is the length of a DNS question: its name's labels, then type and class. */
+function questionLength(question: Buffer): number {
+  let at = 0;
+  while (question[at]! !== 0) at += question[at]! + 1;
+  return at + 1 + 4;
+}
+
+/** encodeName writes a name as DNS labels. */
+function encodeName(name: string): Buffer {
+  return Buffer.concat([...name.split(".").map((label) => Buffer.concat([Buffer.from([label.length]), Buffer.from(label)])), Buffer.from([0])]);
+}
+
+describe("the SRV lookup over DNS (node's resolver against a DNS server on loopback)", () => {
+  it("reads a headless Service's records as its members' URLs", async () => {
+    const server = await srvServer(() => [
+      { target: "hf3fs-metadata-1.hf3fs-metadata-members.ns.svc.cluster.local", port: 18000 },
+      { target: "hf3fs-metadata-0.hf3fs-metadata-members.ns.svc.cluster.local", port: 18000 },
+    ]);
+    const resolver = new Resolver();
+    resolver.setServers([server.address]);
+    const form = srvUpstream("srv+https://_grpc._tcp.hf3fs-metadata-members.ns.svc.cluster.local")!;
+    const members = await new UpstreamDiscovery(
+      form,
+      () => {},
+      (name) => resolver.resolveSrv(name),
+    ).members();
+    server.close();
+    expect(members).toEqual([
+      "https://hf3fs-metadata-0.hf3fs-metadata-members.ns.svc.cluster.local:18000",
+      "https://hf3fs-metadata-1.hf3fs-metadata-members.ns.svc.cluster.local:18000",
+    ]);
+  });
+});
+
 describe.skipIf(missing !== "")("a relay whose upstream is an SRV name", () => {
   it("holds calls while the name names no member, then relays to the members it names, and follows their leader through a failover", async () => {
     const etcd = await startEtcdCluster(1);
     const servers = await Promise.all([0, 1, 2].map(() => startServer(etcd)));
     const first = await waitForLeader(servers);
     // The DNS a starting pod meets: the members' names are not there yet.
-    let records: SrvRecord[] = [];
-    const resolveSrv = async () => records;
-    const relay = await startTestRelay("srv+http://_grpc._tcp.members.test", { resolveSrv, holdMs: 10_000 });
+    let records: { target: string; port: number }[] = [];
+    const dns = await srvServer(() => records);
+    const resolver = new Resolver();
+    resolver.setServers([dns.address]);
+    const relay = await startTestRelay("srv+http://_grpc._tcp.members.test", { resolveSrv: (name) => resolver.resolveSrv(name), holdMs: 10_000 });
     const client = createMetadataClient({ baseUrl: relay.url, retry: { deadlineMs: 0 } });
     const initialized = client.initializeRank({ namespace: "srv", rank: 0, numPages: 8, worldSize: 1 });
-    records = servers.map((s) => ({ name: "127.0.0.1", port: Number(new URL(s.url).port), priority: 0, weight: 1 }));
+    records = servers.map((s) => ({ target: "127.0.0.1", port: Number(new URL(s.url).port) }));
     expect(await initialized).toMatchObject({ created: true }); // held until the name named the members (read every 2 s)
     await kill9(first);
     await waitForLeader(servers);
     const { pages } = await client.batchAllocate({ namespace: "srv", rank: 0, keys: ["a"] });
     await client.confirmWrite({ namespace: "srv", rank: 0, keys: ["a"], pages });
     expect((await client.batchExists({ namespace: "srv", keys: ["a"] })).exists).toEqual([true]);
+    dns.close();
   }, 60_000);
 });
