@@ -9,7 +9,7 @@ import { NAMESPACE_COUNTERS } from "../core/namespace-counters.js";
 import { definedOf } from "../core/option-table.js";
 import type { Logger } from "../server/logger.js";
 import { callCounts } from "../server/metrics.js";
-import { serveMetrics } from "../server/serve-metrics.js";
+import { serveMetrics } from "../server/metrics-endpoint.js";
 import { serverUrl } from "../server/server-url.js";
 import { STATUS_SAMPLE_MS, StatusHistory } from "../server/status-history.js";
 import type { ShownNamespace } from "../server/status-html.js";

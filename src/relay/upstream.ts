@@ -7,7 +7,7 @@ import type { ClientTls } from "../client/metadata-client.js";
 import { MetadataError } from "../core/errors.js";
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
 import type { MetadataCalls } from "../service/metadata-calls.js";
-import { Changes } from "../service/state-changes.js";
+import { Notifier } from "../service/notifier.js";
 import type { RelayMetrics } from "./relay-metrics.js";
 
 /** PROBE_MS is how often the relay asks every upstream server whether it answers calls (health of MetadataService: only a leader, in a cluster). */
@@ -153,7 +153,7 @@ export class Upstream {
  */
 export class Reach {
   private up = false;
-  private readonly changes = new Changes();
+  private readonly notifier = new Notifier();
 
   get caughtUp(): boolean {
     return this.up;
@@ -168,11 +168,11 @@ export class Reach {
     if (up === this.up) return;
     this.up = up;
     metrics.reach(up);
-    this.changes.notify();
+    this.notifier.notify();
   }
 
   next(signal: AbortSignal): Promise<void> {
-    return this.changes.next(signal);
+    return this.notifier.next(signal);
   }
 }
 

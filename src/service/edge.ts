@@ -17,8 +17,8 @@ import type { Lifecycle } from "./lifecycle.js";
 import type { LimitOptions } from "./limit-options.js";
 import type { LoadShedder } from "./load-shedder.js";
 import { maxEntriesFor } from "./message-entries.js";
+import { nextNotice } from "./notifier.js";
 import { type BodyStream, HeldBytes, lingerForBody, readBody, SlowReads } from "./read-body.js";
-import { nextChange } from "./state-changes.js";
 
 /** CallObserver hears of every call: its method, its code ("ok" or a gRPC code name) and its duration. */
 export type CallObserver = (method: string, code: string, seconds: number) => void;
@@ -278,7 +278,7 @@ export class Edge {
   private async hold(deadline: AbortSignal | undefined): Promise<void> {
     const limit = AbortSignal.timeout(this.options.startupHoldMs);
     const until = deadline === undefined ? limit : AbortSignal.any([limit, deadline]);
-    while (this.waiting() && !until.aborted) await nextChange([this.lifecycle, this.options.leadership], until);
+    while (this.waiting() && !until.aborted) await nextNotice([this.lifecycle, this.options.leadership], until);
     checkDeadline(deadline);
     const refusal = this.lifecycle.refusal ?? (this.lifecycle.starting ? STILL_STARTING : undefined);
     if (refusal !== undefined) throw refusal;

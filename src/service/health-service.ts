@@ -3,7 +3,7 @@ import { type Health, HealthCheckResponse_ServingStatus as ServingStatus } from 
 import type { Leadership } from "./leadership.js";
 import type { Lifecycle } from "./lifecycle.js";
 import type { LoadShedder } from "./load-shedder.js";
-import { nextChange } from "./state-changes.js";
+import { nextNotice } from "./notifier.js";
 
 /**
  * healthService implements grpc.health.v1.Health. The server ("") is
@@ -42,7 +42,7 @@ export function healthService(
       let last = status(req.service);
       yield { status: last };
       while (!lifecycle.draining && !ctx.signal.aborted) {
-        await nextChange([lifecycle, leadership], ctx.signal);
+        await nextNotice([lifecycle, leadership], ctx.signal);
         const now = status(req.service);
         if (ctx.signal.aborted || now === last) continue;
         last = now;

@@ -1,5 +1,5 @@
 import { MetadataError, Reason } from "../core/errors.js";
-import { Changes } from "./state-changes.js";
+import { Notifier } from "./notifier.js";
 
 /**
  * Leadership says whether this member of a highly available cluster
@@ -13,7 +13,7 @@ export class Leadership {
   private current: MetadataError | undefined = notLeader("");
   private caught = false;
   private leaseValid: () => boolean = () => false;
-  private readonly changes = new Changes();
+  private readonly notifier = new Notifier();
 
   /**
    * refusal is the error of a call while this member does not lead;
@@ -41,7 +41,7 @@ export class Leadership {
     this.leaseValid = leaseValid;
     this.current = undefined;
     this.caught = true;
-    this.changes.notify();
+    this.notifier.notify();
   }
 
   /** follow closes the member to calls, naming the leader ("" when unknown). */
@@ -49,12 +49,12 @@ export class Leadership {
     if (this.current?.subject.leaderUrl === leaderUrl && this.caught === caughtUp) return;
     this.current = notLeader(leaderUrl);
     this.caught = caughtUp;
-    this.changes.notify();
+    this.notifier.notify();
   }
 
   /** next resolves at the next change, or when signal aborts. */
   next(signal: AbortSignal): Promise<void> {
-    return this.changes.next(signal);
+    return this.notifier.next(signal);
   }
 }
 

@@ -1,5 +1,5 @@
 import type { MetadataError } from "../core/errors.js";
-import { Changes } from "./state-changes.js";
+import { Notifier } from "./notifier.js";
 
 /**
  * Lifecycle is whether the server accepts calls. A server that listens
@@ -15,7 +15,7 @@ export class Lifecycle {
   private current: MetadataError | undefined;
   private loading: boolean;
   private drained = false;
-  private readonly changes = new Changes();
+  private readonly notifier = new Notifier();
 
   /** starting: the server listens before it has loaded its state (started() ends that). */
   constructor(starting = false) {
@@ -36,7 +36,7 @@ export class Lifecycle {
   started(): void {
     if (!this.loading) return;
     this.loading = false;
-    this.changes.notify();
+    this.notifier.notify();
   }
 
   /** draining is true once the server is told to stop (drain) or refuses calls: it is no longer ready, though it may still serve. */
@@ -48,19 +48,19 @@ export class Lifecycle {
   drain(): void {
     if (this.drained) return;
     this.drained = true;
-    this.changes.notify();
+    this.notifier.notify();
   }
 
   /** refuse stops accepting calls with `error` (the first refusal wins) and tells the watchers. */
   refuse(error: MetadataError): void {
     if (this.current !== undefined) return;
     this.current = error;
-    this.changes.notify();
+    this.notifier.notify();
   }
 
   /** next resolves at the next change (started, refused), or when signal aborts. */
   next(signal: AbortSignal): Promise<void> {
-    return this.changes.next(signal);
+    return this.notifier.next(signal);
   }
 
   /** stopping resolves when the server drains or stops accepting, or when signal aborts. */

@@ -1,9 +1,9 @@
 /**
- * Changes wakes those who wait for the next change of a piece of state
+ * Notifier wakes those who wait for the next change of a piece of state
  * (Lifecycle, Leadership): `next` resolves at the next `notify`, or when
  * its signal aborts, and leaves no listener behind either way.
  */
-export class Changes {
+export class Notifier {
   private readonly waiters = new Set<() => void>();
 
   /** next resolves at the next change, or at once when signal aborted, or when it aborts. */
@@ -26,13 +26,13 @@ export class Changes {
   }
 }
 
-/** Changing is a piece of state whose changes can be awaited (Lifecycle, Leadership). */
-export interface Changing {
+/** Notifying is a piece of state whose changes can be awaited (Lifecycle, Leadership). */
+export interface Notifying {
   next(signal: AbortSignal): Promise<void>;
 }
 
-/** nextChange resolves at the next change of any of `sources` (undefined ones are skipped), or when signal aborts, and leaves no listener behind on any of them. */
-export async function nextChange(sources: readonly (Changing | undefined)[], signal: AbortSignal): Promise<void> {
+/** nextNotice resolves at the next change of any of `sources` (undefined ones are skipped), or when signal aborts, and leaves no listener behind on any of them. */
+export async function nextNotice(sources: readonly (Notifying | undefined)[], signal: AbortSignal): Promise<void> {
   if (signal.aborted) return;
   const turn = new AbortController();
   const end = () => turn.abort();
