@@ -1,6 +1,7 @@
 /**
  * The layers of src/, checked by `npm run lint` (dependency-cruiser): the
- * core knows nothing but itself and the generated types; the store nothing
+ * core knows nothing but itself and the generated types, and the others
+ * know it by its public face (core/index.ts) alone; the store nothing
  * above it; the service edge nothing of the process, the transports or
  * replication; replication nothing of the process; the server (the
  * process's assembly) nothing of the CLI that starts it; the relay is
@@ -15,6 +16,13 @@ module.exports = {
       severity: "error",
       from: { path: "^src/core/" },
       to: { path: "^src/(?!core/)" },
+    },
+    {
+      name: "core-has-one-face",
+      comment: "Outside src/core, the core is used through src/core/index.ts only: its other modules are its own.",
+      severity: "error",
+      from: { path: "^src/(?!core/)" },
+      to: { path: "^src/core/(?!index\\.ts$)" },
     },
     {
       name: "store-below-service",

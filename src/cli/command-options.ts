@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import type { NameOf, OptionKind, OptionSpec, OptionTable } from "../core/option-table.js";
+import type { NameOf, OptionKind, OptionSpec, OptionTable } from "../core/index.js";
 import { formatDuration, parseDuration } from "./duration.js";
 
 /** Option is one flag of a command: its spec (OptionSpec) and the field it sets. */

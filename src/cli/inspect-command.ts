@@ -1,6 +1,5 @@
 import { parseArgs } from "node:util";
-import { systemClock } from "../core/clock.js";
-import { MetadataState } from "../core/state.js";
+import { MetadataState, systemClock } from "../core/index.js";
 import { LmdbStore } from "../store/lmdb-store.js";
 import { renderStats } from "./render-stats.js";
 

@@ -1,5 +1,4 @@
-import { NAMESPACE_COUNTERS } from "../core/namespace-counters.js";
-import { KeyScope, type NamespaceStatsView } from "../core/state.js";
+import { KeyScope, NAMESPACE_COUNTERS, type NamespaceStatsView } from "../core/index.js";
 
 const BAR_WIDTH = 30;
 

@@ -1,5 +1,4 @@
-import { checkBounds, defaultsOf, type NameOf, type OptionsOf, type OptionTable, optionTable } from "../core/option-table.js";
-import { defaultStateOptions, STATE_OPTIONS } from "../core/state-options.js";
+import { checkBounds, defaultStateOptions, defaultsOf, type NameOf, type OptionsOf, type OptionTable, optionTable, STATE_OPTIONS } from "../core/index.js";
 import { LOG_OPTIONS, type LogOptions } from "../server/logger.js";
 import { checkTls, TLS_OPTIONS, type TlsOptions } from "../server/tls-options.js";
 import { LISTENER_OPTIONS, type ListenerOptions } from "../server/transport/listener-options.js";

@@ -4,9 +4,7 @@ import { file_grpc_reflection_v1_reflection, ServerReflection as ReflectionV1 } 
 import { file_grpc_reflection_v1alpha_reflection, ServerReflection as ReflectionV1alpha } from "../../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import { file_hf3fs_metadata_v1_metadata, GetStatsRequestSchema, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { ClientTls } from "../client/metadata-client.js";
-import { MetadataError, Reason } from "../core/errors.js";
-import { NAMESPACE_COUNTERS } from "../core/namespace-counters.js";
-import { definedOf } from "../core/option-table.js";
+import { definedOf, MetadataError, NAMESPACE_COUNTERS, Reason } from "../core/index.js";
 import type { Logger } from "../server/logger.js";
 import { callCounts } from "../server/metrics.js";
 import { serveMetrics } from "../server/metrics-endpoint.js";

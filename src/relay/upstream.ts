@@ -4,7 +4,7 @@ import { ErrorInfoSchema, MetadataService, Reason } from "../../gen/hf3fs/metada
 import { LeaderFollowing, type Method } from "../client/leader-following.js";
 import { createLeanGrpcTransport, type LeanGrpcTransport } from "../client/lean-grpc-transport.js";
 import type { ClientTls } from "../client/metadata-client.js";
-import { MetadataError } from "../core/errors.js";
+import { MetadataError } from "../core/index.js";
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
 import type { MetadataCalls } from "../service/metadata-calls.js";
 import { Notifier } from "../service/notifier.js";

@@ -1,4 +1,4 @@
-import { type NameOf, type OptionsOf, optionTable } from "../core/option-table.js";
+import { type NameOf, type OptionsOf, optionTable } from "../core/index.js";
 import type { AccessOptions } from "../service/access-options.js";
 import type { StoreOptions } from "../store/store-options.js";
 

@@ -1,9 +1,6 @@
 import type { Logger } from "pino";
-import type { Change } from "../core/change.js";
-import type { Clock } from "../core/clock.js";
-import { ReplayState } from "../core/replay-state.js";
-import type { MetadataState } from "../core/state.js";
-import type { StateOptions } from "../core/state-options.js";
+import type { Change, Clock, MetadataState, StateOptions } from "../core/index.js";
+import { ReplayState } from "../core/index.js";
 import type { PeerTls } from "../protocol/peer-tls.js";
 import type { Leadership } from "../service/leadership.js";
 import type { LmdbStore } from "../store/lmdb-store.js";

@@ -1,4 +1,4 @@
-import type { Change } from "../core/change.js";
+import type { Change } from "../core/index.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
 
 /** FLUSH_MS is how long a member's local copy may lag the groups it applied. */

@@ -1,6 +1,6 @@
 import { Packr } from "msgpackr";
-import type { Change } from "../core/change.js";
-import { FORMAT_BY_TAG, formatOf, type LogField } from "../core/change-formats.js";
+import type { Change } from "../core/index.js";
+import { FORMAT_BY_TAG, formatOf, type LogField } from "../core/index.js";
 
 /**
  * The replicated log's records. A leader appends one group per group

@@ -1,5 +1,5 @@
 import type { Etcd3, IKeyValue } from "etcd3";
-import type { Change } from "../core/change.js";
+import type { Change } from "../core/index.js";
 import type { ClusterKeys } from "./cluster-keys.js";
 import type { LocalCopy } from "./local-copy.js";
 import { decodePart, GroupAssembler } from "./log-codec.js";

@@ -1,6 +1,6 @@
 import type { Etcd3 } from "etcd3";
-import type { Change } from "../core/change.js";
-import { MetadataError, Reason } from "../core/errors.js";
+import type { Change } from "../core/index.js";
+import { MetadataError, Reason } from "../core/index.js";
 import type { ClusterKeys } from "./cluster-keys.js";
 import type { EtcdSession } from "./etcd-session.js";
 import type { LocalCopy } from "./local-copy.js";

@@ -1,10 +1,7 @@
 import type { Etcd3 } from "etcd3";
 import type { Logger } from "pino";
-import type { Change } from "../core/change.js";
-import type { Clock } from "../core/clock.js";
-import { MetadataError, Reason } from "../core/errors.js";
-import { MetadataState } from "../core/state.js";
-import type { StateOptions } from "../core/state-options.js";
+import type { Change, Clock, StateOptions } from "../core/index.js";
+import { MetadataError, MetadataState, Reason } from "../core/index.js";
 import type { PeerTls } from "../protocol/peer-tls.js";
 import type { Leadership } from "../service/leadership.js";
 import type { LmdbStore } from "../store/lmdb-store.js";

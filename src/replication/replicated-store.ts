@@ -1,4 +1,4 @@
-import type { Change } from "../core/change.js";
+import type { Change } from "../core/index.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
 import type { Store } from "../store/store.js";
 

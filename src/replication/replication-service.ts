@@ -2,7 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type ServiceImpl } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { type MemberLoad, MemberLoadSchema, MemberRole, ReplicationService } from "../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
-import type { Change } from "../core/change.js";
+import type { Change } from "../core/index.js";
 import type { PeerTls } from "../protocol/peer-tls.js";
 import type { LmdbStore, SnapshotPiece } from "../store/lmdb-store.js";
 import type { LoadStatus } from "../store/load-progress.js";

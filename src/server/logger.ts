@@ -1,5 +1,5 @@
 import { type Logger, pino } from "pino";
-import { type OptionsOf, optionTable } from "../core/option-table.js";
+import { type OptionsOf, optionTable } from "../core/index.js";
 import { FORMAT_VERSION } from "../store/schema.js";
 
 export type { Logger };

@@ -1,5 +1,5 @@
-import { addCounts, type NamespaceCounts } from "../core/namespace-counters.js";
-import type { MetadataState } from "../core/state.js";
+import type { MetadataState } from "../core/index.js";
+import { addCounts, type NamespaceCounts } from "../core/index.js";
 
 /** OTHER is the namespace label of the namespaces summed together, and the rank label of their ranks. */
 export const OTHER = "_other";

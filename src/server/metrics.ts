@@ -1,6 +1,6 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
-import { NAMESPACE_COUNTERS } from "../core/namespace-counters.js";
-import type { MetadataState } from "../core/state.js";
+import type { MetadataState } from "../core/index.js";
+import { NAMESPACE_COUNTERS } from "../core/index.js";
 import type { MemberRecord } from "../replication/cluster-keys.js";
 import type { LoadShedder } from "../service/load-shedder.js";
 import { type Store, withCommit } from "../store/store.js";

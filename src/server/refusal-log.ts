@@ -1,4 +1,4 @@
-import { MetadataError, Reason } from "../core/errors.js";
+import { MetadataError, Reason } from "../core/index.js";
 import type { Logger } from "./logger.js";
 
 /** EVERY_MS is how often the same namespace and rank may be logged: once a minute. */

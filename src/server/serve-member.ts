@@ -1,6 +1,6 @@
 import { hostname } from "node:os";
 import type { IOptions } from "etcd3";
-import { systemClock } from "../core/clock.js";
+import { systemClock } from "../core/index.js";
 import type { PeerTls } from "../protocol/peer-tls.js";
 import { etcdClient } from "../replication/etcd-client.js";
 import { Member } from "../replication/member.js";

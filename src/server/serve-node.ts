@@ -1,6 +1,4 @@
-import { systemClock } from "../core/clock.js";
-import { MetadataError, Reason } from "../core/errors.js";
-import { MetadataState } from "../core/state.js";
+import { MetadataError, MetadataState, Reason, systemClock } from "../core/index.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
 import { CurrentLoad, logProgress, progressFields } from "../store/load-progress.js";
 import { loadState } from "../store/load-state.js";

@@ -1,5 +1,4 @@
-import { checkBounds, defaultsOf, type NameOf, type OptionTable } from "../core/option-table.js";
-import { checkWatermarks, STATE_OPTIONS, type StateOptions } from "../core/state-options.js";
+import { checkBounds, checkWatermarks, defaultsOf, type NameOf, type OptionTable, STATE_OPTIONS, type StateOptions } from "../core/index.js";
 import { CLUSTER_OPTIONS, type ClusterOptions, checkCluster } from "../replication/cluster-options.js";
 import { ACCESS_OPTIONS, type AccessOptions, checkAccess } from "../service/access-options.js";
 import { checkVllm, VLLM_OPTIONS, type VllmOptions } from "../service/json/vllm-options.js";

@@ -3,8 +3,7 @@ import { file_grpc_reflection_v1_reflection, ServerReflection as ReflectionV1 } 
 import { file_grpc_reflection_v1alpha_reflection, ServerReflection as ReflectionV1alpha } from "../../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import { ReplicationService } from "../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
 import { file_hf3fs_metadata_v1_metadata, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { MetadataError, Reason } from "../core/errors.js";
-import { definedOf } from "../core/option-table.js";
+import { definedOf, MetadataError, Reason } from "../core/index.js";
 import { ENVELOPE_BYTES } from "../protocol/envelope.js";
 import type { PeerTls } from "../protocol/peer-tls.js";
 import type { ClusterOptions } from "../replication/cluster-options.js";

@@ -1,4 +1,4 @@
-import type { NamespaceStatsView } from "../core/stats-views.js";
+import type { NamespaceStatsView } from "../core/index.js";
 import type { LatencyBuckets } from "./metrics.js";
 
 /** HistorySample is what the status page charts at one moment: since the sample before, each method's calls/s and p99 latency (ms); now, each rank's fill. */

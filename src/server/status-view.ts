@@ -1,5 +1,4 @@
-import type { MetadataState } from "../core/state.js";
-import type { NamespaceStatsView } from "../core/stats-views.js";
+import type { MetadataState, NamespaceStatsView } from "../core/index.js";
 import type { LoadStatus } from "../store/load-progress.js";
 import type { ClusterView } from "./metrics.js";
 import type { HistorySample, StatusHistory } from "./status-history.js";

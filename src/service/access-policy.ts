@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { MetadataError, Reason } from "../core/errors.js";
+import { MetadataError, Reason } from "../core/index.js";
 
 /**
  * ADMIN_METHODS are the calls that can drop other engines' keys: they need

@@ -1,7 +1,6 @@
 import type { Code, ConnectError } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
-import { MetadataError, Reason } from "../core/errors.js";
-import { DEFAULT_NAMESPACE } from "../core/state-options.js";
+import { DEFAULT_NAMESPACE, MetadataError, Reason } from "../core/index.js";
 import { ENVELOPE_BYTES } from "../protocol/envelope.js";
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
 import type { AccessPolicy } from "./access-policy.js";

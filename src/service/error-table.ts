@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { MetadataError } from "../core/errors.js";
+import { MetadataError } from "../core/index.js";
 
 /**
  * codeOfReason is THE table from a domain reason to a status code. Every

@@ -1,4 +1,4 @@
-import { KeyList, type Keys } from "../core/key-list.js";
+import { KeyList, type Keys } from "../core/index.js";
 
 /** KeyField is a repeated string field of a request that may come as bytes. */
 export type KeyField = "keys" | "prefixKeys";

@@ -1,4 +1,4 @@
-import { MetadataError, Reason } from "../core/errors.js";
+import { MetadataError, Reason } from "../core/index.js";
 import { Notifier } from "./notifier.js";
 
 /**

@@ -1,4 +1,4 @@
-import type { MetadataState } from "../core/state.js";
+import type { MetadataState } from "../core/index.js";
 import type { Store } from "../store/store.js";
 
 /** Ledger is the state with the store that makes its changes durable. */

@@ -1,4 +1,4 @@
-import type { MetadataError } from "../core/errors.js";
+import type { MetadataError } from "../core/index.js";
 import { Notifier } from "./notifier.js";
 
 /**

@@ -1,5 +1,4 @@
-import { defaultsOf, type NameOf, type OptionsOf, optionTable } from "../core/option-table.js";
-import { defaultStateOptions, type StateOptions } from "../core/state-options.js";
+import { defaultStateOptions, defaultsOf, type NameOf, type OptionsOf, optionTable, type StateOptions } from "../core/index.js";
 import { ENVELOPE_BYTES } from "../protocol/envelope.js";
 
 /**

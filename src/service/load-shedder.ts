@@ -1,4 +1,4 @@
-import { MetadataError, Reason } from "../core/errors.js";
+import { MetadataError, Reason } from "../core/index.js";
 
 /** LagSampler gives the event loop's current lag in ms: how late a timer due now fired. */
 export type LagSampler = () => number;

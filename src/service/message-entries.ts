@@ -1,6 +1,6 @@
 import { type DescMessage, ScalarType } from "@bufbuild/protobuf";
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
-import { limitExceeded, MetadataError } from "../core/errors.js";
+import { limitExceeded, MetadataError } from "../core/index.js";
 
 /**
  * maxEntriesFor bounds the entries of one request (protobuf fields and

@@ -1,8 +1,7 @@
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { MetadataService, type NamespaceStatsSchema } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { NAMESPACE_COUNTERS } from "../core/namespace-counters.js";
-import { actedRank, askedRank } from "../core/rank-view.js";
-import type { MetadataState, NamespaceStatsView } from "../core/state.js";
+import type { MetadataState, NamespaceStatsView } from "../core/index.js";
+import { actedRank, askedRank, NAMESPACE_COUNTERS } from "../core/index.js";
 import { keysOf } from "./key-bytes.js";
 import type { MetadataCalls, MethodName, RequestOf } from "./metadata-calls.js";
 

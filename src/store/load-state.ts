@@ -1,5 +1,4 @@
-import type { Change } from "../core/change.js";
-import type { Restoring } from "../core/recovery.js";
+import type { Change, Restoring } from "../core/index.js";
 
 /** LOAD_BATCH is how many stored records are restored between two turns of the event loop. */
 const LOAD_BATCH = 20_000;

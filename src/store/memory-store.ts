@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { Change } from "../core/change.js";
+import type { Change } from "../core/index.js";
 import type { Store } from "./store.js";
 
 const done = Promise.resolve();

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
-import type { Change } from "../core/change.js";
-import { formatOf, type RecordKey, type RecordValue, readerOf } from "../core/change-formats.js";
+import type { Change } from "../core/index.js";
+import { formatOf, type RecordKey, type RecordValue, readerOf } from "../core/index.js";
 
 /**
  * The on-disk layout of the LMDB store, all in one place. Keys are

@@ -1,4 +1,4 @@
-import type { Change } from "../core/change.js";
+import type { Change } from "../core/index.js";
 
 /**
  * Store keeps the state's changes. The state machine never sees it: the

@@ -37,6 +37,13 @@ describe("the layers of src/ (npm run lint)", () => {
     expect(circle.output).toContain("no-circles");
   });
 
+  it("fail the lint when a layer above the core skips its public face (core/index.ts)", () => {
+    const inside = cruise({ "src/service/bad-import.ts": 'export { Registry } from "../core/registry.js";\n' });
+    expect(inside.ok).toBe(false);
+    expect(inside.output).toContain("core-has-one-face");
+    expect(cruise({ "src/service/good-import.ts": 'export { MetadataState } from "../core/index.js";\n' })).toMatchObject({ ok: true });
+  });
+
   it("fail the lint when the store, replication or the server reach above them", () => {
     const store = cruise({ "src/store/bad-import.ts": 'export { Edge } from "../service/edge.js";\n' });
     expect(store.output).toContain("store-below-service");

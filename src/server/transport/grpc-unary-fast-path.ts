@@ -3,7 +3,7 @@ import type { DescMessage, DescMethodUnary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { MetadataError } from "../../core/errors.js";
+import { MetadataError } from "../../core/index.js";
 import type { Edge } from "../../service/edge.js";
 import { BATCH_CODECS, type MessageCodec, reflectiveCodec } from "./batch-codecs.js";
 import { unwrapEnvelope } from "./grpc-envelope.js";

@@ -1,4 +1,4 @@
-import { type OptionsOf, optionTable } from "../../core/option-table.js";
+import { type OptionsOf, optionTable } from "../../core/index.js";
 
 /** LISTENER_OPTIONS say where the server listens and bound its connections (DualProtocolListener). */
 export const LISTENER_OPTIONS = optionTable({

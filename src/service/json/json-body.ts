@@ -1,4 +1,4 @@
-import { invalidArgument } from "../../core/errors.js";
+import { invalidArgument } from "../../core/index.js";
 import { tooManyEntries } from "../message-entries.js";
 
 /** JsonObject is a parsed request body. */

@@ -1,6 +1,5 @@
-import { type NameOf, type OptionsOf, optionTable } from "../../core/option-table.js";
-import type { StateOptions } from "../../core/state-options.js";
-import { namespaceName } from "../../core/validate.js";
+import type { StateOptions } from "../../core/index.js";
+import { type NameOf, namespaceName, type OptionsOf, optionTable } from "../../core/index.js";
 
 /** VLLM_OPTIONS shape the namespaces vLLM's routes create (vllm-routes.ts). */
 export const VLLM_OPTIONS = optionTable({

@@ -1,5 +1,5 @@
 import { KeyScope, Role } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { invalidArgument } from "../../core/errors.js";
+import { invalidArgument } from "../../core/index.js";
 import {
   namespaceField as bodyNamespace,
   bool,

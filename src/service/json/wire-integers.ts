@@ -1,5 +1,5 @@
 import { type DescMessage, ScalarType } from "@bufbuild/protobuf";
-import { checkInt32, checkUint32 } from "../../core/validate.js";
+import { checkInt32, checkUint32 } from "../../core/index.js";
 
 /** CHECKS are the range checks of the 32-bit integer types a request's fields have. */
 const CHECKS: Partial<Record<ScalarType, (value: number, field: string) => void>> = {

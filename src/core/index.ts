@@ -1,0 +1,37 @@
+/**
+ * The core's public face: what the layers above it (the store, the service,
+ * replication, the server, the CLI) may use of the state machine. Every
+ * import from outside src/core comes through here (`npm run lint`,
+ * core-has-one-face); the rest of the core is its own.
+ */
+export type { Change } from "./change.js";
+export {
+  FORMAT_BY_TAG,
+  formatOf,
+  isPreParentKeyValue,
+  type LogField,
+  type RecordKey,
+  type RecordValue,
+  readerOf,
+} from "./change-formats.js";
+export { type Clock, systemClock } from "./clock.js";
+export { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
+export { KeyList, type Keys } from "./key-list.js";
+export { addCounts, NAMESPACE_COUNTERS, type NamespaceCounts } from "./namespace-counters.js";
+export {
+  checkBounds,
+  defaultsOf,
+  definedOf,
+  type NameOf,
+  type OptionKind,
+  type OptionSpec,
+  type OptionsOf,
+  type OptionTable,
+  optionTable,
+} from "./option-table.js";
+export { actedRank, askedRank } from "./rank-view.js";
+export type { Restoring } from "./recovery.js";
+export { ReplayState } from "./replay-state.js";
+export { KeyScope, MetadataState, type NamespaceStatsView } from "./state.js";
+export { checkWatermarks, DEFAULT_NAMESPACE, defaultStateOptions, STATE_OPTIONS, type StateOptions } from "./state-options.js";
+export { checkInt32, checkUint32, namespaceName } from "./validate.js";
