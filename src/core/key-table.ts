@@ -11,7 +11,7 @@ export const KEY_HASH_SEED = crypto.getRandomValues(new Uint32Array(1))[0]!;
  * hashKey is MurmurHash3 (x86, 32 bits) of bytes[start .. end) with a seed,
  * four bytes per step. Written here because the libraries take a whole
  * array or a string, so a key would need a view or a string per lookup,
- * which is what this table avoids; test/core/key-table.test.ts pins it to
+ * which is what this table avoids; test/unit/core/key-table.test.ts pins it to
  * the `murmurhash` package. `view` is a DataView of `bytes` (made when
  * absent): a caller hashing many keys of one buffer passes one, since its
  * 4-byte loads are faster than assembling each word from bytes

@@ -49,7 +49,7 @@ export function reflectiveCodec(input: DescMessage, output: DescMessage): Messag
  * invalid UTF-8, and give the same messages as the generic codec, with
  * their keys also as bytes (key-bytes.ts). They write answers straight into
  * the response frame, byte for byte as protobuf-es would;
- * test/server/batch-codecs.test.ts checks both on random messages.
+ * test/unit/server/batch-codecs.test.ts checks both on random messages.
  */
 export const BATCH_CODECS: Readonly<Record<string, MessageCodec>> = {
   BatchAllocate: handCodec(decodeBatchAllocate, (m) => encodeBatchAllocate(m as BatchAllocateResponse)),

@@ -1,0 +1,92 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import type { Change } from "../../../src/core/change.js";
+import { MetadataState } from "../../../src/core/state.js";
+import { FLUSH_MS, LocalCopy } from "../../../src/replication/local-copy.js";
+import { LmdbStore } from "../../../src/store/lmdb-store.js";
+import { FakeClock } from "../../support/fake-clock.js";
+import { tempDir } from "../../support/temp-dir.js";
+
+const TTL = { reservationTtlMs: 1_000, readLeaseTtlMs: 500, incompleteTtlMs: 60_000 };
+
+/** groups makes n groups of a leader's changes: a rank, then a reservation and a confirmation per group. */
+function groups(n: number): (readonly Change[])[] {
+  const state = new MetadataState(new FakeClock().clock, TTL);
+  state.initializeRank("", 0, 1_000, 1);
+  const out: (readonly Change[])[] = [];
+  for (let i = 0; i < n; i++) {
+    const keys = [`g${i}a`, `g${i}b`];
+    const { pages } = state.batchAllocate("", 0, keys);
+    state.confirmWrite("", 0, keys, pages);
+    out.push(state.takeChanges());
+  }
+  return out;
+}
+
+/** expectRecordsOf expects `store` to hold the records of a store that committed `made` one group at a time. */
+async function expectRecordsOf(store: LmdbStore, made: (readonly Change[])[]): Promise<void> {
+  const reference = await LmdbStore.open(tempDir());
+  for (const group of made) await reference.commit(group);
+  expect([...store.stored()]).toEqual([...reference.stored()]);
+  await reference.close();
+}
+
+describe("a member's local copy", () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("writes a standby's groups of one window in one transaction, with the last one's sequence number", async () => {
+    const store = await LmdbStore.open(tempDir());
+    const copy = new LocalCopy(store);
+    const made = groups(5);
+    const before = store.transactions();
+    for (const [i, group] of made.entries()) copy.add(group, i + 1);
+    vi.advanceTimersByTime(FLUSH_MS - 1);
+    expect(copy.waiting).toBe(5);
+    vi.advanceTimersByTime(1);
+    expect(copy.waiting).toBe(0);
+    // The window's write is issued: a flush with nothing pending waits for it.
+    await copy.flush();
+    expect(store.appliedSeq).toBe(5);
+    expect(store.transactions() - before).toBe(1);
+    await expectRecordsOf(store, made);
+    await store.close();
+  });
+
+  it("writes at once once maxChanges wait", async () => {
+    const store = await LmdbStore.open(tempDir());
+    const copy = new LocalCopy(store, { delayMs: FLUSH_MS, maxChanges: 10 });
+    const made = groups(3);
+    copy.add(made[0]!, 1);
+    expect(made[0]!.length + made[1]!.length).toBeGreaterThanOrEqual(10);
+    expect(copy.waiting).toBe(1);
+    copy.add(made[1]!, 2);
+    expect(copy.waiting).toBe(0);
+    await copy.flush(); // nothing waits: it resolves once the write already issued is in the store
+    expect(store.appliedSeq).toBe(2);
+    copy.add(made[2]!, 3);
+    expect(copy.waiting).toBe(1);
+    await copy.flush();
+    await expectRecordsOf(store, made);
+    await store.close();
+  });
+
+  it("writes the leader's group at once, after the groups pending before it", async () => {
+    const store = await LmdbStore.open(tempDir());
+    const copy = new LocalCopy(store);
+    const made = groups(3);
+    copy.add(made[0]!, 1);
+    copy.add(made[1]!, 2);
+    expect(copy.waiting).toBe(2);
+    copy.write(made[2]!, 3);
+    expect(copy.waiting).toBe(0);
+    await copy.flush();
+    expect(store.appliedSeq).toBe(3);
+    expect(copy.storedSeq).toBe(3);
+    await expectRecordsOf(store, made);
+    await store.close();
+  });
+});
