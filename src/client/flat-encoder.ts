@@ -1,5 +1,6 @@
 import { type DescField, type DescMessage, type MessageShape, ScalarType, toBinary } from "@bufbuild/protobuf";
 import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
+import { ENVELOPE_BYTES, envelope, framed } from "../protocol/envelope.js";
 
 /**
  * encodeFramed writes a request message in its gRPC frame (the 5-byte
@@ -13,24 +14,13 @@ import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
  */
 export function encodeFramed<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>): Buffer {
   const plan = planOf(schema);
-  if (plan === undefined) return frame(toBinary(schema, message));
+  if (plan === undefined) return envelope(toBinary(schema, message));
   const values = message as unknown as Record<string, unknown>;
   let size = 0;
   for (const field of plan) size += field.size(values[field.name]);
-  const out = Buffer.allocUnsafe(5 + size);
-  out[0] = 0;
-  out.writeUInt32BE(size, 1);
-  let at = 5;
+  const out = framed(size);
+  let at = ENVELOPE_BYTES;
   for (const field of plan) at = field.write(values[field.name], out, at);
-  return out;
-}
-
-/** frame puts encoded bytes in their gRPC frame. */
-function frame(bytes: Uint8Array): Buffer {
-  const out = Buffer.allocUnsafe(5 + bytes.length);
-  out[0] = 0;
-  out.writeUInt32BE(bytes.length, 1);
-  out.set(bytes, 5);
   return out;
 }
 

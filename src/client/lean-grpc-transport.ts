@@ -2,6 +2,7 @@ import * as http2 from "node:http2";
 import { create, type DescMessage, fromBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
+import { onlyMessage } from "../protocol/envelope.js";
 import { noSniForIp } from "../protocol/peer-tls.js";
 import { encodeFramed } from "./flat-encoder.js";
 import type { ClientTls } from "./metadata-client.js";
@@ -135,11 +136,9 @@ function answerOf(
     for (const [key, value] of trailer) all.append(key, value);
     throw findTrailerError(all) ?? new ConnectError(`grpc-status ${status}`, Code.Unknown, all);
   }
-  const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-  if (body.length < 5 || body[0] !== 0 || body.readUInt32BE(1) !== body.length - 5) {
-    throw new ConnectError("the server's answer is not one uncompressed gRPC message", Code.Internal, header);
-  }
-  return { stream: false, service: method.parent, method, header, trailer, message: fromBinary(method.output, body.subarray(5)) };
+  const message = onlyMessage(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+  if (message === undefined) throw new ConnectError("the server's answer is not one uncompressed gRPC message", Code.Internal, header);
+  return { stream: false, service: method.parent, method, header, trailer, message: fromBinary(method.output, message) };
 }
 
 /** webHeaders are an HTTP/2 header block as Headers, without its pseudo-headers. */

@@ -11,7 +11,7 @@ import type {
   GetLocationsRequest,
   GetLocationsResponse,
 } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { envelope } from "../../protocol/envelope.js";
+import { ENVELOPE_BYTES, envelope, framed } from "../../protocol/envelope.js";
 import { KeyBytesMessage, type KeyField } from "../../service/key-bytes.js";
 import { checkMessageEntries, tooManyEntries } from "../../service/message-entries.js";
 import { varintLength } from "./varint.js";
@@ -193,12 +193,10 @@ function packedLength(length: number): number {
  */
 class FrameWriter {
   readonly frame: Buffer;
-  private pos = 5;
+  private pos = ENVELOPE_BYTES;
 
   constructor(length: number) {
-    this.frame = Buffer.allocUnsafe(5 + length);
-    this.frame[0] = 0;
-    this.frame.writeUInt32BE(length, 1);
+    this.frame = framed(length);
   }
 
   byte(value: number): this {

@@ -1,4 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import { ENVELOPE_BYTES, envelopeAt } from "../../protocol/envelope.js";
 
 /**
  * oneEnvelope splits the one envelope of a request body that takes one
@@ -7,10 +8,10 @@ import { Code, ConnectError } from "@connectrpc/connect";
  * message is UNIMPLEMENTED.
  */
 export function oneEnvelope(body: Buffer): { flags: number; message: Buffer } {
-  if (body.length < 5) throw new ConnectError("missing gRPC message", Code.InvalidArgument);
-  const length = body.readUInt32BE(1);
-  if (body.length !== 5 + length) throw new ConnectError("a unary call takes exactly one message", Code.Unimplemented);
-  return { flags: body[0]!, message: body.subarray(5) };
+  const head = envelopeAt(body);
+  if (head === undefined) throw new ConnectError("missing gRPC message", Code.InvalidArgument);
+  if (body.length !== ENVELOPE_BYTES + head.length) throw new ConnectError("a unary call takes exactly one message", Code.Unimplemented);
+  return { flags: head.flags, message: body.subarray(ENVELOPE_BYTES) };
 }
 
 /**
@@ -19,6 +20,6 @@ export function oneEnvelope(body: Buffer): { flags: number; message: Buffer } {
  * grpc-encoding is INVALID_ARGUMENT.
  */
 export function unwrapEnvelope(body: Buffer): Buffer {
-  if (body.length >= 5 && body[0] !== 0) throw new ConnectError("compressed message without grpc-encoding", Code.InvalidArgument);
+  if ((envelopeAt(body)?.flags ?? 0) !== 0) throw new ConnectError("compressed message without grpc-encoding", Code.InvalidArgument);
   return oneEnvelope(body).message;
 }

@@ -1,7 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
-import { envelope } from "../../protocol/envelope.js";
+import { ENVELOPE_BYTES, envelope, envelopeAt } from "../../protocol/envelope.js";
 import type { HeldBytes } from "../../service/read-body.js";
 import { oneEnvelope } from "./grpc-envelope.js";
 
@@ -83,15 +83,14 @@ export async function* plainStream(
     for await (const chunk of body) {
       held.take(chunk.length);
       pending = pending.length === 0 ? Buffer.from(chunk) : Buffer.concat([pending, chunk]);
-      while (pending.length >= 5) {
-        const length = pending.readUInt32BE(1);
+      for (let head = envelopeAt(pending); head !== undefined; head = envelopeAt(pending)) {
+        const { flags, length } = head;
         if (length > maxBytes) throw new ConnectError(`a message larger than ${maxBytes} bytes`, Code.ResourceExhausted);
-        if (pending.length < 5 + length) break;
-        const flags = pending[0]!;
-        const message = await messageOf(framing, flags, pending.subarray(5, 5 + length), held, maxBytes);
+        if (pending.length < ENVELOPE_BYTES + length) break;
+        const message = await messageOf(framing, flags, pending.subarray(ENVELOPE_BYTES, ENVELOPE_BYTES + length), held, maxBytes);
         check(message);
-        held.give(5 + length);
-        pending = pending.subarray(5 + length);
+        held.give(ENVELOPE_BYTES + length);
+        pending = pending.subarray(ENVELOPE_BYTES + length);
         yield envelope(message, flags & ~COMPRESSED);
         // A decompressed message was counted as it was made (decompress); read, it is given back.
         if ((flags & COMPRESSED) !== 0) held.give(message.length);
