@@ -1,7 +1,8 @@
 import { open } from "lmdb";
 import { describe, expect, it } from "vitest";
 import { MetadataState } from "../../src/core/state.js";
-import { DROP_CHUNK, LmdbStore } from "../../src/store/lmdb-store.js";
+import { LmdbStore } from "../../src/store/lmdb-store.js";
+import { DROP_CHUNK } from "../../src/store/namespace-drop.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { dumpState } from "../support/record-model.js";
 import { tempDir } from "../support/temp-dir.js";
