@@ -116,22 +116,8 @@ console.log(JSON.stringify({ pages, exists, located }));
     const server = await startInstalledCommand(bin, "serve", ["--in-memory"]);
     await server.logged("ready");
     cpSync(join(ROOT, "examples/typescript/worker.ts"), join(app, "worker.ts"));
-    const tsconfig = {
-      // Node's types from the checkout: a user's project has @types/node; the installed package brings none.
-      compilerOptions: {
-        module: "NodeNext",
-        moduleResolution: "NodeNext",
-        target: "ES2022",
-        strict: true,
-        skipLibCheck: true,
-        typeRoots: [join(ROOT, "node_modules/@types")],
-        types: ["node"],
-        outDir: "out",
-      },
-      files: ["worker.ts"],
-    };
-    writeFileSync(join(app, "tsconfig.json"), JSON.stringify(tsconfig));
-    const tsc = spawnSync(process.execPath, [join(ROOT, "node_modules/typescript/bin/tsc"), "-p", app], { encoding: "utf8" });
+    // Node's types from the checkout: a user's project has @types/node; the installed package brings none.
+    const tsc = compile(app, "worker.ts", { typeRoots: [join(ROOT, "node_modules/@types")], types: ["node"], outDir: "out" });
     expect(tsc.stdout + tsc.stderr).toBe("");
     const run = spawnSync(process.execPath, [join(app, "out/worker.js"), server.url], { cwd: app, encoding: "utf8" });
     expect(run.stderr).toBe("");
@@ -183,16 +169,18 @@ export async function place(key: string): Promise<number | "retry" | "full"> {
 }
 `,
     );
-    const tsconfig = {
-      compilerOptions: { module: "NodeNext", moduleResolution: "NodeNext", target: "ES2022", strict: true, noEmit: true, skipLibCheck: true, types: [] },
-      files: ["typed.ts"],
-    };
-    writeFileSync(join(app, "tsconfig.json"), JSON.stringify(tsconfig));
-    const tsc = spawnSync(process.execPath, [join(ROOT, "node_modules/typescript/bin/tsc"), "-p", app], { encoding: "utf8" });
+    const tsc = compile(app, "typed.ts", { noEmit: true, types: [] });
     expect(tsc.stdout + tsc.stderr).toBe("");
     expect(tsc.status).toBe(0);
   });
 });
+
+/** compile runs the checkout's tsc on one file of dir as a user's strict NodeNext project would, with `options` on top; its output and status. */
+function compile(dir: string, file: string, options: Record<string, unknown>) {
+  const compilerOptions = { module: "NodeNext", moduleResolution: "NodeNext", target: "ES2022", strict: true, skipLibCheck: true, ...options };
+  writeFileSync(join(dir, "tsconfig.json"), JSON.stringify({ compilerOptions, files: [file] }));
+  return spawnSync(process.execPath, [join(ROOT, "node_modules/typescript/bin/tsc"), "-p", dir], { encoding: "utf8" });
+}
 
 describe("the systemd units", () => {
   const units = readdirSync(UNITS).filter((f) => f.endsWith(".service"));
