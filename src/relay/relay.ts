@@ -1,29 +1,22 @@
 import { create } from "@bufbuild/protobuf";
-import { file_grpc_health_v1_health, Health } from "../../gen/grpc/health/v1/health_pb.js";
-import { file_grpc_reflection_v1_reflection, ServerReflection as ReflectionV1 } from "../../gen/grpc/reflection/v1/reflection_pb.js";
-import { file_grpc_reflection_v1alpha_reflection, ServerReflection as ReflectionV1alpha } from "../../gen/grpc/reflection/v1alpha/reflection_pb.js";
-import { file_hf3fs_metadata_v1_metadata, GetStatsRequestSchema, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { GetStatsRequestSchema, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { ClientTls } from "../client/metadata-client.js";
 import { definedOf, MetadataError, NAMESPACE_COUNTERS, Reason } from "../core/index.js";
 import type { Logger } from "../server/logger.js";
 import { callCounts } from "../server/metrics.js";
-import { serveMetrics } from "../server/metrics-endpoint.js";
 import { serverUrl } from "../server/server-url.js";
 import { STATUS_SAMPLE_MS, StatusHistory } from "../server/status-history.js";
 import type { ShownNamespace } from "../server/status-html.js";
-import { serveStatusPage } from "../server/status-page.js";
-import { connectFraming } from "../server/transport/connect-framing.js";
+import { surface } from "../server/surface.js";
 import { DualProtocolListener, type ListenerTls } from "../server/transport/dual-protocol-listener.js";
 import type { EarlyPort } from "../server/transport/early-port.js";
 import { keepLeadingByteOrderMark } from "../server/transport/utf8-text.js";
 import type { AccessPolicy } from "../service/access-policy.js";
 import { Edge } from "../service/edge.js";
 import { healthService } from "../service/health-service.js";
-import { jsonRouter } from "../service/json/json-router.js";
 import { sglangRoutes } from "../service/json/sglang-routes.js";
 import { vllmRoutes } from "../service/json/vllm-routes.js";
 import { Lifecycle } from "../service/lifecycle.js";
-import { reflectionService } from "../service/reflection-service.js";
 import { RelayMetrics } from "./relay-metrics.js";
 import { defaultRelayOptions, type RelayOptions } from "./relay-options.js";
 import { Upstream } from "./upstream.js";
@@ -59,9 +52,6 @@ export interface RunningRelay {
   /** close stops accepting connections, relays the calls of those open until each closes (idle ones at once), and stops; idempotent. */
   close(): Promise<void>;
 }
-
-/** SERVICES are the services a relay answers, as reflection names them (the server's, but for replication, which is between members). */
-const SERVICES = [MetadataService.typeName, Health.typeName, ReflectionV1.typeName, ReflectionV1alpha.typeName];
 
 /**
  * startRelay serves, on one port, the surface of a server (MetadataService
@@ -100,16 +90,6 @@ export async function startRelay(config: RelayConfig, logger: Logger): Promise<R
     startupHoldMs: 0, // the upstream holds calls (--hold)
     access: config.access,
   });
-  const reflection = reflectionService(
-    [file_hf3fs_metadata_v1_metadata, file_grpc_health_v1_health, file_grpc_reflection_v1_reflection, file_grpc_reflection_v1alpha_reflection],
-    SERVICES,
-  );
-  const json = jsonRouter(
-    upstream.calls,
-    edge,
-    [...vllmRoutes({ worldSize: options.vllmWorldSize, namespace: options.vllmNamespace }), ...sglangRoutes],
-    false,
-  );
   const metricsAccess = options.metricsAuth ? config.access : undefined;
   let url = "";
   // The relay's page shows its upstream's namespaces, read through the upstream as any call is, but held only STATUS_STATS_MS:
@@ -131,21 +111,19 @@ export async function startRelay(config: RelayConfig, logger: Logger): Promise<R
     const calls = await callCounts(metrics.calls);
     return { kind: "relay" as const, url, upstream: options.upstream, reachable: stats !== undefined, namespaces, calls, history: history.view() };
   };
-  const handler = connectFraming(
+  const handler = surface({
     edge,
-    upstream.service(),
-    (router) => {
-      router.service(Health, healthService(lifecycle, [MetadataService.typeName], undefined, upstream.reach));
-      router.service(ReflectionV1, reflection);
-      router.service(ReflectionV1alpha, reflection as never);
-    },
-    (req, res) => {
-      if (req.method === "GET" && req.url?.split("?")[0] === "/metrics")
-        return void serveMetrics(metrics.registry, metricsAccess, req.headers.authorization, res);
-      if (serveStatusPage(req, res, status, config.access, options.metricsAuth)) return;
-      void json(req, res);
-    },
-  );
+    metadata: upstream.service(),
+    calls: upstream.calls,
+    routes: [...vllmRoutes({ worldSize: options.vllmWorldSize, namespace: options.vllmNamespace }), ...sglangRoutes],
+    redirect: false,
+    health: healthService(lifecycle, [MetadataService.typeName], undefined, upstream.reach),
+    metrics: metrics.registry,
+    metricsAccess,
+    status,
+    access: config.access,
+    metricsAuth: options.metricsAuth,
+  });
   const listener = new DualProtocolListener(handler, { ...options, tls: config.tls });
   const port = typeof config.port === "number" ? await listener.listen(options.host, config.port) : listener.adopt(config.port);
   url = serverUrl(options.host, port, config.tls !== undefined);

@@ -1,8 +1,5 @@
-import { file_grpc_health_v1_health, Health } from "../../gen/grpc/health/v1/health_pb.js";
-import { file_grpc_reflection_v1_reflection, ServerReflection as ReflectionV1 } from "../../gen/grpc/reflection/v1/reflection_pb.js";
-import { file_grpc_reflection_v1alpha_reflection, ServerReflection as ReflectionV1alpha } from "../../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import { ReplicationService } from "../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
-import { file_hf3fs_metadata_v1_metadata, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { definedOf, MetadataError, Reason } from "../core/index.js";
 import { ENVELOPE_BYTES } from "../protocol/envelope.js";
 import type { PeerTls } from "../protocol/peer-tls.js";
@@ -12,7 +9,7 @@ import type { AccessPolicy } from "../service/access-policy.js";
 import { BackgroundEviction } from "../service/background-eviction.js";
 import { Edge } from "../service/edge.js";
 import { healthService } from "../service/health-service.js";
-import { callNameOf, jsonRouter } from "../service/json/json-router.js";
+import { callNameOf } from "../service/json/json-router.js";
 import { sglangRoutes } from "../service/json/sglang-routes.js";
 import type { VllmOptions } from "../service/json/vllm-options.js";
 import { vllmRoutes } from "../service/json/vllm-routes.js";
@@ -22,18 +19,15 @@ import { Lifecycle } from "../service/lifecycle.js";
 import { bufferedBytesFor, type LimitOptions } from "../service/limit-options.js";
 import { type LagSampler, LoadShedder, loopLagSampler } from "../service/load-shedder.js";
 import { localCalls, metadataService } from "../service/metadata-service.js";
-import { reflectionService } from "../service/reflection-service.js";
 import type { CurrentLoad } from "../store/load-progress.js";
 import type { Logger } from "./logger.js";
 import { type ClusterView, callCounts, Metrics } from "./metrics.js";
-import { serveMetrics } from "./metrics-endpoint.js";
 import { RefusalLog } from "./refusal-log.js";
 import { defaultServerOptions } from "./server-options.js";
 import { serverUrl } from "./server-url.js";
 import { STATUS_SAMPLE_MS, StatusHistory } from "./status-history.js";
-import { serveStatusPage } from "./status-page.js";
 import { serverStatus, statusNamespaces } from "./status-view.js";
-import { connectFraming } from "./transport/connect-framing.js";
+import { surface } from "./surface.js";
 import { DualProtocolListener, type ListenerTls } from "./transport/dual-protocol-listener.js";
 import type { EarlyPort } from "./transport/early-port.js";
 import { GrpcUnaryFastPath } from "./transport/grpc-unary-fast-path.js";
@@ -98,9 +92,6 @@ export interface RunningServer {
 /** SHUTTING_DOWN is the refusal of a call that reaches a server once it has stopped: its connections are closed by then, so only a call held until the end gets it. */
 const SHUTTING_DOWN = new MetadataError(Reason.SHUTTING_DOWN, "the server is shutting down; retry against the restarted server");
 
-/** SERVICES are the services this server answers, as reflection and health name them. */
-const SERVICES = [MetadataService.typeName, Health.typeName, ReflectionV1.typeName, ReflectionV1alpha.typeName];
-
 /**
  * startServer serves, on one port, over HTTP/1.1 and HTTP/2: MetadataService
  * over gRPC, gRPC-Web and Connect; grpc.health.v1.Health; gRPC server
@@ -151,18 +142,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
   });
 
   const service = metadataService(ledger, serverId);
-  const reflection = reflectionService(
-    [file_hf3fs_metadata_v1_metadata, file_grpc_health_v1_health, file_grpc_reflection_v1_reflection, file_grpc_reflection_v1alpha_reflection],
-    SERVICES,
-  );
   const routes = [...vllmRoutes({ worldSize: limits.vllmWorldSize, namespace: limits.vllmNamespace }), ...sglangRoutes];
-  const json = jsonRouter(localCalls(service), edge, routes, limits.standbyCalls === "refuse");
-  const openServices = (router: Parameters<Parameters<typeof connectFraming>[2]>[0]) => {
-    router.service(Health, healthService(lifecycle, [MetadataService.typeName], shedder, config.leadership));
-    router.service(ReflectionV1, reflection);
-    router.service(ReflectionV1alpha, reflection as never);
-    if (config.cluster !== undefined) router.service(ReplicationService, replicationService(config.cluster));
-  };
   let url = "";
   const history = new StatusHistory(config.statusSampleMs ?? STATUS_SAMPLE_MS);
   const stopHistory = history.run(async () => ({
@@ -170,12 +150,21 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     latency: await metrics.latencyBuckets(),
     namespaces: statusNamespaces(ledger.state),
   }));
-  const status = async () => serverStatus(url, serverId, ledger.state, await callCounts(metrics.calls), config.cluster, config.loads?.status, history);
-  const connect = connectFraming(edge, service, openServices, (req, res) => {
-    if (req.method === "GET" && req.url?.split("?")[0] === "/metrics")
-      return void serveMetrics(metrics.registry, metricsAccess, req.headers.authorization, res);
-    if (serveStatusPage(req, res, status, access, config.metricsAuth === true)) return;
-    void json(req, res);
+  const connect = surface({
+    edge,
+    metadata: service,
+    calls: localCalls(service),
+    routes,
+    redirect: limits.standbyCalls === "refuse",
+    health: healthService(lifecycle, [MetadataService.typeName], shedder, config.leadership),
+    more: (router) => {
+      if (config.cluster !== undefined) router.service(ReplicationService, replicationService(config.cluster));
+    },
+    metrics: metrics.registry,
+    metricsAccess,
+    status: async () => serverStatus(url, serverId, ledger.state, await callCounts(metrics.calls), config.cluster, config.loads?.status, history),
+    access,
+    metricsAuth: config.metricsAuth === true,
   });
   // A standby passes calls to its leader unless told to refuse them (--standby-calls).
   const forward =
