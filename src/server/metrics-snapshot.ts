@@ -34,10 +34,10 @@ export interface NamespaceSeries {
  * creation order are reported each while they are within
  * `limits.namespaces` and their ranks within `limits.ranks` in all; every
  * other namespace is added into one OTHER series, its pages into one
- * OTHER rank.
+ * OTHER rank. It only reads: what is due is processed by the server's
+ * expiry, at least every second, not by a scrape.
  */
 export function metricsSnapshot(state: MetadataState, limits: MetricsLimits = METRICS_LIMITS): NamespaceSeries[] {
-  state.expire();
   const series: NamespaceSeries[] = [];
   let other: NamespaceSeries | undefined;
   let ranksLeft = limits.ranks;
@@ -47,7 +47,7 @@ export function metricsSnapshot(state: MetadataState, limits: MetricsLimits = ME
     const same = named.get(ns.label);
     if ((same !== undefined || series.length < limits.namespaces) && ns.ranks.size <= ranksLeft) {
       ranksLeft -= ns.ranks.size;
-      const ranks = [...ns.ranks.values()].map((r) => ({ rank: String(r.rank), free: r.pool.freePages, reserved: r.reservedPages, used: r.usedPages }));
+      const ranks = [...ns.ranks.values()].map((r) => ({ rank: String(r.rank), free: r.freePages, reserved: r.reservedPages, used: r.usedPages }));
       if (same !== undefined) {
         addCounts(same.counts, ns.counts());
         same.ranks.push(...ranks);
@@ -62,7 +62,7 @@ export function metricsSnapshot(state: MetadataState, limits: MetricsLimits = ME
     addCounts(other.counts, ns.counts());
     const pages = other.ranks[0]!;
     for (const r of ns.ranks.values()) {
-      pages.free += r.pool.freePages;
+      pages.free += r.freePages;
       pages.reserved += r.reservedPages;
       pages.used += r.usedPages;
     }
