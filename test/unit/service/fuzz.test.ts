@@ -6,7 +6,7 @@ import { MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { assertInvariants } from "../../support/invariants.js";
 import { startTestServer, type TestServer } from "../../support/test-server.js";
 
-// Every answer must be one the README documents; never INTERNAL (13), UNKNOWN (2) or 500.
+// Every answer must be one docs/contract.md documents; never INTERNAL (13), UNKNOWN (2) or 500.
 const GRPC_CODES = new Set(["0", "3", "4", "5", "8", "9", "12", "14"]);
 const JSON_STATUSES = new Set([200, 204, 400, 404, 405, 408, 409, 413]);
 const RUNS = Number(process.env.FUZZ_RUNS ?? 1_000);

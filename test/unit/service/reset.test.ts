@@ -15,7 +15,7 @@ describe("ResetNamespace: a namespace defined anew", () => {
   it("lets vLLM's worker in after the namespace was defined otherwise, where Clear does not; the mismatch says how", async () => {
     const server = await startTestServer();
     const client = createMetadataClient({ baseUrl: server.url });
-    await client.initializeRank({ rank: 0, numPages: 8, worldSize: 1 }); // as the README's example does
+    await client.initializeRank({ rank: 0, numPages: 8, worldSize: 1 }); // as the example of docs/calling.md does
     const { pages } = await client.batchAllocate({ rank: 0, keys: ["a"] });
     await client.confirmWrite({ rank: 0, keys: ["a"], pages });
     const locked = await post(server.url, "/rank/0/initialize", { num_pages: 1024 });
