@@ -53,21 +53,26 @@ export class MetadataState {
   private readonly eviction: Eviction;
 
   /**
-   * @param clock the time source, or (ReplayState.takeOver, through serving) the registry a replay filled.
+   * @param clock the time source.
    * @param options the rules; missing ones take their defaults.
    * @param journal whether to record changes (off for a state nobody persists).
    */
-  constructor(clock: Clock | Registry, options: Partial<StateOptions> = {}, journal = true) {
-    this.registry = clock instanceof Registry ? clock : new Registry(clock, options, journal);
+  constructor(clock: Clock, options: Partial<StateOptions> = {}, journal = true) {
+    this.registry = MetadataState.adopting ?? new Registry(clock, options, journal);
+    MetadataState.adopting = undefined;
     this.options = this.registry.options;
     this.namespaces = this.registry.namespaces;
     this.journal = this.registry.journal;
     this.eviction = new Eviction(this.registry);
   }
 
-  /** serving is the state that serves a registry recovery filled (internal: ReplayState.takeOver). */
+  /** adopting is the registry `serving` hands to the constructor, within that one call: a takeover's, instead of a new one. */
+  private static adopting: Registry | undefined;
+
+  /** serving is the state that serves a registry a replay filled: the takeover's own factory (internal: ReplayState.takeOver). */
   static serving(registry: Registry): MetadataState {
-    return new MetadataState(registry);
+    MetadataState.adopting = registry;
+    return new MetadataState(registry.clock);
   }
 
   /** namespaceViews exposes the namespaces read-only, for inspection and invariant checks. */
