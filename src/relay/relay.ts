@@ -67,17 +67,17 @@ export async function startRelay(config: RelayConfig, logger: Logger): Promise<R
   const options = { ...defaultRelayOptions, ...definedOf(config) };
   const lifecycle = new Lifecycle();
   const metrics = new RelayMetrics();
-  // Members named by a DNS SRV name: the relay starts with what it reads there (or the name itself, which no call reaches, until it names one).
+  // Members named by a DNS SRV name: the relay starts on the name itself, which no call reaches, and takes the members as soon as the
+  // first read names them (held calls wait within --hold); its start never waits on DNS.
   const srv = srvUpstream(options.upstream);
-  const discovery = srv && new UpstreamDiscovery(srv, (urls) => upstream.setUrls(urls), config.resolveSrv);
-  const found = (await discovery?.members()) ?? [];
   const upstream = new Upstream({
-    urls: srv === undefined ? options.upstream : found.length > 0 ? found.join(",") : `${srv.scheme}://${srv.name}`,
+    urls: srv === undefined ? options.upstream : `${srv.scheme}://${srv.name}`,
     holdMs: options.holdMs,
     token: config.upstreamToken,
     tls: config.upstreamTls,
     metrics,
   });
+  const discovery = srv && new UpstreamDiscovery(srv, (urls) => upstream.setUrls(urls), config.resolveSrv);
   discovery?.run();
   const edge = new Edge({
     lifecycle,

@@ -1,6 +1,6 @@
 import { promises as dns, type SrvRecord } from "node:dns";
 
-/** SRV_PREFIX starts an --upstream that names the members by a DNS SRV name (a headless Service's named port) instead of a list. */
+/** SRV_FORM is an --upstream that names the members by a DNS SRV name (a headless Service's named port) instead of a list: srv+https://NAME. */
 const SRV_FORM = /^srv\+(https?):\/\/([^/\s:]+)\/?$/;
 /** REFRESH_MS is how often the SRV name is read again once it named members; FIRST_MS while it names none. */
 const REFRESH_MS = 30_000;
