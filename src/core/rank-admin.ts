@@ -266,7 +266,7 @@ export function resetNamespace(registry: Registry, eviction: Eviction, namespace
       if (now - lastCallMs < IN_USE_MS) {
         throw new MetadataError(
           Reason.NAMESPACE_IN_USE,
-          `namespace "${name}" had a call ${((now - lastCallMs) / 1_000).toFixed(1)} s ago: its engines are running, and after a reset their next calls fail with "rank not initialized" (vLLM's client never initializes again). To drop its keys and keep its ranks, clear it: hf3fs-metadata clear --namespace ${JSON.stringify(name)}; to reset it, stop its engines and retry a minute after their last call, or reset with force`,
+          `namespace "${name}" had a call ${((now - lastCallMs) / 1_000).toFixed(1)} s ago: its engines are running, and after a reset their next calls fail with "rank not initialized" (vLLM's client never initializes again). To drop its keys and keep its ranks, clear it: hf3fs-metadata clear --namespace ${JSON.stringify(name)}; to reset it, stop its engines and retry ${IN_USE_MS / 1_000} s after their last call, or reset with force`,
           { namespace: name },
         );
       }
