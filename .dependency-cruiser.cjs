@@ -2,11 +2,12 @@
  * The layers of src/, checked by `npm run lint` (dependency-cruiser): the
  * core knows nothing but itself and the generated types, and the others
  * know it by its public face (core/index.ts) alone; the store nothing
- * above it; the service edge nothing of the process, the transports or
- * replication; replication nothing of the process; the server (the
- * process's assembly) nothing of the CLI that starts it; the relay is
- * built from the edge, the framings and the client, and none of them knows
- * it. No circles.
+ * above it; the service (the edge and the handlers) nothing of HTTP, the
+ * framings, the process or replication; the framings (the wire's shapes
+ * onto the edge) nothing of the process or replication; replication
+ * nothing of the process; the server (the process's assembly) nothing of
+ * the CLI that starts it; the relay is built from the edge, the framings
+ * and the client, and none of them knows it. No circles.
  */
 module.exports = {
   forbidden: [
@@ -33,9 +34,23 @@ module.exports = {
     },
     {
       name: "service-below-server",
-      comment: "src/service (the edge and handlers) knows nothing of the process, its transports or replication.",
+      comment: "src/service (the edge and handlers) knows nothing of the framings, the process or replication.",
       severity: "error",
       from: { path: "^src/service/" },
+      to: { path: "^src/(framing|server|replication|client|cli)/" },
+    },
+    {
+      name: "service-knows-no-http",
+      comment: "src/service reads no wire: node:http and node:http2 belong to the framings (src/framing/).",
+      severity: "error",
+      from: { path: "^src/service/" },
+      to: { path: "^(node:)?https?2?$", dependencyTypes: ["core"] },
+    },
+    {
+      name: "framing-below-server",
+      comment: "src/framing (the wire's shapes onto the edge) knows nothing of the process, replication or the client.",
+      severity: "error",
+      from: { path: "^src/framing/" },
       to: { path: "^src/(server|replication|client|cli)/" },
     },
     {
@@ -63,7 +78,7 @@ module.exports = {
       name: "relay-on-top",
       comment: "src/relay is built from the layers below it (the edge, the framings, the client); none of them knows it.",
       severity: "error",
-      from: { path: "^src/(core|store|service|server|replication|client|protocol)/" },
+      from: { path: "^src/(core|store|service|framing|server|replication|client|protocol)/" },
       to: { path: "^src/relay/" },
     },
     {

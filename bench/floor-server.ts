@@ -8,11 +8,12 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { AllocationStatus, type MetadataService } from "../dist/gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataState } from "../dist/src/core/state.js";
+import { connectFraming } from "../dist/src/framing/connect/connect-framing.js";
+import { GrpcUnaryFastPath } from "../dist/src/framing/grpc/grpc-unary-fast-path.js";
+import { HttpBodyReader } from "../dist/src/framing/http/body-reader.js";
+import { DualProtocolListener } from "../dist/src/framing/http/dual-protocol-listener.js";
+import { requestHandler } from "../dist/src/server/request-handler.js";
 import { defaultServerOptions } from "../dist/src/server/server-options.js";
-import { connectFraming } from "../dist/src/server/transport/connect-framing.js";
-import { DualProtocolListener } from "../dist/src/server/transport/dual-protocol-listener.js";
-import { GrpcUnaryFastPath } from "../dist/src/server/transport/grpc-unary-fast-path.js";
-import { requestHandler } from "../dist/src/server/transport/request-handler.js";
 import { Edge } from "../dist/src/service/edge.js";
 import { KeyBytesMessage } from "../dist/src/service/key-bytes.js";
 import { Lifecycle } from "../dist/src/service/lifecycle.js";
@@ -57,7 +58,7 @@ const canned: ServiceImpl<typeof MetadataService> = {
 const ledger = { state: new MetadataState(() => Date.now(), {}, false), store: new MemoryStore() };
 // The limits of `serve` by default, as the real server has them.
 const limits = defaultServerOptions;
-const edge = new Edge({ ledger, lifecycle: new Lifecycle(), serverId: "floor", observe: () => undefined, ...limits });
+const edge = new Edge({ ledger, lifecycle: new Lifecycle(), serverId: "floor", observe: () => undefined, reader: new HttpBodyReader(limits), ...limits });
 const connect = connectFraming(
   edge,
   canned,

@@ -1,11 +1,11 @@
 // protobuf-probe.ts: what decoding a BatchAllocateRequest of 512 keys (and
 // 512 prefix keys) of 64 characters, and encoding its answer, costs per key
 // on this machine: protobuf-es's reflective codec against the hand-written
-// one of the gRPC fast path (src/server/transport/batch-codecs.ts).
+// one of the gRPC fast path (src/framing/grpc/batch-codecs.ts).
 // Run: node --import tsx bench/protobuf-probe.ts
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { AllocationStatus, BatchAllocateRequestSchema, BatchAllocateResponseSchema } from "../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { BATCH_CODECS } from "../src/server/transport/batch-codecs.js";
+import { BATCH_CODECS } from "../src/framing/grpc/batch-codecs.js";
 import { benchKey } from "./keys.js";
 
 const keys = Array.from({ length: 512 }, (_, i) => benchKey(i, 7));

@@ -3,7 +3,7 @@
 // the load process's CPU at B=512 (a TextEncoder call and a copy per key),
 // which made the client, not the server, the side that saturated.
 // test/bench/request-frames.test.ts checks them against protobuf-es.
-import { varintLength } from "../src/server/transport/varint.js";
+import { varintLength } from "../src/framing/grpc/varint.js";
 
 /** Field is one field of a request: a string, repeated strings, a uint32, or a packed int32 run. A singular default ("" or 0) and an empty run are left out, as proto3 does. */
 type Field =

@@ -1,7 +1,7 @@
+import type { ListenerTls } from "../framing/http/dual-protocol-listener.js";
 import type { Logger } from "../server/logger.js";
 import { readOptionFile, tlsOf } from "../server/tls-files.js";
 import type { TlsOptions } from "../server/tls-options.js";
-import type { ListenerTls } from "../server/transport/dual-protocol-listener.js";
 import { type AccessOptions, hasTokens } from "../service/access-options.js";
 import { AccessPolicy } from "../service/access-policy.js";
 

@@ -1,8 +1,8 @@
+import { EarlyPort } from "../framing/http/early-port.js";
+import type { ListenerOptions } from "../framing/http/listener-options.js";
 import type { Logger } from "../server/logger.js";
 import { serverUrl } from "../server/server-url.js";
 import type { TlsOptions } from "../server/tls-options.js";
-import { EarlyPort } from "../server/transport/early-port.js";
-import type { ListenerOptions } from "../server/transport/listener-options.js";
 import type { AccessOptions } from "../service/access-options.js";
 import { warnIfExposed } from "./caller-security.js";
 

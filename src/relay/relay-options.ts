@@ -1,7 +1,7 @@
 import { checkBounds, defaultStateOptions, defaultsOf, type NameOf, type OptionsOf, type OptionTable, optionTable, STATE_OPTIONS } from "../core/index.js";
+import { LISTENER_OPTIONS, type ListenerOptions } from "../framing/http/listener-options.js";
 import { LOG_OPTIONS, type LogOptions } from "../server/logger.js";
 import { checkTls, TLS_OPTIONS, type TlsOptions } from "../server/tls-options.js";
-import { LISTENER_OPTIONS, type ListenerOptions } from "../server/transport/listener-options.js";
 import { ACCESS_OPTIONS, type AccessOptions, checkAccess } from "../service/access-options.js";
 import { checkVllm, VLLM_OPTIONS, type VllmOptions } from "../service/json/vllm-options.js";
 import { defaultLimitOptions, LIMIT_OPTIONS, resolveBuffers } from "../service/limit-options.js";

@@ -2,15 +2,14 @@ import { create } from "@bufbuild/protobuf";
 import { GetStatsRequestSchema, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { ClientTls } from "../client/metadata-client.js";
 import { definedOf, MetadataError, NAMESPACE_COUNTERS, Reason } from "../core/index.js";
+import { HttpBodyReader } from "../framing/http/body-reader.js";
+import type { ListenerTls } from "../framing/http/dual-protocol-listener.js";
+import type { EarlyPort } from "../framing/http/early-port.js";
 import type { Logger } from "../server/logger.js";
 import { callCounts } from "../server/metrics.js";
-import { serverUrl } from "../server/server-url.js";
-import { STATUS_SAMPLE_MS, StatusHistory } from "../server/status-history.js";
+import type { StatusHistory } from "../server/status-history.js";
 import type { ShownNamespace } from "../server/status-html.js";
-import { surface } from "../server/surface.js";
-import { DualProtocolListener, type ListenerTls } from "../server/transport/dual-protocol-listener.js";
-import type { EarlyPort } from "../server/transport/early-port.js";
-import { keepLeadingByteOrderMark } from "../server/transport/utf8-text.js";
+import { listen } from "../server/surface.js";
 import type { AccessPolicy } from "../service/access-policy.js";
 import { Edge } from "../service/edge.js";
 import { healthService } from "../service/health-service.js";
@@ -21,6 +20,9 @@ import { RelayMetrics } from "./relay-metrics.js";
 import { defaultRelayOptions, type RelayOptions } from "./relay-options.js";
 import { Upstream } from "./upstream.js";
 import { type ResolveSrv, srvUpstream, UpstreamDiscovery } from "./upstream-discovery.js";
+
+/** SHUTTING_DOWN is the refusal of a call that reaches a relay once it has stopped. */
+const SHUTTING_DOWN = new MetadataError(Reason.SHUTTING_DOWN, "the relay is shutting down; retry against the restarted relay");
 
 /** STATUS_STATS_MS bounds the status page's read of the upstream's stats. */
 const STATUS_STATS_MS = 2_000;
@@ -63,7 +65,6 @@ export interface RunningRelay {
  * pass its own edge (tokens, limits, drain); the upstream does the rest.
  */
 export async function startRelay(config: RelayConfig, logger: Logger): Promise<RunningRelay> {
-  keepLeadingByteOrderMark();
   const options = { ...defaultRelayOptions, ...definedOf(config) };
   const lifecycle = new Lifecycle();
   const metrics = new RelayMetrics();
@@ -84,20 +85,14 @@ export async function startRelay(config: RelayConfig, logger: Logger): Promise<R
     observe: metrics.observeCall.bind(metrics),
     maxKeysPerCall: options.maxKeysPerCall,
     maxBodyBytes: options.maxBodyBytes,
-    maxBufferedBytes: options.maxBufferedBytes,
-    maxBufferedBytesPerConnection: options.maxBufferedBytesPerConnection,
-    requestTimeoutMs: options.requestTimeoutMs,
+    reader: new HttpBodyReader(options),
     startupHoldMs: 0, // the upstream holds calls (--hold)
     access: config.access,
   });
-  const metricsAccess = options.metricsAuth ? config.access : undefined;
-  let url = "";
   // The relay's page shows its upstream's namespaces, read through the upstream as any call is, but held only STATUS_STATS_MS:
   // when no server answers by then, the page says so (unreachable, no namespaces) instead of waiting out the hold.
   // The relay charts its own calls (its latency is the upstream's and the hop's; the namespaces' fill is on the servers' pages).
-  const history = new StatusHistory(config.statusSampleMs ?? STATUS_SAMPLE_MS);
-  const stopHistory = history.run(async () => ({ calls: await callCounts(metrics.calls), latency: {}, namespaces: [] }));
-  const status = async () => {
+  const status = async (url: string, history: StatusHistory) => {
     const read = create(GetStatsRequestSchema, { allNamespaces: true, pageSize: 100 });
     const stats = await upstream.calls("getStats", read, AbortSignal.timeout(STATUS_STATS_MS)).then(
       ({ response }) => response.namespaces,
@@ -111,34 +106,33 @@ export async function startRelay(config: RelayConfig, logger: Logger): Promise<R
     const calls = await callCounts(metrics.calls);
     return { kind: "relay" as const, url, upstream: options.upstream, reachable: stats !== undefined, namespaces, calls, history: history.view() };
   };
-  const handler = surface({
-    edge,
-    metadata: upstream.service(),
-    calls: upstream.calls,
-    routes: [...vllmRoutes({ worldSize: options.vllmWorldSize, namespace: options.vllmNamespace }), ...sglangRoutes],
-    redirect: false,
-    health: healthService(lifecycle, [MetadataService.typeName], undefined, upstream.reach),
-    metrics: metrics.registry,
-    metricsAccess,
-    status,
-    access: config.access,
-    metricsAuth: options.metricsAuth,
-  });
-  const listener = new DualProtocolListener(handler, { ...options, tls: config.tls });
-  const port = typeof config.port === "number" ? await listener.listen(options.host, config.port) : listener.adopt(config.port);
-  url = serverUrl(options.host, port, config.tls !== undefined);
+  const surface = await listen(
+    {
+      edge,
+      metadata: upstream.service(),
+      calls: upstream.calls,
+      routes: [...vllmRoutes({ worldSize: options.vllmWorldSize, namespace: options.vllmNamespace }), ...sglangRoutes],
+      redirect: false,
+      health: healthService(lifecycle, [MetadataService.typeName], undefined, upstream.reach),
+      metrics: metrics.registry,
+      sample: async () => ({ calls: await callCounts(metrics.calls), latency: {}, namespaces: [] }),
+      statusSampleMs: config.statusSampleMs,
+      status,
+      access: config.access,
+      metricsAuth: options.metricsAuth,
+      shuttingDown: SHUTTING_DOWN,
+    },
+    { ...options, port: config.port, tls: config.tls },
+    logger,
+  );
+  const { url, port } = surface;
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
-      lifecycle.drain();
-      await listener.close(options.shutdownTimeoutMs);
-      lifecycle.refuse(new MetadataError(Reason.SHUTTING_DOWN, "the relay is shutting down; retry against the restarted relay"));
+      await surface.close();
       discovery?.stop();
       upstream.close();
-      edge.close();
-      stopHistory();
-      logger.info({ url }, "stopped");
     })());
   logger.info({ url, upstream: options.upstream }, typeof config.port === "number" ? "listening" : "relaying");
-  return { url, port, close, reloadTls: (tls) => listener.reloadTls(tls) };
+  return { url, port, close, reloadTls: surface.reloadTls };
 }

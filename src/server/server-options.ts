@@ -1,4 +1,5 @@
 import { checkBounds, checkWatermarks, defaultsOf, type NameOf, type OptionTable, STATE_OPTIONS, type StateOptions } from "../core/index.js";
+import { LISTENER_OPTIONS, type ListenerOptions } from "../framing/http/listener-options.js";
 import { CLUSTER_OPTIONS, type ClusterOptions, checkCluster } from "../replication/cluster-options.js";
 import { ACCESS_OPTIONS, type AccessOptions, checkAccess } from "../service/access-options.js";
 import { checkVllm, VLLM_OPTIONS, type VllmOptions } from "../service/json/vllm-options.js";
@@ -6,7 +7,6 @@ import { LIMIT_OPTIONS, type LimitOptions, resolveLimits } from "../service/limi
 import { STORE_OPTIONS, type StoreOptions } from "../store/store-options.js";
 import { LOG_OPTIONS, type LogOptions } from "./logger.js";
 import { checkTls, TLS_OPTIONS, type TlsOptions } from "./tls-options.js";
-import { LISTENER_OPTIONS, type ListenerOptions } from "./transport/listener-options.js";
 
 /** ServerOptions are every option of a server, each concern's beside what consumes it. */
 export type ServerOptions = ListenerOptions &

@@ -1,6 +1,12 @@
 import { ReplicationService } from "../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { definedOf, MetadataError, Reason } from "../core/index.js";
+import { GrpcUnaryFastPath } from "../framing/grpc/grpc-unary-fast-path.js";
+import { HttpBodyReader } from "../framing/http/body-reader.js";
+import type { ListenerTls } from "../framing/http/dual-protocol-listener.js";
+import type { EarlyPort } from "../framing/http/early-port.js";
+import type { ListenerOptions } from "../framing/http/listener-options.js";
+import { callNameOf } from "../framing/json/json-router.js";
 import { ENVELOPE_BYTES } from "../protocol/envelope.js";
 import type { PeerTls } from "../protocol/peer-tls.js";
 import type { ClusterOptions } from "../replication/cluster-options.js";
@@ -9,7 +15,6 @@ import type { AccessPolicy } from "../service/access-policy.js";
 import { BackgroundEviction } from "../service/background-eviction.js";
 import { Edge } from "../service/edge.js";
 import { healthService } from "../service/health-service.js";
-import { callNameOf } from "../service/json/json-router.js";
 import { sglangRoutes } from "../service/json/sglang-routes.js";
 import type { VllmOptions } from "../service/json/vllm-options.js";
 import { vllmRoutes } from "../service/json/vllm-routes.js";
@@ -20,21 +25,14 @@ import { bufferedBytesFor, type LimitOptions } from "../service/limit-options.js
 import { type LagSampler, LoadShedder, loopLagSampler } from "../service/load-shedder.js";
 import { localCalls, metadataService } from "../service/metadata-service.js";
 import type { CurrentLoad } from "../store/load-progress.js";
+import { LeaderForward } from "./leader-forward.js";
 import type { Logger } from "./logger.js";
 import { type ClusterView, callCounts, Metrics } from "./metrics.js";
 import { RefusalLog } from "./refusal-log.js";
+import { requestHandler } from "./request-handler.js";
 import { defaultServerOptions } from "./server-options.js";
-import { serverUrl } from "./server-url.js";
-import { STATUS_SAMPLE_MS, StatusHistory } from "./status-history.js";
 import { serverStatus, statusNamespaces } from "./status-view.js";
-import { surface } from "./surface.js";
-import { DualProtocolListener, type ListenerTls } from "./transport/dual-protocol-listener.js";
-import type { EarlyPort } from "./transport/early-port.js";
-import { GrpcUnaryFastPath } from "./transport/grpc-unary-fast-path.js";
-import { LeaderForward } from "./transport/leader-forward.js";
-import type { ListenerOptions } from "./transport/listener-options.js";
-import { requestHandler } from "./transport/request-handler.js";
-import { keepLeadingByteOrderMark } from "./transport/utf8-text.js";
+import { listen } from "./surface.js";
 
 /**
  * ServerConfig is what a running server needs beyond its ledger: the
@@ -100,7 +98,6 @@ const SHUTTING_DOWN = new MetadataError(Reason.SHUTTING_DOWN, "the server is shu
  * route goes through one Edge.
  */
 export async function startServer(ledger: Ledger, config: ServerConfig, logger: Logger): Promise<RunningServer> {
-  keepLeadingByteOrderMark();
   const lifecycle = new Lifecycle(config.starting);
   const lag = config.overloadLagMs && config.sampleLag === undefined ? loopLagSampler() : undefined;
   const shedder = config.overloadLagMs ? new LoadShedder(config.overloadLagMs, config.sampleLag ?? lag!.sample) : undefined;
@@ -127,15 +124,12 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     observe,
     refused: refusalLog.note.bind(refusalLog),
     maxBodyBytes: limits.maxBodyBytes,
-    maxBufferedBytes: limits.maxBufferedBytes,
-    maxBufferedBytesPerConnection: limits.maxBufferedBytesPerConnection,
+    reader: new HttpBodyReader(limits),
     access,
     shedder,
     leadership: config.leadership,
-    requestTimeoutMs: limits.requestTimeoutMs,
     startupHoldMs: limits.startupHoldMs,
   });
-  const metricsAccess = config.metricsAuth ? access : undefined;
   const failed = ledger.store.failed.then((error) => {
     lifecycle.refuse(error instanceof MetadataError ? error : new MetadataError(Reason.STORE_UNAVAILABLE, error.message));
     return error;
@@ -143,29 +137,6 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
 
   const service = metadataService(ledger, serverId);
   const routes = [...vllmRoutes({ worldSize: limits.vllmWorldSize, namespace: limits.vllmNamespace }), ...sglangRoutes];
-  let url = "";
-  const history = new StatusHistory(config.statusSampleMs ?? STATUS_SAMPLE_MS);
-  const stopHistory = history.run(async () => ({
-    calls: await callCounts(metrics.calls),
-    latency: await metrics.latencyBuckets(),
-    namespaces: statusNamespaces(ledger.state),
-  }));
-  const connect = surface({
-    edge,
-    metadata: service,
-    calls: localCalls(service),
-    routes,
-    redirect: limits.standbyCalls === "refuse",
-    health: healthService(lifecycle, [MetadataService.typeName], shedder, config.leadership),
-    more: (router) => {
-      if (config.cluster !== undefined) router.service(ReplicationService, replicationService(config.cluster));
-    },
-    metrics: metrics.registry,
-    metricsAccess,
-    status: async () => serverStatus(url, serverId, ledger.state, await callCounts(metrics.calls), config.cluster, config.loads?.status, history),
-    access,
-    metricsAuth: config.metricsAuth === true,
-  });
   // A standby passes calls to its leader unless told to refuse them (--standby-calls).
   const forward =
     config.leadership !== undefined && limits.standbyCalls === "forward"
@@ -178,9 +149,30 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
           config.peerTls,
         )
       : undefined;
-  const listener = new DualProtocolListener(requestHandler(serverId, new GrpcUnaryFastPath(service, edge), connect, forward), { ...limits, tls: config.tls });
-  const port = typeof config.port === "number" ? await listener.listen(limits.host, config.port) : listener.adopt(config.port);
-  url = serverUrl(limits.host, port, config.tls !== undefined);
+  const surface = await listen(
+    {
+      edge,
+      metadata: service,
+      calls: localCalls(service),
+      routes,
+      redirect: limits.standbyCalls === "refuse",
+      health: healthService(lifecycle, [MetadataService.typeName], shedder, config.leadership),
+      more: (router) => {
+        if (config.cluster !== undefined) router.service(ReplicationService, replicationService(config.cluster));
+      },
+      front: (services) => requestHandler(serverId, new GrpcUnaryFastPath(service, edge), services, forward),
+      metrics: metrics.registry,
+      sample: async () => ({ calls: await callCounts(metrics.calls), latency: await metrics.latencyBuckets(), namespaces: statusNamespaces(ledger.state) }),
+      statusSampleMs: config.statusSampleMs,
+      status: async (url, history) => serverStatus(url, serverId, ledger.state, await callCounts(metrics.calls), config.cluster, config.loads?.status, history),
+      access,
+      metricsAuth: config.metricsAuth === true,
+      shuttingDown: SHUTTING_DOWN,
+    },
+    { ...limits, port: config.port, tls: config.tls },
+    logger,
+  );
+  const { url, port } = surface;
   if (forward !== undefined) forward.selfUrl = url;
 
   const expiry = setInterval(() => {
@@ -193,21 +185,14 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
-      // A server still loading refuses its held calls at once (and stops loading); one that serves drains first.
-      if (lifecycle.starting) lifecycle.refuse(SHUTTING_DOWN);
-      lifecycle.drain();
-      await listener.close(limits.shutdownTimeoutMs);
-      lifecycle.refuse(SHUTTING_DOWN);
+      await surface.close();
       clearInterval(expiry);
       eviction.close();
-      stopHistory();
       forward?.close();
       lag?.stop();
-      edge.close();
-      logger.info({ url }, "stopped");
     })());
   // A server that listened before loading its state takes calls now, but holds them until "ready": say so, not "serving".
   const taking = config.starting ? "taking calls: they wait until the state is loaded (ready)" : "serving";
   logger.info({ url, serverId }, typeof config.port === "number" ? "listening" : taking);
-  return { url, port, lifecycle, close, failed, reloadTls: (tls) => listener.reloadTls(tls) };
+  return { url, port, lifecycle, close, failed, reloadTls: surface.reloadTls };
 }

@@ -1,10 +1,10 @@
+import type { EarlyPort } from "../framing/http/early-port.js";
 import { isInternalCommitRejection, LmdbStore } from "../store/lmdb-store.js";
 import { logProgress } from "../store/load-progress.js";
 import { tolerateKnownRejections } from "./known-rejections.js";
 import { type Logger, logMigration } from "./logger.js";
 import type { ServerConfig } from "./server.js";
 import type { ServerOptions } from "./server-options.js";
-import type { EarlyPort } from "./transport/early-port.js";
 
 /**
  * Start is what the serve command hands the server it starts (serve-node.ts

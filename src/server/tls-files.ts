@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
+import type { ListenerTls } from "../framing/http/dual-protocol-listener.js";
 import type { TlsOptions } from "./tls-options.js";
-import type { ListenerTls } from "./transport/dual-protocol-listener.js";
 
 /** readOptionFile reads a file an option names, or throws naming the file and what it is for (`what`, e.g. "TLS file"). */
 export function readOptionFile(file: string, what: string): Buffer {

@@ -4,8 +4,7 @@ import { DEFAULT_NAMESPACE, MetadataError, Reason } from "../core/index.js";
 import { ENVELOPE_BYTES } from "../protocol/envelope.js";
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
 import type { AccessPolicy } from "./access-policy.js";
-import { BodyBudget } from "./body-budget.js";
-import { BodyPool } from "./body-pool.js";
+import type { BodyReader, Held, RequestBody, RequestHeaders } from "./body-reader.js";
 import { checkDeadline, deadlineSignal } from "./call-deadline.js";
 import { toConnectError } from "./error-table.js";
 import { KeyBytesMessage } from "./key-bytes.js";
@@ -17,7 +16,6 @@ import type { LimitOptions } from "./limit-options.js";
 import type { LoadShedder } from "./load-shedder.js";
 import { maxEntriesFor } from "./message-entries.js";
 import { nextNotice } from "./notifier.js";
-import { type BodyStream, HeldBytes, lingerForBody, readBody, SlowReads } from "./read-body.js";
 
 /** CallObserver hears of every call: its method, its code ("ok" or a gRPC code name) and its duration. */
 export type CallObserver = (method: string, code: string, seconds: number) => void;
@@ -25,13 +23,13 @@ export type CallObserver = (method: string, code: string, seconds: number) => vo
 /**
  * EdgeOptions are what the edge checks calls with: its limits (LimitOptions:
  * maxBodyBytes bounds a request message or JSON body, gRPC's 5-byte envelope
- * on top; the buffers bound the bytes of unfinished bodies, in all and per
- * connection; requestTimeoutMs the time to receive a body, whatever the
- * client's deadline; startupHoldMs how long a call waits for a state or a
- * leader), and the parts of the server it consults.
+ * on top; startupHoldMs how long a call waits for a state or a leader), the
+ * reader of bodies (which holds the limits of buffered bytes and of slow
+ * bodies), and the parts of the server it consults.
  */
-export interface EdgeOptions
-  extends Readonly<Pick<LimitOptions, "maxBodyBytes" | "maxBufferedBytes" | "maxBufferedBytesPerConnection" | "requestTimeoutMs" | "startupHoldMs">> {
+export interface EdgeOptions extends Readonly<Pick<LimitOptions, "maxBodyBytes" | "startupHoldMs">> {
+  /** reader reads the bodies of calls (framing/http/body-reader.ts). */
+  readonly reader: BodyReader;
   /** ledger is the state calls run on and its store; undefined on a relay, which keeps none: nothing to commit. */
   readonly ledger?: Ledger;
   /** maxKeysPerCall bounds a request's entries (maxEntriesFor) where there is no ledger to read it from (a relay: its own --max-keys-per-call). */
@@ -56,24 +54,18 @@ export interface EdgeOptions
  * with LIMIT_EXCEEDED past maxEntries entries (maxEntriesFor).
  */
 export interface Undecoded<Req> {
-  readonly body: BodyStream;
+  readonly body: RequestBody;
   decode(bytes: Buffer, maxEntries: number): Req;
 }
 
 /**
- * Admission is what a call a library decodes passes before its body is
- * read (readFor): "call" every MetadataService call's checks (token,
+ * Admission is what a call passes before its body is read (EdgeCall.read):
+ * "call" every MetadataService call's checks (token,
  * refusals, NOT_LEADER, overload) and the startup hold; "token" only the
  * token check (ReplicationService, which every member answers); "open"
  * nothing (health and reflection), with bodies of at most OPEN_BODY_BYTES.
  */
 export type Admission = "call" | "token" | "open";
-
-/** PreparedBody is the plain message readFor prepared; its bytes count in the body budget until release(). */
-export interface PreparedBody {
-  readonly bytes: Buffer;
-  release(): void;
-}
 
 /** OPEN_BODY_BYTES bounds a request message of the open services (a health check names a service; a reflection request, a symbol or file). */
 export const OPEN_BODY_BYTES = 64 * 1024;
@@ -81,16 +73,21 @@ export const OPEN_BODY_BYTES = 64 * 1024;
 /** LARGE_BODY_BYTES is the body from which a call runs in the LargeCallLane. */
 const LARGE_BODY_BYTES = 1 << 20;
 
+/** Prepare turns the bytes of a body read into the plain message a library decodes (decompressed, counted through `held`), or refuses it. */
+export type Prepare = (held: Held, maxEntries: number, maxBytes: number) => Promise<Buffer>;
+
 /**
  * Edge is the one boundary between the wire and the core, whatever the
  * framing (gRPC fast path, connect-node's gRPC, gRPC-Web and Connect, the
- * JSON dialects). For every call, in this order: it refuses the call if
- * the server does not accept calls, reads the body within the limit, waits
- * while the state loads or no leader is known (hold), decodes it, calls the
- * core, commits the call's changes before any reply, and reports the call
- * to the observer. Every failure leaves as a
- * ConnectError with an ErrorInfo detail (error-table.ts) and the server id
- * in its metadata; the framings only translate it.
+ * JSON dialects). A framing enters every call once (enter, or call for a
+ * framing that decodes its own requests), and the call then passes, in
+ * this order: admission (the token, the refusal of a server that does not
+ * accept calls, NOT_LEADER, overload), the body read within the limit, the
+ * hold while the state loads or no leader is known, the deadline, decoding,
+ * the core, the commit of the call's changes before any reply, and the
+ * report to the observer. Every failure leaves as a ConnectError with an
+ * ErrorInfo detail (error-table.ts) and the server id in its metadata; the
+ * framings only translate it.
  */
 export class Edge {
   readonly lifecycle: Lifecycle;
@@ -99,150 +96,163 @@ export class Edge {
   readonly maxBodyBytes: number;
   /** maxEntries bounds the entries a request may carry, from the per-call key limit (maxEntriesFor). */
   readonly maxEntries: number;
-  private readonly bodyLimit: number;
-  private readonly budget: BodyBudget;
-  private readonly largeCalls = new LargeCallLane();
-  private readonly slowReads: SlowReads;
-  /** pool keeps the buffers that the bodies of `call` are joined into (not readFor's: a library's messages may keep views of theirs). */
-  private readonly pool = new BodyPool();
-  /** refusals holds the answer of each refusal error thrown so far (see refusal). */
-  private readonly refusals = new WeakMap<MetadataError, ConnectError>();
+  /** reader reads the bodies of every call (and counts those of an open service's streams: BodyReader.holder). */
+  readonly reader: BodyReader;
+  private readonly rules: Rules;
 
-  constructor(private readonly options: EdgeOptions) {
+  constructor(options: EdgeOptions) {
+    this.rules = new Rules(options);
     this.lifecycle = options.lifecycle;
     this.serverId = options.serverId;
     this.maxBodyBytes = options.maxBodyBytes;
-    this.bodyLimit = options.maxBodyBytes + ENVELOPE_BYTES;
-    const maxKeysPerCall = options.ledger?.state.options.maxKeysPerCall ?? options.maxKeysPerCall;
-    if (maxKeysPerCall === undefined) throw new TypeError("an edge without a ledger needs maxKeysPerCall");
-    this.maxEntries = maxEntriesFor(maxKeysPerCall);
-    this.slowReads = new SlowReads(options.requestTimeoutMs);
-    this.budget = new BodyBudget(options.maxBufferedBytes, options.maxBufferedBytesPerConnection);
+    this.maxEntries = this.rules.maxEntries;
+    this.reader = options.reader;
   }
 
-  /** call runs a call whose request the framing hands over as bytes: the whole call, from refusal to commit. */
+  /** enter starts a call at the edge (its clock starts); the framing then reads it (EdgeCall.read) and runs it (EdgeCall.run). */
+  enter(method: string, body: RequestBody, admission: Admission = "call"): EdgeCall {
+    return new EdgeCall(this.rules, method, body, admission);
+  }
+
+  /** call runs a call whose request the framing hands over as bytes: the whole call, from admission to commit. */
   async call<Req, Res>(method: string, request: Undecoded<Req>, handle: (request: Req) => Res | Promise<Res>): Promise<Res> {
-    const started = performance.now();
-    let message: Req | undefined;
-    let held: HeldBytes | undefined;
-    let reading = false;
-    let ran = false;
+    const call = new EdgeCall(this.rules, method, request.body, "call");
     try {
-      this.admit(method, headerOf(request.body, "authorization"));
-      const deadline = deadlineSignal(request.body.headers);
-      reading = true;
-      held = await readBody(request.body, this.bodyLimit, this.budget, deadline, this.slowReads, this.pool);
-      if (this.waiting()) await this.hold(deadline);
-      const bytes = held.bytes;
-      if (bytes.length < LARGE_BODY_BYTES) {
-        this.beforeCore(deadline);
-        message = request.decode(bytes, this.maxEntries);
-        ran = true;
-        return await this.settle(method, started, await handle(message));
-      }
-      const [result, durable] = await this.largeCalls.run(async (turn) => {
-        this.beforeCore(deadline);
-        message = request.decode(bytes, this.maxEntries);
-        await turn();
-        this.beforeCore(deadline);
-        ran = true;
-        const result = await handle(message);
-        await turn();
-        return [result, this.commit()] as const;
-      });
-      return await this.settle(method, started, result, durable);
-    } catch (error) {
-      if (!reading) await lingerForBody(request.body); // refused before its body was read (readBody discards the rest of what it refuses)
-      throw this.fail(method, started, ran ? await this.durableBefore(error) : error, message);
+      const bytes = await call.read();
+      return await call.run((maxEntries) => request.decode(bytes, maxEntries), handle);
     } finally {
-      // The body's buffer may now serve the next call: the decoded message must not read it again.
-      if (message instanceof KeyBytesMessage) message.release();
-      held?.release();
+      call.release();
     }
-  }
-
-  /**
-   * callDecoded runs a call whose request a library decoded (connect-node,
-   * whose body came from readFor): from refusal to commit.
-   */
-  async callDecoded<Req, Res>(
-    method: string,
-    authorization: string | undefined,
-    deadline: AbortSignal,
-    message: Req,
-    handle: () => Promise<Res>,
-  ): Promise<Res> {
-    const started = performance.now();
-    let ran = false;
-    try {
-      this.admit(method, authorization);
-      this.beforeCore(deadline);
-      ran = true;
-      return await this.settle(method, started, await handle());
-    } catch (error) {
-      throw this.fail(method, started, ran ? await this.durableBefore(error) : error, message);
-    }
-  }
-
-  /**
-   * readFor reads the body of a call that a library will decode
-   * (connect-node), after the check its admission asks for and within the
-   * same limits as every other call; `prepare` turns the bytes read into
-   * the plain message the library gets (decompressed, counted in the same
-   * budget through `held`) and may refuse it before the library decodes it
-   * (too many entries, malformed). The bytes stay counted until the
-   * returned release(). A failure is reported and thrown as the call's
-   * answer.
-   */
-  async readFor(
-    method: string,
-    body: BodyStream,
-    admission: Admission,
-    prepare: (held: HeldBytes, maxEntries: number, maxBytes: number) => Promise<Buffer>,
-  ): Promise<PreparedBody> {
-    const started = performance.now();
-    let held: HeldBytes | undefined;
-    let reading = false;
-    try {
-      this.admit(method, headerOf(body, "authorization"), admission);
-      const deadline = deadlineSignal(body.headers);
-      const open = admission === "open";
-      reading = true;
-      held = await readBody(body, open ? OPEN_BODY_BYTES : this.bodyLimit, this.budget, deadline, this.slowReads);
-      if (admission === "call" && this.waiting()) await this.hold(deadline);
-      const bytes = await prepare(held, this.maxEntries, open ? OPEN_BODY_BYTES : this.maxBodyBytes);
-      const release = held.release.bind(held);
-      held = undefined;
-      return { bytes, release };
-    } catch (error) {
-      if (!reading) await lingerForBody(body);
-      held?.release();
-      throw this.fail(method, started, error, undefined);
-    }
-  }
-
-  /**
-   * holder counts, in the body budget, the bytes a streamed request holds
-   * while a framing reads it message by message (a bidirectional call of an
-   * open service); the framing takes and gives as messages come and go.
-   */
-  holder(body: BodyStream): HeldBytes {
-    return new HeldBytes(Buffer.alloc(0), this.budget, body.stream?.session ?? body.socket);
   }
 
   /** admitsToken tells whether a call of `method` passes the token check its admission starts with (a standby asks before it forwards the request). */
-  admitsToken(method: string, request: Pick<BodyStream, "headers">): boolean {
+  admitsToken(method: string, request: RequestBody): boolean {
     try {
-      this.options.access?.check(method, headerOf(request, "authorization"));
+      this.rules.access?.check(method, headerOf(request.headers, "authorization"));
       return true;
     } catch {
       return false;
     }
   }
 
-  /** close stops the edge's timer of slow reads (the server is closing). */
+  /** close stops the reader's timer of slow reads (the server is closing). */
   close(): void {
-    this.slowReads.close();
+    this.reader.close();
+  }
+}
+
+/**
+ * EdgeCall is one call at the edge, entered once: read admits it and reads
+ * its body, run decodes and runs it through to its commit; a failure of
+ * either is reported once and thrown as the call's answer. Its bytes stay
+ * counted in the body budget until release().
+ */
+export class EdgeCall {
+  private readonly started = performance.now();
+  private held: Held | undefined;
+  /** size is the body's length once read (-1 before): a large one runs in the large-call lane. */
+  private size = -1;
+  private deadline: AbortSignal | undefined;
+  private message: unknown;
+
+  constructor(
+    private readonly rules: Rules,
+    private readonly method: string,
+    private readonly body: RequestBody,
+    private readonly admission: Admission,
+  ) {}
+
+  /**
+   * read admits the call (as far as its admission asks), reads its body
+   * within the limit (a MetadataService call's into a pooled buffer), and
+   * waits out the hold (a MetadataService call); `prepare` turns the bytes
+   * into what a library decodes. It returns the bytes to decode.
+   */
+  async read(prepare?: Prepare): Promise<Buffer> {
+    const rules = this.rules;
+    let reading = false;
+    try {
+      rules.admit(this.method, headerOf(this.body.headers, "authorization"), this.admission);
+      this.deadline = deadlineSignal(this.body.headers);
+      const open = this.admission === "open";
+      reading = true;
+      // A pooled buffer is reused once released: only a body that nothing keeps a view of past its call (not a library's) is pooled.
+      this.held = await rules.reader.read(this.body, open ? OPEN_BODY_BYTES : rules.bodyLimit, this.deadline, prepare === undefined);
+      this.size = this.held.bytes.length;
+      if (this.admission === "call" && rules.waiting()) await rules.hold(this.deadline);
+      return prepare === undefined ? this.held.bytes : await prepare(this.held, rules.maxEntries, open ? OPEN_BODY_BYTES : rules.maxBodyBytes);
+    } catch (error) {
+      if (!reading) await rules.reader.linger(this.body); // refused before its body was read (the reader discards the rest of what it refuses)
+      this.release();
+      throw rules.fail(this.method, this.started, error, undefined);
+    }
+  }
+
+  /**
+   * run decodes the call's request (decode gets the bound on its entries),
+   * runs `handle` on it, and commits the call's changes before it returns
+   * the answer; a body of LARGE_BODY_BYTES or more runs in the large-call
+   * lane. `deadline` replaces the one the call's headers set (a library's
+   * signal, which also aborts when the client leaves).
+   */
+  async run<Req, Res>(decode: (maxEntries: number) => Req, handle: (request: Req) => Res | Promise<Res>, deadline = this.deadline): Promise<Res> {
+    const rules = this.rules;
+    if (this.size < 0) throw new TypeError(`${this.method} runs before its body was read`);
+    let ran = false;
+    try {
+      if (this.size < LARGE_BODY_BYTES) {
+        rules.beforeCore(deadline);
+        const message = (this.message = decode(rules.maxEntries));
+        ran = true;
+        return await rules.settle(this.method, this.started, await handle(message));
+      }
+      const [result, durable] = await rules.largeCalls.run(async (turn) => {
+        rules.beforeCore(deadline);
+        const message = (this.message = decode(rules.maxEntries));
+        await turn();
+        rules.beforeCore(deadline);
+        ran = true;
+        const result = await handle(message);
+        await turn();
+        return [result, rules.commit()] as const;
+      });
+      return await rules.settle(this.method, this.started, result, durable);
+    } catch (error) {
+      throw rules.fail(this.method, this.started, ran ? await rules.durableBefore(error) : error, this.message);
+    }
+  }
+
+  /** release gives the call's bytes back to the budget (and its buffer to the pool); the decoded message must not read them again. Idempotent. */
+  release(): void {
+    if (this.message instanceof KeyBytesMessage) this.message.release();
+    this.held?.release();
+    this.held = undefined;
+  }
+}
+
+/**
+ * Rules are what the edge checks and does around every call, shared by the
+ * Edge and its calls (not exported: a framing reaches them through Edge
+ * and EdgeCall only).
+ */
+class Rules {
+  readonly access: AccessPolicy | undefined;
+  readonly maxBodyBytes: number;
+  readonly bodyLimit: number;
+  readonly maxEntries: number;
+  readonly reader: BodyReader;
+  readonly largeCalls = new LargeCallLane();
+  /** refusals holds the answer of each refusal error thrown so far (see refusal). */
+  private readonly refusals = new WeakMap<MetadataError, ConnectError>();
+
+  constructor(private readonly options: EdgeOptions) {
+    this.access = options.access;
+    this.maxBodyBytes = options.maxBodyBytes;
+    this.bodyLimit = options.maxBodyBytes + ENVELOPE_BYTES;
+    this.reader = options.reader;
+    const maxKeysPerCall = options.ledger?.state.options.maxKeysPerCall ?? options.maxKeysPerCall;
+    if (maxKeysPerCall === undefined) throw new TypeError("an edge without a ledger needs maxKeysPerCall");
+    this.maxEntries = maxEntriesFor(maxKeysPerCall);
   }
 
   /**
@@ -253,18 +263,20 @@ export class Edge {
    * that does not lead and names the leader, OVERLOADED while it sheds load.
    * A call to a member that knows no leader passes: it waits for one (hold).
    */
-  private admit(method: string, authorization: string | undefined, admission: Admission = "call"): void {
+  admit(method: string, authorization: string | undefined, admission: Admission): void {
     if (admission === "open") return;
     this.options.access?.check(method, authorization);
     if (admission === "token") return;
-    const refusal = this.lifecycle.refusal ?? (this.options.leadership?.leaderless === true ? undefined : this.options.leadership?.refusal);
+    const lifecycle = this.options.lifecycle;
+    const refusal = lifecycle.refusal ?? (this.options.leadership?.leaderless === true ? undefined : this.options.leadership?.refusal);
     if (refusal !== undefined) throw refusal;
     this.options.shedder?.admit();
   }
 
   /** waiting is true while calls wait rather than fail: the server loads its state, or this cluster member knows no leader. */
-  private waiting(): boolean {
-    return this.lifecycle.starting || (this.lifecycle.refusal === undefined && this.options.leadership?.leaderless === true);
+  waiting(): boolean {
+    const lifecycle = this.options.lifecycle;
+    return lifecycle.starting || (lifecycle.refusal === undefined && this.options.leadership?.leaderless === true);
   }
 
   /**
@@ -274,38 +286,40 @@ export class Edge {
    * state still loads, or NOT_LEADER (naming the leader now known, or none:
    * beforeCore) — with nothing applied.
    */
-  private async hold(deadline: AbortSignal | undefined): Promise<void> {
+  async hold(deadline: AbortSignal | undefined): Promise<void> {
+    const lifecycle = this.options.lifecycle;
     const limit = AbortSignal.timeout(this.options.startupHoldMs);
     const until = deadline === undefined ? limit : AbortSignal.any([limit, deadline]);
-    while (this.waiting() && !until.aborted) await nextNotice([this.lifecycle, this.options.leadership], until);
+    while (this.waiting() && !until.aborted) await nextNotice([lifecycle, this.options.leadership], until);
     checkDeadline(deadline);
-    const refusal = this.lifecycle.refusal ?? (this.lifecycle.starting ? STILL_STARTING : undefined);
+    const refusal = lifecycle.refusal ?? (lifecycle.starting ? STILL_STARTING : undefined);
     if (refusal !== undefined) throw refusal;
   }
 
   /**
    * beforeCore is the last check before a call is decoded and run: its
-   * deadline, leadership and the load again (the body may have taken a
-   * while: the member may have stepped down, and the loop may have fallen
-   * behind meanwhile). A call refused here costs no decoding and changes
-   * nothing; one that passes runs whole, in this event turn.
+   * deadline, the server's refusal, leadership and the load again (the body
+   * may have taken a while: the store may have failed, the member may have
+   * stepped down, and the loop may have fallen behind meanwhile). A call
+   * refused here costs no decoding and changes nothing; one that passes
+   * runs whole, in this event turn.
    */
-  private beforeCore(deadline: AbortSignal | undefined): void {
+  beforeCore(deadline: AbortSignal | undefined): void {
     checkDeadline(deadline);
-    const notLeader = this.options.leadership?.refusal;
-    if (notLeader !== undefined) throw notLeader;
+    const refusal = this.options.lifecycle.refusal ?? this.options.leadership?.refusal;
+    if (refusal !== undefined) throw refusal;
     this.options.shedder?.admit();
   }
 
   /** settle commits the call's changes (unless `durable` is that commit, issued already) and reports its success; the reply waits for both. */
-  private async settle<Res>(method: string, started: number, result: Res, durable = this.commit()): Promise<Res> {
+  async settle<Res>(method: string, started: number, result: Res, durable = this.commit()): Promise<Res> {
     await durable;
     this.options.observe(method, "ok", (performance.now() - started) / 1_000);
     return result;
   }
 
   /** fail maps a failure to the ConnectError the client gets, stamped with the server id, and reports it. */
-  private fail(method: string, started: number, error: unknown, message: unknown): ConnectError {
+  fail(method: string, started: number, error: unknown, message: unknown): ConnectError {
     const connectError =
       message === undefined && error instanceof MetadataError ? this.refusal(error) : this.stamped(toConnectError(error, namespaceOf(message)));
     this.options.observe(method, codeName(connectError.code), (performance.now() - started) / 1_000);
@@ -336,7 +350,7 @@ export class Edge {
    * or the commit's failure, when they never became durable. No answer, OK
    * or error, shows a change before it is durable.
    */
-  private async durableBefore(error: unknown): Promise<unknown> {
+  async durableBefore(error: unknown): Promise<unknown> {
     return this.commit().then(
       () => error,
       (failure: unknown) => failure,
@@ -344,13 +358,13 @@ export class Edge {
   }
 
   /** commit makes the changes of the call durable (none on a relay). */
-  private commit(): Promise<void> {
+  commit(): Promise<void> {
     return this.options.ledger === undefined ? NOTHING_TO_COMMIT : commit(this.options.ledger);
   }
 
   /** stamped puts the server id in an error's metadata (a relay's errors keep what they carry). */
   private stamped(error: ConnectError): ConnectError {
-    if (this.serverId !== undefined) error.metadata.set(SERVER_ID_HEADER, this.serverId);
+    if (this.options.serverId !== undefined) error.metadata.set(SERVER_ID_HEADER, this.options.serverId);
     return error;
   }
 }
@@ -362,8 +376,8 @@ const NOTHING_TO_COMMIT = Promise.resolve();
 const STILL_STARTING = new MetadataError(Reason.STARTING, "the server is still loading its state after --startup-hold; retry shortly");
 
 /** headerOf reads a request header that must appear once; undefined when absent or repeated. */
-function headerOf(body: Pick<BodyStream, "headers">, name: string): string | undefined {
-  const value = body.headers[name];
+function headerOf(headers: RequestHeaders, name: string): string | undefined {
+  const value = headers[name];
   return typeof value === "string" ? value : undefined;
 }
 

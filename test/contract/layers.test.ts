@@ -44,6 +44,18 @@ describe("the layers of src/ (npm run lint)", () => {
     expect(cruise({ "src/service/good-import.ts": 'export { MetadataState } from "../core/index.js";\n' })).toMatchObject({ ok: true });
   });
 
+  it("fail the lint when the service reads the wire itself or a framing reaches the process", () => {
+    const http = cruise({ "src/service/bad-import.ts": 'import * as http2 from "node:http2";\nexport const h = http2;\n' });
+    expect(http.ok).toBe(false);
+    expect(http.output).toContain("service-knows-no-http");
+    const plain = cruise({ "src/service/bad-import.ts": 'import * as http from "http";\nexport const h = http;\n' });
+    expect(plain.output).toContain("service-knows-no-http");
+    const framing = cruise({ "src/service/bad-import.ts": 'export { HttpBodyReader } from "../framing/http/body-reader.js";\n' });
+    expect(framing.output).toContain("service-below-server");
+    const upward = cruise({ "src/framing/bad-import.ts": 'export { startServer } from "../server/server.js";\n' });
+    expect(upward.output).toContain("framing-below-server");
+  });
+
   it("fail the lint when the store, replication or the server reach above them", () => {
     const store = cruise({ "src/store/bad-import.ts": 'export { Edge } from "../service/edge.js";\n' });
     expect(store.output).toContain("store-below-service");

@@ -8,7 +8,7 @@ import { promisify } from "node:util";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { type ClientTls, createMetadataClient } from "../../src/client/index.js";
-import type { ListenerTls } from "../../src/server/transport/dual-protocol-listener.js";
+import type { ListenerTls } from "../../src/framing/http/dual-protocol-listener.js";
 import { type Certificates, makeCertificates } from "../support/certificates.js";
 import { lacking } from "../support/debian-packages.js";
 import { tempDir } from "../support/temp-dir.js";

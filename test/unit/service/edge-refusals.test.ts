@@ -1,11 +1,21 @@
 import { randomBytes } from "node:crypto";
+import * as http2 from "node:http2";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { compressionGzip, createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../../gen/grpc/health/v1/health_pb.js";
-import { AllocationStatus, ErrorInfoSchema, MetadataService, Reason, ReasonSchema } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import {
+  AllocationStatus,
+  ErrorInfoSchema,
+  GetLocationsRequestSchema,
+  MetadataService,
+  Reason,
+  ReasonSchema,
+} from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataError } from "../../../src/core/errors.js";
+import { envelope } from "../../../src/protocol/envelope.js";
 import { startTestServer, type TestServer } from "../../support/test-server.js";
 
 /** Answer is what a framing answered, in the terms every framing shares. */
@@ -192,6 +202,26 @@ describe("while the server loads its state (it listens first)", () => {
     const answer = await held;
     expect([answer.code, answer.reason]).toEqual(["unavailable", "REASON_STORE_UNAVAILABLE"]);
     if (answer.status !== undefined) expect(answer.status).toBe(503);
+  });
+
+  it("a call whose body ends after loading failed is refused, not run on the state never loaded", async () => {
+    const server = await startLoadingServer();
+    const session = http2.connect(server.url);
+    const stream = session.request({
+      ":method": "POST",
+      ":path": "/hf3fs.metadata.v1.MetadataService/GetLocations",
+      "content-type": "application/grpc",
+    });
+    const frame = envelope(toBinary(GetLocationsRequestSchema, create(GetLocationsRequestSchema, { rank: 0, keys: ["k"] })));
+    stream.write(frame.subarray(0, 3)); // the edge admits the call while the state loads, and reads its body
+    // A health check on the same connection comes back after the call's headers and first bytes reached the server.
+    await createClient(Health, createGrpcTransport({ baseUrl: server.url })).check({});
+    server.lifecycle.refuse(new MetadataError(Reason.STORE_UNAVAILABLE, "the server could not load its store"));
+    const trailers = new Promise<http2.IncomingHttpHeaders>((resolve) => stream.once("trailers", resolve));
+    stream.end(frame.subarray(3));
+    stream.resume();
+    expect((await trailers)["grpc-status"]).toBe(String(Code.Unavailable));
+    session.close();
   });
 
   it("held calls run in the order they came, once the state is loaded", async () => {

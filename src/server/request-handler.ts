@@ -1,7 +1,7 @@
 import type * as http2 from "node:http2";
-import { SERVER_ID_HEADER } from "../../protocol/headers.js";
-import type { RequestHandler } from "./dual-protocol-listener.js";
-import type { GrpcUnaryFastPath } from "./grpc-unary-fast-path.js";
+import type { GrpcUnaryFastPath } from "../framing/grpc/grpc-unary-fast-path.js";
+import type { RequestHandler } from "../framing/http/dual-protocol-listener.js";
+import { SERVER_ID_HEADER } from "../protocol/headers.js";
 import { breakOff, type LeaderForward } from "./leader-forward.js";
 
 /**

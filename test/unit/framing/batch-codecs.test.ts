@@ -18,8 +18,8 @@ import {
 } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { MetadataError } from "../../../src/core/errors.js";
 import { KeyList } from "../../../src/core/key-list.js";
-import { BATCH_CODECS } from "../../../src/server/transport/batch-codecs.js";
-import { keepLeadingByteOrderMark } from "../../../src/server/transport/utf8-text.js";
+import { BATCH_CODECS } from "../../../src/framing/grpc/batch-codecs.js";
+import { keepLeadingByteOrderMark } from "../../../src/framing/http/utf8-text.js";
 import { keysOf } from "../../../src/service/key-bytes.js";
 import { checkMessageEntries } from "../../../src/service/message-entries.js";
 
@@ -95,7 +95,7 @@ function decodesLike(method: keyof typeof REQUESTS, bytes: Uint8Array): void {
 }
 
 describe("the hand-written codecs of the cycle's messages", () => {
-  it("cover every field of their messages (a new field in the contract must be added to src/server/transport/batch-codecs.ts)", () => {
+  it("cover every field of their messages (a new field in the contract must be added to src/framing/grpc/batch-codecs.ts)", () => {
     const fieldsOf = (schema: DescMessage) => schema.fields.map((f) => `${f.number} ${f.name}`);
     expect(Object.fromEntries(METHODS.map((m) => [m, [fieldsOf(REQUESTS[m].schema), fieldsOf(RESPONSES[m].schema)]]))).toEqual({
       BatchAllocate: [

@@ -2,7 +2,7 @@ import { createClient } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { createLeanGrpcTransport } from "../../../src/client/lean-grpc-transport.js";
-import { BodyPool } from "../../../src/service/body-pool.js";
+import { BodyPool } from "../../../src/framing/http/body-pool.js";
 import { KeyBytesMessage } from "../../../src/service/key-bytes.js";
 import { startTestServer } from "../../support/test-server.js";
 

@@ -4,12 +4,12 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema, MetadataService, Reason, ReasonSchema } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { SERVER_ID_HEADER } from "../../protocol/headers.js";
-import { codeName, type Edge } from "../edge.js";
-import { httpStatusOf, reasonOf } from "../error-table.js";
-import type { MetadataCalls } from "../metadata-calls.js";
-import { parseJsonObject } from "./json-body.js";
-import type { JsonReply, JsonRoute } from "./json-route.js";
-import { checkWireIntegers } from "./wire-integers.js";
+import { codeName, type Edge } from "../../service/edge.js";
+import { httpStatusOf, reasonOf } from "../../service/error-table.js";
+import { parseJsonObject } from "../../service/json/json-body.js";
+import type { JsonReply, JsonRoute } from "../../service/json/json-route.js";
+import { checkWireIntegers } from "../../service/json/wire-integers.js";
+import type { MetadataCalls } from "../../service/metadata-calls.js";
 
 type Request = http.IncomingMessage | http2.Http2ServerRequest;
 type Response = http.ServerResponse | http2.Http2ServerResponse;

@@ -1,8 +1,8 @@
 import type * as http from "node:http";
 import * as http2 from "node:http2";
-import { noSniForIp, type PeerTls } from "../../protocol/peer-tls.js";
-import { BodyBudget } from "../../service/body-budget.js";
-import type { Leadership } from "../../service/leadership.js";
+import { BodyBudget } from "../framing/http/body-budget.js";
+import { noSniForIp, type PeerTls } from "../protocol/peer-tls.js";
+import type { Leadership } from "../service/leadership.js";
 
 /** CONNECT_MS bounds the wait for a connection to the leader: a leader that does not answer by then is taken for gone. */
 const CONNECT_MS = 1_000;

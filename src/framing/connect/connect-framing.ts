@@ -1,28 +1,39 @@
 import type * as http from "node:http";
 import { type DescMessage, type DescMethod, fromBinary, fromJsonString } from "@bufbuild/protobuf";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, type ConnectRouter, createConnectRouter, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
+import {
+  Code,
+  ConnectError,
+  type ConnectRouter,
+  type ContextValues,
+  createConnectRouter,
+  createContextKey,
+  createContextValues,
+  type Interceptor,
+  type ServiceImpl,
+} from "@connectrpc/connect";
 import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { ReplicationService } from "../../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
 import { MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { type Admission, type Edge, OPEN_BODY_BYTES } from "../../service/edge.js";
+import { type Admission, type Edge, type EdgeCall, OPEN_BODY_BYTES, type Prepare } from "../../service/edge.js";
 import { checkJsonValues } from "../../service/json/json-body.js";
 import { checkMessageEntries } from "../../service/message-entries.js";
-import type { BodyStream } from "../../service/read-body.js";
-import type { RequestHandler } from "./dual-protocol-listener.js";
+import type { RequestHandler } from "../http/dual-protocol-listener.js";
+import type { BodyStream } from "../http/read-body.js";
 import { framingOf, plainGet, plainMessageOf, plainStream, wrapped } from "./plain-request.js";
 
 /**
  * connectFraming serves, through connect-node, MetadataService and the
  * services that `openServices` registers (gRPC with compression, gRPC-Web
  * and Connect, on HTTP/1.1 and HTTP/2), and hands every other request to
- * `fallback`. Every request's body comes through the edge (plainRequest).
- * A MetadataService call passes the edge twice: the edge reads its body
- * (refusal, body limit) before connect-node decodes it, and runs the call
- * (refusal, commit, observation, error mapping) as an interceptor.
- * ReplicationService needs only the token check; health and reflection
- * stay open to every caller, with small bounded bodies.
+ * `fallback`. Every request enters the edge once (plainRequest): the
+ * edge admits it and reads its body before connect-node decodes it, and an
+ * interceptor runs the MetadataService call decoded (commit, observation,
+ * error mapping) as the same EdgeCall, which connect-node carries in the
+ * request's context values. ReplicationService needs only the token
+ * check; health and reflection stay open to every caller, with small
+ * bounded bodies.
  */
 export function connectFraming(
   edge: Edge,
@@ -30,8 +41,16 @@ export function connectFraming(
   openServices: (router: ConnectRouter) => void,
   fallback: RequestHandler,
 ): RequestHandler {
-  const atEdge: Interceptor = (next) => (req) =>
-    edge.callDecoded(req.method.name, req.header.get("authorization") ?? undefined, req.signal, req.message, () => next(req));
+  const atEdge: Interceptor = (next) => (req) => {
+    const call = req.contextValues.get(EDGE_CALL);
+    // plainRequest entered and read every MetadataService request that connect-node decodes; any other is refused before.
+    if (call === undefined) throw new ConnectError(`${req.method.name} reached its handler without entering the edge`, Code.Internal);
+    return call.run(
+      () => req.message,
+      () => next(req),
+      req.signal,
+    );
+  };
   // connect-node decompresses nothing: plainRequest hands it identity-encoded messages. readMaxBytes bounds them once more.
   const router = createConnectRouter({ acceptCompression: [compressionGzip, compressionBrotli], readMaxBytes: edge.maxBodyBytes });
   router.service(MetadataService, metadata, { interceptors: [atEdge] });
@@ -41,8 +60,9 @@ export function connectFraming(
     const path = req.url?.split("?", 2)[0] ?? "";
     const handler = handlers.get(path);
     if (handler === undefined) return fallback(req, res);
-    const universal = universalRequestFromNodeRequest(req as http.IncomingMessage, res as http.ServerResponse, undefined, undefined);
-    handler(plainRequest(edge, handler.method, universal, req))
+    const context = createContextValues();
+    const universal = universalRequestFromNodeRequest(req as http.IncomingMessage, res as http.ServerResponse, undefined, context);
+    handler(plainRequest(edge, handler.method, universal, req, context))
       .then((answer) => universalResponseToNodeResponse(answer, res as http.ServerResponse))
       .catch((reason: unknown) => {
         // The client went away mid-answer; anything else would be a bug of the stack: end the exchange either way.
@@ -62,7 +82,7 @@ export function connectFraming(
  * A Connect GET becomes the POST of the same message. A request of a type
  * connect-node does not serve gets an empty body (it answers 415).
  */
-function plainRequest(edge: Edge, method: DescMethod, universal: UniversalServerRequest, req: BodyStream): UniversalServerRequest {
+function plainRequest(edge: Edge, method: DescMethod, universal: UniversalServerRequest, req: BodyStream, context: ContextValues): UniversalServerRequest {
   const service = method.parent.typeName;
   const admission: Admission = service === MetadataService.typeName ? "call" : service === ReplicationService.typeName ? "token" : "open";
   const name = admission === "token" ? `replication.${method.name}` : method.name;
@@ -71,7 +91,7 @@ function plainRequest(edge: Edge, method: DescMethod, universal: UniversalServer
   if (universal.method === "GET") {
     if (method.idempotency !== MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS) return { ...universal, body: EMPTY };
     const get = plainGet(universal);
-    const body = preparedBody(edge, name, req, admission, async (held, maxEntries, maxBytes) => {
+    const body = preparedBody(entered(edge, name, req, admission, context), async (held, maxEntries, maxBytes) => {
       const message = await plainMessageOf(get.framing, get.query, held, maxBytes);
       check(message, maxEntries, get.framing.json);
       return message;
@@ -83,11 +103,11 @@ function plainRequest(edge: Edge, method: DescMethod, universal: UniversalServer
   const header = new Headers(universal.header);
   header.delete(framing.encodingHeader);
   if (method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming") {
-    const held = edge.holder(req);
+    const held = edge.reader.holder(req);
     const body = plainStream(framing, req as AsyncIterable<Uint8Array>, held, OPEN_BODY_BYTES, (message) => check(message, edge.maxEntries, framing.json));
     return { ...universal, header, body };
   }
-  const body = preparedBody(edge, name, req, admission, async (held, maxEntries, maxBytes) => {
+  const body = preparedBody(entered(edge, name, req, admission, context), async (held, maxEntries, maxBytes) => {
     const message = await plainMessageOf(framing, held.bytes, held, maxBytes);
     check(message, maxEntries, framing.json);
     return wrapped(framing, message);
@@ -98,19 +118,22 @@ function plainRequest(edge: Edge, method: DescMethod, universal: UniversalServer
 /** EMPTY is the body of a request that connect-node refuses without reading it. */
 const EMPTY: AsyncIterable<Uint8Array> = { async *[Symbol.asyncIterator]() {} };
 
+/** EDGE_CALL carries a request's EdgeCall from plainRequest, which reads it, to the interceptor that runs it. */
+const EDGE_CALL = createContextKey<EdgeCall | undefined>(undefined, { description: "the request's call at the edge" });
+
+/** entered starts the request's call at the edge and puts it in the request's context values. */
+function entered(edge: Edge, method: string, req: BodyStream, admission: Admission, context: ContextValues): EdgeCall {
+  const call = edge.enter(method, req, admission);
+  context.set(EDGE_CALL, call);
+  return call;
+}
+
 /** preparedBody is a body the edge reads and `prepare` turns into its plain message, as the byte stream connect-node reads; its bytes count until connect-node has read it. */
-async function* preparedBody(
-  edge: Edge,
-  method: string,
-  req: BodyStream,
-  admission: Admission,
-  prepare: Parameters<Edge["readFor"]>[3],
-): AsyncIterable<Uint8Array> {
-  const prepared = await edge.readFor(method, req, admission, prepare);
+async function* preparedBody(call: EdgeCall, prepare: Prepare): AsyncIterable<Uint8Array> {
   try {
-    yield prepared.bytes;
+    yield await call.read(prepare);
   } finally {
-    prepared.release();
+    call.release();
   }
 }
 

@@ -1,9 +1,10 @@
 import * as http2 from "node:http2";
 import type { Readable } from "node:stream";
 import { Code, ConnectError } from "@connectrpc/connect";
+import type { Held } from "../../service/body-reader.js";
+import { deadlineExceeded } from "../../service/call-deadline.js";
 import type { BodyBudget } from "./body-budget.js";
 import type { BodyPool } from "./body-pool.js";
-import { deadlineExceeded } from "./call-deadline.js";
 
 /** BodyStream is a request body as Node's HTTP/1.1 and HTTP/2 servers give it (an IncomingMessage or an Http2ServerRequest). */
 export type BodyStream = Readable & {
@@ -43,7 +44,7 @@ export function readBody(
  * buffer back to its pool. `take` counts more bytes that the call makes
  * from them (a decompressed message) in the same budget.
  */
-export class HeldBytes {
+export class HeldBytes implements Held {
   private held: number;
 
   constructor(

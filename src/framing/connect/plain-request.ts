@@ -2,8 +2,8 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import { ENVELOPE_BYTES, envelope, envelopeAt } from "../../protocol/envelope.js";
-import type { HeldBytes } from "../../service/read-body.js";
-import { oneEnvelope } from "./grpc-envelope.js";
+import type { Held } from "../../service/body-reader.js";
+import { oneEnvelope } from "../grpc/grpc-envelope.js";
 
 /**
  * Framing is how a request that connect-node serves carries its messages,
@@ -50,7 +50,7 @@ function framing(kind: Framing["kind"], json: boolean, header: Headers, encoding
  * body budget: every byte it makes is counted in `held` before it is
  * made. Its envelope, if any, is read as oneEnvelope reads it.
  */
-export async function plainMessageOf(framing: Framing, body: Buffer, held: HeldBytes, maxBytes: number): Promise<Buffer> {
+export async function plainMessageOf(framing: Framing, body: Buffer, held: Held, maxBytes: number): Promise<Buffer> {
   if (framing.kind === "unary") return framing.encoding === undefined ? body : decompress(framing.encoding, body, held, maxBytes);
   const { flags, message } = oneEnvelope(framing.kind === "text" ? Buffer.from(body.toString("latin1"), "base64") : body);
   return messageOf(framing, flags, message, held, maxBytes);
@@ -73,7 +73,7 @@ export function wrapped(framing: Framing, message: Buffer): Buffer {
 export async function* plainStream(
   framing: Framing,
   body: AsyncIterable<Uint8Array>,
-  held: HeldBytes,
+  held: Held,
   maxBytes: number,
   check: (message: Buffer) => void,
 ): AsyncGenerator<Uint8Array> {
@@ -103,7 +103,7 @@ export async function* plainStream(
 }
 
 /** messageOf is an envelope's message, decompressed when its flags say so. */
-function messageOf(framing: Framing, flags: number, message: Buffer, held: HeldBytes, maxBytes: number): Promise<Buffer> | Buffer {
+function messageOf(framing: Framing, flags: number, message: Buffer, held: Held, maxBytes: number): Promise<Buffer> | Buffer {
   if ((flags & COMPRESSED) === 0) return message;
   if (framing.encoding === undefined) throw new ConnectError(`a compressed message without ${framing.encodingHeader}`, Code.InvalidArgument);
   return decompress(framing.encoding, message, held, maxBytes);
@@ -114,7 +114,7 @@ function messageOf(framing: Framing, flags: number, message: Buffer, held: HeldB
  * budget can hold (at most maxBytes): that room is counted before the
  * codec runs, and what the message did not need is given back.
  */
-async function decompress(encoding: string, bytes: Uint8Array, held: HeldBytes, maxBytes: number): Promise<Buffer> {
+async function decompress(encoding: string, bytes: Uint8Array, held: Held, maxBytes: number): Promise<Buffer> {
   const codec = encoding === compressionGzip.name ? compressionGzip : encoding === compressionBrotli.name ? compressionBrotli : undefined;
   if (codec === undefined) throw new ConnectError(`unsupported compression ${encoding}; this server accepts gzip and br`, Code.Unimplemented);
   const room = held.room(maxBytes);
