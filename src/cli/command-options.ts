@@ -1,9 +1,10 @@
 import { parseArgs } from "node:util";
 import type { NameOf, OptionKind, OptionSpec, OptionTable } from "../core/index.js";
 import { formatDuration, parseDuration } from "./duration.js";
+import { FLAGS, type Flag } from "./flags.js";
 
-/** Option is one flag of a command: its spec (OptionSpec) and the field it sets. */
-export type Option<O> = OptionSpec & { readonly field: keyof O & string };
+/** Option is one flag of a command: its spec (OptionSpec), its flag and help (FLAGS), and the field it sets. */
+export type Option<O> = OptionSpec & Flag & { readonly field: keyof O & string };
 
 /** CommandOptions are the options of one command (serve, relay), from its concerns' tables; the env variable of each is HF3FS_METADATA_<FLAG>. */
 export class CommandOptions<O extends object> {
@@ -12,16 +13,20 @@ export class CommandOptions<O extends object> {
   private readonly byField: Map<string, Option<O>>;
 
   /**
-   * `resolve` fills the options derived from others that were not `given`,
-   * and throws naming (by its NameOf) the first option that breaks a rule.
+   * `resolve` is the library's own resolution of the options given (e.g.
+   * serverOptions): their defaults, the options derived from others, and
+   * the rules, throwing naming (by its NameOf) the first option that breaks
+   * one.
    */
   constructor(
     private readonly command: string,
     tables: readonly OptionTable[],
     private readonly defaults: O,
-    private readonly resolve: (options: O, given: ReadonlySet<string>, name: NameOf) => O,
+    private readonly resolve: (given: Partial<O>, name: NameOf) => O,
   ) {
-    this.options = tables.flatMap((table) => Object.entries(table).map(([field, spec]) => ({ ...spec, field: field as keyof O & string })));
+    this.options = tables.flatMap((table) =>
+      Object.entries(table).map(([field, spec]) => ({ ...spec, ...FLAGS[field as keyof typeof FLAGS], field: field as keyof O & string })),
+    );
     this.byField = new Map(this.options.map((option) => [option.field, option]));
   }
 
@@ -33,15 +38,12 @@ export class CommandOptions<O extends object> {
       strict: true,
       allowPositionals: false,
     });
-    const options = { ...this.defaults } as Record<string, unknown>;
-    const given = new Set<string>();
+    const given: Record<string, unknown> = {};
     for (const { flag, field, kind } of this.options) {
       const raw = values[flag] ?? env[envName(flag)];
-      if (raw === undefined) continue;
-      options[field] = convert(raw, kind, flag);
-      given.add(field);
+      if (raw !== undefined) given[field] = convert(raw, kind, flag);
     }
-    return this.resolve(options as unknown as O, given, (field) => `--${this.byField.get(field)?.flag ?? field}`);
+    return this.resolve(given as Partial<O>, (field) => `--${this.byField.get(field)?.flag ?? field}`);
   }
 
   /** usage is the command's help text. */

@@ -1,5 +1,5 @@
 import type { ClientTls } from "../client/metadata-client.js";
-import { defaultRelayOptions, RELAY_TABLES, type RelayOptions, resolveRelayOptions } from "../relay/relay-options.js";
+import { defaultRelayOptions, RELAY_TABLES, type RelayOptions, relayOptions } from "../relay/relay-options.js";
 import { createLogger } from "../server/logger.js";
 import { stopSignal } from "../server/run-until-stopped.js";
 import { readTokens } from "../service/access-policy.js";
@@ -8,7 +8,7 @@ import { CommandOptions } from "./command-options.js";
 import { listenEarly } from "./listen-early.js";
 
 /** RELAY is the options of `relay`, by concern (RELAY_TABLES). */
-export const RELAY = new CommandOptions("relay", RELAY_TABLES, defaultRelayOptions, resolveRelayOptions);
+export const RELAY = new CommandOptions("relay", RELAY_TABLES, defaultRelayOptions, relayOptions);
 
 /**
  * relayCommand runs `hf3fs-metadata relay` until SIGTERM/SIGINT (exit 0):
@@ -43,7 +43,7 @@ export async function relayCommand(args: string[]): Promise<number> {
   const port = await listenEarly("relay", options, logger);
   if (port === undefined) return 1;
   const { startRelay } = await import("../relay/relay.js");
-  const relay = await startRelay({ ...options, ...security, port, upstreamToken, upstreamTls }, logger);
+  const relay = await startRelay(options, { ...security, bound: port, upstreamToken, upstreamTls }, logger);
   logger.info({ signal: await stopped }, "shutting down");
   await relay.close();
   return 0;

@@ -1,4 +1,4 @@
-import { defaultServerOptions, OPTION_GROUPS, resolveServerOptions, type ServerOptions } from "../server/server-options.js";
+import { defaultServerOptions, OPTION_GROUPS, type ServerOptions, serverOptions } from "../server/server-options.js";
 import { CommandOptions, envName, type Option } from "./command-options.js";
 
 export { defaultServerOptions, envName, type ServerOptions };
@@ -8,7 +8,7 @@ const SERVE = new CommandOptions(
   "serve",
   OPTION_GROUPS.map(({ table }) => table),
   defaultServerOptions,
-  resolveServerOptions,
+  serverOptions,
 );
 
 /** OPTIONS lists every option of `serve`. */

@@ -4,10 +4,12 @@
  */
 export type OptionKind = "string" | "integer" | "duration" | "boolean" | "fraction";
 
-/** OptionSpec describes one option of `serve`: its flag, how it is written, its default and its bounds. */
+/**
+ * OptionSpec describes one option: how it is written, its default and its
+ * bounds. How a command line names it and helps with it is the CLI's
+ * (cli/flags.ts).
+ */
 export interface OptionSpec {
-  /** flag names it on the command line (--flag) and in the environment (HF3FS_METADATA_FLAG). */
-  readonly flag: string;
   readonly kind: OptionKind;
   /** choices are the only values a string option takes. */
   readonly choices?: readonly string[];
@@ -17,9 +19,6 @@ export interface OptionSpec {
   /** why says what a bound stands for, in the error that refuses a value past it. */
   readonly why?: string;
   readonly default: string | number | boolean;
-  /** defaultHelp is how help words the default where its value alone does not say it (e.g. "the system's CAs"). */
-  readonly defaultHelp?: string;
-  readonly help: string;
 }
 
 /** OptionTable is the options of one concern, by field: what its consumer takes, typed by OptionsOf. */

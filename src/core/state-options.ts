@@ -19,57 +19,43 @@ export const MAX_KEY_BYTES = 1_024;
  * limits and its eviction. Durations are in milliseconds.
  */
 export const STATE_OPTIONS = optionTable({
-  reservationTtlMs: { flag: "reservation-ttl", kind: "duration", default: 60_000, help: "how long a reserved page waits for ConfirmWrite" },
+  reservationTtlMs: { kind: "duration", default: 60_000 },
   readLeaseTtlMs: {
-    flag: "read-lease-ttl",
     kind: "duration",
     default: 10_000,
-    help: "how long GetLocations protects a key from eviction and its pages from reuse",
   },
   incompleteTtlMs: {
-    flag: "incomplete-ttl",
     kind: "duration",
     default: 600_000,
-    help: "how long a key may stay confirmed on only some ranks before its pages are reclaimed",
   },
-  maxKeysPerCall: { flag: "max-keys-per-call", kind: "integer", min: 1, default: 65_536, help: "keys (and pages) per call at most" },
+  maxKeysPerCall: { kind: "integer", min: 1, default: 65_536 },
   maxKeyBytes: {
-    flag: "max-key-bytes",
     kind: "integer",
     min: 1,
     max: MAX_KEY_BYTES,
     why: "namespace names are keys of the store",
     default: 1_024,
-    help: "UTF-8 bytes per key and per namespace name at most",
   },
   maxRanksPerNamespace: {
-    flag: "max-ranks-per-namespace",
     kind: "integer",
     min: 1,
     max: MAX_RANKS_PER_NAMESPACE,
     why: "the key columns count a key's ranks in 16 bits",
     default: 1_024,
-    help: "ranks per namespace at most (and so world_size)",
   },
-  maxNamespaces: { flag: "max-namespaces", kind: "integer", min: 1, default: 1_024, help: "namespaces per server at most" },
+  maxNamespaces: { kind: "integer", min: 1, default: 1_024 },
   eviction: {
-    flag: "eviction",
     kind: "string",
     choices: EVICTION_POLICIES,
     default: "prefix",
-    help: "what makes room: prefix (keys no prefix match reaches, then leaves, then LRU) or lru (plain LRU)",
   },
   evictHighWatermark: {
-    flag: "evict-high-watermark",
     kind: "fraction",
     default: 0.95,
-    help: "a rank with more than this fraction of its pages held is evicted in the background (1: never)",
   },
   evictLowWatermark: {
-    flag: "evict-low-watermark",
     kind: "fraction",
     default: 0.9,
-    help: "the fraction of held pages background eviction brings a rank down to",
   },
 });
 

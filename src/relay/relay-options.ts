@@ -1,4 +1,14 @@
-import { checkBounds, defaultStateOptions, defaultsOf, type NameOf, type OptionsOf, type OptionTable, optionTable, STATE_OPTIONS } from "../core/index.js";
+import {
+  checkBounds,
+  defaultStateOptions,
+  defaultsOf,
+  definedOf,
+  type NameOf,
+  type OptionsOf,
+  type OptionTable,
+  optionTable,
+  STATE_OPTIONS,
+} from "../core/index.js";
 import { LISTENER_OPTIONS, type ListenerOptions } from "../framing/http/listener-options.js";
 import { LOG_OPTIONS, type LogOptions } from "../server/logger.js";
 import { checkTls, TLS_OPTIONS, type TlsOptions } from "../server/tls-options.js";
@@ -10,27 +20,20 @@ import { srvUpstream } from "./upstream-discovery.js";
 /** UPSTREAM_OPTIONS say where a relay sends its calls, how long it holds them, and how it proves itself there. */
 export const UPSTREAM_OPTIONS = optionTable({
   upstream: {
-    flag: "upstream",
     kind: "string",
     default: "",
-    defaultHelp: "none: required",
-    help: "the server, or a cluster's members by their advertise URLs, comma-separated (http://10.0.0.1:18000,http://10.0.0.2:18000,...), or by a DNS SRV name that lists them, read again every 30 s (srv+https://_grpc._tcp.hf3fs-metadata-members.NS.svc.cluster.local: each record is a member at https://TARGET:PORT, as it advertises itself)",
   },
   holdMs: {
-    flag: "hold",
     kind: "duration",
     default: defaultLimitOptions.startupHoldMs,
-    help: "how long a call waits for the upstream to answer (failovers, restarts, elections) before UNAVAILABLE (503)",
   },
   upstreamTokenFile: {
-    flag: "upstream-token-file",
     kind: "string",
     default: "",
-    help: "file whose first line is the token the relay sends upstream as `authorization: Bearer` on every call",
   },
-  upstreamCa: { flag: "upstream-ca", kind: "string", default: "", defaultHelp: "the system's CAs", help: "PEM CA the relay trusts for https upstreams" },
-  upstreamCert: { flag: "upstream-cert", kind: "string", default: "", help: "PEM client certificate the relay presents upstream (mTLS)" },
-  upstreamKey: { flag: "upstream-key", kind: "string", default: "", help: "PEM private key of --upstream-cert" },
+  upstreamCa: { kind: "string", default: "" },
+  upstreamCert: { kind: "string", default: "" },
+  upstreamKey: { kind: "string", default: "" },
 });
 
 /** UpstreamOptions say where a relay sends its calls (UPSTREAM_OPTIONS). */
@@ -70,7 +73,7 @@ export const defaultRelayOptions: RelayOptions = Object.assign({}, ...RELAY_TABL
  * concern, and fills the buffers not given from the body limit; it throws
  * a RangeError naming (by `name`) the first option that breaks a rule.
  */
-export function resolveRelayOptions(options: RelayOptions, given: ReadonlySet<string>, name: NameOf): RelayOptions {
+function resolveRelayOptions(options: RelayOptions, given: ReadonlySet<string>, name: NameOf): RelayOptions {
   for (const table of RELAY_TABLES) checkBounds(table, options, name);
   checkUpstream(options, name);
   // The server's own bounds apply upstream; these are the defaults, so that a relay refuses at start what no default server takes.
@@ -79,6 +82,17 @@ export function resolveRelayOptions(options: RelayOptions, given: ReadonlySet<st
   checkTls(options, name);
   resolveBuffers(options, given, name);
   return options;
+}
+
+/**
+ * relayOptions is a relay's options: the defaults, then `given` (its
+ * fields left undefined keep their defaults), then the buffers derived
+ * from the body limit when not given, all checked (a RangeError names the
+ * option by `name`). The one place a relay's options get their defaults.
+ */
+export function relayOptions(given: Partial<RelayOptions>, name: NameOf = (field) => field): RelayOptions {
+  const defined = definedOf(given);
+  return resolveRelayOptions({ ...defaultRelayOptions, ...defined }, new Set(Object.keys(defined)), name);
 }
 
 /** checkUpstream throws unless the upstream is a list of http(s) URLs or one SRV name (srvUpstream), and a client certificate comes with its key. */

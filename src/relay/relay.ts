@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { GetStatsRequestSchema, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { ClientTls } from "../client/metadata-client.js";
-import { definedOf, MetadataError, NAMESPACE_COUNTERS, Reason } from "../core/index.js";
+import { MetadataError, NAMESPACE_COUNTERS, Reason } from "../core/index.js";
 import { HttpBodyReader } from "../framing/http/body-reader.js";
 import type { ListenerTls } from "../framing/http/dual-protocol-listener.js";
 import type { EarlyPort } from "../framing/http/early-port.js";
@@ -17,7 +17,7 @@ import { sglangRoutes } from "../service/json/sglang-routes.js";
 import { vllmRoutes } from "../service/json/vllm-routes.js";
 import { Lifecycle } from "../service/lifecycle.js";
 import { RelayMetrics } from "./relay-metrics.js";
-import { defaultRelayOptions, type RelayOptions } from "./relay-options.js";
+import type { RelayOptions } from "./relay-options.js";
 import { Upstream } from "./upstream.js";
 import { type ResolveSrv, srvUpstream, UpstreamDiscovery } from "./upstream-discovery.js";
 
@@ -27,24 +27,23 @@ const SHUTTING_DOWN = new MetadataError(Reason.SHUTTING_DOWN, "the relay is shut
 /** STATUS_STATS_MS bounds the status page's read of the upstream's stats. */
 const STATUS_STATS_MS = 2_000;
 
-/** RelayConfig is what a running relay needs: its options (defaults for those left out), its callers' security, and its own upstream. */
-export type RelayConfig = Partial<Omit<RelayOptions, "port">> &
-  Pick<RelayOptions, "upstream"> & {
-    /** port is the TCP port to bind (0: any free one), or a port bound already (EarlyPort: its owner logged "listening"). */
-    port: number | EarlyPort;
-    /** access decides which of the relay's callers may call (its own --auth-token-file); undefined: every caller. */
-    access?: AccessPolicy;
-    /** tls serves the relay's callers over TLS; undefined: cleartext. */
-    tls?: ListenerTls;
-    /** upstreamToken is sent upstream on every call; undefined: none. */
-    upstreamToken?: string;
-    /** upstreamTls is what the relay trusts and presents upstream. */
-    upstreamTls?: ClientTls;
-    /** resolveSrv reads an SRV name's records for an --upstream of the SRV form (node:dns's by default; tests give their own). */
-    resolveSrv?: ResolveSrv;
-    /** statusSampleMs is how often the status page's charts take a sample (STATUS_SAMPLE_MS; tests take them faster). */
-    statusSampleMs?: number;
-  };
+/** RelayParts are what a relay is built from beyond its options (which relayOptions resolves): its callers' security, and its own upstream's. */
+export interface RelayParts {
+  /** bound is the port bound already (its owner logged "listening"); undefined: bind the options' port (0: any free one). */
+  bound?: EarlyPort;
+  /** access decides which of the relay's callers may call (its own --auth-token-file); undefined: every caller. */
+  access?: AccessPolicy;
+  /** tls serves the relay's callers over TLS; undefined: cleartext. */
+  tls?: ListenerTls;
+  /** upstreamToken is sent upstream on every call; undefined: none. */
+  upstreamToken?: string;
+  /** upstreamTls is what the relay trusts and presents upstream. */
+  upstreamTls?: ClientTls;
+  /** resolveSrv reads an SRV name's records for an --upstream of the SRV form (node:dns's by default; tests give their own). */
+  resolveSrv?: ResolveSrv;
+  /** statusSampleMs is how often the status page's charts take a sample (STATUS_SAMPLE_MS; tests take them faster). */
+  statusSampleMs?: number;
+}
 
 /** RunningRelay is a relay that listens until closed. */
 export interface RunningRelay {
@@ -64,8 +63,7 @@ export interface RunningRelay {
  * same answers, errors and server ids as the server's. Its callers' calls
  * pass its own edge (tokens, limits, drain); the upstream does the rest.
  */
-export async function startRelay(config: RelayConfig, logger: Logger): Promise<RunningRelay> {
-  const options = { ...defaultRelayOptions, ...definedOf(config) };
+export async function startRelay(options: RelayOptions, parts: RelayParts, logger: Logger): Promise<RunningRelay> {
   const lifecycle = new Lifecycle();
   const metrics = new RelayMetrics();
   // Members named by a DNS SRV name: the relay starts on the name itself, which no call reaches, and takes the members as soon as the
@@ -74,20 +72,19 @@ export async function startRelay(config: RelayConfig, logger: Logger): Promise<R
   const upstream = new Upstream({
     urls: srv === undefined ? options.upstream : `${srv.scheme}://${srv.name}`,
     holdMs: options.holdMs,
-    token: config.upstreamToken,
-    tls: config.upstreamTls,
+    token: parts.upstreamToken,
+    tls: parts.upstreamTls,
     metrics,
   });
-  const discovery = srv && new UpstreamDiscovery(srv, (urls) => upstream.setUrls(urls), config.resolveSrv);
+  const discovery = srv && new UpstreamDiscovery(srv, (urls) => upstream.setUrls(urls), parts.resolveSrv);
   discovery?.run();
   const edge = new Edge({
     lifecycle,
     observe: metrics.observeCall.bind(metrics),
-    maxKeysPerCall: options.maxKeysPerCall,
-    maxBodyBytes: options.maxBodyBytes,
+    ...options,
     reader: new HttpBodyReader(options),
     startupHoldMs: 0, // the upstream holds calls (--hold)
-    access: config.access,
+    access: parts.access,
   });
   // The relay's page shows its upstream's namespaces, read through the upstream as any call is, but held only STATUS_STATS_MS:
   // when no server answers by then, the page says so (unreachable, no namespaces) instead of waiting out the hold.
@@ -116,13 +113,13 @@ export async function startRelay(config: RelayConfig, logger: Logger): Promise<R
       health: healthService(lifecycle, [MetadataService.typeName], undefined, upstream.reach),
       metrics: metrics.registry,
       sample: async () => ({ calls: await callCounts(metrics.calls), latency: {}, namespaces: [] }),
-      statusSampleMs: config.statusSampleMs,
+      statusSampleMs: parts.statusSampleMs,
       status,
-      access: config.access,
+      access: parts.access,
       metricsAuth: options.metricsAuth,
       shuttingDown: SHUTTING_DOWN,
     },
-    { ...options, port: config.port, tls: config.tls },
+    { ...options, port: parts.bound ?? options.port, tls: parts.tls },
     logger,
   );
   const { url, port } = surface;
@@ -133,6 +130,6 @@ export async function startRelay(config: RelayConfig, logger: Logger): Promise<R
       discovery?.stop();
       upstream.close();
     })());
-  logger.info({ url, upstream: options.upstream }, typeof config.port === "number" ? "listening" : "relaying");
+  logger.info({ url, upstream: options.upstream }, parts.bound === undefined ? "listening" : "relaying");
   return { url, port, close, reloadTls: surface.reloadTls };
 }

@@ -5,36 +5,28 @@ import type { StoreOptions } from "../store/store-options.js";
 /** CLUSTER_OPTIONS make the server a member of a highly available cluster on etcd (serve-member.ts), and secure its link to etcd. */
 export const CLUSTER_OPTIONS = optionTable({
   etcdEndpoints: {
-    flag: "etcd-endpoints",
     kind: "string",
     default: "",
-    help: "etcd client URLs (URL,URL,...): run as a member of a highly available cluster; empty: single-node",
   },
-  clusterName: { flag: "cluster-name", kind: "string", default: "default", help: "the cluster's name; its etcd keys live under /hf3fs-metadata/<name>/" },
+  clusterName: { kind: "string", default: "default" },
   advertiseUrl: {
-    flag: "advertise-url",
     kind: "string",
     default: "",
-    help: "URL at which clients and the other members reach this member (empty: the URL it listens on)",
   },
   standbyCalls: {
-    flag: "standby-calls",
     kind: "string",
     choices: ["forward", "refuse"],
     default: "forward",
-    help: "what a standby does with a call: forward it to the leader (holding it while none is known), or refuse it (NOT_LEADER naming the leader; the JSON routes answer 307) for clients that route themselves",
   },
   leaderLeaseMs: {
-    flag: "leader-lease",
     kind: "duration",
     default: 2_000,
-    help: "TTL of each member's etcd lease (whole seconds): how long a dead leader is waited for",
   },
-  etcdCa: { flag: "etcd-ca", kind: "string", default: "", help: "PEM CA that etcd's certificate must be signed by (https:// endpoints)" },
-  etcdCert: { flag: "etcd-cert", kind: "string", default: "", help: "PEM client certificate for etcd (its --client-cert-auth)" },
-  etcdKey: { flag: "etcd-key", kind: "string", default: "", help: "PEM private key of --etcd-cert" },
-  etcdUser: { flag: "etcd-user", kind: "string", default: "", help: "etcd user to log in as (etcd's auth)" },
-  etcdPasswordFile: { flag: "etcd-password-file", kind: "string", default: "", help: "file whose first line is --etcd-user's password" },
+  etcdCa: { kind: "string", default: "" },
+  etcdCert: { kind: "string", default: "" },
+  etcdKey: { kind: "string", default: "" },
+  etcdUser: { kind: "string", default: "" },
+  etcdPasswordFile: { kind: "string", default: "" },
 });
 
 /** ClusterOptions make the server a member of a cluster (CLUSTER_OPTIONS); etcdEndpoints "" runs single-node. */

@@ -7,11 +7,9 @@ export type { Logger };
 /** LOG_OPTIONS choose what the server logs. */
 export const LOG_OPTIONS = optionTable({
   logLevel: {
-    flag: "log-level",
     kind: "string",
     choices: ["fatal", "error", "warn", "info", "debug", "trace", "silent"],
     default: "info",
-    help: "fatal, error, warn, info, debug, trace or silent",
   },
 });
 

@@ -52,7 +52,8 @@ export async function serveMember({ options, security, port, stopped, logger }: 
   }
   const server = await startServer(
     member.ledger,
-    { ...options, ...security, peerTls, port, leadership: member.leadership, cluster: member, loads: member.loads },
+    options,
+    { ...security, peerTls, bound: port, leadership: member.leadership, cluster: member, loads: member.loads },
     logger,
   );
   member.start(advertiseUrlOf(options, server));

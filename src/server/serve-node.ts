@@ -26,7 +26,7 @@ export async function serveNode({ options, security, port, stopped, logger }: St
   const { durable } = opened;
   const store = durable ?? new MemoryStore();
   const loads = new CurrentLoad();
-  const server = await startServer({ state, store }, { ...options, ...security, port, starting: durable !== undefined, loads }, logger);
+  const server = await startServer({ state, store }, options, { ...security, bound: port, starting: durable !== undefined, loads }, logger);
   const loading = durable === undefined ? undefined : load(durable, state, server, logger, loads);
   if (durable === undefined) logger.info({ tookMs: 0 }, "ready"); // nothing to load
   return runUntilStopped(options, server, store, security.access, logger, stopped, loading);

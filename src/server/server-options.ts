@@ -1,4 +1,4 @@
-import { checkBounds, checkWatermarks, defaultsOf, type NameOf, type OptionTable, STATE_OPTIONS, type StateOptions } from "../core/index.js";
+import { checkBounds, checkWatermarks, defaultsOf, definedOf, type NameOf, type OptionTable, STATE_OPTIONS, type StateOptions } from "../core/index.js";
 import { LISTENER_OPTIONS, type ListenerOptions } from "../framing/http/listener-options.js";
 import { CLUSTER_OPTIONS, type ClusterOptions, checkCluster } from "../replication/cluster-options.js";
 import { ACCESS_OPTIONS, type AccessOptions, checkAccess } from "../service/access-options.js";
@@ -50,10 +50,22 @@ export const defaultServerOptions: ServerOptions = Object.assign({}, ...OPTION_G
  * given, and throws a RangeError naming (by `name`) the first option that
  * breaks a rule of its concern.
  */
-export function resolveServerOptions(options: ServerOptions, given: ReadonlySet<string>, name: NameOf): ServerOptions {
+function resolveServerOptions(options: ServerOptions, given: ReadonlySet<string>, name: NameOf): ServerOptions {
   for (const { table, check } of OPTION_GROUPS) {
     checkBounds(table, options, name);
     check?.(options, name, given);
   }
   return options;
+}
+
+/**
+ * serverOptions is a server's options: the defaults, then `given` (its
+ * fields left undefined keep their defaults), then the options derived
+ * from others not given, all checked (resolveServerOptions; a RangeError
+ * names the option by `name`). The one place a server's options get their
+ * defaults, for the command line and for a library's caller alike.
+ */
+export function serverOptions(given: Partial<ServerOptions> = {}, name: NameOf = (field) => field): ServerOptions {
+  const defined = definedOf(given);
+  return resolveServerOptions({ ...defaultServerOptions, ...defined }, new Set(Object.keys(defined)), name);
 }

@@ -1,27 +1,23 @@
 import { ReplicationService } from "../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { definedOf, MetadataError, Reason } from "../core/index.js";
+import { MetadataError, Reason } from "../core/index.js";
 import { GrpcUnaryFastPath } from "../framing/grpc/grpc-unary-fast-path.js";
 import { HttpBodyReader } from "../framing/http/body-reader.js";
 import type { ListenerTls } from "../framing/http/dual-protocol-listener.js";
 import type { EarlyPort } from "../framing/http/early-port.js";
-import type { ListenerOptions } from "../framing/http/listener-options.js";
 import { callNameOf } from "../framing/json/json-router.js";
 import { ENVELOPE_BYTES } from "../protocol/envelope.js";
 import type { PeerTls } from "../protocol/peer-tls.js";
-import type { ClusterOptions } from "../replication/cluster-options.js";
 import { type ReplicationSource, replicationService } from "../replication/replication-service.js";
 import type { AccessPolicy } from "../service/access-policy.js";
 import { BackgroundEviction } from "../service/background-eviction.js";
 import { Edge } from "../service/edge.js";
 import { healthService } from "../service/health-service.js";
 import { sglangRoutes } from "../service/json/sglang-routes.js";
-import type { VllmOptions } from "../service/json/vllm-options.js";
 import { vllmRoutes } from "../service/json/vllm-routes.js";
 import type { Leadership } from "../service/leadership.js";
 import { commit, type Ledger } from "../service/ledger.js";
 import { Lifecycle } from "../service/lifecycle.js";
-import { bufferedBytesFor, type LimitOptions } from "../service/limit-options.js";
 import { type LagSampler, LoadShedder, loopLagSampler } from "../service/load-shedder.js";
 import { localCalls, metadataService } from "../service/metadata-service.js";
 import type { CurrentLoad } from "../store/load-progress.js";
@@ -30,24 +26,19 @@ import type { Logger } from "./logger.js";
 import { type ClusterView, callCounts, Metrics } from "./metrics.js";
 import { RefusalLog } from "./refusal-log.js";
 import { requestHandler } from "./request-handler.js";
-import { defaultServerOptions } from "./server-options.js";
+import type { ServerOptions } from "./server-options.js";
 import { serverStatus, statusNamespaces } from "./status-view.js";
 import { listen } from "./surface.js";
 
 /**
- * ServerConfig is what a running server needs beyond its ledger: the
- * options of its listener, its limits and its vLLM routes (every one left
- * out takes the default of `serve`, defaultServerOptions, so that a server
- * started in a test runs with the documented limits; the buffers default
- * from maxBodyBytes, bufferedBytesFor), and what the serve command built.
+ * ServerParts are what a server is built from beyond its options (which
+ * serverOptions resolves): what the serve command read and built.
  */
-export type ServerConfig = Partial<Omit<ListenerOptions, "port"> & LimitOptions & VllmOptions & Pick<ClusterOptions, "standbyCalls">> & {
-  /** port is the TCP port to bind (0: any free one), or a port bound already (EarlyPort: its owner logged "listening"). */
-  port: number | EarlyPort;
+export interface ServerParts {
+  /** bound is the port bound already (its owner logged "listening"); undefined: bind the options' port (0: any free one). */
+  bound?: EarlyPort;
   /** access decides which calls may run (token files); undefined: every call. */
   access?: AccessPolicy;
-  /** metricsAuth makes GET /metrics need a known token (with access). */
-  metricsAuth?: boolean;
   /** peerTls is how a standby reaches its leader over TLS to forward calls (a cluster member with tls). */
   peerTls?: PeerTls;
   /** tls serves every protocol over TLS with this certificate (and requires client certificates signed by its clientCa); undefined: cleartext. */
@@ -70,7 +61,7 @@ export type ServerConfig = Partial<Omit<ListenerOptions, "port"> & LimitOptions 
   loads?: CurrentLoad;
   /** statusSampleMs is how often the status page's charts take a sample (STATUS_SAMPLE_MS; tests take them faster). */
   statusSampleMs?: number;
-};
+}
 
 /** RunningServer is a server that listens until closed. */
 export interface RunningServer {
@@ -97,11 +88,11 @@ const SHUTTING_DOWN = new MetadataError(Reason.SHUTTING_DOWN, "the server is shu
  * Prometheus metrics on GET /metrics. Every MetadataService call and JSON
  * route goes through one Edge.
  */
-export async function startServer(ledger: Ledger, config: ServerConfig, logger: Logger): Promise<RunningServer> {
-  const lifecycle = new Lifecycle(config.starting);
-  const lag = config.overloadLagMs && config.sampleLag === undefined ? loopLagSampler() : undefined;
-  const shedder = config.overloadLagMs ? new LoadShedder(config.overloadLagMs, config.sampleLag ?? lag!.sample) : undefined;
-  const metrics = new Metrics(() => ledger.state, undefined, shedder, config.cluster);
+export async function startServer(ledger: Ledger, options: ServerOptions, parts: ServerParts, logger: Logger): Promise<RunningServer> {
+  const lifecycle = new Lifecycle(parts.starting);
+  const lag = options.overloadLagMs && parts.sampleLag === undefined ? loopLagSampler() : undefined;
+  const shedder = options.overloadLagMs ? new LoadShedder(options.overloadLagMs, parts.sampleLag ?? lag!.sample) : undefined;
+  const metrics = new Metrics(() => ledger.state, undefined, shedder, parts.cluster);
   const serverId = ledger.store.serverId;
   // The state is read at each use: a cluster member gets a new one each time it starts leading.
   const measured: Ledger = {
@@ -110,12 +101,11 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     },
     store: metrics.instrument(ledger.store),
   };
-  const serving = () => !lifecycle.starting && lifecycle.refusal === undefined && config.leadership?.refusal === undefined;
+  const serving = () => !lifecycle.starting && lifecycle.refusal === undefined && parts.leadership?.refusal === undefined;
   const eviction = new BackgroundEviction(measured, serving);
   const instrumented = eviction.ledger;
   const observe = metrics.observeCall.bind(metrics);
-  const limits = { ...defaultServerOptions, ...bufferedBytesFor(config.maxBodyBytes ?? defaultServerOptions.maxBodyBytes), ...definedOf(config) };
-  const { access } = config;
+  const { access } = parts;
   const refusalLog = new RefusalLog(logger);
   const edge = new Edge({
     ledger: instrumented,
@@ -123,12 +113,11 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     serverId,
     observe,
     refused: refusalLog.note.bind(refusalLog),
-    maxBodyBytes: limits.maxBodyBytes,
-    reader: new HttpBodyReader(limits),
+    ...options,
+    reader: new HttpBodyReader(options),
     access,
     shedder,
-    leadership: config.leadership,
-    startupHoldMs: limits.startupHoldMs,
+    leadership: parts.leadership,
   });
   const failed = ledger.store.failed.then((error) => {
     lifecycle.refuse(error instanceof MetadataError ? error : new MetadataError(Reason.STORE_UNAVAILABLE, error.message));
@@ -136,17 +125,17 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
   });
 
   const service = metadataService(ledger, serverId);
-  const routes = [...vllmRoutes({ worldSize: limits.vllmWorldSize, namespace: limits.vllmNamespace }), ...sglangRoutes];
+  const routes = [...vllmRoutes({ worldSize: options.vllmWorldSize, namespace: options.vllmNamespace }), ...sglangRoutes];
   // A standby passes calls to its leader unless told to refuse them (--standby-calls).
   const forward =
-    config.leadership !== undefined && limits.standbyCalls === "forward"
+    parts.leadership !== undefined && options.standbyCalls === "forward"
       ? new LeaderForward(
-          config.leadership,
-          limits.startupHoldMs,
-          limits.maxBodyBytes + ENVELOPE_BYTES,
-          limits,
+          parts.leadership,
+          options.startupHoldMs,
+          options.maxBodyBytes + ENVELOPE_BYTES,
+          options,
           (req) => edge.admitsToken(callNameOf(req.url ?? "/", routes), req),
-          config.peerTls,
+          parts.peerTls,
         )
       : undefined;
   const surface = await listen(
@@ -155,21 +144,21 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
       metadata: service,
       calls: localCalls(service),
       routes,
-      redirect: limits.standbyCalls === "refuse",
-      health: healthService(lifecycle, [MetadataService.typeName], shedder, config.leadership),
+      redirect: options.standbyCalls === "refuse",
+      health: healthService(lifecycle, [MetadataService.typeName], shedder, parts.leadership),
       more: (router) => {
-        if (config.cluster !== undefined) router.service(ReplicationService, replicationService(config.cluster));
+        if (parts.cluster !== undefined) router.service(ReplicationService, replicationService(parts.cluster));
       },
       front: (services) => requestHandler(serverId, new GrpcUnaryFastPath(service, edge), services, forward),
       metrics: metrics.registry,
       sample: async () => ({ calls: await callCounts(metrics.calls), latency: await metrics.latencyBuckets(), namespaces: statusNamespaces(ledger.state) }),
-      statusSampleMs: config.statusSampleMs,
-      status: async (url, history) => serverStatus(url, serverId, ledger.state, await callCounts(metrics.calls), config.cluster, config.loads?.status, history),
+      statusSampleMs: parts.statusSampleMs,
+      status: async (url, history) => serverStatus(url, serverId, ledger.state, await callCounts(metrics.calls), parts.cluster, parts.loads?.status, history),
       access,
-      metricsAuth: config.metricsAuth === true,
+      metricsAuth: options.metricsAuth,
       shuttingDown: SHUTTING_DOWN,
     },
-    { ...limits, port: config.port, tls: config.tls },
+    { ...options, port: parts.bound ?? options.port, tls: parts.tls },
     logger,
   );
   const { url, port } = surface;
@@ -179,7 +168,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
     if (lifecycle.starting) return; // the state is still loading
     ledger.state.expire();
     commit(instrumented).catch(() => undefined); // a failure resolves ledger.store.failed
-  }, config.expireIntervalMs ?? 1_000);
+  }, parts.expireIntervalMs ?? 1_000);
   expiry.unref();
 
   let closing: Promise<void> | undefined;
@@ -192,7 +181,7 @@ export async function startServer(ledger: Ledger, config: ServerConfig, logger: 
       lag?.stop();
     })());
   // A server that listened before loading its state takes calls now, but holds them until "ready": say so, not "serving".
-  const taking = config.starting ? "taking calls: they wait until the state is loaded (ready)" : "serving";
-  logger.info({ url, serverId }, typeof config.port === "number" ? "listening" : taking);
+  const taking = parts.starting ? "taking calls: they wait until the state is loaded (ready)" : "serving";
+  logger.info({ url, serverId }, parts.bound === undefined ? "listening" : taking);
   return { url, port, lifecycle, close, failed, reloadTls: surface.reloadTls };
 }

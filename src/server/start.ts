@@ -3,7 +3,7 @@ import { isInternalCommitRejection, LmdbStore } from "../store/lmdb-store.js";
 import { logProgress } from "../store/load-progress.js";
 import { tolerateKnownRejections } from "./known-rejections.js";
 import { type Logger, logMigration } from "./logger.js";
-import type { ServerConfig } from "./server.js";
+import type { ServerParts } from "./server.js";
 import type { ServerOptions } from "./server-options.js";
 
 /**
@@ -13,7 +13,7 @@ import type { ServerOptions } from "./server-options.js";
  */
 export interface Start {
   options: ServerOptions;
-  security: Pick<ServerConfig, "access" | "tls">;
+  security: Pick<ServerParts, "access" | "tls">;
   port: EarlyPort;
   stopped: Promise<NodeJS.Signals>;
   logger: Logger;

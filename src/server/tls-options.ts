@@ -3,13 +3,11 @@ import { type NameOf, type OptionsOf, optionTable } from "../core/index.js";
 /** TLS_OPTIONS are the PEM files of TLS on the port (tls-files.ts reads them). */
 export const TLS_OPTIONS = optionTable({
   tlsCert: {
-    flag: "tls-cert",
     kind: "string",
     default: "",
-    help: "PEM certificate (chain) of TLS on the port, for every protocol; re-read on SIGHUP",
   },
-  tlsKey: { flag: "tls-key", kind: "string", default: "", help: "PEM private key of --tls-cert" },
-  tlsClientCa: { flag: "tls-client-ca", kind: "string", default: "", help: "PEM CA that client certificates must be signed by (mTLS)" },
+  tlsKey: { kind: "string", default: "" },
+  tlsClientCa: { kind: "string", default: "" },
 });
 
 /** TlsOptions are the PEM files of TLS on the port; "" for cleartext (TLS_OPTIONS). */

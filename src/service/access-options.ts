@@ -4,24 +4,18 @@ import { optionTable } from "../core/index.js";
 /** ACCESS_OPTIONS name the token files that decide who may call (AccessPolicy). */
 export const ACCESS_OPTIONS = optionTable({
   authTokenFile: {
-    flag: "auth-token-file",
     kind: "string",
     default: "",
-    help: "file of tokens (one per line) that every call needs; re-read on SIGHUP",
   },
   adminTokenFile: {
-    flag: "admin-token-file",
     kind: "string",
     default: "",
-    help: "file of tokens that Clear, DeleteKeys, DropRank, ResetNamespace and the JSON clear/delete/drop/reset routes need (they may do everything); re-read on SIGHUP",
   },
   clearTokenFile: {
-    flag: "clear-token-file",
     kind: "string",
     default: "",
-    help: "file of tokens that may make every worker call and Clear, DeleteKeys and the JSON clear/delete routes, but not DropRank or ResetNamespace (for a relay that passes engines' clear on); re-read on SIGHUP",
   },
-  metricsAuth: { flag: "metrics-auth", kind: "boolean", default: false, help: "GET /metrics needs a token too" },
+  metricsAuth: { kind: "boolean", default: false },
 });
 
 /** AccessOptions name the token files (ACCESS_OPTIONS). */

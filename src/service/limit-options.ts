@@ -23,45 +23,30 @@ const DEFAULT_BODY_BYTES = maxBodyBytesFor(defaultStateOptions);
 /** LIMIT_OPTIONS bound what the edge admits: bodies, the bytes held, the time to receive, the wait for a state, overload. */
 export const LIMIT_OPTIONS = optionTable({
   maxBodyBytes: {
-    flag: "max-body-bytes",
     kind: "integer",
     min: 1,
     default: DEFAULT_BODY_BYTES,
-    defaultHelp: `${DEFAULT_BODY_BYTES}, what the largest call within the key limits needs`,
-    help: "bytes per request body at most",
   },
   maxBufferedBytes: {
-    flag: "max-buffered-bytes",
     kind: "integer",
     default: bufferedBytesFor(DEFAULT_BODY_BYTES).maxBufferedBytes,
-    defaultHelp: "4 bodies at --max-body-bytes",
-    help: "bytes of requests not yet served (bodies, decompressed messages) the server holds at most",
   },
   maxBufferedBytesPerConnection: {
-    flag: "max-buffered-bytes-per-connection",
     kind: "integer",
     default: bufferedBytesFor(DEFAULT_BODY_BYTES).maxBufferedBytesPerConnection,
-    defaultHelp: "1 body at --max-body-bytes",
-    help: "bytes of unfinished request bodies one connection holds at most",
   },
   requestTimeoutMs: {
-    flag: "request-timeout",
     kind: "duration",
     min: 1,
     default: 60_000,
-    help: "time to receive a request's headers and body; slower senders are cut",
   },
   startupHoldMs: {
-    flag: "startup-hold",
     kind: "duration",
     default: 60_000,
-    help: "how long a call waits while the state loads or no cluster leader is known, before UNAVAILABLE; 0: no wait",
   },
   overloadLagMs: {
-    flag: "overload-lag",
     kind: "duration",
     default: 0,
-    help: "shed new calls (UNAVAILABLE, REASON_OVERLOADED) while the event loop is more than this behind; 0: never",
   },
 });
 

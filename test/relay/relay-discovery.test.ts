@@ -3,7 +3,7 @@ import type { SrvRecord } from "node:dns";
 import { Resolver } from "node:dns/promises";
 import { describe, expect, it } from "vitest";
 import { createMetadataClient } from "../../src/client/index.js";
-import { defaultRelayOptions, resolveRelayOptions } from "../../src/relay/relay-options.js";
+import { relayOptions } from "../../src/relay/relay-options.js";
 import { srvUpstream, UpstreamDiscovery } from "../../src/relay/upstream-discovery.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
@@ -24,7 +24,7 @@ describe("an --upstream of the SRV form", () => {
   });
 
   it("is what relay takes at start, as a list of URLs is; anything else is refused, naming the flag", () => {
-    const resolve = (upstream: string) => resolveRelayOptions({ ...defaultRelayOptions, upstream }, new Set(), (field) => `--${field}`);
+    const resolve = (upstream: string) => relayOptions({ upstream }, (field) => `--${field}`);
     expect(resolve("srv+https://_grpc._tcp.m.ns.svc.cluster.local").upstream).toBe("srv+https://_grpc._tcp.m.ns.svc.cluster.local");
     expect(() => resolve("srv+https://a,srv+https://b")).toThrow(/--upstream takes http:\/\/ or https:\/\/ URLs of servers, or one srv\+https:\/\//);
   });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createMetadataClient } from "../../src/client/index.js";
-import { defaultRelayOptions, resolveRelayOptions } from "../../src/relay/relay-options.js";
+import { defaultRelayOptions, relayOptions } from "../../src/relay/relay-options.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, startServer, waitForLeader } from "../support/ha-cluster.js";
@@ -81,6 +81,6 @@ describe("one relay per model, each with its own namespace (--vllm-namespace)", 
 
   it("refuses at start a namespace the server could not keep, naming the flag", () => {
     const options = { ...defaultRelayOptions, upstream: "http://127.0.0.1:1", vllmNamespace: "a\u001fb" };
-    expect(() => resolveRelayOptions(options, new Set(), (field) => `--${field}`)).toThrow(/--vllmNamespace: namespace must not hold U\+001F/);
+    expect(() => relayOptions(options, (field) => `--${field}`)).toThrow(/--vllmNamespace: namespace must not hold U\+001F/);
   });
 });

@@ -5,11 +5,10 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { LeaderForward } from "../../src/server/leader-forward.js";
-import type { ServerConfig } from "../../src/server/server.js";
 import { AccessPolicy } from "../../src/service/access-policy.js";
 import { Leadership } from "../../src/service/leadership.js";
 import { tempDir } from "../support/temp-dir.js";
-import { freePort, startTestServer } from "../support/test-server.js";
+import { freePort, startTestServer, type TestServerConfig } from "../support/test-server.js";
 
 const LIMITS = { maxBufferedBytes: 1 << 20, maxBufferedBytesPerConnection: 1 << 20, requestTimeoutMs: 60_000 };
 const closing: (() => void)[] = [];
@@ -97,7 +96,7 @@ describe("a standby's forwarding of calls (LeaderForward)", () => {
 
 describe("a standby that forwards, before it forwards anything", () => {
   /** pair starts a leader and a standby forwarding to it, both taking the worker token in `dir`. */
-  async function pair(config: Partial<ServerConfig> = {}) {
+  async function pair(config: TestServerConfig = {}) {
     const dir = tempDir();
     writeFileSync(join(dir, "tokens"), "worker-secret\n");
     const access = new AccessPolicy({ workerTokenFile: join(dir, "tokens") });

@@ -129,7 +129,12 @@ describe("status and status.json while a server loads", () => {
       const tokens = join(dir, "tokens");
       writeFileSync(tokens, "status-token\n");
       const tls = { cert: readFileSync(certs.serverCert), key: readFileSync(certs.serverKey) };
-      const server = await startTestServer({}, undefined, 0, { tls, access: new AccessPolicy({ workerTokenFile: tokens }), metricsAuth: true });
+      const server = await startTestServer({}, undefined, 0, {
+        tls,
+        access: new AccessPolicy({ workerTokenFile: tokens }),
+        authTokenFile: tokens,
+        metricsAuth: true,
+      });
       const secured = ["--server", server.url, "--ca-file", certs.ca];
       expect(await status(...secured, "--token-file", tokens)).toEqual({
         code: 0,

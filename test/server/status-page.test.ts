@@ -167,7 +167,7 @@ describe.skipIf(missing !== "")("the status page in a real browser (headless chr
     const file = join(tempDir(), "tokens");
     writeFileSync(file, "page-secret\n");
     const access = new AccessPolicy({ workerTokenFile: file });
-    const server = await startTestServer({}, undefined, 0, { access, metricsAuth: true });
+    const server = await startTestServer({}, undefined, 0, { access, authTokenFile: file, metricsAuth: true });
     expect((await fetch(`${server.url}/`)).status).toBe(401);
     expect((await fetch(`${server.url}/status.json`, { headers: { authorization: "Bearer page-secret" } })).status).toBe(200);
     const dom = await chromium(`${server.url}/?token=page-secret`, 3_000, "--dump-dom");

@@ -4,17 +4,12 @@ import { type NameOf, namespaceName, type OptionsOf, optionTable } from "../../c
 /** VLLM_OPTIONS shape the namespaces vLLM's routes create (vllm-routes.ts). */
 export const VLLM_OPTIONS = optionTable({
   vllmWorldSize: {
-    flag: "vllm-world-size",
     kind: "integer",
     default: 0,
-    help: "world_size of the namespaces vLLM's routes create (its tensor-parallel size): a rank at or above it is refused; 0: every rank initialized counts",
   },
   vllmNamespace: {
-    flag: "vllm-namespace",
     kind: "string",
     default: "",
-    defaultHelp: "kv, and vLLM's /clear clears every namespace",
-    help: "the namespace of vLLM's calls (vLLM names none): one per model, so that models of other sizes share a server; vLLM's /clear and /reset then act on it alone. A body that names a namespace keeps it",
   },
 });
 

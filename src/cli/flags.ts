@@ -1,0 +1,110 @@
+import type { RelayOptions } from "../relay/relay-options.js";
+import { defaultServerOptions, type ServerOptions } from "../server/server-options.js";
+
+/** Flag is how the command line names an option and what its help says of it. */
+export interface Flag {
+  /** flag names it on the command line (--flag) and in the environment (HF3FS_METADATA_FLAG). */
+  readonly flag: string;
+  readonly help: string;
+  /** defaultHelp is how help words the default where its value alone does not say it (e.g. "the system's CAs"). */
+  readonly defaultHelp?: string;
+}
+
+/**
+ * FLAGS are the flags of `serve` and `relay`, by the option each sets: the
+ * command line's vocabulary, kept here, apart from the options' meaning,
+ * defaults and bounds (each concern's table). An option without a flag
+ * does not compile.
+ */
+export const FLAGS: { readonly [F in keyof ServerOptions | keyof RelayOptions]: Flag } = {
+  host: { flag: "host", help: "address to listen on" },
+  port: { flag: "port", help: "TCP port (0: any free port)" },
+  maxConnections: { flag: "max-connections", help: "connections at once at most; more are closed as they come" },
+  maxStreamsPerConnection: { flag: "max-streams-per-connection", help: "concurrent HTTP/2 streams (calls) per connection at most" },
+  idleTimeoutMs: { flag: "idle-timeout", help: "a connection without a call in flight this long is closed" },
+  http2KeepaliveMs: { flag: "http2-keepalive", help: "an HTTP/2 connection silent this long is pinged, and closed unless it answers within as long again" },
+  shutdownTimeoutMs: { flag: "shutdown-timeout", help: "how long shutdown waits for calls in flight" },
+  dataDir: { flag: "data-dir", help: "directory of the durable store" },
+  inMemory: { flag: "in-memory", help: "keep state in memory only (lost on exit)" },
+  lockWaitMs: {
+    flag: "lock-wait",
+    help: "how long to wait for another process to release the data dir (a restart's previous one, still draining); calls wait at the port meanwhile; 0: refuse at once",
+  },
+  reservationTtlMs: { flag: "reservation-ttl", help: "how long a reserved page waits for ConfirmWrite" },
+  readLeaseTtlMs: { flag: "read-lease-ttl", help: "how long GetLocations protects a key from eviction and its pages from reuse" },
+  incompleteTtlMs: { flag: "incomplete-ttl", help: "how long a key may stay confirmed on only some ranks before its pages are reclaimed" },
+  maxKeysPerCall: { flag: "max-keys-per-call", help: "keys (and pages) per call at most" },
+  maxKeyBytes: { flag: "max-key-bytes", help: "UTF-8 bytes per key and per namespace name at most" },
+  maxRanksPerNamespace: { flag: "max-ranks-per-namespace", help: "ranks per namespace at most (and so world_size)" },
+  maxNamespaces: { flag: "max-namespaces", help: "namespaces per server at most" },
+  eviction: { flag: "eviction", help: "what makes room: prefix (keys no prefix match reaches, then leaves, then LRU) or lru (plain LRU)" },
+  evictHighWatermark: { flag: "evict-high-watermark", help: "a rank with more than this fraction of its pages held is evicted in the background (1: never)" },
+  evictLowWatermark: { flag: "evict-low-watermark", help: "the fraction of held pages background eviction brings a rank down to" },
+  vllmWorldSize: {
+    flag: "vllm-world-size",
+    help: "world_size of the namespaces vLLM's routes create (its tensor-parallel size): a rank at or above it is refused; 0: every rank initialized counts",
+  },
+  vllmNamespace: {
+    flag: "vllm-namespace",
+    help: "the namespace of vLLM's calls (vLLM names none): one per model, so that models of other sizes share a server; vLLM's /clear and /reset then act on it alone. A body that names a namespace keeps it",
+    defaultHelp: "kv, and vLLM's /clear clears every namespace",
+  },
+  maxBodyBytes: {
+    flag: "max-body-bytes",
+    help: "bytes per request body at most",
+    defaultHelp: `${defaultServerOptions.maxBodyBytes}, what the largest call within the key limits needs`,
+  },
+  maxBufferedBytes: {
+    flag: "max-buffered-bytes",
+    help: "bytes of requests not yet served (bodies, decompressed messages) the server holds at most",
+    defaultHelp: "4 bodies at --max-body-bytes",
+  },
+  maxBufferedBytesPerConnection: {
+    flag: "max-buffered-bytes-per-connection",
+    help: "bytes of unfinished request bodies one connection holds at most",
+    defaultHelp: "1 body at --max-body-bytes",
+  },
+  requestTimeoutMs: { flag: "request-timeout", help: "time to receive a request's headers and body; slower senders are cut" },
+  startupHoldMs: { flag: "startup-hold", help: "how long a call waits while the state loads or no cluster leader is known, before UNAVAILABLE; 0: no wait" },
+  overloadLagMs: { flag: "overload-lag", help: "shed new calls (UNAVAILABLE, REASON_OVERLOADED) while the event loop is more than this behind; 0: never" },
+  authTokenFile: { flag: "auth-token-file", help: "file of tokens (one per line) that every call needs; re-read on SIGHUP" },
+  adminTokenFile: {
+    flag: "admin-token-file",
+    help: "file of tokens that Clear, DeleteKeys, DropRank, ResetNamespace and the JSON clear/delete/drop/reset routes need (they may do everything); re-read on SIGHUP",
+  },
+  clearTokenFile: {
+    flag: "clear-token-file",
+    help: "file of tokens that may make every worker call and Clear, DeleteKeys and the JSON clear/delete routes, but not DropRank or ResetNamespace (for a relay that passes engines' clear on); re-read on SIGHUP",
+  },
+  metricsAuth: { flag: "metrics-auth", help: "GET /metrics needs a token too" },
+  tlsCert: { flag: "tls-cert", help: "PEM certificate (chain) of TLS on the port, for every protocol; re-read on SIGHUP" },
+  tlsKey: { flag: "tls-key", help: "PEM private key of --tls-cert" },
+  tlsClientCa: { flag: "tls-client-ca", help: "PEM CA that client certificates must be signed by (mTLS)" },
+  logLevel: { flag: "log-level", help: "fatal, error, warn, info, debug, trace or silent" },
+  etcdEndpoints: { flag: "etcd-endpoints", help: "etcd client URLs (URL,URL,...): run as a member of a highly available cluster; empty: single-node" },
+  clusterName: { flag: "cluster-name", help: "the cluster's name; its etcd keys live under /hf3fs-metadata/<name>/" },
+  advertiseUrl: { flag: "advertise-url", help: "URL at which clients and the other members reach this member (empty: the URL it listens on)" },
+  standbyCalls: {
+    flag: "standby-calls",
+    help: "what a standby does with a call: forward it to the leader (holding it while none is known), or refuse it (NOT_LEADER naming the leader; the JSON routes answer 307) for clients that route themselves",
+  },
+  leaderLeaseMs: { flag: "leader-lease", help: "TTL of each member's etcd lease (whole seconds): how long a dead leader is waited for" },
+  etcdCa: { flag: "etcd-ca", help: "PEM CA that etcd's certificate must be signed by (https:// endpoints)" },
+  etcdCert: { flag: "etcd-cert", help: "PEM client certificate for etcd (its --client-cert-auth)" },
+  etcdKey: { flag: "etcd-key", help: "PEM private key of --etcd-cert" },
+  etcdUser: { flag: "etcd-user", help: "etcd user to log in as (etcd's auth)" },
+  etcdPasswordFile: { flag: "etcd-password-file", help: "file whose first line is --etcd-user's password" },
+  upstream: {
+    flag: "upstream",
+    help: "the server, or a cluster's members by their advertise URLs, comma-separated (http://10.0.0.1:18000,http://10.0.0.2:18000,...), or by a DNS SRV name that lists them, read again every 30 s (srv+https://_grpc._tcp.hf3fs-metadata-members.NS.svc.cluster.local: each record is a member at https://TARGET:PORT, as it advertises itself)",
+    defaultHelp: "none: required",
+  },
+  holdMs: { flag: "hold", help: "how long a call waits for the upstream to answer (failovers, restarts, elections) before UNAVAILABLE (503)" },
+  upstreamTokenFile: {
+    flag: "upstream-token-file",
+    help: "file whose first line is the token the relay sends upstream as `authorization: Bearer` on every call",
+  },
+  upstreamCa: { flag: "upstream-ca", help: "PEM CA the relay trusts for https upstreams", defaultHelp: "the system's CAs" },
+  upstreamCert: { flag: "upstream-cert", help: "PEM client certificate the relay presents upstream (mTLS)" },
+  upstreamKey: { flag: "upstream-key", help: "PEM private key of --upstream-cert" },
+};
