@@ -456,6 +456,23 @@ export class MetadataState {
     return statsPage(this.registry, after, size);
   }
 
+  /**
+   * peekStats reports every namespace as it stands, in the order they were
+   * made, processing nothing that is due: what a scrape or the status page
+   * reads, which must not change the state (a change is shown once
+   * durable, and only a call or the expiry commits one).
+   */
+  peekStats(): NamespaceStatsView[] {
+    const named = new Set<string>();
+    const views: NamespaceStatsView[] = [];
+    for (const ns of this.namespaces.values()) {
+      if (named.has(ns.label)) continue; // a part of a namespace of KEY_SCOPE_RANK, reported with its first
+      named.add(ns.label);
+      views.push(statsOf(this.registry.parts(ns.label)));
+    }
+    return views;
+  }
+
   /** expire processes every deadline that is due: expired reservations, stale incomplete keys, ended drains. */
   expire(): void {
     this.registry.expire();

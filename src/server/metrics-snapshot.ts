@@ -1,5 +1,5 @@
-import type { MetadataState } from "../core/index.js";
-import { addCounts, type NamespaceCounts } from "../core/index.js";
+import type { MetadataState, NamespaceStatsView } from "../core/index.js";
+import { addCounts, NAMESPACE_COUNTERS, type NamespaceCounts } from "../core/index.js";
 
 /** OTHER is the namespace label of the namespaces summed together, and the rank label of their ranks. */
 export const OTHER = "_other";
@@ -41,27 +41,18 @@ export function metricsSnapshot(state: MetadataState, limits: MetricsLimits = ME
   const series: NamespaceSeries[] = [];
   let other: NamespaceSeries | undefined;
   let ranksLeft = limits.ranks;
-  // A namespace of KEY_SCOPE_RANK is one namespace per rank inside: each adds to its namespace's one series.
-  const named = new Map<string, NamespaceSeries>();
-  for (const ns of state.namespaceViews.values()) {
-    const same = named.get(ns.label);
-    if ((same !== undefined || series.length < limits.namespaces) && ns.ranks.size <= ranksLeft) {
-      ranksLeft -= ns.ranks.size;
-      const ranks = [...ns.ranks.values()].map((r) => ({ rank: String(r.rank), free: r.freePages, reserved: r.reservedPages, used: r.usedPages }));
-      if (same !== undefined) {
-        addCounts(same.counts, ns.counts());
-        same.ranks.push(...ranks);
-        continue;
-      }
-      const one = { namespace: ns.label, counts: ns.counts(), ranks };
-      named.set(ns.label, one);
-      series.push(one);
+  for (const view of state.peekStats()) {
+    const counts = countsOf(view);
+    if (series.length < limits.namespaces && view.ranks.length <= ranksLeft) {
+      ranksLeft -= view.ranks.length;
+      const ranks = view.ranks.map((r) => ({ rank: String(r.rank), free: r.freePages, reserved: r.reservedPages, used: r.usedPages }));
+      series.push({ namespace: view.namespace, counts, ranks });
       continue;
     }
-    other ??= { namespace: OTHER, counts: zeroCounts(ns.counts()), ranks: [{ rank: OTHER, free: 0, reserved: 0, used: 0 }] };
-    addCounts(other.counts, ns.counts());
+    other ??= { namespace: OTHER, counts: zeroCounts(counts), ranks: [{ rank: OTHER, free: 0, reserved: 0, used: 0 }] };
+    addCounts(other.counts, counts);
     const pages = other.ranks[0]!;
-    for (const r of ns.ranks.values()) {
+    for (const r of view.ranks) {
       pages.free += r.freePages;
       pages.reserved += r.reservedPages;
       pages.used += r.usedPages;
@@ -69,6 +60,11 @@ export function metricsSnapshot(state: MetadataState, limits: MetricsLimits = ME
   }
   if (other !== undefined) series.push(other);
   return series;
+}
+
+/** countsOf is a namespace's NAMESPACE_COUNTERS, from its stats. */
+function countsOf(view: NamespaceStatsView): NamespaceCounts {
+  return Object.fromEntries(NAMESPACE_COUNTERS.map(({ field }) => [field, view[field]])) as NamespaceCounts;
 }
 
 function zeroCounts(like: NamespaceCounts): NamespaceCounts {

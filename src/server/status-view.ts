@@ -74,7 +74,10 @@ export async function serverStatus(
   return status;
 }
 
-/** statusNamespaces are the namespaces the status page shows (and charts): the first STATUS_NAMESPACES, by name. */
+/** statusNamespaces are the namespaces the status page shows (and charts): the first STATUS_NAMESPACES, by name, as they stand (peekStats). */
 export function statusNamespaces(state: MetadataState): NamespaceStatsView[] {
-  return state.statsPage("", STATUS_NAMESPACES).views;
+  return state
+    .peekStats()
+    .sort((a, b) => (a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : 0))
+    .slice(0, STATUS_NAMESPACES);
 }
