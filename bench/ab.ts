@@ -4,10 +4,10 @@
 // the README's before/after figures of a change are measured. Run: node --import tsx bench/ab.ts --root=/tmp/before
 import { existsSync } from "node:fs";
 import { relative, resolve } from "node:path";
-import type { TransportName } from "./cycle-clients.js";
-import type { LoadResult } from "./load.js";
-import { option } from "./options.js";
-import { cycleConfig, runLoad, startProcess } from "./processes.js";
+import type { TransportName } from "./harness/cycle-clients.js";
+import type { LoadResult } from "./harness/load.js";
+import { option } from "./harness/options.js";
+import { cycleConfig, runLoad, startProcess } from "./harness/processes.js";
 
 const here = resolve(new URL("..", import.meta.url).pathname);
 const other = resolve(option("root", here));

@@ -7,19 +7,19 @@ import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { BatchExistsRequestSchema, GetLocationsRequestSchema } from "../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { coreRates } from "./core-bench.js";
-import { cycleClient, type TransportName } from "./cycle-clients.js";
-import { measureFloor } from "./floor.js";
-import { clusterCpuMs, leaderOf, measureEtcdLeaderLoss, measureFailover, sampleLag, startHaCluster } from "./ha.js";
-import { benchKey } from "./keys.js";
-import { measureLimits } from "./limits.js";
-import type { LoadConfig, LoadResult } from "./load.js";
-import { h2loadInstalled, type NativeLoadResult, nativeLoad } from "./native-load.js";
-import { type PrefixConfig, type PrefixResult, runPrefixStream } from "./prefix-stream.js";
-import { runLoad, SERVER, type ServerProcess, serverArgs, startProcess } from "./processes.js";
-import { fillStore, measureRecovery } from "./recovery.js";
-import { measureRelay, measureRelayFailover, relaySummary } from "./relay.js";
-import { measureStartup } from "./startup.js";
+import { cycleClient, type TransportName } from "./harness/cycle-clients.js";
+import { clusterCpuMs, leaderOf, measureEtcdLeaderLoss, measureFailover, sampleLag, startHaCluster } from "./harness/ha.js";
+import { benchKey } from "./harness/keys.js";
+import type { LoadConfig, LoadResult } from "./harness/load.js";
+import { h2loadInstalled, type NativeLoadResult, nativeLoad } from "./harness/native-load.js";
+import { runLoad, SERVER, type ServerProcess, serverArgs, startProcess } from "./harness/processes.js";
+import { coreRates } from "./probes/core-bench.js";
+import { measureFloor } from "./probes/floor.js";
+import { measureLimits } from "./probes/limits.js";
+import { type PrefixConfig, type PrefixResult, runPrefixStream } from "./probes/prefix-stream.js";
+import { fillStore, measureRecovery } from "./probes/recovery.js";
+import { measureRelay, measureRelayFailover, relaySummary } from "./probes/relay.js";
+import { measureStartup } from "./probes/startup.js";
 
 const args = process.argv.slice(2);
 const quick = args.includes("--quick");
@@ -324,7 +324,7 @@ async function nativeWorkload(): Promise<void> {
     ["BatchExists", "BatchExists", 512, toBinary(BatchExistsRequestSchema, create(BatchExistsRequestSchema, { namespace, keys: batch }))],
   ];
   const results: Record<string, NativeLoadResult> = {};
-  for (const entry of [SERVER, "bench/floor-server.ts"]) {
+  for (const entry of [SERVER, "bench/harness/floor-server.ts"]) {
     await withServer(entry, entry === SERVER ? ["--in-memory"] : [], async (server) => {
       const client = cycleClient("lean-grpc", server.url);
       await client.init(namespace, 0, 1_000);

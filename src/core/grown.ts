@@ -5,7 +5,7 @@ export type Column = Int32Array | Int16Array | Uint16Array | Uint8Array | Float6
  * grownCapacity is the next size of a column of `current` items that must
  * hold `needed`: half again, at least `least`. Not double: the key table's
  * buckets double at powers of two, and growths that coincided with them
- * would add up to one long pause (bench/growth-probe.ts).
+ * would add up to one long pause (bench/probes/growth-probe.ts).
  */
 export function grownCapacity(current: number, needed: number, least = 64): number {
   let capacity = Math.max(least, Math.ceil(current * 1.5));

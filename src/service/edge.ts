@@ -202,13 +202,15 @@ export class EdgeCall {
     try {
       if (this.size < LARGE_BODY_BYTES) {
         rules.beforeCore(deadline);
-        const message = (this.message = decode(rules.maxEntries));
+        const message = decode(rules.maxEntries);
+        this.message = message;
         ran = true;
         return await rules.settle(this.method, this.started, await handle(message));
       }
       const [result, durable] = await rules.largeCalls.run(async (turn) => {
         rules.beforeCore(deadline);
-        const message = (this.message = decode(rules.maxEntries));
+        const message = decode(rules.maxEntries);
+        this.message = message;
         await turn();
         rules.beforeCore(deadline);
         ran = true;

@@ -1,7 +1,7 @@
 import { create, type DescMessage, toBinary } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { batchAllocateFrame, batchExistsFrame, confirmWriteFrame, getLocationsFrame } from "../../bench/request-frames.js";
+import { batchAllocateFrame, batchExistsFrame, confirmWriteFrame, getLocationsFrame } from "../../bench/harness/request-frames.js";
 import {
   BatchAllocateRequestSchema,
   BatchExistsRequestSchema,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { fillStore } from "../../bench/recovery.js";
+import { fillStore } from "../../bench/probes/recovery.js";
 import { type ChildServer, startChildServer } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
 import { tempDir } from "../support/temp-dir.js";

@@ -1,8 +1,8 @@
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
-import { benchKey } from "../../bench/keys.js";
-import { fillStore } from "../../bench/recovery.js";
+import { benchKey } from "../../bench/harness/keys.js";
+import { fillStore } from "../../bench/probes/recovery.js";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { LmdbStore } from "../../src/store/lmdb-store.js";
 import { startChildServer } from "../support/child-server.js";

@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
+import { assertInvariants } from "../../bench/harness/invariants.js";
 import { AllocationStatus } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { createMetadataClient, type MetadataClient } from "../../src/client/index.js";
 import { MetadataState } from "../../src/core/state.js";
 import { LmdbStore } from "../../src/store/lmdb-store.js";
 import { startChildServer } from "../support/child-server.js";
-import { assertInvariants } from "../support/invariants.js";
 import { tempDir } from "../support/temp-dir.js";
 
 const WORKERS = 4;

@@ -3,13 +3,13 @@ import { readFileSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { open } from "lmdb";
 import { describe, expect, it } from "vitest";
+import { assertInvariants } from "../../bench/harness/invariants.js";
 import type { Change } from "../../src/core/change.js";
 import { MetadataState } from "../../src/core/state.js";
 import { LmdbStore, type LoadProgress, type SnapshotPiece, StoreOpenError } from "../../src/store/lmdb-store.js";
 import { progressFields } from "../../src/store/load-progress.js";
 import { FORMAT_VERSION } from "../../src/store/schema.js";
 import { FakeClock } from "../support/fake-clock.js";
-import { assertInvariants } from "../support/invariants.js";
 import { dumpState } from "../support/record-model.js";
 import { tempDir } from "../support/temp-dir.js";
 

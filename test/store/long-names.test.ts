@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
+import { assertInvariants } from "../../bench/harness/invariants.js";
 import { MetadataState } from "../../src/core/state.js";
 import { LmdbStore } from "../../src/store/lmdb-store.js";
 import { FakeClock } from "../support/fake-clock.js";
-import { assertInvariants } from "../support/invariants.js";
 import { tempDir } from "../support/temp-dir.js";
 
 /** name makes a string of exactly `bytes` UTF-8 bytes from a repeated character of 1, 2, 3 or 4 bytes (plus ASCII padding). */

@@ -1,3 +1,4 @@
+import { assertInvariants } from "../../bench/harness/invariants.js";
 import { HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { createHealthClient } from "../../src/client/index.js";
@@ -7,7 +8,6 @@ import { MetadataState } from "../../src/core/state.js";
 import { LmdbStore } from "../../src/store/lmdb-store.js";
 import { type ChildServer, startChildServer } from "./child-server.js";
 import { type EtcdCluster, freePort } from "./etcd-cluster.js";
-import { assertInvariants } from "./invariants.js";
 import { tempDir } from "./temp-dir.js";
 
 /** Server is one member of a test cluster: its process (replaced on restart), its data dir and the arguments it runs with. */

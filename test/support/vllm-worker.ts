@@ -3,8 +3,8 @@ import { createInterface } from "node:readline";
 import { afterEach } from "vitest";
 
 const PYTHON = "/usr/bin/python3";
-const POLICY_CLIENT = new URL("./vllm_policy_client.py", import.meta.url).pathname;
-const ENGINE = new URL("./vllm_engine.py", import.meta.url).pathname;
+const POLICY_CLIENT = new URL("../../bench/harness/vllm_policy_client.py", import.meta.url).pathname;
+const ENGINE = new URL("../../bench/harness/vllm_engine.py", import.meta.url).pathname;
 
 /** Summary is what the vLLM-policy worker reports once its stdin closes. */
 export interface WorkerSummary {

@@ -42,7 +42,7 @@ export function reflectiveCodec(input: DescMessage, output: DescMessage): Messag
  * BATCH_CODECS are codecs written out by hand, the way protoc plugins
  * generate them, for the four RPCs of the write-and-read cycle, by method
  * name: protobuf-es decodes through reflection, about twice as slow
- * (`bench/protobuf-probe.ts`). These read the same wire format with
+ * (`bench/probes/protobuf-probe.ts`). These read the same wire format with
  * protobuf-es's own BinaryReader, accept everything a conforming encoder
  * may send (fields in any order, repeated scalars packed or not, unknown
  * fields, a scalar's last value winning), reject malformed input and

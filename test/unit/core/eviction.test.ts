@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
+import { assertInvariants } from "../../../bench/harness/invariants.js";
 import { MetadataError, Reason } from "../../../src/core/errors.js";
 import { AllocationStatus, MetadataState } from "../../../src/core/state.js";
 import type { StateOptions } from "../../../src/core/state-options.js";
 import { FakeClock } from "../../support/fake-clock.js";
-import { assertInvariants } from "../../support/invariants.js";
 
 /** setup gives a state with one rank of `pages` pages (world size 1); background eviction is off unless options turn it on. */
 function setup(pages: number, options: Partial<StateOptions> = {}) {

@@ -1,9 +1,9 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { assertInvariants } from "../../../bench/harness/invariants.js";
 import { ReplayState } from "../../../src/core/replay-state.js";
 import { KeyScope, MetadataState } from "../../../src/core/state.js";
 import { FakeClock } from "../../support/fake-clock.js";
-import { assertInvariants } from "../../support/invariants.js";
 import { dumpState, RecordModel, shipper } from "../../support/record-model.js";
 import { applyAsCall, operation, PAGES, RANKS } from "../../support/state-operations.js";
 

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
+import { assertInvariants } from "../../../bench/harness/invariants.js";
 import { ReplayState } from "../../../src/core/replay-state.js";
 import { KeyScope, MetadataState } from "../../../src/core/state.js";
 import { LmdbStore } from "../../../src/store/lmdb-store.js";
 import { FakeClock } from "../../support/fake-clock.js";
-import { assertInvariants } from "../../support/invariants.js";
 import { dumpState } from "../../support/record-model.js";
 import { tempDir } from "../../support/temp-dir.js";
 

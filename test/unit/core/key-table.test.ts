@@ -1,11 +1,11 @@
 import fc from "fast-check";
 import murmurhash from "murmurhash";
 import { describe, expect, it } from "vitest";
+import { assertInvariants } from "../../../bench/harness/invariants.js";
+import { murmurCollisions } from "../../../bench/harness/murmur-collisions.js";
 import { keyListOf } from "../../../src/core/key-list.js";
 import { hashKey, KeyTable, SAME_HASH_LIMIT } from "../../../src/core/key-table.js";
 import { MetadataState } from "../../../src/core/state.js";
-import { assertInvariants } from "../../support/invariants.js";
-import { murmurCollisions } from "../../support/murmur-collisions.js";
 
 /** A model run: the table against a Map, with the hash narrowed to `bits` so that keys collide, runs wrap and shifts happen. */
 function run(ops: { insert: boolean; key: string }[], bits: number): void {

@@ -1,10 +1,10 @@
 import fc from "fast-check";
 import { describe, it } from "vitest";
+import { assertInvariants } from "../../../bench/harness/invariants.js";
 import { MetadataError } from "../../../src/core/errors.js";
 import { MetadataState } from "../../../src/core/state.js";
 import { EVICTION_POLICIES } from "../../../src/core/state-options.js";
 import { FakeClock } from "../../support/fake-clock.js";
-import { assertInvariants } from "../../support/invariants.js";
 import { apply, type Lease, operation, PAGES, RANKS } from "../../support/state-operations.js";
 
 /** OPTIONS are short TTLs, and watermarks that a rank of PAGES pages passes when full (3 held > 2) and evicts down to 1. */

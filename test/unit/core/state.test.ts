@@ -1,9 +1,9 @@
 import { describe, expect, it, vi } from "vitest";
+import { assertInvariants } from "../../../bench/harness/invariants.js";
 import { MetadataError, Reason } from "../../../src/core/errors.js";
 import { Rank } from "../../../src/core/rank.js";
 import { AllocationStatus, MetadataState, Role } from "../../../src/core/state.js";
 import { FakeClock } from "../../support/fake-clock.js";
-import { assertInvariants } from "../../support/invariants.js";
 
 function setup(options = {}) {
   const time = new FakeClock();

@@ -2,8 +2,8 @@ import * as http2 from "node:http2";
 import { create, type DescMessage, toBinary } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { assertInvariants } from "../../../bench/harness/invariants.js";
 import { MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { assertInvariants } from "../../support/invariants.js";
 import { startTestServer, type TestServer } from "../../support/test-server.js";
 
 // Every answer must be one docs/contract.md documents; never INTERNAL (13), UNKNOWN (2) or 500.

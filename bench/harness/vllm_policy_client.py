@@ -1,0 +1,71 @@
+#!/usr/bin/python3
+"""A worker that talks to the server as vLLM's HF3FS client does: the vLLM
+JSON routes, over a requests Session that retries with vLLM's policy
+(urllib3 Retry(total=3, backoff_factor=0.3, status_forcelist=[500, 502, 503,
+504], allowed_methods=["GET", "POST"]): about 1.8 s of retries in all), and
+no other retry of its own.
+
+It stands for the RANKS workers of one engine (one per tensor-parallel
+rank): it initializes them, then loops until its stdin closes: BatchExists
+of a key the store held before it started and of the keys it confirmed
+last, then BatchAllocate and ConfirmWrite of one new key on every rank.
+Every answer is checked; every 5 turns it prints {"steps": N}.
+At the end it asks whether every key it confirmed still exists, and prints
+one JSON line: calls made, errors (a call that failed after its retries, or
+a wrong answer), keys lost, and the longest call in seconds (retries and any
+wait at the server included).
+
+usage: vllm_policy_client.py URL RANKS NUM_PAGES KNOWN_KEYS (0: no store was filled)
+"""
+import json
+import sys
+import time
+
+from vllm_session import loop, vllm_session, write_key
+
+url, ranks, num_pages, known = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+
+session = vllm_session()
+
+calls = 0
+longest = 0.0
+errors = []
+confirmed = []
+
+
+def post(path, body):
+    """post sends one call, as vLLM's client does, and returns its JSON answer (None for 204)."""
+    global calls, longest
+    calls += 1
+    started = time.monotonic()
+    try:
+        res = session.post(url + path, json=body)
+        res.raise_for_status()
+        return None if res.status_code == 204 else res.json()
+    finally:
+        longest = max(longest, time.monotonic() - started)
+
+
+def bench_key(i):
+    """bench_key is the i-th key of the test's store (bench/harness/keys.ts)."""
+    return "%08x%056x" % (0, i)
+
+
+def step(i):
+    """step is one turn of the loop; it raises on a failed call or a wrong answer."""
+    keys = ([bench_key((i * 7919) % known)] if known > 0 else []) + confirmed[-8:]
+    exists = post("/keys/batch_exists", {"keys": keys})["exists"]
+    if not all(exists):
+        raise AssertionError("batch_exists answered %s for %s" % (exists, keys))
+    key = "worker-%d" % i
+    for rank in range(ranks):
+        write_key(post, rank, key)
+    confirmed.append(key)
+
+
+for rank in range(ranks):
+    post("/rank/%d/initialize" % rank, {"num_pages": num_pages, "role": "worker"})
+loop(step, errors, every=5)
+
+exists = post("/keys/batch_exists", {"keys": confirmed})["exists"] if confirmed else []
+print(json.dumps({"calls": calls, "errors": errors, "confirmed": len(confirmed), "lost": exists.count(False), "longestCallSeconds": round(longest, 3)}))
