@@ -12,7 +12,7 @@ import { clearNamespace, dropRank, type InitializeRankResult, initializeRank, ty
 import { type Restoring, restoring } from "./recovery.js";
 import { Registry } from "./registry.js";
 import type { StateOptions } from "./state-options.js";
-import { type NamespaceStatsView, type RankStatsView, statsOf, statsPage } from "./stats-views.js";
+import { type NamespaceStatsView, type RankStatsView, statsInOrder, statsOf, statsPage } from "./stats-views.js";
 import { checkCount, checkPages, checkPrefixes, checkSameLength, checkUint32, keyListFor, namespaceName } from "./validate.js";
 
 export type { InitializeRankResult, NamespaceStatsView, RankStatsView };
@@ -75,7 +75,7 @@ export class MetadataState {
     return new MetadataState(registry.clock);
   }
 
-  /** namespaceViews exposes the namespaces read-only, for inspection and invariant checks. */
+  /** namespaceViews exposes the core's own Namespace objects, for the tests' invariant checks only: the layers above read peekStats. */
   get namespaceViews(): ReadonlyMap<string, Namespace> {
     return this.namespaces;
   }
@@ -456,21 +456,9 @@ export class MetadataState {
     return statsPage(this.registry, after, size);
   }
 
-  /**
-   * peekStats reports every namespace as it stands, in the order they were
-   * made, processing nothing that is due: what a scrape or the status page
-   * reads, which must not change the state (a change is shown once
-   * durable, and only a call or the expiry commits one).
-   */
+  /** peekStats reports every namespace as it stands, processing nothing due: a scrape or a page must change nothing (statsInOrder). */
   peekStats(): NamespaceStatsView[] {
-    const named = new Set<string>();
-    const views: NamespaceStatsView[] = [];
-    for (const ns of this.namespaces.values()) {
-      if (named.has(ns.label)) continue; // a part of a namespace of KEY_SCOPE_RANK, reported with its first
-      named.add(ns.label);
-      views.push(statsOf(this.registry.parts(ns.label)));
-    }
-    return views;
+    return statsInOrder(this.namespaces.values(), this.registry);
   }
 
   /** expire processes every deadline that is due: expired reservations, stale incomplete keys, ended drains. */

@@ -50,3 +50,21 @@ export function statsOf(parts: readonly Namespace[]): NamespaceStatsView {
   const keyScope = first.scopedRank === undefined ? KeyScope.NAMESPACE : KeyScope.RANK;
   return { namespace: first.label, worldSize: first.worldSize, keyScope, layout: first.layout, ranks, ...counts };
 }
+
+/**
+ * statsInOrder reports every namespace in the order they were made, each
+ * once (the parts of a namespace of KEY_SCOPE_RANK with its first), as it
+ * stands: it processes nothing that is due, so that what reads it (a
+ * scrape, the status page) changes nothing (a change is shown once
+ * durable, and only a call or the expiry commits one).
+ */
+export function statsInOrder(namespaces: Iterable<Namespace>, registry: Registry): NamespaceStatsView[] {
+  const named = new Set<string>();
+  const views: NamespaceStatsView[] = [];
+  for (const ns of namespaces) {
+    if (named.has(ns.label)) continue;
+    named.add(ns.label);
+    views.push(statsOf(registry.parts(ns.label)));
+  }
+  return views;
+}
