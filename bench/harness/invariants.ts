@@ -2,6 +2,7 @@ import { BELOW_ORPHAN, ORPHANED, REACHABLE } from "../../src/core/key-tree.js";
 import type { Namespace } from "../../src/core/namespace.js";
 import { DRAINING, FREE, NO_OWNER, RESERVED, USED } from "../../src/core/page-pool.js";
 import type { MetadataState } from "../../src/core/state.js";
+import { namespacesOf } from "../../src/core/state.js";
 
 /**
  * assertInvariants walks every page of every rank and every registered key
@@ -10,7 +11,7 @@ import type { MetadataState } from "../../src/core/state.js";
  * and the lists matching the ranks.
  */
 export function assertInvariants(state: MetadataState): void {
-  for (const ns of state.namespaceViews.values()) {
+  for (const ns of namespacesOf(state).values()) {
     const live = [...ns.keys.live()];
     const isLive = new Set(live);
     const confirmations = new Map<number, number>();

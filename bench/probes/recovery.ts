@@ -1,6 +1,6 @@
 import { rmSync } from "node:fs";
 import type { Change } from "../../src/core/change.js";
-import { MetadataState } from "../../src/core/state.js";
+import { MetadataState, namespacesOf } from "../../src/core/state.js";
 import { LmdbStore } from "../../src/store/lmdb-store.js";
 import { benchKey } from "../harness/keys.js";
 
@@ -46,7 +46,7 @@ export async function measureRecovery(dir: string): Promise<{ ms: number; record
   await store.close();
   await settle();
   const heapMb = (held() - heapBefore) / 2 ** 20;
-  if (state.namespaceViews.size === 0) throw new Error("nothing restored");
+  if (namespacesOf(state).size === 0) throw new Error("nothing restored");
   return { ms, records, heapMb };
 }
 

@@ -7,6 +7,7 @@
 // (findAll). Run: node --import tsx bench/probes/registry-probe.ts --live=800000
 import { resolve } from "node:path";
 import type { KeyList as KeyListOfThisCheckout } from "../../src/core/key-list.js";
+import { namespacesOf } from "../../src/core/state.js";
 import { option } from "../harness/options.js";
 
 const root = resolve(option("root", new URL("../..", import.meta.url).pathname));
@@ -56,7 +57,7 @@ console.log(
 );
 
 if (KeyList) {
-  const ns = state.namespaceViews.get("kv");
+  const ns = namespacesOf(state).get("kv")!; // reads the `namespaces` field, which every checkout since the key registry has
   const isFound = (x: unknown) => x !== undefined && x !== -1;
   const calls = batches.map((keys) => request(keys)() as KeyListOfThisCheckout);
   for (const mode of ["one at a time", "findAll"]) {
@@ -69,7 +70,7 @@ if (KeyList) {
       if (mode === "findAll") for (const x of ns.findAll(keys)) found += x !== undefined && x !== -1 ? 1 : 0;
       else
         for (let i = 0; i < keys.length; i++)
-          if (isFound(ns.keys.find(keys.bytes, keys.starts[i], keys.ends[i], keys.hash(i), (keys as { view?: DataView }).view))) found++;
+          if (isFound(ns.keys.find(keys.bytes, keys.starts[i]!, keys.ends[i]!, keys.hash(i), (keys as { view?: DataView }).view))) found++;
       lookups += keys.length;
     }
     if (found !== lookups) throw new Error("a live key was not found");

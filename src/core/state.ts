@@ -45,6 +45,18 @@ export interface ConfirmResult {
  * `expire`). Every durable effect is appended to a journal
  * that the caller takes with `takeChanges` and persists before replying.
  */
+/**
+ * namespacesOf is a state's own Namespace objects, for white-box tests and
+ * probes: the core's internals, which its face (core/index.ts) does not
+ * export; the layers above read peekStats.
+ */
+export function namespacesOf(state: MetadataState): ReadonlyMap<string, Namespace> {
+  return inside(state);
+}
+
+/** inside reads a state's namespaces (set by MetadataState's static block, which may). */
+let inside: (state: MetadataState) => ReadonlyMap<string, Namespace>;
+
 export class MetadataState {
   readonly options: StateOptions;
   private readonly registry: Registry;
@@ -75,9 +87,8 @@ export class MetadataState {
     return new MetadataState(registry.clock);
   }
 
-  /** namespaceViews exposes the core's own Namespace objects, for the tests' invariant checks only: the layers above read peekStats. */
-  get namespaceViews(): ReadonlyMap<string, Namespace> {
-    return this.namespaces;
+  static {
+    inside = (state) => state.namespaces;
   }
 
   /** takeChanges returns the changes recorded since the last call, in order; the caller owns the array. */

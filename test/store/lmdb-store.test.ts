@@ -5,7 +5,7 @@ import { open } from "lmdb";
 import { describe, expect, it } from "vitest";
 import { assertInvariants } from "../../bench/harness/invariants.js";
 import type { Change } from "../../src/core/change.js";
-import { MetadataState } from "../../src/core/state.js";
+import { MetadataState, namespacesOf } from "../../src/core/state.js";
 import { LmdbStore, type LoadProgress, type SnapshotPiece, StoreOpenError } from "../../src/store/lmdb-store.js";
 import { progressFields } from "../../src/store/load-progress.js";
 import { FORMAT_VERSION } from "../../src/store/schema.js";
@@ -291,7 +291,7 @@ describe("a store of an earlier format version", () => {
     const keys = version === 2 ? 25_001 : 25_000;
     expect(state.stats("kv")[0]).toMatchObject({ keys, completeKeys: keys, ranks: [{ freePages: 30_000 - keys - 2, reservedPages: 1 }] });
     // Read-leased for a TTL after the restart, then back where roots without children belong: the leaves.
-    const ns = state.namespaceViews.get("kv")!;
+    const ns = namespacesOf(state).get("kv")!;
     expect(ns.leased.size).toBe(keys);
     time.advance(10_000);
     ns.returnLeases(time.nowMs);
@@ -321,7 +321,7 @@ describe("a store of an earlier format version", () => {
     await env.close();
     const { store, state } = await reopen(dir, new FakeClock());
     expect(store.dbs.keys.get(["kv", "key-3"])).toEqual([1, "key-2", 0, 3]);
-    const ns = state.namespaceViews.get("kv")!;
+    const ns = namespacesOf(state).get("kv")!;
     expect(ns.keyOf(ns.tree.parentOf(ns.lookup("key-3")))).toBe("key-2");
     assertInvariants(state);
     await store.close();
@@ -349,7 +349,7 @@ describe("a store of many ranks and keys", () => {
     const restored = new MetadataState(time.clock, options);
     restored.restore(loaded.stored());
     expect(process.memoryUsage().heapUsed - before).toBeLessThan(64 * 1024 * 1024);
-    const ns = restored.namespaceViews.get("kv")!;
+    const ns = namespacesOf(restored).get("kv")!;
     expect(ns.ranks.size).toBe(3_000);
     expect(ns.confirmedPages(ns.lookup("key-7"))).toEqual([0, 7]);
     assertInvariants(restored);

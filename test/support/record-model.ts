@@ -2,6 +2,7 @@ import type { Change } from "../../src/core/change.js";
 import { ORPHANED } from "../../src/core/key-tree.js";
 import type { ReplayState } from "../../src/core/replay-state.js";
 import type { MetadataState } from "../../src/core/state.js";
+import { namespacesOf } from "../../src/core/state.js";
 
 /**
  * RecordModel is the store's record semantics in a few maps (what LMDB
@@ -64,7 +65,7 @@ export class RecordModel {
  * leases, reclaim deadlines, how long pages drain): what the store holds.
  */
 export function dumpState(state: MetadataState, timing = true): unknown {
-  return [...state.namespaceViews.values()]
+  return [...namespacesOf(state).values()]
     .sort((a, b) => (a.name < b.name ? -1 : 1))
     .map((ns) => ({
       name: ns.name,

@@ -3,6 +3,7 @@ import { MetadataError } from "../../src/core/errors.js";
 import { rankScopedName } from "../../src/core/key-scope.js";
 import type { Namespace } from "../../src/core/namespace.js";
 import type { MetadataState } from "../../src/core/state.js";
+import { namespacesOf } from "../../src/core/state.js";
 import type { FakeClock } from "./fake-clock.js";
 
 /** The operations the property tests of the core draw: on namespace "" (kv), RANKS ranks of PAGES pages, keys k0 … k7. */
@@ -37,7 +38,7 @@ export const operation = fc.oneof(
 
 /** partOf is the namespace that holds rank r of "kv": "kv" itself, or, with KEY_SCOPE_RANK, rank r's own (key-scope.ts). */
 export function partOf(state: MetadataState, r: number): Namespace {
-  return state.namespaceViews.get("kv") ?? state.namespaceViews.get(rankScopedName("kv", r))!;
+  return namespacesOf(state).get("kv") ?? namespacesOf(state).get(rankScopedName("kv", r))!;
 }
 
 /** prefixKeysOf gives the prefix keys a drawn `prefixes` makes for keys. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { assertInvariants } from "../../../bench/harness/invariants.js";
 import { MetadataError, Reason } from "../../../src/core/errors.js";
-import { AllocationStatus, MetadataState } from "../../../src/core/state.js";
+import { AllocationStatus, MetadataState, namespacesOf } from "../../../src/core/state.js";
 import type { StateOptions } from "../../../src/core/state-options.js";
 import { FakeClock } from "../../support/fake-clock.js";
 
@@ -211,7 +211,7 @@ describe("read-leased keys and eviction", () => {
     const keys = Array.from({ length: 1_000 }, (_, i) => `k${i}`);
     write(state, keys);
     state.getLocations("", 0, keys.slice(0, 999)); // all but k999 leased
-    const ns = state.namespaceViews.get("kv")!;
+    const ns = namespacesOf(state).get("kv")!;
     expect([ns.leased.size, ns.leaves.size + ns.lru.size + ns.orphans.size]).toEqual([999, 1]);
     // One new key takes k999's page; the next ones find nothing to read, however many.
     const { pages } = state.batchAllocate(
@@ -244,7 +244,7 @@ describe("read-leased keys and eviction", () => {
     confirm(1, "late");
     state.getLocations("", 0, ["late"]); // leased until 600
     confirm(1, "early"); // complete now, with a lease that ends before late's
-    const ns = state.namespaceViews.get("kv")!;
+    const ns = namespacesOf(state).get("kv")!;
     expect([...ns.leased]).toEqual([ns.lookup("late"), ns.lookup("early")]);
     assertInvariants(state);
   });

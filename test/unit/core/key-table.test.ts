@@ -5,7 +5,7 @@ import { assertInvariants } from "../../../bench/harness/invariants.js";
 import { murmurCollisions } from "../../../bench/harness/murmur-collisions.js";
 import { keyListOf } from "../../../src/core/key-list.js";
 import { hashKey, KeyTable, SAME_HASH_LIMIT } from "../../../src/core/key-table.js";
-import { MetadataState } from "../../../src/core/state.js";
+import { MetadataState, namespacesOf } from "../../../src/core/state.js";
 
 /** A model run: the table against a Map, with the hash narrowed to `bits` so that keys collide, runs wrap and shifts happen. */
 function run(ops: { insert: boolean; key: string }[], bits: number): void {
@@ -158,7 +158,7 @@ describe("keys that collide under every seed", () => {
     // 600 pages for 1,024 keys: the oldest were evicted, and the registry holds exactly the rest.
     expect(state.batchExists("", keys).filter(Boolean)).toHaveLength(600);
     expect(state.deleteKeys("", keys)).toBe(600);
-    expect(state.namespaceViews.get("kv")!.keys.size).toBe(0);
+    expect(namespacesOf(state).get("kv")!.keys.size).toBe(0);
     assertInvariants(state);
   });
 });

@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, it } from "vitest";
 import { assertInvariants } from "../../../bench/harness/invariants.js";
 import { MetadataError } from "../../../src/core/errors.js";
-import { MetadataState } from "../../../src/core/state.js";
+import { MetadataState, namespacesOf } from "../../../src/core/state.js";
 import { EVICTION_POLICIES } from "../../../src/core/state-options.js";
 import { FakeClock } from "../../support/fake-clock.js";
 import { apply, type Lease, operation, PAGES, RANKS } from "../../support/state-operations.js";
@@ -27,10 +27,10 @@ describe("the core under random operations", () => {
           assertInvariants(state);
           for (const lease of leases) {
             if (lease.untilMs <= time.nowMs) continue;
-            const rank = state.namespaceViews.get("kv")!.ranks.get(lease.rank)!;
-            const owner = rank.holderKey(lease.page, (entry) => state.namespaceViews.get("kv")!.keyOf(entry));
+            const rank = namespacesOf(state).get("kv")!.ranks.get(lease.rank)!;
+            const owner = rank.holderKey(lease.page, (entry) => namespacesOf(state).get("kv")!.keyOf(entry));
             if (owner !== lease.key) throw new Error(`leased page ${lease.page} of ${lease.key} now held by ${owner}`);
-            if (!lease.deleted && rank.confirmedPage(state.namespaceViews.get("kv")!.lookup(lease.key)) !== lease.page)
+            if (!lease.deleted && rank.confirmedPage(namespacesOf(state).get("kv")!.lookup(lease.key)) !== lease.page)
               throw new Error(`leased key ${lease.key} lost its page ${lease.page}`);
           }
         }
@@ -45,7 +45,7 @@ describe("the core under random operations", () => {
         const time = new FakeClock();
         const state = new MetadataState(time.clock, OPTIONS);
         for (let r = 0; r < RANKS; r++) state.initializeRank("", r, PAGES, knownWorldSize ? RANKS : 0);
-        const ns = state.namespaceViews.get("kv")!;
+        const ns = namespacesOf(state).get("kv")!;
         for (const op of ops) {
           // Deadlines due first, so that the operation itself drops keys only as it says (evictions among them).
           state.expire();

@@ -2,7 +2,7 @@ import { describe, expect, it, vi } from "vitest";
 import { assertInvariants } from "../../../bench/harness/invariants.js";
 import { MetadataError, Reason } from "../../../src/core/errors.js";
 import { Rank } from "../../../src/core/rank.js";
-import { AllocationStatus, MetadataState, Role } from "../../../src/core/state.js";
+import { AllocationStatus, MetadataState, namespacesOf, Role } from "../../../src/core/state.js";
 import { FakeClock } from "../../support/fake-clock.js";
 
 function setup(options = {}) {
@@ -378,7 +378,7 @@ describe("a key in a namespace of many ranks", () => {
       const { pages } = state.batchAllocate("", rank, ["k"]);
       state.confirmWrite("", rank, ["k"], pages);
     }
-    const ns = state.namespaceViews.get("kv")!;
+    const ns = namespacesOf(state).get("kv")!;
     expect(ns.confirmedPages(ns.lookup("k"))).toEqual([0, 0, 4_999, 0]);
     expect(state.getLocations("", 4_999, ["k"], true)).toEqual([0]);
     assertInvariants(state);
@@ -430,7 +430,7 @@ describe("a rank of 10,000,000 pages", () => {
     const { state } = setup();
     state.initializeRank("", 0, 2 ** 31 - 1, 1);
     state.batchAllocate("", 0, ["a", "b", "c"]);
-    const rank = state.namespaceViews.get("kv")!.ranks.get(0)!;
+    const rank = namespacesOf(state).get("kv")!.ranks.get(0)!;
     expect(rank.pool.handedOut).toBe(3);
     expect([rank.pageState(2), rank.pageState(3), rank.pageState(2 ** 31 - 2)]).toEqual(["reserved", "free", "free"]);
     assertInvariants(state);
