@@ -53,7 +53,7 @@ const MIN_BUCKETS = 64;
 
 /**
  * SAME_HASH_LIMIT is how many entries with one full hash the buckets hold.
- * MurmurHash3 has collisions that hold under every seed (test/support/
+ * MurmurHash3 has collisions that hold under every seed (bench/harness/
  * murmur-collisions.ts makes them), so a client could send thousands of
  * keys with one hash and make every lookup among them compare them all.
  * Keys past the limit go to `overflow`, a Map keyed by their bytes, whose

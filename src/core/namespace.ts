@@ -6,6 +6,7 @@ import { hashKey, KEY_HASH_SEED, KeyTable, viewOf } from "./key-table.js";
 import { KeyTree, REACHABLE } from "./key-tree.js";
 import { type EventCounts, type NamespaceCounts, zeroEventCounts } from "./namespace-counters.js";
 import { Rank } from "./rank.js";
+import { type ShardPart, WHOLE } from "./shards.js";
 
 /** CONFIRMED_RESERVATION, in Namespace.confirm's outcome: the page confirmed was reserved (its reservation ended). */
 export const CONFIRMED_RESERVATION = 1;
@@ -94,6 +95,8 @@ export class Namespace {
     readonly prefixAware = true,
     /** orphaned hears of each key that lost its parent because the parent left the registry (the journal names parents). */
     private readonly orphaned: (entry: number) => void = () => {},
+    /** part is the part of each rank's pages this namespace hands out (a shard of a cluster; WHOLE: all). */
+    private readonly part: ShardPart = WHOLE,
   ) {
     const scoped = parseRankScoped(name);
     this.label = scoped?.name ?? name;
@@ -136,7 +139,7 @@ export class Namespace {
   /** addRank creates a rank in a slot a dropped rank left, else in the next one. */
   addRank(rankNo: number, numPages: number): Rank {
     const slot = this.freeSlots.pop() ?? this.slots.length;
-    const rank = new Rank(rankNo, numPages, slot, this.columns);
+    const rank = new Rank(rankNo, numPages, slot, this.columns, this.part);
     this.ranks.set(rankNo, rank);
     this.slots[slot] = rank;
     return rank;

@@ -1,4 +1,5 @@
 import { EMPTY, grown, grownCapacity } from "./grown.js";
+import { firstOwnedFrom, ownedPages, owns, type ShardPart, WHOLE } from "./shards.js";
 
 /** PageKind is what a page of a rank is used for, one byte per page (the constants below). */
 export type PageKind = 0 | 1 | 2 | 3;
@@ -29,6 +30,10 @@ export const NO_OWNER = -1;
  *
  * Example, numPages 4: take → 0, take → 1, release(0), take → 0 (from
  * freed), take → 2 (fresh), take → 3, take → -1 (full).
+ *
+ * A pool of one shard of a cluster (`part`) hands out and counts only the
+ * pages the shard owns (shards.ts); the others stay FREE and unowned, and
+ * nothing claims them (the caller checks `owns`).
  */
 export class PagePool {
   /** owner[p] is the entry of the key holding page p (RESERVED or USED), NO_OWNER otherwise; valid below nextFresh. */
@@ -44,6 +49,8 @@ export class PagePool {
   constructor(
     /** numPages is the size of the rank's file, in pages (resize changes it). */
     public numPages: number,
+    /** part is the part of the pages this pool hands out (WHOLE: all). */
+    readonly part: ShardPart = WHOLE,
   ) {}
 
   /** firstHeldFrom is the first page at or above `from` that is not free, -1 when none is. */
@@ -65,9 +72,14 @@ export class PagePool {
     this.numPages = numPages;
   }
 
-  /** freePages is the number of free pages. */
+  /** freePages is the number of free pages (of those the pool owns). */
   get freePages(): number {
-    return this.numPages - this.heldPages;
+    return ownedPages(this.numPages, this.part) - this.heldPages;
+  }
+
+  /** owns tells whether the pool hands out page p (always, but in a shard of a cluster). */
+  owns(page: number): boolean {
+    return owns(this.part, page);
   }
 
   /** handedOut is the number of pages ever handed out: every page at or above it is free. */
@@ -99,8 +111,8 @@ export class PagePool {
         return page;
       }
     }
-    if (this.nextFresh === this.numPages) return -1;
-    const page = this.nextFresh;
+    const page = this.part.count === 1 ? this.nextFresh : firstOwnedFrom(this.nextFresh, this.part);
+    if (page >= this.numPages) return -1;
     this.handOutTo(page + 1);
     this.hold(page, entry, kind);
     return page;
@@ -109,7 +121,7 @@ export class PagePool {
   /** claim gives the free page `page` to entry (NO_OWNER for a DRAINING page) as `kind`. The caller checks that it is free. */
   claim(page: number, entry: number, kind: PageKind): void {
     if (page >= this.nextFresh) {
-      for (let fresh = this.nextFresh; fresh < page; fresh++) this.freed.push(fresh);
+      for (let fresh = firstOwnedFrom(this.nextFresh, this.part); fresh < page; fresh += this.part.count) this.freed.push(fresh);
       this.handOutTo(page + 1);
     }
     this.hold(page, entry, kind);

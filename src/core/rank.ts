@@ -2,6 +2,7 @@ import { EMPTY, grown, grownCapacity } from "./grown.js";
 import { IndexList, Links, NONE } from "./index-list.js";
 import type { KeyColumns } from "./key-columns.js";
 import { DRAINING, FREE, NO_OWNER, PagePool, RESERVED, USED } from "./page-pool.js";
+import { type ShardPart, WHOLE } from "./shards.js";
 
 /** NO_ENTRIES is the lapses and drains of a rank that has none. */
 const NO_ENTRIES: ReadonlyMap<number, never> = new Map<number, never>();
@@ -63,8 +64,10 @@ export class Rank {
     readonly slot: number,
     /** keys are the namespace's per-key columns, whose counts this rank keeps. */
     private readonly keys: KeyColumns,
+    /** part is the part of the rank's pages this rank hands out (a shard of a cluster; WHOLE: all). */
+    part: ShardPart = WHOLE,
   ) {
-    this.pool = new PagePool(numPages);
+    this.pool = new PagePool(numPages, part);
   }
 
   /** numPages is the size of the rank's file, in pages. */

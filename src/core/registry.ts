@@ -5,6 +5,7 @@ import { Journal } from "./journal.js";
 import { KeyScope } from "./key-scope.js";
 import { Namespace } from "./namespace.js";
 import type { Rank } from "./rank.js";
+import { type ShardPart, WHOLE } from "./shards.js";
 import { checkStateOptions, defaultStateOptions, type StateOptions } from "./state-options.js";
 import { checkUint32 } from "./validate.js";
 
@@ -31,11 +32,13 @@ export class Registry {
    * @param clock the time source.
    * @param options the rules; missing ones take their defaults.
    * @param journaling whether to record changes (off for a state nobody persists).
+   * @param part the part of the pages this state hands out: a shard of a cluster's (WHOLE: all).
    */
   constructor(
     readonly clock: Clock,
     options: Partial<StateOptions>,
     readonly journaling: boolean,
+    readonly part: ShardPart = WHOLE,
   ) {
     this.options = { ...defaultStateOptions, ...options };
     checkStateOptions(this.options);
@@ -44,7 +47,7 @@ export class Registry {
 
   /** newNamespace creates and registers a namespace (or one rank's of KEY_SCOPE_RANK, by its internal name) under the eviction policy. */
   newNamespace(name: string, worldSize: number): Namespace {
-    const ns = new Namespace(name, worldSize, this.options.eviction === "prefix", (entry) => this.journal.orphan(ns, entry));
+    const ns = new Namespace(name, worldSize, this.options.eviction === "prefix", (entry) => this.journal.orphan(ns, entry), this.part);
     this.namespaces.set(name, ns);
     if (ns.scopedRank !== undefined) {
       const ranks = this.rankScoped.get(ns.label) ?? new Map<number, Namespace>();

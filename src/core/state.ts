@@ -11,26 +11,17 @@ import type { Rank } from "./rank.js";
 import { clearNamespace, dropRank, type InitializeRankResult, initializeRank, type RankDeclaration, type ResetResult, resetNamespace } from "./rank-admin.js";
 import { type Restoring, restoring } from "./recovery.js";
 import { Registry } from "./registry.js";
+import { type ShardPart, WHOLE } from "./shards.js";
 import type { StateOptions } from "./state-options.js";
+import type { AllocateResult, ConfirmResult } from "./state-results.js";
 import { type NamespaceStatsView, type RankStatsView, statsInOrder, statsOf, statsPage } from "./stats-views.js";
 import { checkCount, checkPages, checkPrefixes, checkSameLength, checkUint32, keyListFor, namespaceName } from "./validate.js";
 
-export type { InitializeRankResult, NamespaceStatsView, RankStatsView };
+export type { AllocateResult, ConfirmResult, InitializeRankResult, NamespaceStatsView, RankStatsView };
 export { AllocationStatus, KeyScope, Role };
 
-/** AllocateResult gives a page and a status per key, in request order. */
-export interface AllocateResult {
-  pages: number[];
-  statuses: AllocationStatus[];
-}
-
-/** ConfirmResult counts what a ConfirmWrite changed. */
-export interface ConfirmResult {
-  confirmed: number;
-  released: number;
-  /** completed are the positions of the keys this call made complete. */
-  completed: number[];
-}
+/** inside reads a state's namespaces (set by MetadataState's static block, which may; namespacesOf). */
+let inside: (state: MetadataState) => ReadonlyMap<string, Namespace>;
 
 /**
  * MetadataState is the state machine as it serves: the commands on
@@ -45,18 +36,6 @@ export interface ConfirmResult {
  * `expire`). Every durable effect is appended to a journal
  * that the caller takes with `takeChanges` and persists before replying.
  */
-/**
- * namespacesOf is a state's own Namespace objects, for white-box tests and
- * probes: the core's internals, which its face (core/index.ts) does not
- * export; the layers above read peekStats.
- */
-export function namespacesOf(state: MetadataState): ReadonlyMap<string, Namespace> {
-  return inside(state);
-}
-
-/** inside reads a state's namespaces (set by MetadataState's static block, which may). */
-let inside: (state: MetadataState) => ReadonlyMap<string, Namespace>;
-
 export class MetadataState {
   readonly options: StateOptions;
   private readonly registry: Registry;
@@ -69,8 +48,9 @@ export class MetadataState {
    * @param options the rules; missing ones take their defaults.
    * @param journal whether to record changes (off for a state nobody persists).
    */
-  constructor(clock: Clock, options: Partial<StateOptions> = {}, journal = true) {
-    this.registry = MetadataState.adopting ?? new Registry(clock, options, journal);
+  /** part: a shard of a cluster's state hands out only its own pages (shards.ts); WHOLE, all of them. */
+  constructor(clock: Clock, options: Partial<StateOptions> = {}, journal = true, part: ShardPart = WHOLE) {
+    this.registry = MetadataState.adopting ?? new Registry(clock, options, journal, part);
     MetadataState.adopting = undefined;
     this.options = this.registry.options;
     this.namespaces = this.registry.namespaces;
@@ -505,4 +485,13 @@ export class MetadataState {
   checkRank(namespace: string, rankNo: number): void {
     this.registry.rankOf(namespaceName(namespace, this.options), rankNo);
   }
+}
+
+/**
+ * namespacesOf is a state's own Namespace objects, for white-box tests and
+ * probes: the core's internals, which its face (core/index.ts) does not
+ * export; the layers above read peekStats.
+ */
+export function namespacesOf(state: MetadataState): ReadonlyMap<string, Namespace> {
+  return inside(state);
 }

@@ -1,0 +1,60 @@
+import { hashKey } from "./key-table.js";
+import { DEFAULT_NAMESPACE } from "./state-options.js";
+
+/**
+ * ShardPart is the part of a cluster's pages and keys that one state owns:
+ * shard `index` of `count`. A rank's page p belongs to shard p mod count; a
+ * key to shard keyShard(namespace, key, count). WHOLE is a state that owns
+ * everything (a single node, or a cluster of one shard).
+ */
+export interface ShardPart {
+  readonly count: number;
+  readonly index: number;
+}
+
+/** WHOLE owns every page and key. */
+export const WHOLE: ShardPart = { count: 1, index: 0 };
+
+/** SHARD_HASH_SEPARATOR joins a namespace and a key in what keyShard hashes (a namespace cannot hold it). */
+const SHARD_HASH_SEPARATOR = 0x1f;
+
+/** hashInput is keyShard's buffer, grown as keys need: one encoding per key, no allocation per call. */
+let hashInput = Buffer.allocUnsafe(4096);
+
+/**
+ * keyShard is the shard a key belongs to, in any language: MurmurHash3
+ * (x86, 32 bits, seed 0) of the UTF-8 bytes of the namespace (as the
+ * server names it: "" is "kv"), the byte 0x1F, and the UTF-8 bytes of the
+ * key, as an unsigned number, modulo the number of shards
+ * (docs/contract.md has test vectors).
+ */
+export function keyShard(namespace: string, key: string, count: number): number {
+  if (count === 1) return 0;
+  if (namespace === "") namespace = DEFAULT_NAMESPACE;
+  const size = Buffer.byteLength(namespace, "utf8") + 1 + Buffer.byteLength(key, "utf8");
+  if (size > hashInput.length) hashInput = Buffer.allocUnsafe(Math.max(size, 2 * hashInput.length));
+  let at = hashInput.write(namespace, 0, "utf8");
+  hashInput[at++] = SHARD_HASH_SEPARATOR;
+  at += hashInput.write(key, at, "utf8");
+  return (hashKey(hashInput, 0, at, 0) >>> 0) % count;
+}
+
+/** pageShard is the shard a rank's page belongs to. */
+export function pageShard(page: number, count: number): number {
+  return page % count;
+}
+
+/** ownedPages is how many of a rank's numPages pages a part owns: those p below numPages with p mod count = index. */
+export function ownedPages(numPages: number, part: ShardPart): number {
+  return numPages <= part.index ? 0 : Math.floor((numPages - part.index - 1) / part.count) + 1;
+}
+
+/** firstOwnedFrom is the first page at or above `page` that a part owns. */
+export function firstOwnedFrom(page: number, part: ShardPart): number {
+  return page + ((part.index - (page % part.count) + part.count) % part.count);
+}
+
+/** owns tells whether a part owns a rank's page. */
+export function owns(part: ShardPart, page: number): boolean {
+  return page % part.count === part.index;
+}

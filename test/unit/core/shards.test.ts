@@ -1,0 +1,74 @@
+import fc from "fast-check";
+import murmurhash from "murmurhash";
+import { describe, expect, it } from "vitest";
+import { AllocationStatus } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { firstOwnedFrom, keyShard, ownedPages, type ShardPart } from "../../../src/core/shards.js";
+import { MetadataState } from "../../../src/core/state.js";
+import { FakeClock } from "../../support/fake-clock.js";
+
+/** VECTORS are docs/contract.md's test vectors of keyShard: namespace, key, MurmurHash3, and the shard of 2, 3, 4 and 8. */
+const VECTORS: [string, string, number, number[]][] = [
+  ["kv", "0", 3897214315, [1, 1, 3, 3]],
+  ["kv", "block-0001", 117328691, [1, 2, 3, 3]],
+  ["llama-70b", "a3f9c2e1", 3117917185, [1, 1, 1, 1]],
+  ["модель", "ключ", 1092155921, [1, 2, 1, 1]],
+];
+
+describe("keyShard, the shard of a key", () => {
+  it("gives docs/contract.md's test vectors, and names the empty namespace kv", () => {
+    for (const [namespace, key, , shards] of VECTORS) expect([2, 3, 4, 8].map((count) => keyShard(namespace, key, count))).toEqual(shards);
+    expect(keyShard("", "block-0001", 3)).toBe(keyShard("kv", "block-0001", 3));
+    expect(keyShard("kv", "anything", 1)).toBe(0);
+  });
+
+  it("is MurmurHash3 (x86, 32 bits, seed 0) of namespace, 0x1F, key, as the murmurhash package computes it", () => {
+    const reference = (namespace: string, key: string, count: number) =>
+      murmurhash.v3(new Uint8Array(Buffer.concat([Buffer.from(namespace), Buffer.from([0x1f]), Buffer.from(key)])), 0) % count;
+    for (const [namespace, key, hash] of VECTORS) expect(murmurhash.v3(new Uint8Array(Buffer.from(`${namespace}\u001f${key}`)), 0)).toBe(hash);
+    fc.assert(
+      fc.property(fc.string({ minLength: 1, unit: "grapheme" }), fc.string({ maxLength: 5_000, unit: "grapheme" }), fc.integer({ min: 1, max: 64 }), (ns, key, count) => {
+        expect(keyShard(ns, key, count)).toBe(reference(ns, key, count));
+      }),
+    );
+  });
+});
+
+describe("a state of one shard (ShardPart)", () => {
+  it("owns pages p with p mod count = index: ownedPages and firstOwnedFrom agree with counting them", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 9 }), fc.nat(60), fc.nat(60), (count, index, numPages) => {
+        const part = { count, index: index % count };
+        const owned = Array.from({ length: numPages }, (_, p) => p).filter((p) => p % count === part.index);
+        expect(ownedPages(numPages, part)).toBe(owned.length);
+        for (let p = 0; p < numPages; p++) expect(firstOwnedFrom(p, part)).toBe(owned.find((q) => q >= p) ?? firstOwnedFrom(p, part));
+        expect(firstOwnedFrom(numPages, part) % count).toBe(part.index);
+      }),
+    );
+  });
+
+  it("hands out its own pages only: the shards of a rank together hand out each page once, and count them as theirs", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 40 }), fc.integer({ min: 0, max: 20 }), (count, numPages, grow) => {
+        const pages: number[] = [];
+        for (let index = 0; index < count; index++) {
+          const part: ShardPart = { count, index };
+          const state = new MetadataState(new FakeClock().clock, {}, true, part);
+          state.initializeRank("kv", 0, numPages, 1);
+          expect(state.stats("kv")[0]!.ranks[0]!.freePages).toBe(ownedPages(numPages, part));
+          const mine = (n: number, from: number) => state.batchAllocate("kv", 0, Array.from({ length: n }, (_, i) => `k${index}-${from + i}`));
+          const first = mine(numPages, 0);
+          // A rank grown later hands out the new pages of this shard too.
+          state.initializeRank("kv", 0, numPages + grow, 1);
+          const second = mine(grow, numPages);
+          const taken = [...first.pages, ...second.pages].filter((p) => p >= 0);
+          expect(taken.length).toBe(ownedPages(numPages + grow, part));
+          expect(taken.every((p) => p % count === index)).toBe(true);
+          expect(first.statuses.filter((s) => s === AllocationStatus.NO_SPACE).length).toBe(numPages - ownedPages(numPages, part));
+          expect(state.stats("kv")[0]!.ranks[0]!.freePages).toBe(0);
+          pages.push(...taken);
+        }
+        expect(pages.sort((a, b) => a - b)).toEqual(Array.from({ length: numPages + grow }, (_, p) => p));
+      }),
+    );
+  });
+});
