@@ -1,6 +1,7 @@
 import { BELOW_ORPHAN, ORPHANED, REACHABLE } from "../../src/core/key-tree.js";
 import type { Namespace } from "../../src/core/namespace.js";
 import { DRAINING, FREE, NO_OWNER, RESERVED, USED } from "../../src/core/page-pool.js";
+import { ownedPages } from "../../src/core/shards.js";
 import type { MetadataState } from "../../src/core/state.js";
 import { namespacesOf } from "../../src/core/state.js";
 
@@ -21,10 +22,15 @@ export function assertInvariants(state: MetadataState): void {
       const where = `namespace ${ns.name} rank ${rank.rank}`;
       const pool = rank.pool;
       // Pages never handed out are free by construction; walking them would take minutes on a rank of 2^31 pages.
-      let free = rank.numPages - pool.handedOut;
+      // A shard's rank holds its own pages only (p mod count = index): the others are never handed out, and not counted.
+      let free = rank.ownedPages - ownedPages(pool.handedOut, pool.part);
       let reserved = 0;
       let used = 0;
       for (let page = 0; page < pool.handedOut; page++) {
+        if (!pool.owns(page)) {
+          if (pool.kindOf(page) !== FREE) throw new Error(`${where}: page ${page} of another shard is held`);
+          continue;
+        }
         const kind = pool.kindOf(page);
         const owner = pool.ownerOf(page);
         if (kind === FREE || kind === DRAINING) {
@@ -46,7 +52,7 @@ export function assertInvariants(state: MetadataState): void {
           count(confirmations, owner);
         } else throw new Error(`${where}: page ${page} of unknown kind ${kind}`);
       }
-      if (free + reserved + used !== rank.numPages) throw new Error(`${where}: states do not add up`);
+      if (free + reserved + used !== rank.ownedPages) throw new Error(`${where}: states do not add up`);
       if (free !== rank.freePages) throw new Error(`${where}: ${free} free pages, pool says ${rank.freePages}`);
       if (reserved !== rank.reservedPages) throw new Error(`${where}: ${reserved} reserved pages, the expiry order holds ${rank.reservedPages}`);
       if (used !== rank.usedPages) throw new Error(`${where}: ${used} used pages, counters say ${rank.usedPages}`);

@@ -44,7 +44,7 @@ export class Eviction {
     const { evictLowWatermark, evictHighWatermark } = this.registry.options;
     // A rank so small that the low watermark holds no page (1 page at 0.90) is never evicted ahead: that would empty it.
     if (heldPagesAt(rank, evictLowWatermark) === 0) return;
-    if (rank.numPages - rank.freePages > heldPagesAt(rank, evictHighWatermark)) this.crowded.set(rank, ns);
+    if (rank.heldPages > heldPagesAt(rank, evictHighWatermark)) this.crowded.set(rank, ns);
   }
 
   /** forget stops looking at a rank that was dropped. */
@@ -70,14 +70,14 @@ export class Eviction {
     for (const [rank, ns] of this.crowded) {
       const target = heldPagesAt(rank, this.registry.options.evictLowWatermark);
       let stuck = false;
-      while (rank.numPages - rank.freePages > target && evicted < maxKeys) {
+      while (rank.heldPages > target && evicted < maxKeys) {
         if (!this.evictOne(ns, rank, NO_BATCH, now)) {
           stuck = true;
           break;
         }
         evicted++;
       }
-      if (stuck || rank.numPages - rank.freePages <= target) this.crowded.delete(rank);
+      if (stuck || rank.heldPages <= target) this.crowded.delete(rank);
       if (evicted >= maxKeys) break;
     }
     return evicted;
@@ -87,5 +87,5 @@ export class Eviction {
 /** heldPagesAt is the number of held pages of a rank at a watermark (a fraction of its pages). */
 function heldPagesAt(rank: Rank, watermark: number): number {
   // The epsilon keeps 0.95 × 100 at 95 pages, whichever way the product rounds.
-  return Math.floor(rank.numPages * watermark + 1e-9);
+  return Math.floor(rank.ownedPages * watermark + 1e-9);
 }

@@ -125,7 +125,7 @@ export class Namespace {
   removeRank(rankNo: number): void {
     const rank = this.ranks.get(rankNo);
     if (rank === undefined) return;
-    if (rank.freePages !== rank.numPages) throw new Error(`rank ${rankNo} of namespace "${this.name}" still holds pages`);
+    if (rank.heldPages !== 0) throw new Error(`rank ${rankNo} of namespace "${this.name}" still holds pages`);
     this.ranks.delete(rankNo);
     this.freeSlots.push(rank.slot);
   }

@@ -72,9 +72,14 @@ export class PagePool {
     this.numPages = numPages;
   }
 
+  /** ownedPages is the number of pages the pool hands out: numPages, or a shard's part of them. */
+  get ownedPages(): number {
+    return this.part.count === 1 ? this.numPages : ownedPages(this.numPages, this.part);
+  }
+
   /** freePages is the number of free pages (of those the pool owns). */
   get freePages(): number {
-    return ownedPages(this.numPages, this.part) - this.heldPages;
+    return this.ownedPages - this.heldPages;
   }
 
   /** owns tells whether the pool hands out page p (always, but in a shard of a cluster). */

@@ -129,9 +129,9 @@ export function initializeRank(
   const ns = perRank ? registry.newNamespace(internal, worldSize) : (parts[0] ?? registry.newNamespace(name, worldSize));
   ns.layout = declaredLayout ?? layout ?? "";
   ns.lastCallMs = registry.clock();
-  ns.addRank(rankNo, numPages);
+  const rank = ns.addRank(rankNo, numPages);
   registry.journal.record(rankChange(ns, rankNo, numPages));
-  return { created: true, numPages, freePages: numPages, resizedFrom: 0 };
+  return { created: true, numPages, freePages: rank.freePages, resizedFrom: 0 };
 }
 
 /** rankChange is the durable change of a rank created or resized, with its namespace's world size and layout. */

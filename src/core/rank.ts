@@ -28,7 +28,7 @@ export interface Drain {
  *   a RESERVED or USED page p has an owner entry e with pageOf(e) = p, while
  *   pageOf(e) = p ≥ 0 only for such a page: so a key holds at most one page
  *   here, reserved or used, and no page has two keys;
- * - free + reserved + used (draining counted as used) = numPages;
+ * - free + reserved + used (draining counted as used) = ownedPages (numPages, but in a shard of a cluster);
  * - `reservations` holds exactly the RESERVED pages, earliest expiry first;
  * - draining has exactly the DRAINING pages;
  * - lapsed.get(p) = k only while p is FREE: k's reservation of p expired
@@ -73,6 +73,16 @@ export class Rank {
   /** numPages is the size of the rank's file, in pages. */
   get numPages(): number {
     return this.pool.numPages;
+  }
+
+  /** ownedPages is how many of them this rank hands out: numPages, but in a shard of a cluster (its part of them). */
+  get ownedPages(): number {
+    return this.pool.ownedPages;
+  }
+
+  /** heldPages counts the pages that are not FREE. */
+  get heldPages(): number {
+    return this.pool.heldPages;
   }
 
   /**

@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import fc from "fast-check";
 import murmurhash from "murmurhash";
 import { describe, expect, it } from "vitest";
@@ -6,7 +7,7 @@ import { firstOwnedFrom, keyShard, ownedPages, type ShardPart } from "../../../s
 import { MetadataState } from "../../../src/core/state.js";
 import { FakeClock } from "../../support/fake-clock.js";
 
-/** VECTORS are docs/contract.md's test vectors of keyShard: namespace, key, MurmurHash3, and the shard of 2, 3, 4 and 8. */
+/** VECTORS are keyShard's test vectors in docs/contract.md ("Shards"): namespace, key, MurmurHash3, and the shard of 2, 3, 4 and 8. */
 const VECTORS: [string, string, number, number[]][] = [
   ["kv", "0", 3897214315, [1, 1, 3, 3]],
   ["kv", "block-0001", 117328691, [1, 2, 3, 3]],
@@ -15,6 +16,12 @@ const VECTORS: [string, string, number, number[]][] = [
 ];
 
 describe("keyShard, the shard of a key", () => {
+  it("has its test vectors in docs/contract.md as the code has them", () => {
+    const page = readFileSync(new URL("../../../docs/contract.md", import.meta.url), "utf8");
+    const rows = [...page.matchAll(/^\| `([^`]+)` \| `([^`]+)` \| (\d+) \| ([\d, ]+) \|$/gm)];
+    expect(rows.map((r) => [r[1], r[2], Number(r[3]), r[4]!.split(", ").map(Number)])).toEqual(VECTORS);
+  });
+
   it("gives docs/contract.md's test vectors, and names the empty namespace kv", () => {
     for (const [namespace, key, , shards] of VECTORS) expect([2, 3, 4, 8].map((count) => keyShard(namespace, key, count))).toEqual(shards);
     expect(keyShard("", "block-0001", 3)).toBe(keyShard("kv", "block-0001", 3));
@@ -26,9 +33,14 @@ describe("keyShard, the shard of a key", () => {
       murmurhash.v3(new Uint8Array(Buffer.concat([Buffer.from(namespace), Buffer.from([0x1f]), Buffer.from(key)])), 0) % count;
     for (const [namespace, key, hash] of VECTORS) expect(murmurhash.v3(new Uint8Array(Buffer.from(`${namespace}\u001f${key}`)), 0)).toBe(hash);
     fc.assert(
-      fc.property(fc.string({ minLength: 1, unit: "grapheme" }), fc.string({ maxLength: 5_000, unit: "grapheme" }), fc.integer({ min: 1, max: 64 }), (ns, key, count) => {
-        expect(keyShard(ns, key, count)).toBe(reference(ns, key, count));
-      }),
+      fc.property(
+        fc.string({ minLength: 1, unit: "grapheme" }),
+        fc.string({ maxLength: 5_000, unit: "grapheme" }),
+        fc.integer({ min: 1, max: 64 }),
+        (ns, key, count) => {
+          expect(keyShard(ns, key, count)).toBe(reference(ns, key, count));
+        },
+      ),
     );
   });
 });
@@ -55,7 +67,12 @@ describe("a state of one shard (ShardPart)", () => {
           const state = new MetadataState(new FakeClock().clock, {}, true, part);
           state.initializeRank("kv", 0, numPages, 1);
           expect(state.stats("kv")[0]!.ranks[0]!.freePages).toBe(ownedPages(numPages, part));
-          const mine = (n: number, from: number) => state.batchAllocate("kv", 0, Array.from({ length: n }, (_, i) => `k${index}-${from + i}`));
+          const mine = (n: number, from: number) =>
+            state.batchAllocate(
+              "kv",
+              0,
+              Array.from({ length: n }, (_, i) => `k${index}-${from + i}`),
+            );
           const first = mine(numPages, 0);
           // A rank grown later hands out the new pages of this shard too.
           state.initializeRank("kv", 0, numPages + grow, 1);

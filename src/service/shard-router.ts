@@ -1,0 +1,256 @@
+import { create } from "@bufbuild/protobuf";
+import { AllocationStatus, MetadataService, type NamespaceStats, type RankStats } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { keyShard, NAMESPACE_COUNTERS, pageShard } from "../core/index.js";
+import type { Answer, MetadataCalls, MethodName, RequestOf, ResponseOf } from "./metadata-calls.js";
+
+/**
+ * shardRouter answers MetadataService calls on a cluster of shards, one
+ * MetadataCalls per shard (its leader, or this member's own handlers): a
+ * call's keys go to the shards they belong to (keyShard), in parallel,
+ * and their answers are merged in the caller's order; pages to release go
+ * to the shard that owns them (pageShard); the calls on a whole namespace
+ * (InitializeRank, Clear, DropRank, ResetNamespace, GetStats) go to every
+ * shard and their answers are added up. A call whose keys all belong to
+ * one shard goes there as it came. When a part fails, the call fails with
+ * the error of the lowest shard that failed; the parts that succeeded
+ * stand, and the client retries the whole call (a BatchAllocate retried
+ * gets the same pages back, RESERVED).
+ */
+export function shardRouter(shards: readonly MetadataCalls[]): MetadataCalls {
+  if (shards.length === 0) throw new RangeError("a cluster has at least one shard");
+  if (shards.length === 1) return shards[0]!;
+  const route = new Router(shards);
+  return (method, request, signal) => route.call(method, request, signal);
+}
+
+/** Part is one shard's share of a call: the positions of the caller's keys it carries. */
+interface Part {
+  readonly shard: number;
+  readonly positions: number[];
+}
+
+class Router {
+  constructor(private readonly shards: readonly MetadataCalls[]) {}
+
+  call<M extends MethodName>(method: M, request: RequestOf<M>, signal?: AbortSignal): Promise<Answer<M>> {
+    const r = request as never;
+    switch (method) {
+      case "batchAllocate":
+        return this.batchAllocate(r, signal) as never;
+      case "confirmWrite":
+        return this.confirmWrite(r, signal) as never;
+      case "batchExists":
+        return this.byKey("batchExists", r, signal, (answers, parts, n) => ({ exists: merged(answers, parts, n, (a) => a.exists, false) })) as never;
+      case "getLocations":
+        return this.byKey("getLocations", r, signal, (answers, parts, n) => ({ pages: merged(answers, parts, n, (a) => a.pages, -1) })) as never;
+      case "deleteKeys":
+        return this.byKey("deleteKeys", r, signal, (answers) => ({ deleted: sum(answers, (a) => a.deleted) })) as never;
+      case "initializeRank":
+        return this.everywhere("initializeRank", r, signal, (answers) => ({
+          ...answers[0]!,
+          created: answers.some((a) => a.created),
+          freePages: sum(answers, (a) => a.freePages),
+          // A client that sees the id change (any shard's server replaced) initializes its rank again.
+          serverId: answers.map((a) => a.serverId).join(","),
+        })) as never;
+      case "clear":
+        return this.everywhere("clear", r, signal, () => ({})) as never;
+      case "dropRank":
+        return this.everywhere("dropRank", r, signal, (answers) => ({ forgottenKeys: sum(answers, (a) => a.forgottenKeys) })) as never;
+      case "resetNamespace":
+        // Every shard holds every namespace's ranks: they are counted once; the keys are each shard's own.
+        return this.everywhere("resetNamespace", r, signal, (answers) => ({
+          namespaces: Math.max(...answers.map((a) => a.namespaces)),
+          ranks: Math.max(...answers.map((a) => a.ranks)),
+          forgottenKeys: sum(answers, (a) => a.forgottenKeys),
+        })) as never;
+      case "getStats":
+        return this.everywhere("getStats", r, signal, mergedStats) as never;
+      default:
+        throw new TypeError(`no route for ${method}`);
+    }
+  }
+
+  /** batchAllocate splits keys (and their prefix keys) by shard, and merges pages and statuses. */
+  private batchAllocate(request: RequestOf<"batchAllocate">, signal?: AbortSignal): Promise<Answer<"batchAllocate">> {
+    const parts = this.partsOf(request.namespace, request.keys);
+    const prefixed = request.prefixKeys.length === request.keys.length;
+    return this.send(
+      "batchAllocate",
+      parts,
+      signal,
+      request,
+      (part) => ({
+        ...request,
+        keys: part.positions.map((i) => request.keys[i]!),
+        prefixKeys: prefixed ? part.positions.map((i) => request.prefixKeys[i]!) : request.prefixKeys,
+      }),
+      (answers, n) => ({
+        pages: merged(answers, parts, n, (a) => a.pages, -1),
+        statuses: merged(answers, parts, n, (a) => a.statuses, AllocationStatus.UNSPECIFIED),
+      }),
+      request.keys.length,
+    );
+  }
+
+  /** confirmWrite splits the written keys by their shard and the pages to release by theirs; counts add up, completions map back. */
+  private async confirmWrite(request: RequestOf<"confirmWrite">, signal?: AbortSignal): Promise<Answer<"confirmWrite">> {
+    const count = this.shards.length;
+    const writes = new Map<number, number[]>();
+    const releases = new Map<number, number[]>();
+    for (let i = 0; i < request.keys.length; i++) push(writes, keyShard(request.namespace, request.keys[i]!, count), i);
+    for (let i = 0; i < request.pagesToRelease.length; i++) push(releases, pageShard(request.pagesToRelease[i]!, count), i);
+    const shards = [...new Set([...writes.keys(), ...releases.keys()])].sort((a, b) => a - b);
+    if (shards.length <= 1) return this.shards[shards[0] ?? 0]!("confirmWrite", request, signal);
+    const withKeys = request.keysToRelease.length > 0;
+    const answers = await settled(
+      shards.map((shard) => {
+        const kept = writes.get(shard) ?? [];
+        const freed = releases.get(shard) ?? [];
+        const part = create(MetadataService.method.confirmWrite.input, {
+          ...request,
+          keys: kept.map((i) => request.keys[i]!),
+          pages: kept.map((i) => request.pages[i]!),
+          pagesToRelease: freed.map((i) => request.pagesToRelease[i]!),
+          keysToRelease: withKeys ? freed.map((i) => request.keysToRelease[i]!) : [],
+        });
+        return this.shards[shard]!("confirmWrite", part, signal);
+      }),
+    );
+    const completed = answers.flatMap((a, s) => a.response.completed.map((i) => (writes.get(shards[s]!) ?? [])[i]!)).sort((a, b) => a - b);
+    return answer("confirmWrite", {
+      confirmed: sum(answers, (a) => a.response.confirmed),
+      released: sum(answers, (a) => a.response.released),
+      completed,
+    });
+  }
+
+  /** byKey splits a call's keys by shard and merges the parts' answers (merge gets them in the order of `parts`). */
+  private byKey<M extends "batchExists" | "getLocations" | "deleteKeys">(
+    method: M,
+    request: RequestOf<M>,
+    signal: AbortSignal | undefined,
+    merge: (answers: ResponseOf<M>[], parts: Part[], n: number) => object,
+  ): Promise<Answer<M>> {
+    const parts = this.partsOf(request.namespace, request.keys);
+    return this.send(
+      method,
+      parts,
+      signal,
+      request,
+      (part) => ({ ...request, keys: part.positions.map((i) => request.keys[i]!) }),
+      (answers, n) => merge(answers, parts, n),
+      request.keys.length,
+    );
+  }
+
+  /** send sends each part to its shard (a call of one part as it came) and merges their answers. */
+  private async send<M extends MethodName>(
+    method: M,
+    parts: Part[],
+    signal: AbortSignal | undefined,
+    request: RequestOf<M>,
+    split: (part: Part) => object,
+    merge: (answers: ResponseOf<M>[], n: number) => object,
+    n: number,
+  ): Promise<Answer<M>> {
+    // No keys: any shard checks the rest of the request (the namespace, the rank) and answers for all.
+    if (parts.length <= 1) return this.shards[parts[0]?.shard ?? 0]!(method, request, signal);
+    const input = MetadataService.method[method].input;
+    const answers = await settled(parts.map((part) => this.shards[part.shard]!(method, create(input, split(part) as never) as RequestOf<M>, signal)));
+    return answer(
+      method,
+      merge(
+        answers.map((a) => a.response),
+        n,
+      ),
+    );
+  }
+
+  /** everywhere sends a call to every shard and merges their answers. */
+  private async everywhere<M extends MethodName>(
+    method: M,
+    request: RequestOf<M>,
+    signal: AbortSignal | undefined,
+    merge: (answers: ResponseOf<M>[]) => object,
+  ): Promise<Answer<M>> {
+    const answers = await settled(this.shards.map((shard) => shard(method, request, signal)));
+    return answer(method, merge(answers.map((a) => a.response)));
+  }
+
+  /** partsOf groups the positions of keys by the shard each key belongs to, in shard order. */
+  private partsOf(namespace: string, keys: readonly string[]): Part[] {
+    const count = this.shards.length;
+    const byShard = new Map<number, number[]>();
+    for (let i = 0; i < keys.length; i++) push(byShard, keyShard(namespace, keys[i]!, count), i);
+    return [...byShard].sort(([a], [b]) => a - b).map(([shard, positions]) => ({ shard, positions }));
+  }
+}
+
+/** settled waits for every part; when any failed, it throws the error of the first (in shard order) that did. */
+async function settled<T>(calls: Promise<T>[]): Promise<T[]> {
+  const results = await Promise.allSettled(calls);
+  const failed = results.find((r) => r.status === "rejected");
+  if (failed !== undefined) throw failed.reason;
+  return results.map((r) => (r as PromiseFulfilledResult<T>).value);
+}
+
+/** merged puts the parts' per-key answers back in the caller's order. */
+function merged<A, T>(answers: A[], parts: Part[], n: number, field: (answer: A) => readonly T[], fill: T): T[] {
+  const out = new Array<T>(n).fill(fill);
+  parts.forEach((part, p) => {
+    const values = field(answers[p]!);
+    for (let j = 0; j < part.positions.length; j++) out[part.positions[j]!] = values[j]!;
+  });
+  return out;
+}
+
+/** mergedStats adds up the shards' stats of each namespace: its ranks' pages and its counters. */
+function mergedStats(answers: ResponseOf<"getStats">[]): object {
+  // A page of all namespaces ends where the shortest page ends, so that none is skipped on the next page.
+  const tokens = answers.map((a) => a.nextPageToken).filter((t) => t !== "");
+  const next = tokens.length === 0 ? "" : tokens.sort()[0]!;
+  const byName = new Map<string, NamespaceStats>();
+  for (const answer of answers) {
+    for (const ns of answer.namespaces) {
+      if (next !== "" && ns.namespace > next) continue;
+      const into = byName.get(ns.namespace);
+      if (into === undefined) {
+        byName.set(ns.namespace, { ...ns, ranks: ns.ranks.map((r) => ({ ...r })) });
+        continue;
+      }
+      for (const { field } of NAMESPACE_COUNTERS) (into as unknown as Record<string, bigint>)[field]! += (ns as unknown as Record<string, bigint>)[field]!;
+      for (const rank of ns.ranks) {
+        const same = into.ranks.find((r) => r.rank === rank.rank);
+        if (same === undefined) into.ranks.push({ ...rank });
+        else addPages(same, rank);
+      }
+    }
+  }
+  const namespaces = [...byName.values()].sort((a, b) => (a.namespace < b.namespace ? -1 : 1));
+  for (const ns of namespaces) ns.ranks.sort((a, b) => a.rank - b.rank);
+  return { namespaces, nextPageToken: next };
+}
+
+/** addPages adds a shard's pages of a rank to the rank's total (each shard holds its own part of the rank's pages). */
+function addPages(into: RankStats, more: RankStats): void {
+  into.freePages += more.freePages;
+  into.reservedPages += more.reservedPages;
+  into.usedPages += more.usedPages;
+}
+
+function answer<M extends MethodName>(method: M, response: object): Answer<M> {
+  return { response: create(MetadataService.method[method].output, response as never) as ResponseOf<M> };
+}
+
+function sum<A>(answers: A[], field: (answer: A) => number): number {
+  let total = 0;
+  for (const a of answers) total += field(a);
+  return total;
+}
+
+function push(map: Map<number, number[]>, shard: number, position: number): void {
+  const positions = map.get(shard);
+  if (positions === undefined) map.set(shard, [position]);
+  else positions.push(position);
+}
