@@ -2,19 +2,22 @@ import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
-import { type Database, type Key, open, type RootDatabase, type Transaction } from "lmdb";
+import { type Database, open, type RootDatabase, type Transaction } from "lmdb";
 import type { Change } from "../core/index.js";
-import { isPreParentKeyValue, MetadataError, Reason, type RecordValue } from "../core/index.js";
+import { MetadataError, Reason } from "../core/index.js";
 import { dataFile, prepareDataDir } from "./data-dir.js";
 import { DataDirLock } from "./data-dir-lock.js";
 import { type LoadProgress, ProgressReporter } from "./load-progress.js";
+import { entryCount, migrateParents } from "./migration.js";
 import { DROP_CHUNK, droppingMark, finishDrops, isDrop, namespaceRecords } from "./namespace-drop.js";
-import { DB_NAMES, FORMAT_VERSION, storedChange, type Write, withRootParent, writeOf } from "./schema.js";
+import { DB_NAMES, FORMAT_VERSION, storedChange, type Write, writeOf } from "./schema.js";
 import type { Store } from "./store.js";
 
 /** APPLIED_SEQ and CLUSTER_ID are the meta records of a member of a highly available cluster (see src/replication/). */
 const APPLIED_SEQ = "appliedSeq";
 const CLUSTER_ID = "clusterId";
+/** SHARD is the meta key of the shard a store keeps (keepShard). */
+const SHARD = "shard";
 /** SNAPSHOT_LOADING marks a member's store whose records are a snapshot still arriving: incomplete until the mark goes (loadSnapshot). */
 const SNAPSHOT_LOADING = "snapshotLoading";
 
@@ -287,6 +290,16 @@ export class LmdbStore implements Store {
     await this.dbs.meta.put(CLUSTER_ID, clusterId);
   }
 
+  /** shard is the shard whose part of the pages this store keeps, "INDEX/COUNT" ("0/1": not split, as a store that never recorded one). */
+  get shard(): string {
+    return (this.dbs.meta.get(SHARD) as string | undefined) ?? "0/1";
+  }
+
+  /** recordShard records the shard this store keeps from now on (keepShard, in server/start.ts, checks it first). */
+  async recordShard(shard: string): Promise<void> {
+    await this.dbs.meta.put(SHARD, shard);
+  }
+
   /** isEmpty is true when the store holds no rank (so no key, reservation or draining page either). */
   isEmpty(): boolean {
     return this.dbs.ranks.getKeysCount() === 0;
@@ -418,52 +431,6 @@ async function initMeta(
   }
   if (typeof serverId !== "string") throw new StoreOpenError(`store in ${path} has no server id`);
   return { serverId, migratedFrom };
-}
-
-/** entryCount is the number of records of the tables, from LMDB's entry counts (no walk); a table not there counts none. */
-function entryCount(tables: readonly (Database | undefined)[]): number {
-  return tables.reduce((sum, db) => sum + ((db?.getStats() as { entryCount?: number } | undefined)?.entryCount ?? 0), 0);
-}
-
-/** MIGRATION_CHUNK is the number of records a migration rewrites per transaction. */
-const MIGRATION_CHUNK = 10_000;
-
-/**
- * migrateParents brings a store of version 1 or 2 to version 3: every key
- * record gets a root parent (schema.ts), a chunk per transaction, then the
- * version is written. Records already in the new layout are left alone, so
- * a migration cut short is taken up again at the next open.
- */
-function migrateParents(dbs: LmdbStore["dbs"], migrating: (p: LoadProgress) => void): void {
-  const reporter = new ProgressReporter(migrating, entryCount([dbs.keys, dbs.long_keys]));
-  // Reported about every second, between chunks: how many of the key records were read.
-  let records = 0;
-  const read = (chunk: number) => {
-    records += chunk;
-    reporter.at(records);
-  };
-  migrateKeyValues(dbs.keys, 0, read);
-  migrateKeyValues(dbs.long_keys, 2, read); // after [namespace, key]
-  dbs.meta.putSync("formatVersion", FORMAT_VERSION);
-  reporter.done();
-}
-
-/** migrateKeyValues rewrites the records of a key table whose key value (from index `at` of the value) is of the layout before version 3, as roots; `read` hears each chunk's size. */
-function migrateKeyValues(db: Database, at: number, read: (records: number) => void): void {
-  const keyValue = (value: unknown) => (value as RecordValue).slice(at);
-  for (let start: Key | undefined; ; ) {
-    const chunk = [...db.getRange({ start, limit: MIGRATION_CHUNK })];
-    // The first record of a chunk after the first is the last of the one before (start is inclusive).
-    read(start === undefined ? chunk.length : chunk.length - 1);
-    const old = chunk.filter(({ value }) => isPreParentKeyValue(keyValue(value)));
-    if (old.length > 0) {
-      db.transactionSync(() => {
-        for (const { key, value } of old) db.putSync(key, [...(value as unknown[]).slice(0, at), ...withRootParent(keyValue(value))]);
-      });
-    }
-    if (chunk.length < MIGRATION_CHUNK) return;
-    start = chunk[chunk.length - 1]!.key; // inclusive: that record is migrated already
-  }
 }
 
 /**
