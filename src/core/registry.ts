@@ -27,21 +27,22 @@ export class Registry {
   /** deadlines schedules reservation expiries, incomplete reclaims and drain ends, so expire() costs what is due. */
   readonly deadlines = new Deadlines();
   readonly journal: Journal;
+  /** part is the part of every rank's pages this state hands out: its shard's (options shards and shard), or all (WHOLE). */
+  readonly part: ShardPart;
 
   /**
    * @param clock the time source.
    * @param options the rules; missing ones take their defaults.
    * @param journaling whether to record changes (off for a state nobody persists).
-   * @param part the part of the pages this state hands out: a shard of a cluster's (WHOLE: all).
    */
   constructor(
     readonly clock: Clock,
     options: Partial<StateOptions>,
     readonly journaling: boolean,
-    readonly part: ShardPart = WHOLE,
   ) {
     this.options = { ...defaultStateOptions, ...options };
     checkStateOptions(this.options);
+    this.part = this.options.shards === 1 ? WHOLE : { count: this.options.shards, index: this.options.shard };
     this.journal = new Journal(journaling);
   }
 

@@ -11,6 +11,9 @@ export type EvictionPolicy = (typeof EVICTION_POLICIES)[number];
  */
 export const MAX_RANKS_PER_NAMESPACE = 32_767;
 
+/** MAX_SHARDS is the largest --shards. */
+export const MAX_SHARDS = 256;
+
 /** MAX_KEY_BYTES is the largest --max-key-bytes: a namespace name is part of LMDB keys of at most 1,978 bytes. */
 export const MAX_KEY_BYTES = 1_024;
 
@@ -57,6 +60,9 @@ export const STATE_OPTIONS = optionTable({
     kind: "fraction",
     default: 0.9,
   },
+  /** shards and shard: the state is shard `shard` of `shards` (shards.ts): it hands out only that part of every rank's pages. */
+  shards: { kind: "integer", min: 1, max: MAX_SHARDS, default: 1 },
+  shard: { kind: "integer", min: 0, max: MAX_SHARDS - 1, default: 0 },
 });
 
 /** StateOptions are the rules a MetadataState enforces (STATE_OPTIONS). */
@@ -69,6 +75,12 @@ export const defaultStateOptions: StateOptions = defaultsOf(STATE_OPTIONS);
 export function checkStateOptions(options: StateOptions, name: NameOf = (field) => field): void {
   checkBounds(STATE_OPTIONS, options, name);
   checkWatermarks(options, name);
+  checkShard(options, name);
+}
+
+/** checkShard checks that the state's shard is one of the shards. */
+export function checkShard({ shards, shard }: StateOptions, name: NameOf): void {
+  if (shard >= shards) throw new RangeError(`${name("shard")} must be below ${name("shards")} (${shards}): shards count from 0, got ${shard}`);
 }
 
 /** checkWatermarks checks that eviction ahead of need brings a rank down from the high watermark to a low one above 0. */

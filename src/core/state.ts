@@ -11,7 +11,6 @@ import type { Rank } from "./rank.js";
 import { clearNamespace, dropRank, type InitializeRankResult, initializeRank, type RankDeclaration, type ResetResult, resetNamespace } from "./rank-admin.js";
 import { type Restoring, restoring } from "./recovery.js";
 import { Registry } from "./registry.js";
-import { type ShardPart, WHOLE } from "./shards.js";
 import type { StateOptions } from "./state-options.js";
 import type { AllocateResult, ConfirmResult } from "./state-results.js";
 import { type NamespaceStatsView, type RankStatsView, statsInOrder, statsOf, statsPage } from "./stats-views.js";
@@ -48,9 +47,8 @@ export class MetadataState {
    * @param options the rules; missing ones take their defaults.
    * @param journal whether to record changes (off for a state nobody persists).
    */
-  /** part: a shard of a cluster's state hands out only its own pages (shards.ts); WHOLE, all of them. */
-  constructor(clock: Clock, options: Partial<StateOptions> = {}, journal = true, part: ShardPart = WHOLE) {
-    this.registry = MetadataState.adopting ?? new Registry(clock, options, journal, part);
+  constructor(clock: Clock, options: Partial<StateOptions> = {}, journal = true) {
+    this.registry = MetadataState.adopting ?? new Registry(clock, options, journal);
     MetadataState.adopting = undefined;
     this.options = this.registry.options;
     this.namespaces = this.registry.namespaces;

@@ -34,7 +34,9 @@ export async function serveMember({ options, security, port, stopped, logger }: 
     // Watches have a client of their own, made anew should the etcd3 package wedge its watch stream (watch.ts).
     const watches = new Watches(connect);
     const memberOptions = {
-      clusterName: options.clusterName,
+      // Each shard is a cluster of its own in etcd, named after the cluster and its place in it: a member of another
+      // shard, or of the same cluster split another way, joins another group, and its data dir another cluster's.
+      clusterName: options.shards === 1 ? options.clusterName : `${options.clusterName}/shard-${options.shard}-of-${options.shards}`,
       leaderLeaseMs: options.leaderLeaseMs,
       state: options,
       clock: systemClock,

@@ -6,7 +6,7 @@ import { MemoryStore } from "../store/memory-store.js";
 import type { Logger } from "./logger.js";
 import { cannotStart, runUntilStopped } from "./run-until-stopped.js";
 import type { RunningServer } from "./server.js";
-import { openDurable, type Start } from "./start.js";
+import { keepShard, openDurable, type Start } from "./start.js";
 
 /**
  * serveNode runs the single-node server on a port bound already: it opens
@@ -16,7 +16,17 @@ import { openDurable, type Start } from "./start.js";
 export async function serveNode({ options, security, port, stopped, logger }: Start): Promise<number> {
   const state = new MetadataState(systemClock, options, !options.inMemory);
   // Opening checks the store (a child process reads it whole) while the server's modules load.
-  const opening = (options.inMemory ? Promise.resolve(undefined) : openDurable(options.dataDir, logger, { lockWaitMs: options.lockWaitMs })).then(
+  const opening = (
+    options.inMemory
+      ? Promise.resolve(undefined)
+      : openDurable(options.dataDir, logger, { lockWaitMs: options.lockWaitMs }).then(async (store) => {
+          await keepShard(store, options.shard, options.shards).catch(async (error: Error) => {
+            await store.close();
+            throw error;
+          });
+          return store;
+        })
+  ).then(
     (durable) => ({ durable }),
     (error: Error) => ({ error }),
   );

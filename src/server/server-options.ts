@@ -1,4 +1,14 @@
-import { checkBounds, checkWatermarks, defaultsOf, definedOf, type NameOf, type OptionTable, STATE_OPTIONS, type StateOptions } from "../core/index.js";
+import {
+  checkBounds,
+  checkShard,
+  checkWatermarks,
+  defaultsOf,
+  definedOf,
+  type NameOf,
+  type OptionTable,
+  STATE_OPTIONS,
+  type StateOptions,
+} from "../core/index.js";
 import { LISTENER_OPTIONS, type ListenerOptions } from "../framing/http/listener-options.js";
 import { CLUSTER_OPTIONS, type ClusterOptions, checkCluster } from "../replication/cluster-options.js";
 import { ACCESS_OPTIONS, type AccessOptions, checkAccess } from "../service/access-options.js";
@@ -33,7 +43,13 @@ interface OptionGroup {
 export const OPTION_GROUPS: readonly OptionGroup[] = [
   { table: LISTENER_OPTIONS },
   { table: STORE_OPTIONS },
-  { table: STATE_OPTIONS, check: checkWatermarks },
+  {
+    table: STATE_OPTIONS,
+    check: (options, name) => {
+      checkWatermarks(options, name);
+      checkShard(options, name);
+    },
+  },
   { table: VLLM_OPTIONS, check: checkVllm },
   { table: LIMIT_OPTIONS, check: (options, name, given) => resolveLimits(options, given, name) },
   { table: ACCESS_OPTIONS, check: checkAccess },

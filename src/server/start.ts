@@ -40,3 +40,19 @@ export async function openDurable(
   logMigration(store, logger);
   return store;
 }
+
+/**
+ * keepShard records the shard a single node's store keeps, or throws
+ * naming both when it holds another's: its pages are that shard's, and a
+ * server of this one would hand them out again. An empty store takes any.
+ * (A cluster member's store is kept by its shard's cluster id instead.)
+ */
+export async function keepShard(store: LmdbStore, index: number, count: number): Promise<void> {
+  const shard = `${index}/${count}`;
+  if (shard === store.shard) return;
+  if (!store.isEmpty()) {
+    const held = store.shard.replace("/", " of ");
+    throw new Error(`the data dir ${store.path} holds shard ${held}, not shard ${index} of ${count}: start it with the --shard and --shards it was made with`);
+  }
+  await store.recordShard(shard);
+}

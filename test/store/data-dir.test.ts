@@ -2,6 +2,8 @@ import { spawnSync } from "node:child_process";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { MetadataState } from "../../src/core/state.js";
+import { keepShard } from "../../src/server/start.js";
 import { LmdbStore, StoreOpenError } from "../../src/store/lmdb-store.js";
 import { tempDir } from "../support/temp-dir.js";
 
@@ -68,5 +70,25 @@ describe("the data dir", () => {
       env: { ...process.env, TMPDIR: tmp },
     });
     expect(child.stdout.trim()).toBe(`data dir ${dir} is not writable by this process`);
+  });
+});
+
+describe("a single node's data dir of a shard (--shards, --shard)", () => {
+  it("keeps the shard it was made for and refuses another, naming both; an empty one takes any", async () => {
+    const dir = tempDir();
+    const store = await LmdbStore.open(dir);
+    await keepShard(store, 1, 3); // empty: takes any, and records it
+    await keepShard(store, 0, 2);
+    const state = new MetadataState(() => 0, { shards: 2, shard: 0 });
+    state.initializeRank("kv", 0, 8, 1);
+    await store.commit(state.takeChanges());
+    await store.close();
+    const again = await LmdbStore.open(dir);
+    await keepShard(again, 0, 2);
+    await expect(keepShard(again, 1, 2)).rejects.toThrow(
+      `the data dir ${dir} holds shard 0 of 2, not shard 1 of 2: start it with the --shard and --shards it was made with`,
+    );
+    await expect(keepShard(again, 0, 1)).rejects.toThrow(/holds shard 0 of 2, not shard 0 of 1/);
+    await again.close();
   });
 });

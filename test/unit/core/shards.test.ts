@@ -64,7 +64,7 @@ describe("a state of one shard (ShardPart)", () => {
         const pages: number[] = [];
         for (let index = 0; index < count; index++) {
           const part: ShardPart = { count, index };
-          const state = new MetadataState(new FakeClock().clock, {}, true, part);
+          const state = new MetadataState(new FakeClock().clock, { shards: part.count, shard: part.index }, true);
           state.initializeRank("kv", 0, numPages, 1);
           expect(state.stats("kv")[0]!.ranks[0]!.freePages).toBe(ownedPages(numPages, part));
           const mine = (n: number, from: number) =>

@@ -164,6 +164,15 @@ describe("the bounds of unfinished request bodies", () => {
   });
 });
 
+describe("--shards and --shard", () => {
+  it("take a shard below the count, and make the state hand out its part of the pages", () => {
+    expect(parseServerOptions(["--shards", "3", "--shard", "2"], {})).toMatchObject({ shards: 3, shard: 2 });
+    expect(() => parseServerOptions(["--shards", "2", "--shard", "2"], {})).toThrow("--shard must be below --shards (2): shards count from 0, got 2");
+    expect(() => parseServerOptions(["--shards", "0"], {})).toThrow("--shards must be at least 1");
+    expect(parseServerOptions([], {})).toMatchObject({ shards: 1, shard: 0 });
+  });
+});
+
 describe("the options table of docs/operating.md", () => {
   it("lists every option of serve", () => {
     const readme = readFileSync(new URL("../../../docs/operating.md", import.meta.url), "utf8");

@@ -28,7 +28,7 @@ function single(time: FakeClock): Model {
 }
 
 function sharded(time: FakeClock, count: number): Model {
-  const states = Array.from({ length: count }, (_, index) => new MetadataState(time.clock, {}, false, { count, index }));
+  const states = Array.from({ length: count }, (_, index) => new MetadataState(time.clock, { shards: count, shard: index }, false));
   const shards = states.map((state, index) => localCalls(metadataService({ state }, `shard-${index}`)));
   return { calls: shardRouter(shards), pages: new Map(), states };
 }
@@ -159,7 +159,7 @@ describe("shardRouter: a cluster of shards answers as one node", () => {
     const seen: string[][] = [[], [], []];
     const time = new FakeClock();
     const shards = [0, 1, 2].map((index) => {
-      const calls = localCalls(metadataService({ state: new MetadataState(time.clock, {}, false, { count: 3, index }) }, `s${index}`));
+      const calls = localCalls(metadataService({ state: new MetadataState(time.clock, { shards: 3, shard: index }, false) }, `s${index}`));
       return (async (method, request, signal) => {
         if (method === "batchExists") seen[index]!.push(...(request as RequestOf<"batchExists">).keys);
         return calls(method, request, signal);
@@ -176,7 +176,7 @@ describe("shardRouter: a cluster of shards answers as one node", () => {
     const time = new FakeClock();
     let failNext = true;
     const shards = [0, 1].map((index) => {
-      const calls = localCalls(metadataService({ state: new MetadataState(time.clock, {}, false, { count: 2, index }) }, `s${index}`));
+      const calls = localCalls(metadataService({ state: new MetadataState(time.clock, { shards: 2, shard: index }, false) }, `s${index}`));
       return (async (method, request, signal) => {
         if (index === 1 && method === "batchAllocate" && failNext) {
           failNext = false;
