@@ -95,20 +95,42 @@ export function relayOptions(given: Partial<RelayOptions>, name: NameOf = (field
   return resolveRelayOptions({ ...defaultRelayOptions, ...defined }, new Set(Object.keys(defined)), name);
 }
 
-/** checkUpstream throws unless the upstream is a list of http(s) URLs or one SRV name (srvUpstream), and a client certificate comes with its key. */
+/**
+ * checkUpstream throws unless the upstream is a list of http(s) URLs, the
+ * lists of a cluster's shards (shardGroups), or one SRV name (srvUpstream),
+ * and unless a client certificate comes with its key.
+ */
 export function checkUpstream(options: UpstreamOptions, name: NameOf): void {
   if (srvUpstream(options.upstream) === undefined) {
-    const urls = upstreamUrls(options.upstream);
-    if (urls.length === 0) throw new RangeError(`${name("upstream")} is required: the server, or a cluster's members, comma-separated`);
-    for (const url of urls) {
-      if (!/^https?:\/\/[^/\s]+\/?$/.test(url)) {
-        throw new RangeError(`${name("upstream")} takes http:// or https:// URLs of servers, or one srv+https:// (srv+http://) SRV name, got "${url}"`);
+    const groups = shardGroups(options.upstream);
+    if (groups.length > 1 && groups.some((group) => group.startsWith("srv+"))) {
+      throw new RangeError(`${name("upstream")} takes one SRV name, of a cluster of one shard; name the members of each shard instead`);
+    }
+    if (groups.every((group) => upstreamUrls(group).length === 0)) {
+      throw new RangeError(`${name("upstream")} is required: the server, or a cluster's members, comma-separated`);
+    }
+    for (const [shard, group] of groups.entries()) {
+      const urls = upstreamUrls(group);
+      if (urls.length === 0) throw new RangeError(`${name("upstream")} names no server of shard ${shard} (shards are separated by ";")`);
+      for (const url of urls) {
+        if (!/^https?:\/\/[^/\s]+\/?$/.test(url)) {
+          throw new RangeError(`${name("upstream")} takes http:// or https:// URLs of servers, or one srv+https:// (srv+http://) SRV name, got "${url}"`);
+        }
       }
     }
   }
   if ((options.upstreamCert === "") !== (options.upstreamKey === "")) {
     throw new RangeError(`${name("upstreamCert")} and ${name("upstreamKey")} go together`);
   }
+}
+
+/**
+ * shardGroups are the shards an --upstream names, in order: lists of
+ * members separated by ";" (shard 0's first); one list is a cluster of one
+ * shard, as before shards.
+ */
+export function shardGroups(upstream: string): string[] {
+  return upstream.split(";").map((group) => group.trim());
 }
 
 /** upstreamUrls are the URLs of an --upstream list, without spaces or empty entries. */

@@ -11,14 +11,16 @@ import type { StatusHistory } from "../server/status-history.js";
 import type { ShownNamespace } from "../server/status-html.js";
 import { listen } from "../server/surface.js";
 import type { AccessPolicy } from "../service/access-policy.js";
+import { callsService } from "../service/calls-service.js";
 import { Edge } from "../service/edge.js";
 import { healthService } from "../service/health-service.js";
 import { sglangRoutes } from "../service/json/sglang-routes.js";
 import { vllmRoutes } from "../service/json/vllm-routes.js";
 import { Lifecycle } from "../service/lifecycle.js";
+import { shardRouter } from "../service/shard-router.js";
 import { RelayMetrics } from "./relay-metrics.js";
-import type { RelayOptions } from "./relay-options.js";
-import { Upstream } from "./upstream.js";
+import { type RelayOptions, shardGroups } from "./relay-options.js";
+import { allReached, Upstream } from "./upstream.js";
 import { type ResolveSrv, srvUpstream, UpstreamDiscovery } from "./upstream-discovery.js";
 
 /** SHUTTING_DOWN is the refusal of a call that reaches a relay once it has stopped. */
@@ -69,13 +71,13 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
   // Members named by a DNS SRV name: the relay starts on the name itself, which no call reaches, and takes the members as soon as the
   // first read names them (held calls wait within --hold); its start never waits on DNS.
   const srv = srvUpstream(options.upstream);
-  const upstream = new Upstream({
-    urls: srv === undefined ? options.upstream : `${srv.scheme}://${srv.name}`,
-    holdMs: options.holdMs,
-    token: parts.upstreamToken,
-    tls: parts.upstreamTls,
-    metrics,
-  });
+  // A cluster of shards: an upstream per shard (its members, ";" between shards), and the router in front of them.
+  const upstreams = (srv === undefined ? shardGroups(options.upstream) : [`${srv.scheme}://${srv.name}`]).map(
+    (urls) => new Upstream({ urls, holdMs: options.holdMs, token: parts.upstreamToken, tls: parts.upstreamTls, metrics }),
+  );
+  const sharded = upstreams.length > 1;
+  const upstream = upstreams[0]!;
+  const calls = sharded ? shardRouter(upstreams.map((u) => u.calls)) : upstream.calls;
   const discovery = srv && new UpstreamDiscovery(srv, (urls) => upstream.setUrls(urls), parts.resolveSrv);
   discovery?.run();
   const edge = new Edge({
@@ -91,7 +93,7 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
   // The relay charts its own calls (its latency is the upstream's and the hop's; the namespaces' fill is on the servers' pages).
   const status = async (url: string, history: StatusHistory) => {
     const read = create(GetStatsRequestSchema, { allNamespaces: true, pageSize: 100 });
-    const stats = await upstream.calls("getStats", read, AbortSignal.timeout(STATUS_STATS_MS)).then(
+    const stats = await calls("getStats", read, AbortSignal.timeout(STATUS_STATS_MS)).then(
       ({ response }) => response.namespaces,
       () => undefined,
     );
@@ -100,17 +102,17 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
       ...ns,
       ...Object.fromEntries(NAMESPACE_COUNTERS.map(({ field }) => [field, Number(ns[field])])),
     })) as unknown as ShownNamespace[];
-    const calls = await callCounts(metrics.calls);
-    return { kind: "relay" as const, url, upstream: options.upstream, reachable: stats !== undefined, namespaces, calls, history: history.view() };
+    const counts = await callCounts(metrics.calls);
+    return { kind: "relay" as const, url, upstream: options.upstream, reachable: stats !== undefined, namespaces, calls: counts, history: history.view() };
   };
   const surface = await listen(
     {
       edge,
-      metadata: upstream.service(),
-      calls: upstream.calls,
+      metadata: sharded ? callsService(calls) : upstream.service(),
+      calls,
       routes: [...vllmRoutes({ worldSize: options.vllmWorldSize, namespace: options.vllmNamespace }), ...sglangRoutes],
       redirect: false,
-      health: healthService(lifecycle, [MetadataService.typeName], undefined, upstream.reach),
+      health: healthService(lifecycle, [MetadataService.typeName], undefined, sharded ? allReached(upstreams.map((u) => u.reach)) : upstream.reach),
       metrics: metrics.registry,
       sample: async () => ({ calls: await callCounts(metrics.calls), latency: {}, namespaces: [] }),
       statusSampleMs: parts.statusSampleMs,
@@ -128,7 +130,7 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
     (closing ??= (async () => {
       await surface.close();
       discovery?.stop();
-      upstream.close();
+      for (const u of upstreams) u.close();
     })());
   logger.info({ url, upstream: options.upstream }, parts.bound === undefined ? "listening" : "relaying");
   return { url, port, close, reloadTls: surface.reloadTls };
