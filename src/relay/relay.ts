@@ -72,10 +72,11 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
   // first read names them (held calls wait within --hold); its start never waits on DNS.
   const srv = srvUpstream(options.upstream);
   // A cluster of shards: an upstream per shard (its members, ";" between shards), and the router in front of them.
-  const upstreams = (srv === undefined ? shardGroups(options.upstream) : [`${srv.scheme}://${srv.name}`]).map(
-    (urls) => new Upstream({ urls, holdMs: options.holdMs, token: parts.upstreamToken, tls: parts.upstreamTls, metrics }),
+  const groups = srv === undefined ? shardGroups(options.upstream) : [`${srv.scheme}://${srv.name}`];
+  const sharded = groups.length > 1;
+  const upstreams = groups.map(
+    (urls) => new Upstream({ urls, holdMs: options.holdMs, token: parts.upstreamToken, tls: parts.upstreamTls, metrics, shardLocal: sharded }),
   );
-  const sharded = upstreams.length > 1;
   const upstream = upstreams[0]!;
   const calls = sharded ? shardRouter(upstreams.map((u) => u.calls)) : upstream.calls;
   const discovery = srv && new UpstreamDiscovery(srv, (urls) => upstream.setUrls(urls), parts.resolveSrv);

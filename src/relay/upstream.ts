@@ -5,7 +5,7 @@ import { LeaderFollowing, type Method } from "../client/leader-following.js";
 import { createLeanGrpcTransport, type LeanGrpcTransport } from "../client/lean-grpc-transport.js";
 import type { ClientTls } from "../client/metadata-client.js";
 import { MetadataError } from "../core/index.js";
-import { SERVER_ID_HEADER } from "../protocol/headers.js";
+import { SERVER_ID_HEADER, SHARD_LOCAL_HEADER } from "../protocol/headers.js";
 import type { MetadataCalls } from "../service/metadata-calls.js";
 import { Notifier } from "../service/notifier.js";
 import type { RelayMetrics } from "./relay-metrics.js";
@@ -30,6 +30,8 @@ export interface UpstreamConfig {
   /** tls is what the relay trusts and presents upstream (https). */
   readonly tls?: ClientTls;
   readonly metrics: RelayMetrics;
+  /** shardLocal: the servers are one shard of a cluster split into shards, sent each its own part (SHARD_LOCAL_HEADER: not routed again). */
+  readonly shardLocal?: boolean;
 }
 
 /**
@@ -138,8 +140,11 @@ export class Upstream {
   private transportOf(url: string): Transport {
     let transport = this.transports.get(url);
     if (transport === undefined) {
-      const { token, tls } = this.config;
-      transport = createLeanGrpcTransport({ baseUrl: url, tls, header: token === undefined ? undefined : { authorization: `Bearer ${token}` } });
+      const { token, tls, shardLocal } = this.config;
+      const header: Record<string, string> = {};
+      if (token !== undefined) header.authorization = `Bearer ${token}`;
+      if (shardLocal) header[SHARD_LOCAL_HEADER] = "1";
+      transport = createLeanGrpcTransport({ baseUrl: url, tls, header });
       this.transports.set(url, transport);
     }
     return transport;

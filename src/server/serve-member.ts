@@ -11,6 +11,7 @@ import { cannotStart, runUntilStopped } from "./run-until-stopped.js";
 import { type RunningServer, startServer } from "./server.js";
 import type { ServerOptions } from "./server-options.js";
 import { serverUrl } from "./server-url.js";
+import { ShardPeers, shardClusterName } from "./shard-peers.js";
 import { openDurable, type Start } from "./start.js";
 import { readOptionFile } from "./tls-files.js";
 
@@ -23,9 +24,11 @@ import { readOptionFile } from "./tls-files.js";
  * --etcd-endpoints, so a single-node start does not load the etcd client.
  */
 export async function serveMember({ options, security, port, stopped, logger }: Start): Promise<number> {
+  const part = { count: options.shards, index: options.shard };
   // Members reach each other as they are reached: with their own certificate, trusting the CA of the members' (--tls-client-ca).
   const peerTls: PeerTls | undefined = security.tls && { ca: security.tls.clientCa, cert: security.tls.cert, key: security.tls.key };
   let member: Member;
+  let peers: ShardPeers | undefined;
   try {
     const local = await openDurable(options.dataDir, logger, { overlappingSync: true, lockWaitMs: options.lockWaitMs }, [isOrphanWatchResponse]);
     const etcdAuth = etcdSecurity(options);
@@ -36,7 +39,7 @@ export async function serveMember({ options, security, port, stopped, logger }: 
     const memberOptions = {
       // Each shard is a cluster of its own in etcd, named after the cluster and its place in it: a member of another
       // shard, or of the same cluster split another way, joins another group, and its data dir another cluster's.
-      clusterName: options.shards === 1 ? options.clusterName : `${options.clusterName}/shard-${options.shard}-of-${options.shards}`,
+      clusterName: shardClusterName(options.clusterName, part),
       leaderLeaseMs: options.leaderLeaseMs,
       state: options,
       clock: systemClock,
@@ -49,13 +52,18 @@ export async function serveMember({ options, security, port, stopped, logger }: 
       await local.close();
       throw error;
     });
+    // A cluster split into shards: this member's leader sends the keys of the other shards to their leaders.
+    if (part.count > 1) {
+      const peerOptions = { clusterName: options.clusterName, part, holdMs: options.startupHoldMs, token: snapshotToken(options), tls: peerTls };
+      peers = new ShardPeers(client, peerOptions);
+    }
   } catch (error) {
     return cannotStart(logger, error as Error);
   }
   const server = await startServer(
     member.ledger,
     options,
-    { ...security, peerTls, bound: port, leadership: member.leadership, cluster: member, loads: member.loads },
+    { ...security, peerTls, bound: port, leadership: member.leadership, cluster: member, loads: member.loads, peers },
     logger,
   );
   member.start(advertiseUrlOf(options, server));

@@ -19,7 +19,9 @@ import type { Leadership } from "../service/leadership.js";
 import { commit, type Ledger } from "../service/ledger.js";
 import { Lifecycle } from "../service/lifecycle.js";
 import { type LagSampler, LoadShedder, loopLagSampler } from "../service/load-shedder.js";
-import { localCalls, metadataService } from "../service/metadata-service.js";
+import type { MetadataCalls } from "../service/metadata-calls.js";
+import { localCalls, metadataService, routedService } from "../service/metadata-service.js";
+import { shardCalls, shardRouter } from "../service/shard-router.js";
 import type { CurrentLoad } from "../store/load-progress.js";
 import { LeaderForward } from "./leader-forward.js";
 import type { Logger } from "./logger.js";
@@ -61,6 +63,14 @@ export interface ServerParts {
   loads?: CurrentLoad;
   /** statusSampleMs is how often the status page's charts take a sample (STATUS_SAMPLE_MS; tests take them faster). */
   statusSampleMs?: number;
+  /** peers reach the other shards' leaders, in a cluster split into shards (the options' --shards): calls' keys of other shards go there. */
+  peers?: Peers;
+}
+
+/** Peers are a member's ways to the other shards of its cluster (shard-peers.ts), closed with the server. */
+export interface Peers {
+  calls(shard: number): MetadataCalls;
+  close(): void;
 }
 
 /** RunningServer is a server that listens until closed. */
@@ -124,7 +134,11 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
     return error;
   });
 
-  const service = metadataService(ledger, serverId);
+  // Split into shards: every call goes through the router, which runs this shard's part here and sends the others' to their leaders.
+  const local = metadataService(ledger, serverId);
+  const { peers } = parts;
+  const calls = peers === undefined ? localCalls(local) : shardRouter(shardCalls(options.shards, options.shard, localCalls(local), peers));
+  const service = peers === undefined ? local : routedService(calls);
   const routes = [...vllmRoutes({ worldSize: options.vllmWorldSize, namespace: options.vllmNamespace }), ...sglangRoutes];
   // A standby passes calls to its leader unless told to refuse them (--standby-calls).
   const forward =
@@ -142,14 +156,14 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
     {
       edge,
       metadata: service,
-      calls: localCalls(service),
+      calls,
       routes,
       redirect: options.standbyCalls === "refuse",
       health: healthService(lifecycle, [MetadataService.typeName], shedder, parts.leadership),
       more: (router) => {
         if (parts.cluster !== undefined) router.service(ReplicationService, replicationService(parts.cluster));
       },
-      front: (services) => requestHandler(serverId, new GrpcUnaryFastPath(service, edge), services, forward),
+      front: (services) => requestHandler(serverId, new GrpcUnaryFastPath(service, edge), services, forward, peers && new GrpcUnaryFastPath(local, edge)),
       metrics: metrics.registry,
       sample: async () => ({ calls: await callCounts(metrics.calls), latency: await metrics.latencyBuckets(), namespaces: statusNamespaces(ledger.state) }),
       statusSampleMs: parts.statusSampleMs,
@@ -179,6 +193,7 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
       eviction.close();
       forward?.close();
       lag?.stop();
+      peers?.close();
     })());
   // A server that listened before loading its state takes calls now, but holds them until "ready": say so, not "serving".
   const taking = parts.starting ? "taking calls: they wait until the state is loaded (ready)" : "serving";

@@ -74,6 +74,12 @@ export function localCalls(service: LocalService): MetadataCalls {
   };
 }
 
+/** routedService is MetadataService on calls that go elsewhere in part (a shard router's): each handler makes its call and answers its response. */
+export function routedService(calls: MetadataCalls): LocalService {
+  const handler = (method: MethodName) => async (request: RequestOf<MethodName>) => (await calls(method, request)).response;
+  return Object.fromEntries(MetadataService.methods.map((m) => [m.localName, handler(m.localName as MethodName)])) as unknown as LocalService;
+}
+
 /** STATS_PAGE_SIZE and MAX_STATS_PAGE_SIZE are GetStats' default and largest page_size, in namespaces (with all_namespaces). */
 const STATS_PAGE_SIZE = 16;
 const MAX_STATS_PAGE_SIZE = 256;

@@ -23,6 +23,11 @@ export function shardRouter(shards: readonly MetadataCalls[]): MetadataCalls {
   return (method, request, signal) => route.call(method, request, signal);
 }
 
+/** shardCalls are the calls of each of `count` shards: this one's own (`index`) and the peers' others. */
+export function shardCalls(count: number, index: number, own: MetadataCalls, peers: { calls(shard: number): MetadataCalls }): MetadataCalls[] {
+  return Array.from({ length: count }, (_, shard) => (shard === index ? own : peers.calls(shard)));
+}
+
 /** Part is one shard's share of a call: the positions of the caller's keys it carries. */
 interface Part {
   readonly shard: number;

@@ -1,9 +1,10 @@
-import { createClient } from "@connectrpc/connect";
+import { createClient, type Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { keyShard } from "../../src/core/shards.js";
+import { SHARD_LOCAL_HEADER } from "../../src/protocol/headers.js";
 import { relayOptions } from "../../src/relay/relay-options.js";
 import { startChildRelay } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
@@ -100,16 +101,51 @@ describe.skipIf(missingCluster !== "")("an unmodified vLLM client through a rela
     expect(summary.errors).toEqual([]);
     expect(summary.lost).toBe(0);
     // Each shard's leader holds its own pages only (p mod 2 = shard), and together they hold what the relay says.
+    // (A member answers for the whole cluster; asked as another shard's leader asks it, it answers for its shard alone.)
     const total = createClient(MetadataService, createGrpcTransport({ baseUrl: relay.url }));
     const [all] = (await total.getStats({})).namespaces;
     let used = 0;
+    const alone: Interceptor = (next) => (req) => {
+      req.header.set(SHARD_LOCAL_HEADER, "1");
+      return next(req);
+    };
     for (const leader of leaders) {
-      const direct = createClient(MetadataService, createGrpcTransport({ baseUrl: leader.url }));
+      const direct = createClient(MetadataService, createGrpcTransport({ baseUrl: leader.url, interceptors: [alone] }));
       const [part] = (await direct.getStats({})).namespaces;
       for (const rank of part!.ranks) expect(rank.freePages + rank.reservedPages + rank.usedPages).toBe(2_048); // half of the 4,096 pages each
       used += part!.ranks.reduce((sum, r) => sum + r.usedPages, 0);
     }
     expect(all!.ranks.reduce((sum, r) => sum + r.usedPages, 0)).toBe(used);
     expect(used).toBeGreaterThan(0);
+  }, 180_000);
+});
+
+describe.skipIf(missingCluster !== "")("any member of a cluster of 2 shards, called straight (no relay)", () => {
+  it("routes the keys of the other shard to its leader: the vLLM-policy worker at one member sees no error while the other shard's leader is killed", async () => {
+    const etcd = await startEtcdCluster(3);
+    const shards = await Promise.all(
+      [0, 1].map((shard) =>
+        Promise.all([0, 1].map(() => startServer(etcd, undefined, ["--cluster-name", "direct", "--shards", "2", "--shard", String(shard)]))),
+      ),
+    );
+    await Promise.all(shards.map((members) => waitForLeader(members)));
+    // The worker calls a member of shard 1 (leader or standby: a standby forwards to its leader, which routes).
+    const worker = VllmWorker.start(shards[1]![0]!.url, 2, 4_096, 0);
+    await worker.progress(5);
+    await kill9(await waitForLeader(shards[0]!));
+    await waitForLeader(shards[0]!);
+    await worker.progress(5);
+    const summary = await worker.stop();
+    console.log(`vLLM-policy worker at a member of shard 1, shard 0's leader killed: ${JSON.stringify({ ...summary, errors: summary.errors.length })}`);
+    expect(summary.errors).toEqual([]);
+    expect(summary.lost).toBe(0);
+    // Any member answers for the whole cluster: shard 0's new leader reports every key, its own and shard 1's.
+    const leader0 = createClient(MetadataService, createGrpcTransport({ baseUrl: (await waitForLeader(shards[0]!)).url }));
+    const leader1 = createClient(MetadataService, createGrpcTransport({ baseUrl: (await waitForLeader(shards[1]!)).url }));
+    const [fromZero] = (await leader0.getStats({})).namespaces;
+    const [fromOne] = (await leader1.getStats({})).namespaces;
+    expect(Number(fromZero!.keys)).toBeGreaterThan(0);
+    expect(Number(fromZero!.keys)).toBe(Number(fromOne!.keys));
+    expect(fromZero!.ranks.map((r) => r.usedPages)).toEqual(fromOne!.ranks.map((r) => r.usedPages));
   }, 180_000);
 });

@@ -1,0 +1,107 @@
+import type { Etcd3 } from "etcd3";
+import { LeaderFollowing, type Method } from "../client/leader-following.js";
+import { createLeanGrpcTransport, type LeanGrpcTransport } from "../client/lean-grpc-transport.js";
+import type { ClientTls } from "../client/metadata-client.js";
+import type { ShardPart } from "../core/index.js";
+import { SHARD_LOCAL_HEADER } from "../protocol/headers.js";
+import { ClusterKeys, type MemberRecord } from "../replication/cluster-keys.js";
+import type { MetadataCalls } from "../service/metadata-calls.js";
+
+/** PEERS_MS is how often a member reads the other shards' members from etcd. */
+const PEERS_MS = 1_000;
+
+/** RETRY is the backoff between sends of a call to another shard: short, as its failover takes about 2 s. */
+const RETRY = { initialBackoffMs: 25, maxBackoffMs: 250 };
+
+/** shardClusterName is the name of shard `index`'s own cluster in etcd, for a cluster split into shards; the cluster's own name when it is not split. */
+export function shardClusterName(clusterName: string, part: ShardPart): string {
+  return part.count === 1 ? clusterName : `${clusterName}/shard-${part.index}-of-${part.count}`;
+}
+
+/** PeerOptions are how a member reaches the other shards. */
+export interface PeerOptions {
+  readonly clusterName: string;
+  readonly part: ShardPart;
+  /** holdMs bounds how long a call waits for another shard's leader (--startup-hold). */
+  readonly holdMs: number;
+  /** token is sent on every call (the member's admin token, when the members have token files); undefined: none. */
+  readonly token?: string;
+  readonly tls?: ClientTls;
+}
+
+/**
+ * ShardPeers are a member's ways to the other shards of its cluster: each
+ * shard's members, read from etcd every PEERS_MS (their records, which
+ * name their advertise URLs), and calls to its leader through
+ * LeaderFollowing (NOT_LEADER names it, the next member after a failure),
+ * held through its failovers within holdMs, over one multiplexed HTTP/2
+ * connection per member.
+ */
+export class ShardPeers {
+  private readonly followings: (LeaderFollowing | undefined)[];
+  private readonly transports = new Map<string, LeanGrpcTransport>();
+  private readonly reading: NodeJS.Timeout;
+
+  constructor(
+    private readonly client: Etcd3,
+    private readonly options: PeerOptions,
+  ) {
+    const { count, index } = options.part;
+    this.followings = Array.from({ length: count }, (_, shard) =>
+      shard === index
+        ? undefined
+        : new LeaderFollowing({
+            // No call reaches this placeholder: calls wait (within the hold) until the first read names the shard's members.
+            baseUrl: `http://shard-${shard}.unknown`,
+            listedOnly: true,
+            transportFor: (url) => this.transportOf(url),
+            policy: { deadlineMs: options.holdMs, ...RETRY },
+            random: Math.random,
+          }),
+    );
+    this.reading = setInterval(() => void this.read(), PEERS_MS);
+    this.reading.unref();
+    void this.read();
+  }
+
+  /** calls are the calls to `shard`'s leader. */
+  calls(shard: number): MetadataCalls {
+    const following = this.followings[shard];
+    if (following === undefined) throw new RangeError(`shard ${shard} is this member's own`);
+    return async (method, request, signal) => {
+      const { response, serverId } = await following.call(method as Method, request, { signal });
+      return { response: response as never, serverId: serverId ?? undefined };
+    };
+  }
+
+  close(): void {
+    clearInterval(this.reading);
+    for (const transport of this.transports.values()) transport.close();
+  }
+
+  /** read reads each other shard's members from etcd and hands their URLs to its LeaderFollowing (a failed read changes nothing). */
+  private async read(): Promise<void> {
+    await Promise.all(
+      this.followings.map(async (following, shard) => {
+        if (following === undefined) return;
+        const keys = new ClusterKeys(shardClusterName(this.options.clusterName, { count: this.options.part.count, index: shard }));
+        const res = await this.client.kv.range({ key: keys.members, range_end: keys.membersEnd }).catch(() => undefined);
+        const urls = (res?.kvs ?? []).map((kv) => (JSON.parse(kv.value.toString()) as MemberRecord).url).filter((url) => url !== "");
+        if (urls.length > 0) following.setServers(urls);
+      }),
+    );
+  }
+
+  /** transportOf is the one gRPC transport (one HTTP/2 connection) to a member. */
+  private transportOf(url: string): LeanGrpcTransport {
+    let transport = this.transports.get(url);
+    if (transport === undefined) {
+      const { token, tls } = this.options;
+      const header: Record<string, string> = { [SHARD_LOCAL_HEADER]: "1" };
+      if (token !== undefined) header.authorization = `Bearer ${token}`;
+      transport = createLeanGrpcTransport({ baseUrl: url, tls, header });
+      this.transports.set(url, transport);
+    }
+    return transport;
+  }
+}
