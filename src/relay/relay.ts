@@ -2,11 +2,13 @@ import { create } from "@bufbuild/protobuf";
 import { GetStatsRequestSchema, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { ClientTls } from "../client/metadata-client.js";
 import { MetadataError, NAMESPACE_COUNTERS, Reason } from "../core/index.js";
+import { GrpcUnaryFastPath } from "../framing/grpc/grpc-unary-fast-path.js";
 import { HttpBodyReader } from "../framing/http/body-reader.js";
 import type { ListenerTls } from "../framing/http/dual-protocol-listener.js";
 import type { EarlyPort } from "../framing/http/early-port.js";
 import type { Logger } from "../server/logger.js";
 import { callCounts } from "../server/metrics.js";
+import { requestHandler } from "../server/request-handler.js";
 import type { StatusHistory } from "../server/status-history.js";
 import type { ShownNamespace } from "../server/status-html.js";
 import { listen } from "../server/surface.js";
@@ -110,6 +112,8 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
     {
       edge,
       metadata: sharded ? callsService(calls) : upstream.service(),
+      // Plain gRPC skips connect-node's pipeline, as on a server: the relay's own per-call cost is most of a hop's.
+      front: (services) => requestHandler(undefined, new GrpcUnaryFastPath(calls, edge), services),
       calls,
       routes: [...vllmRoutes({ worldSize: options.vllmWorldSize, namespace: options.vllmNamespace }), ...sglangRoutes],
       redirect: false,

@@ -5,7 +5,8 @@ import { SERVER_ID_HEADER, SHARD_LOCAL_HEADER } from "../protocol/headers.js";
 import { breakOff, type LeaderForward } from "./leader-forward.js";
 
 /**
- * requestHandler stamps every response with the server id, then hands plain
+ * requestHandler stamps every response with the server id (a server's; a
+ * relay's responses carry the upstream's), then hands plain
  * gRPC calls of MetadataService to the fast path and everything else to
  * `other` (the connect framing, which falls back to the JSON routes and
  * /metrics). On a standby of a cluster that forwards, calls go to the
@@ -14,7 +15,7 @@ import { breakOff, type LeaderForward } from "./leader-forward.js";
  * `shardLocal`, the fast path of this shard's own handlers, not routed again.
  */
 export function requestHandler(
-  serverId: string,
+  serverId: string | undefined,
   fastPath: GrpcUnaryFastPath,
   other: RequestHandler,
   forward?: LeaderForward,
@@ -27,7 +28,7 @@ export function requestHandler(
     other(req, res);
   };
   return (req, res) => {
-    res.setHeader(SERVER_ID_HEADER, serverId);
+    if (serverId !== undefined) res.setHeader(SERVER_ID_HEADER, serverId);
     // A forward never fails the process: whatever it did not foresee ends this call alone.
     if (forward?.takes(req)) return void forward.forward(req, res, () => here(req, res)).catch((error: Error) => breakOff(res, error));
     here(req, res);

@@ -4,15 +4,21 @@ import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataError } from "../../core/index.js";
+import { SERVER_ID_HEADER } from "../../protocol/headers.js";
 import type { Edge } from "../../service/edge.js";
+import type { MetadataCalls, MethodName } from "../../service/metadata-calls.js";
 import { BATCH_CODECS, type MessageCodec, reflectiveCodec } from "./batch-codecs.js";
 import { unwrapEnvelope } from "./grpc-envelope.js";
 
 type UnaryHandler = (request: unknown) => Promise<unknown>;
 
+/** Answered is a handler's response and the id of the server that gave it, when another did (a relay's upstream). */
+type Answered = (request: unknown) => Promise<{ response: unknown; serverId?: string }>;
+
 interface Route {
   method: DescMethodUnary<DescMessage, DescMessage>;
-  handler: UnaryHandler;
+  handler: UnaryHandler | undefined;
+  answered: Answered | undefined;
   codec: MessageCodec;
 }
 
@@ -29,15 +35,17 @@ interface Route {
 export class GrpcUnaryFastPath {
   private readonly routes = new Map<string, Route>();
 
+  /** impl: the handlers (a server's); or calls, whose answers carry the id of the server that gave them (a relay's upstream). */
   constructor(
-    impl: ServiceImpl<typeof MetadataService>,
+    impl: ServiceImpl<typeof MetadataService> | MetadataCalls,
     private readonly edge: Edge,
   ) {
     for (const method of MetadataService.methods) {
       if (method.methodKind !== "unary") continue;
-      const handler = (impl as unknown as Record<string, UnaryHandler>)[method.localName]!;
+      const handler = typeof impl === "function" ? undefined : (impl as unknown as Record<string, UnaryHandler>)[method.localName]!;
+      const answered = typeof impl === "function" ? (request: unknown) => impl(method.localName as MethodName, request as never) : undefined;
       const codec = BATCH_CODECS[method.name] ?? reflectiveCodec(method.input, method.output);
-      this.routes.set(`/${MetadataService.typeName}/${method.name}`, { method: method as DescMethodUnary<DescMessage, DescMessage>, handler, codec });
+      this.routes.set(`/${MetadataService.typeName}/${method.name}`, { method: method as DescMethodUnary<DescMessage, DescMessage>, handler, answered, codec });
     }
   }
 
@@ -55,14 +63,20 @@ export class GrpcUnaryFastPath {
   async serve(route: Route, req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): Promise<void> {
     let body: Buffer | undefined;
     let trailers: http2.OutgoingHttpHeaders = OK_TRAILERS;
+    let headers = RESPONSE_HEADERS;
     try {
       const decode = (bytes: Buffer, maxEntries: number) => decodeMessage(route, unwrapEnvelope(bytes), maxEntries);
-      body = await this.edge.call(route.method.name, { body: req, decode }, async (message) => route.codec.frame(await route.handler(message)));
+      body = await this.edge.call(route.method.name, { body: req, decode }, async (message) => {
+        if (route.handler !== undefined) return route.codec.frame(await route.handler(message));
+        const { response, serverId } = await route.answered!(message);
+        if (serverId !== undefined) headers = { ...RESPONSE_HEADERS, [SERVER_ID_HEADER]: serverId };
+        return route.codec.frame(response);
+      });
     } catch (error) {
       trailers = trailersOf(error as ConnectError); // the edge throws nothing else
     }
     if (res.stream.destroyed) return;
-    res.writeHead(200, RESPONSE_HEADERS);
+    res.writeHead(200, headers);
     res.addTrailers(trailers);
     if (body === undefined) res.end();
     else res.end(body);
@@ -83,7 +97,7 @@ function trailersOf(error: ConnectError): http2.OutgoingHttpHeaders {
 
 const errorTrailers = new WeakMap<ConnectError, http2.OutgoingHttpHeaders>();
 
-const RESPONSE_HEADERS = { "content-type": "application/grpc+proto" };
+const RESPONSE_HEADERS: http2.OutgoingHttpHeaders = { "content-type": "application/grpc+proto" };
 const OK_TRAILERS = { "grpc-status": "0" };
 
 /** decodeMessage parses a request message; a malformed one is the client's error, INVALID_ARGUMENT. */
