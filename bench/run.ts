@@ -19,6 +19,7 @@ import { measureLimits } from "./probes/limits.js";
 import { type PrefixConfig, type PrefixResult, runPrefixStream } from "./probes/prefix-stream.js";
 import { fillStore, measureRecovery } from "./probes/recovery.js";
 import { measureRelay, measureRelayFailover, relaySummary } from "./probes/relay.js";
+import { measureShards } from "./probes/shards.js";
 import { measureStartup } from "./probes/startup.js";
 
 const args = process.argv.slice(2);
@@ -476,6 +477,12 @@ if (enabled("relay")) {
   console.log(
     `relay     leader killed for good, the vLLM-policy worker's longest call (median of ${sorted.length}): ${fmt(sorted[Math.floor(sorted.length / 2)]!, 2)} s, ${failover.errors} errors`,
   );
+}
+
+if (enabled("shards")) {
+  // S = 1 first in each round: the others are compared to it.
+  const shardRows = await measureShards(quick ? [1, 2] : [1, 2, 4], quick ? 1 : 3, { warmupMs: WARMUP_MS, durationMs: DURATION_MS });
+  report.shards = { rows: shardRows };
 }
 
 report.rows = rows;
