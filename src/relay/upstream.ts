@@ -1,8 +1,8 @@
-import { type CallOptions, Code, ConnectError, createClient, type HandlerContext, type ServiceImpl, type Transport } from "@connectrpc/connect";
+import { type CallOptions, Code, ConnectError, createClient, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { ErrorInfoSchema, MetadataService, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { LeaderFollowing, type Method } from "../client/leader-following.js";
-import { createLeanGrpcTransport, type LeanGrpcTransport } from "../client/lean-grpc-transport.js";
+import { callHeader, LeanTransports } from "../client/lean-transports.js";
 import type { ClientTls } from "../client/metadata-client.js";
 import { MetadataError } from "../core/index.js";
 import { SERVER_ID_HEADER, SHARD_LOCAL_HEADER } from "../protocol/headers.js";
@@ -46,17 +46,19 @@ export interface UpstreamConfig {
 export class Upstream {
   /** reach is what the relay's health reports: SERVING while a server answers calls. */
   readonly reach = new Reach();
-  private readonly transports = new Map<string, LeanGrpcTransport>();
+  private readonly transports: LeanTransports;
   private readonly following: LeaderFollowing;
   private urls: string[];
   private readonly probing: NodeJS.Timeout;
 
   constructor(private readonly config: UpstreamConfig) {
+    // A shard of a cluster split into shards is sent its own part of each call: it answers it alone, without routing it again.
+    this.transports = new LeanTransports({ tls: config.tls, header: callHeader(config.token, config.shardLocal ? { [SHARD_LOCAL_HEADER]: "1" } : {}) });
     this.urls = config.urls.split(",").map((url) => url.trim().replace(/\/$/, ""));
     this.following = new LeaderFollowing({
       baseUrl: this.urls.join(","),
       listedOnly: true,
-      transportFor: (url) => this.transportOf(url),
+      transportFor: (url) => this.transports.of(url),
       policy: { deadlineMs: config.holdMs, ...RETRY },
       random: Math.random,
       onRetry: () => config.metrics.retried(),
@@ -95,7 +97,7 @@ export class Upstream {
   /** close stops the probes and the connections. */
   close(): void {
     clearInterval(this.probing);
-    for (const transport of this.transports.values()) transport.close();
+    this.transports.close();
   }
 
   /**
@@ -125,7 +127,7 @@ export class Upstream {
   private async probe(): Promise<void> {
     const answers = await Promise.all(
       this.urls.map((url) =>
-        createClient(Health, this.transportOf(url))
+        createClient(Health, this.transports.of(url))
           .check({ service: MetadataService.typeName }, { timeoutMs: PROBE_TIMEOUT_MS })
           .then(({ status }) => status === ServingStatus.SERVING)
           .catch(() => false),
@@ -134,20 +136,6 @@ export class Upstream {
     const serving = this.urls.filter((_, i) => answers[i]);
     if (serving.length > 0 && !serving.includes(this.following.current)) this.following.prefer(serving[0]!);
     this.reach.set(serving.length > 0, this.config.metrics);
-  }
-
-  /** transportOf is the one gRPC transport (one HTTP/2 connection, made on first use) to a server, for calls and probes. */
-  private transportOf(url: string): Transport {
-    let transport = this.transports.get(url);
-    if (transport === undefined) {
-      const { token, tls, shardLocal } = this.config;
-      const header: Record<string, string> = {};
-      if (token !== undefined) header.authorization = `Bearer ${token}`;
-      if (shardLocal) header[SHARD_LOCAL_HEADER] = "1";
-      transport = createLeanGrpcTransport({ baseUrl: url, tls, header });
-      this.transports.set(url, transport);
-    }
-    return transport;
   }
 }
 

@@ -1,6 +1,6 @@
 import type { Etcd3 } from "etcd3";
 import { LeaderFollowing, type Method } from "../client/leader-following.js";
-import { createLeanGrpcTransport, type LeanGrpcTransport } from "../client/lean-grpc-transport.js";
+import { callHeader, LeanTransports } from "../client/lean-transports.js";
 import type { ClientTls } from "../client/metadata-client.js";
 import type { ShardPart } from "../core/index.js";
 import { SHARD_LOCAL_HEADER } from "../protocol/headers.js";
@@ -39,7 +39,7 @@ export interface PeerOptions {
  */
 export class ShardPeers {
   private readonly followings: (LeaderFollowing | undefined)[];
-  private readonly transports = new Map<string, LeanGrpcTransport>();
+  private readonly transports: LeanTransports;
   private readonly reading: NodeJS.Timeout;
 
   constructor(
@@ -47,6 +47,7 @@ export class ShardPeers {
     private readonly options: PeerOptions,
   ) {
     const { count, index } = options.part;
+    this.transports = new LeanTransports({ tls: options.tls, header: callHeader(options.token, { [SHARD_LOCAL_HEADER]: "1" }) });
     this.followings = Array.from({ length: count }, (_, shard) =>
       shard === index
         ? undefined
@@ -54,7 +55,7 @@ export class ShardPeers {
             // No call reaches this placeholder: calls wait (within the hold) until the first read names the shard's members.
             baseUrl: `http://shard-${shard}.unknown`,
             listedOnly: true,
-            transportFor: (url) => this.transportOf(url),
+            transportFor: (url) => this.transports.of(url),
             policy: { deadlineMs: options.holdMs, ...RETRY },
             random: Math.random,
           }),
@@ -76,7 +77,7 @@ export class ShardPeers {
 
   close(): void {
     clearInterval(this.reading);
-    for (const transport of this.transports.values()) transport.close();
+    this.transports.close();
   }
 
   /** read reads each other shard's members from etcd and hands their URLs to its LeaderFollowing (a failed read changes nothing). */
@@ -90,18 +91,5 @@ export class ShardPeers {
         if (urls.length > 0) following.setServers(urls);
       }),
     );
-  }
-
-  /** transportOf is the one gRPC transport (one HTTP/2 connection) to a member. */
-  private transportOf(url: string): LeanGrpcTransport {
-    let transport = this.transports.get(url);
-    if (transport === undefined) {
-      const { token, tls } = this.options;
-      const header: Record<string, string> = { [SHARD_LOCAL_HEADER]: "1" };
-      if (token !== undefined) header.authorization = `Bearer ${token}`;
-      transport = createLeanGrpcTransport({ baseUrl: url, tls, header });
-      this.transports.set(url, transport);
-    }
-    return transport;
   }
 }

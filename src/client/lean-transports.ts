@@ -1,0 +1,34 @@
+import { createLeanGrpcTransport, type LeanGrpcTransport } from "./lean-grpc-transport.js";
+import type { ClientTls } from "./metadata-client.js";
+
+/**
+ * LeanTransports keeps one lean gRPC transport (one multiplexed HTTP/2
+ * connection, made on first use) per server, each sending `header` on
+ * every call: how a relay reaches its upstream and a member the other
+ * shards' leaders.
+ */
+export class LeanTransports {
+  private readonly transports = new Map<string, LeanGrpcTransport>();
+
+  constructor(private readonly options: { readonly tls?: ClientTls; readonly header?: Readonly<Record<string, string>> }) {}
+
+  /** of is the transport to `url`. */
+  of(url: string): LeanGrpcTransport {
+    let transport = this.transports.get(url);
+    if (transport === undefined) {
+      transport = createLeanGrpcTransport({ baseUrl: url, ...this.options });
+      this.transports.set(url, transport);
+    }
+    return transport;
+  }
+
+  /** close closes every connection. */
+  close(): void {
+    for (const transport of this.transports.values()) transport.close();
+  }
+}
+
+/** callHeader is the header of calls that carry `token` (`authorization: Bearer`) and `more`. */
+export function callHeader(token: string | undefined, more: Readonly<Record<string, string>> = {}): Record<string, string> {
+  return token === undefined ? { ...more } : { authorization: `Bearer ${token}`, ...more };
+}
