@@ -104,7 +104,9 @@ describe("a percentile from a histogram's buckets", () => {
 
 describe.skipIf(missing !== "")("the status page in a real browser (headless chromium)", () => {
   it("shows each namespace's ranks as GetStats counts them, call rates and charts, refreshed live; and a screenshot", async () => {
-    const server = await startTestServer({}, undefined, 0, { statusSampleMs: 100 });
+    // The page keeps 30 samples: at 500 ms, 15 s, more than chromium may take to draw it (5 s at most, below), so the samples with
+    // the calls below are still there when it does (at 100 ms a slow chromium on a busy machine saw only samples without calls).
+    const server = await startTestServer({}, undefined, 0, { statusSampleMs: 500 });
     const stats = await fill(server.url);
     await sampled(server.url, "BatchAllocate");
     const dom = await chromium(`${server.url}/`, 5_000, "--dump-dom");
