@@ -42,7 +42,7 @@ export const FLAGS: { readonly [F in keyof ServerOptions | keyof RelayOptions]: 
   evictLowWatermark: { flag: "evict-low-watermark", help: "the fraction of held pages background eviction brings a rank down to" },
   shards: {
     flag: "shards",
-    help: "the shards this server's cluster is split into: each key and page belongs to one shard (docs/contract.md, Shards), and a relay given every shard's members routes each call's keys to them; 1: not split",
+    help: "the shards this server's cluster is split into: each key and page belongs to one shard (docs/contract.md, Shards), and this server hands out only its shard's pages; a relay given every shard's members, and a cluster member's leader, route each call's keys to their shards; 1: not split",
   },
   shard: { flag: "shard", help: "the shard this server (or cluster member) serves, from 0 to --shards - 1" },
   vllmWorldSize: {

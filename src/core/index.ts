@@ -32,7 +32,7 @@ export {
 export { actedRank, askedRank } from "./rank-view.js";
 export type { Restoring } from "./recovery.js";
 export { ReplayState } from "./replay-state.js";
-export { keyShard, ownedPages, pageShard, type ShardPart, WHOLE } from "./shards.js";
+export { keyShard, pageShard, type ShardPart } from "./shards.js";
 export { KeyScope, MetadataState, type NamespaceStatsView } from "./state.js";
 export { checkShard, checkWatermarks, DEFAULT_NAMESPACE, defaultStateOptions, STATE_OPTIONS, type StateOptions } from "./state-options.js";
 export { checkInt32, checkUint32, namespaceName } from "./validate.js";

@@ -111,7 +111,7 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
   const surface = await listen(
     {
       edge,
-      metadata: sharded ? callsService(calls) : upstream.service(),
+      metadata: callsService(calls),
       // Plain gRPC skips connect-node's pipeline, as on a server: the relay's own per-call cost is most of a hop's.
       front: (services) => requestHandler(undefined, new GrpcUnaryFastPath(calls, edge), services),
       calls,

@@ -1,4 +1,4 @@
-import { type CallOptions, Code, ConnectError, createClient, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { type CallOptions, Code, ConnectError, createClient } from "@connectrpc/connect";
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { ErrorInfoSchema, MetadataService, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { LeaderFollowing, type Method } from "../client/leader-following.js";
@@ -74,18 +74,6 @@ export class Upstream {
     const { response, serverId } = await this.call(method, request, { signal });
     return { response: response as never, serverId };
   };
-
-  /** service is the upstream as connect-node serves it to the relay's gRPC, gRPC-Web and Connect callers, the answering server's id in its headers. */
-  service(): ServiceImpl<typeof MetadataService> {
-    const forward = (method: Method) => async (request: unknown, context: HandlerContext) => {
-      const { response, serverId } = await this.call(method, request, { signal: context.signal, timeoutMs: context.timeoutMs() });
-      if (serverId !== undefined) context.responseHeader.set(SERVER_ID_HEADER, serverId);
-      return response as never;
-    };
-    return Object.fromEntries(MetadataService.methods.map((m) => [m.localName, forward(m.localName as Method)])) as unknown as ServiceImpl<
-      typeof MetadataService
-    >;
-  }
 
   /** setUrls replaces the servers (the members found by DNS: UpstreamDiscovery), and probes them at once. */
   setUrls(urls: readonly string[]): void {
