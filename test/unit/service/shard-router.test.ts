@@ -3,7 +3,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { assertInvariants } from "../../../bench/harness/invariants.js";
 import { AllocationStatus, MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { MetadataError } from "../../../src/core/errors.js";
+import { MetadataError, Reason } from "../../../src/core/errors.js";
 import { keyShard } from "../../../src/core/shards.js";
 import { MetadataState } from "../../../src/core/state.js";
 import type { MetadataCalls, MethodName, RequestOf, ResponseOf } from "../../../src/service/metadata-calls.js";
@@ -14,23 +14,36 @@ import { FakeClock } from "../../support/fake-clock.js";
 const NUM_PAGES = 256;
 const KEYS = Array.from({ length: 24 }, (_, i) => `key-${i}`);
 
+/** Reservation is what a worker knows of a key it was given a page for on a rank. */
+interface Reservation {
+  page: number;
+  /** reservedAt is when a call gave the key its page, in the fake clock's ms. */
+  reservedAt: number;
+  /** confirmed is true once the worker confirmed it or got it as already written. */
+  confirmed: boolean;
+}
+
 /** Model is a service and what its caller learned: the page each key got on each rank. */
 interface Model {
   calls: MetadataCalls;
+  time: FakeClock;
+  /** pages is the page each key was last given on each rank ("rank/key"). */
   pages: Map<string, number>;
+  /** held is what a worker may still confirm or release: live, unconfirmed reservations among them. */
+  held: Map<string, Reservation>;
   /** states are the model's states (one, or one per shard), whose invariants hold after every call. */
   states: MetadataState[];
 }
 
 function single(time: FakeClock): Model {
   const state = new MetadataState(time.clock, {}, false);
-  return { calls: localCalls(metadataService({ state }, "single")), pages: new Map(), states: [state] };
+  return { calls: localCalls(metadataService({ state }, "single")), time, pages: new Map(), held: new Map(), states: [state] };
 }
 
 function sharded(time: FakeClock, count: number): Model {
   const states = Array.from({ length: count }, (_, index) => new MetadataState(time.clock, { shards: count, shard: index }, false));
   const shards = states.map((state, index) => localCalls(metadataService({ state }, `shard-${index}`)));
-  return { calls: shardRouter(shards), pages: new Map(), states };
+  return { calls: shardRouter(shards), time, pages: new Map(), held: new Map(), states };
 }
 
 /** call makes a call and gives its answer, or the reason of its error. */
@@ -75,15 +88,32 @@ const OP: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ op: fc.constant("tick" as const), ms: fc.constantFrom(1_000, 11_000, 61_000) }),
 );
 
+/** RESERVATION_TTL_MS is the core's default --reservation-ttl. */
+const RESERVATION_TTL_MS = 60_000;
+
 /**
  * step makes one operation on a model and gives what must be the same on
  * a single node and on shards: statuses, whether a key has a page (not
  * which), counts, existence, stats, error reasons. Confirmations and
- * releases name only keys the model holds a reservation for, as workers
- * do, so no call of them fails in part.
+ * releases name only keys of which the model holds a live reservation, as
+ * a worker confirms what it just reserved and wrote: a call naming a lapsed
+ * or released reservation fails whole on one node but only in the part of
+ * its shard on shards (each shard's part is atomic; see "leaves the parts
+ * of other shards applied" below).
  */
 async function step(model: Model, op: Op, worldSize: number): Promise<unknown> {
-  const at = (rank: number, key: string) => model.pages.get(`${rank}/${key}`);
+  const now = model.time.nowMs;
+  const live = (rank: number, keys: string[]) =>
+    [...new Set(keys)].filter((key) => {
+      const held = model.held.get(`${rank}/${key}`);
+      return held !== undefined && !held.confirmed && now - held.reservedAt < RESERVATION_TTL_MS;
+    });
+  const forget = (matches: (rank: number, key: string) => boolean) => {
+    for (const at of model.held.keys()) {
+      const [rank, key] = [Number(at.slice(0, at.indexOf("/"))), at.slice(at.indexOf("/") + 1)];
+      if (matches(rank, key)) model.held.delete(at);
+    }
+  };
   switch (op.op) {
     case "init":
       return strip(await call(model, "initializeRank", { namespace: "kv", rank: op.rank, numPages: NUM_PAGES, worldSize }), ["serverId"]);
@@ -92,19 +122,31 @@ async function step(model: Model, op: Op, worldSize: number): Promise<unknown> {
       const answer = await call(model, "batchAllocate", { namespace: "kv", rank: op.rank, keys: op.keys, prefixKeys });
       if ("error" in answer) return answer;
       op.keys.forEach((key, i) => {
-        if (answer.pages[i]! >= 0) model.pages.set(`${op.rank}/${key}`, answer.pages[i]!);
+        const page = answer.pages[i]!;
+        const status = answer.statuses[i]!;
+        const at = `${op.rank}/${key}`;
+        if (page < 0) return;
+        // A reservation given again keeps its time; a new one, or a key already written, starts now.
+        const known = model.held.get(at);
+        const reservedAt = status === AllocationStatus.RESERVED && known?.page === page ? known.reservedAt : now;
+        model.held.set(at, { page, reservedAt, confirmed: status === AllocationStatus.EXISTING });
+        model.pages.set(at, page);
       });
       return { statuses: answer.statuses, placed: answer.pages.map((p) => p >= 0) };
     }
     case "confirm": {
-      const held = [...new Set(op.keys)].filter((key) => at(op.rank, key) !== undefined);
-      const pages = held.map((key) => at(op.rank, key)!);
-      return await call(model, "confirmWrite", { namespace: "kv", rank: op.rank, keys: held, pages });
+      const held = live(op.rank, op.keys);
+      const pages = held.map((key) => model.held.get(`${op.rank}/${key}`)!.page);
+      const answer = await call(model, "confirmWrite", { namespace: "kv", rank: op.rank, keys: held, pages });
+      if (!("error" in answer)) for (const key of held) model.held.get(`${op.rank}/${key}`)!.confirmed = true;
+      return answer;
     }
     case "release": {
-      const held = [...new Set(op.keys)].filter((key) => at(op.rank, key) !== undefined);
-      const pagesToRelease = held.map((key) => at(op.rank, key)!);
-      return await call(model, "confirmWrite", { namespace: "kv", rank: op.rank, pagesToRelease, keysToRelease: held });
+      const held = live(op.rank, op.keys);
+      const pagesToRelease = held.map((key) => model.held.get(`${op.rank}/${key}`)!.page);
+      const answer = await call(model, "confirmWrite", { namespace: "kv", rank: op.rank, pagesToRelease, keysToRelease: held });
+      if (!("error" in answer)) forget((rank, key) => rank === op.rank && held.includes(key));
+      return answer;
     }
     case "exists":
       return await call(model, "batchExists", { namespace: "kv", keys: op.keys, rank: op.rank });
@@ -113,17 +155,21 @@ async function step(model: Model, op: Op, worldSize: number): Promise<unknown> {
       if ("error" in answer) return answer;
       // A page given is the one the key was placed on.
       answer.pages.forEach((page, i) => {
-        if (page >= 0) expect(page).toBe(at(op.rank, op.keys[i]!));
+        if (page >= 0) expect(page).toBe(model.pages.get(`${op.rank}/${op.keys[i]!}`));
       });
       return answer.pages.map((p) => p >= 0);
     }
     case "delete":
+      forget((_, key) => op.keys.includes(key));
       return await call(model, "deleteKeys", { namespace: "kv", keys: op.keys });
     case "clear":
+      forget((rank) => op.rank === undefined || rank === op.rank);
       return await call(model, "clear", { namespace: "kv", rank: op.rank });
     case "drop":
+      forget((rank) => rank === op.rank);
       return await call(model, "dropRank", { namespace: "kv", rank: op.rank });
     case "reset":
+      forget(() => true);
       return await call(model, "resetNamespace", { namespace: "kv", force: true });
     case "stats": {
       const answer = await call(model, "getStats", { allNamespaces: true });
@@ -151,7 +197,7 @@ describe("shardRouter: a cluster of shards answers as one node", () => {
           for (const state of [...one.states, ...many.states]) assertInvariants(state);
         }
       }),
-      { numRuns: 150 },
+      { numRuns: Number(process.env.MODEL_RUNS ?? 150) },
     );
   });
 
@@ -195,5 +241,24 @@ describe("shardRouter: a cluster of shards answers as one node", () => {
     // The pages are the shards' own, each once: shard 0's even, shard 1's odd.
     for (const [i, key] of KEYS.entries()) expect(response.pages[i]! % 2).toBe(keyShard("kv", key, 2));
     expect(new Set(response.pages).size).toBe(KEYS.length);
+  });
+
+  it("leaves the parts of other shards applied when one shard refuses its part, and a retry whole changes nothing more", async () => {
+    const time = new FakeClock();
+    const router = shardRouter(
+      [0, 1].map((index) => localCalls(metadataService({ state: new MetadataState(time.clock, { shards: 2, shard: index }, false) }, `s${index}`))),
+    );
+    const [stale, good] = [KEYS.find((key) => keyShard("kv", key, 2) === 0)!, KEYS.find((key) => keyShard("kv", key, 2) === 1)!];
+    await router("initializeRank", create(MetadataService.method.initializeRank.input, { rank: 0, numPages: 64, worldSize: 1 }));
+    const { response: given } = await router("batchAllocate", create(MetadataService.method.batchAllocate.input, { rank: 0, keys: [stale, good] }));
+    await router("confirmWrite", create(MetadataService.method.confirmWrite.input, { rank: 0, pagesToRelease: [given.pages[0]!], keysToRelease: [stale] }));
+    const confirm = create(MetadataService.method.confirmWrite.input, { rank: 0, keys: [stale, good], pages: [...given.pages] });
+    // Shard 0 refuses the released key whole; shard 1 confirms its key.
+    await expect(router("confirmWrite", confirm)).rejects.toMatchObject({ reason: Reason.RESERVATION_NOT_FOUND });
+    const exists = create(MetadataService.method.batchExists.input, { keys: [stale, good] });
+    expect((await router("batchExists", exists)).response.exists).toEqual([false, true]);
+    // The worker drops the key it released and confirms again: nothing more to confirm.
+    const again = create(MetadataService.method.confirmWrite.input, { rank: 0, keys: [good], pages: [given.pages[1]!] });
+    expect((await router("confirmWrite", again)).response.confirmed).toBe(0);
   });
 });
