@@ -1,5 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { GetStatsRequestSchema, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { callHeader, LeanTransports } from "../client/lean-transports.js";
 import type { ClientTls } from "../client/metadata-client.js";
 import { MetadataError, NAMESPACE_COUNTERS, Reason } from "../core/index.js";
 import { GrpcUnaryFastPath } from "../framing/grpc/grpc-unary-fast-path.js";
@@ -19,10 +20,11 @@ import { healthService } from "../service/health-service.js";
 import { sglangRoutes } from "../service/json/sglang-routes.js";
 import { vllmRoutes } from "../service/json/vllm-routes.js";
 import { Lifecycle } from "../service/lifecycle.js";
-import { shardRouter } from "../service/shard-router.js";
 import { RelayMetrics } from "./relay-metrics.js";
-import { type RelayOptions, shardGroups } from "./relay-options.js";
-import { allReached, Upstream } from "./upstream.js";
+import { type RelayOptions, shardGroups, upstreamUrls } from "./relay-options.js";
+import { ShardUpstreams } from "./shard-upstreams.js";
+import { TopologyFollowing } from "./topology-following.js";
+import { Upstream } from "./upstream.js";
 import { type ResolveSrv, srvUpstream, UpstreamDiscovery } from "./upstream-discovery.js";
 
 /** SHUTTING_DOWN is the refusal of a call that reaches a relay once it has stopped. */
@@ -73,16 +75,30 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
   // Members named by a DNS SRV name: the relay starts on the name itself, which no call reaches, and takes the members as soon as the
   // first read names them (held calls wait within --hold); its start never waits on DNS.
   const srv = srvUpstream(options.upstream);
-  // A cluster of shards: an upstream per shard (its members, ";" between shards), and the router in front of them.
+  // An upstream per shard (its members, ";" between shards) and the router in front of them, then as the cluster's topology says.
   const groups = srv === undefined ? shardGroups(options.upstream) : [`${srv.scheme}://${srv.name}`];
-  const sharded = groups.length > 1;
-  const upstreams = groups.map(
-    (urls) => new Upstream({ urls, holdMs: options.holdMs, token: parts.upstreamToken, tls: parts.upstreamTls, metrics, shardLocal: sharded }),
+  const shards = new ShardUpstreams(
+    groups,
+    (urls, shardLocal) => new Upstream({ urls, holdMs: options.holdMs, token: parts.upstreamToken, tls: parts.upstreamTls, metrics, shardLocal }),
+    options.holdMs,
   );
-  const upstream = upstreams[0]!;
-  const calls = sharded ? shardRouter(upstreams.map((u) => u.calls)) : upstream.calls;
-  const discovery = srv && new UpstreamDiscovery(srv, (urls) => upstream.setUrls(urls), parts.resolveSrv);
+  let seeds: readonly string[] = srv === undefined ? groups.flatMap(upstreamUrls) : [];
+  const discovery =
+    srv &&
+    new UpstreamDiscovery(
+      srv,
+      (urls) => {
+        seeds = urls;
+        // Until the topology names the shards, the members the name gives are the one shard's.
+        if (topology.last === undefined) shards.first.setUrls(urls);
+      },
+      parts.resolveSrv,
+    );
+  const topologyTransports = new LeanTransports({ tls: parts.upstreamTls, header: callHeader(parts.upstreamToken) });
+  const topology = new TopologyFollowing(() => seeds, topologyTransports, (members) => shards.follow(members));
   discovery?.run();
+  topology.run();
+  const { calls } = shards;
   const edge = new Edge({
     lifecycle,
     observe: metrics.observeCall.bind(metrics),
@@ -117,7 +133,7 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
       calls,
       routes: [...vllmRoutes({ worldSize: options.vllmWorldSize, namespace: options.vllmNamespace }), ...sglangRoutes],
       redirect: false,
-      health: healthService(lifecycle, [MetadataService.typeName], undefined, sharded ? allReached(upstreams.map((u) => u.reach)) : upstream.reach),
+      health: healthService(lifecycle, [MetadataService.typeName], undefined, shards),
       metrics: metrics.registry,
       sample: async () => ({ calls: await callCounts(metrics.calls), latency: {}, namespaces: [] }),
       statusSampleMs: parts.statusSampleMs,
@@ -135,7 +151,9 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
     (closing ??= (async () => {
       await surface.close();
       discovery?.stop();
-      for (const u of upstreams) u.close();
+      topology.stop();
+      shards.close();
+      topologyTransports.close();
     })());
   logger.info({ url, upstream: options.upstream }, parts.bound === undefined ? "listening" : "relaying");
   return { url, port, close, reloadTls: surface.reloadTls };

@@ -75,6 +75,11 @@ export class Upstream {
     return { response: response as never, serverId };
   };
 
+  /** servers are the servers it sends to. */
+  get servers(): readonly string[] {
+    return this.urls;
+  }
+
   /** setUrls replaces the servers (the members found by DNS: UpstreamDiscovery), and probes them at once. */
   setUrls(urls: readonly string[]): void {
     this.urls = urls.map((url) => url.trim().replace(/\/$/, ""));

@@ -13,8 +13,8 @@ const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "tra
 /** GRPC_STATUS are the headers of a gRPC status, which end an answer (in its trailers, or in the headers of an answer of trailers only). */
 const GRPC_STATUS = new Set(["grpc-status", "grpc-message", "grpc-status-details-bin"]);
 
-/** LOCAL_PREFIXES are the paths a member answers itself, leader or not: health, reflection, replication (snapshots, status) and metrics. */
-const LOCAL_PREFIXES = ["/grpc.", "/hf3fs.metadata.internal.", "/metrics"];
+/** LOCAL_PREFIXES are the paths a member answers itself, leader or not: health, reflection, replication (snapshots, status), the topology and metrics. */
+const LOCAL_PREFIXES = ["/grpc.", "/hf3fs.metadata.internal.", "/hf3fs.metadata.v1.ClusterService/", "/metrics"];
 
 /**
  * FORWARDED marks a call a standby forwarded. A member answers such a call

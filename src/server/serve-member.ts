@@ -4,6 +4,7 @@ import { systemClock } from "../core/index.js";
 import type { PeerTls } from "../protocol/peer-tls.js";
 import { etcdClient } from "../replication/etcd-client.js";
 import { Member } from "../replication/member.js";
+import { keepShardCount } from "../replication/shard-count.js";
 import { isOrphanWatchResponse, Watches } from "../replication/watch.js";
 import { readTokens } from "../service/access-policy.js";
 import { Leadership } from "../service/leadership.js";
@@ -34,6 +35,12 @@ export async function serveMember({ options, security, port, stopped, logger }: 
     const etcdAuth = etcdSecurity(options);
     const connect = () => etcdClient({ hosts: options.etcdEndpoints.split(","), dialTimeout: 2_000, grpcOptions: ETCD_GRPC_OPTIONS, ...etcdAuth });
     const client = connect();
+    // The cluster's number of shards is fixed when it is made: a member started with another is refused before it joins.
+    await keepShardCount(client, options.clusterName, part.count).catch(async (error: Error) => {
+      client.close();
+      await local.close();
+      throw error;
+    });
     // Watches have a client of their own, made anew should the etcd3 package wedge its watch stream (watch.ts).
     const watches = new Watches(connect);
     const memberOptions = {
@@ -52,11 +59,8 @@ export async function serveMember({ options, security, port, stopped, logger }: 
       await local.close();
       throw error;
     });
-    // A cluster split into shards: this member's leader sends the keys of the other shards to their leaders.
-    if (part.count > 1) {
-      const peerOptions = { clusterName: options.clusterName, part, holdMs: options.startupHoldMs, token: snapshotToken(options), tls: peerTls };
-      peers = new ShardPeers(client, peerOptions);
-    }
+    // Every member answers the cluster's topology; split into shards, its leader sends the keys of the other shards to their leaders.
+    peers = new ShardPeers(client, { clusterName: options.clusterName, part, holdMs: options.startupHoldMs, token: snapshotToken(options), tls: peerTls });
   } catch (error) {
     return cannotStart(logger, error as Error);
   }

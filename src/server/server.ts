@@ -11,6 +11,7 @@ import type { PeerTls } from "../protocol/peer-tls.js";
 import { type ReplicationSource, replicationService } from "../replication/replication-service.js";
 import type { AccessPolicy } from "../service/access-policy.js";
 import { BackgroundEviction } from "../service/background-eviction.js";
+import { singleNodeTopology, type Topology } from "../service/cluster-service.js";
 import { Edge } from "../service/edge.js";
 import { healthService } from "../service/health-service.js";
 import { sglangRoutes } from "../service/json/sglang-routes.js";
@@ -63,13 +64,19 @@ export interface ServerParts {
   loads?: CurrentLoad;
   /** statusSampleMs is how often the status page's charts take a sample (STATUS_SAMPLE_MS; tests take them faster). */
   statusSampleMs?: number;
-  /** peers reach the other shards' leaders, in a cluster split into shards (the options' --shards): calls' keys of other shards go there. */
+  /**
+   * peers are a member's view of its cluster's shards (shard-peers.ts):
+   * the topology it answers and, in a cluster split into shards (the
+   * options' --shards), the other shards' leaders, where calls' keys of
+   * other shards go. Undefined: a single node, its shard's one member.
+   */
   peers?: Peers;
 }
 
-/** Peers are a member's ways to the other shards of its cluster (shard-peers.ts), closed with the server. */
+/** Peers are a member's view of its cluster's shards and its ways to the other shards' leaders, closed with the server. */
 export interface Peers {
   calls(shard: number): MetadataCalls;
+  topology(): Topology;
   close(): void;
 }
 
@@ -137,8 +144,9 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
   // Split into shards: every call goes through the router, which runs this shard's part here and sends the others' to their leaders.
   const local = metadataService(ledger, serverId);
   const { peers } = parts;
-  const calls = peers === undefined ? localCalls(local) : shardRouter(shardCalls(options.shards, options.shard, localCalls(local), peers));
-  const service = peers === undefined ? local : routedService(calls);
+  const routing = peers !== undefined && options.shards > 1 ? peers : undefined;
+  const calls = routing === undefined ? localCalls(local) : shardRouter(shardCalls(options.shards, options.shard, localCalls(local), routing));
+  const service = routing === undefined ? local : routedService(calls);
   const routes = [...vllmRoutes({ worldSize: options.vllmWorldSize, namespace: options.vllmNamespace }), ...sglangRoutes];
   // A standby passes calls to its leader unless told to refuse them (--standby-calls).
   const forward =
@@ -163,7 +171,8 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
       more: (router) => {
         if (parts.cluster !== undefined) router.service(ReplicationService, replicationService(parts.cluster));
       },
-      front: (services) => requestHandler(serverId, new GrpcUnaryFastPath(service, edge), services, forward, peers && new GrpcUnaryFastPath(local, edge)),
+      topology: (url) => peers?.topology() ?? singleNodeTopology({ count: options.shards, index: options.shard }, url),
+      front: (services) => requestHandler(serverId, new GrpcUnaryFastPath(service, edge), services, forward, routing && new GrpcUnaryFastPath(local, edge)),
       metrics: metrics.registry,
       sample: async () => ({ calls: await callCounts(metrics.calls), latency: await metrics.latencyBuckets(), namespaces: statusNamespaces(ledger.state) }),
       statusSampleMs: parts.statusSampleMs,

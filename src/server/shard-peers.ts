@@ -4,10 +4,11 @@ import { callHeader, LeanTransports } from "../client/lean-transports.js";
 import type { ClientTls } from "../client/metadata-client.js";
 import type { ShardPart } from "../core/index.js";
 import { SHARD_LOCAL_HEADER } from "../protocol/headers.js";
-import { ClusterKeys, type MemberRecord } from "../replication/cluster-keys.js";
+import { ClusterKeys, type LeaderRecord, type MemberRecord } from "../replication/cluster-keys.js";
+import { type Member, type Topology, topologyOf } from "../service/cluster-service.js";
 import type { MetadataCalls } from "../service/metadata-calls.js";
 
-/** PEERS_MS is how often a member reads the other shards' members from etcd. */
+/** PEERS_MS is how often a member reads every shard's members and leader from etcd. */
 const PEERS_MS = 1_000;
 
 /** RETRY is the backoff between sends of a call to another shard: short, as its failover takes about 2 s. */
@@ -30,9 +31,10 @@ export interface PeerOptions {
 }
 
 /**
- * ShardPeers are a member's ways to the other shards of its cluster: each
- * shard's members, read from etcd every PEERS_MS (their records, which
- * name their advertise URLs), and calls to its leader through
+ * ShardPeers are a member's view of its cluster's shards and its ways to
+ * the others: each shard's members and leader, read from etcd every
+ * PEERS_MS (their records, which name their advertise URLs), answered as
+ * the cluster's topology (its own shard too), and calls to another shard's leader through
  * LeaderFollowing (NOT_LEADER names it, the next member after a failure),
  * held through its failovers within holdMs, over one multiplexed HTTP/2
  * connection per member.
@@ -41,6 +43,8 @@ export class ShardPeers {
   private readonly followings: (LeaderFollowing | undefined)[];
   private readonly transports: LeanTransports;
   private readonly reading: NodeJS.Timeout;
+  /** members are each shard's members as last read (none before the first read). */
+  private members: Member[][] = [];
 
   constructor(
     private readonly client: Etcd3,
@@ -75,21 +79,36 @@ export class ShardPeers {
     };
   }
 
+  /** topology is the cluster's shards as last read. */
+  topology(): Topology {
+    return topologyOf(this.options.part, this.members);
+  }
+
   close(): void {
     clearInterval(this.reading);
     this.transports.close();
   }
 
-  /** read reads each other shard's members from etcd and hands their URLs to its LeaderFollowing (a failed read changes nothing). */
+  /**
+   * read reads each shard's members and leader from etcd, keeps them for
+   * the topology, and hands the URLs of another shard's members to its
+   * LeaderFollowing (a shard whose read failed keeps what it had).
+   */
   private async read(): Promise<void> {
-    await Promise.all(
+    const read = await Promise.all(
       this.followings.map(async (following, shard) => {
-        if (following === undefined) return;
         const keys = new ClusterKeys(shardClusterName(this.options.clusterName, { count: this.options.part.count, index: shard }));
-        const res = await this.client.kv.range({ key: keys.members, range_end: keys.membersEnd }).catch(() => undefined);
-        const urls = (res?.kvs ?? []).map((kv) => (JSON.parse(kv.value.toString()) as MemberRecord).url).filter((url) => url !== "");
-        if (urls.length > 0) following.setServers(urls);
+        const [members, leader] = await Promise.all([
+          this.client.kv.range({ key: keys.members, range_end: keys.membersEnd }),
+          this.client.kv.range({ key: keys.leader }),
+        ]).catch(() => [undefined, undefined]);
+        if (members === undefined || leader === undefined) return this.members[shard] ?? [];
+        const leaderId = leader.kvs[0] === undefined ? undefined : (JSON.parse(leader.kvs[0].value.toString()) as LeaderRecord).memberId;
+        const records = members.kvs.map((kv) => JSON.parse(kv.value.toString()) as MemberRecord).filter((record) => record.url !== "");
+        if (following !== undefined && records.length > 0) following.setServers(records.map((record) => record.url));
+        return records.map((record) => ({ id: record.memberId, url: record.url, leader: record.memberId === leaderId }));
       }),
     );
+    this.members = read;
   }
 }

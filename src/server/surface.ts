@@ -3,6 +3,7 @@ import type { Registry } from "prom-client";
 import { file_grpc_health_v1_health, Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { file_grpc_reflection_v1_reflection, ServerReflection as ReflectionV1 } from "../../gen/grpc/reflection/v1/reflection_pb.js";
 import { file_grpc_reflection_v1alpha_reflection, ServerReflection as ReflectionV1alpha } from "../../gen/grpc/reflection/v1alpha/reflection_pb.js";
+import { ClusterService, file_hf3fs_metadata_v1_cluster } from "../../gen/hf3fs/metadata/v1/cluster_pb.js";
 import { file_hf3fs_metadata_v1_metadata, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { MetadataError } from "../core/index.js";
 import { connectFraming } from "../framing/connect/connect-framing.js";
@@ -12,6 +13,7 @@ import type { ListenerOptions } from "../framing/http/listener-options.js";
 import { keepLeadingByteOrderMark } from "../framing/http/utf8-text.js";
 import { jsonRouter } from "../framing/json/json-router.js";
 import type { AccessPolicy } from "../service/access-policy.js";
+import { clusterService, type Topology } from "../service/cluster-service.js";
 import type { Edge } from "../service/edge.js";
 import type { JsonRoute } from "../service/json/json-route.js";
 import type { MetadataCalls } from "../service/metadata-calls.js";
@@ -23,7 +25,7 @@ import { type Readings, STATUS_SAMPLE_MS, StatusHistory } from "./status-history
 import type { AnyStatus } from "./status-html.js";
 import { serveStatusPage } from "./status-page.js";
 
-/** SERVICES are the services a server and a relay answer alike, as reflection and health name them (a member adds replication). */
+/** SERVICES are the services a server and a relay answer alike, as reflection and health name them (a server adds ClusterService, a member replication). */
 const SERVICES = [MetadataService.typeName, Health.typeName, ReflectionV1.typeName, ReflectionV1alpha.typeName];
 
 /** SurfaceParts are what a server and a relay put behind the same surface: their own MetadataService, health, and pages. */
@@ -39,6 +41,8 @@ export interface SurfaceParts {
   health: ServiceImpl<typeof Health>;
   /** more adds services of one kind of process (a member's replication). */
   more?: (router: ConnectRouter) => void;
+  /** topology is the cluster's layout at the URL the surface listens on, answered as ClusterService; undefined: not served (a relay). */
+  topology?: (url: string) => Topology;
   /** front comes before the services: it takes what it serves itself (a server's gRPC fast path, a standby's forward) and hands on the rest. */
   front?: (services: RequestHandler) => RequestHandler;
   metrics: Registry;
@@ -87,7 +91,7 @@ export async function listen(parts: SurfaceParts, where: Where, logger: Logger):
   const history = new StatusHistory(parts.statusSampleMs ?? STATUS_SAMPLE_MS);
   const stopHistory = history.run(parts.sample);
   let url = "";
-  const services = servicesOf(parts, () => parts.status(url, history));
+  const services = servicesOf(parts, () => parts.status(url, history), () => url);
   const listener = new DualProtocolListener(parts.front?.(services) ?? services, where);
   const port = typeof where.port === "number" ? await listener.listen(where.host, where.port) : listener.adopt(where.port);
   url = serverUrl(where.host, port, where.tls !== undefined);
@@ -107,10 +111,17 @@ export async function listen(parts: SurfaceParts, where: Where, logger: Logger):
 }
 
 /** servicesOf is what the listener hands every request to (after `front`): connect-node's services, then /metrics, the page and the JSON routes. */
-function servicesOf(parts: SurfaceParts, status: () => Promise<AnyStatus>): RequestHandler {
+function servicesOf(parts: SurfaceParts, status: () => Promise<AnyStatus>, url: () => string): RequestHandler {
+  const { topology } = parts;
   const reflection = reflectionService(
-    [file_hf3fs_metadata_v1_metadata, file_grpc_health_v1_health, file_grpc_reflection_v1_reflection, file_grpc_reflection_v1alpha_reflection],
-    SERVICES,
+    [
+      file_hf3fs_metadata_v1_metadata,
+      file_hf3fs_metadata_v1_cluster,
+      file_grpc_health_v1_health,
+      file_grpc_reflection_v1_reflection,
+      file_grpc_reflection_v1alpha_reflection,
+    ],
+    topology === undefined ? SERVICES : [...SERVICES, ClusterService.typeName],
   );
   const json = jsonRouter(parts.calls, parts.edge, parts.routes, parts.redirect);
   const metricsAccess = parts.metricsAuth ? parts.access : undefined;
@@ -121,6 +132,7 @@ function servicesOf(parts: SurfaceParts, status: () => Promise<AnyStatus>): Requ
       router.service(Health, parts.health);
       router.service(ReflectionV1, reflection);
       router.service(ReflectionV1alpha, reflection as never);
+      if (topology !== undefined) router.service(ClusterService, clusterService(() => topology(url())));
       parts.more?.(router);
     },
     (req, res) => {

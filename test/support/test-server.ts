@@ -35,7 +35,9 @@ export async function startTestServer(
   const time = new FakeClock();
   const state = new MetadataState(time.clock, options);
   const [given, parts] = split(config, defaultServerOptions);
-  const resolved = serverOptions({ host: "127.0.0.1", port, maxBodyBytes: 1 << 20, shutdownTimeoutMs: 2_000, ...given });
+  // A state split into shards is served as serve --shards S --shard K serves it.
+  const part = options.shards === undefined ? {} : { shards: options.shards, shard: options.shard ?? 0 };
+  const resolved = serverOptions({ host: "127.0.0.1", port, maxBodyBytes: 1 << 20, shutdownTimeoutMs: 2_000, ...part, ...given });
   const server = await startServer({ state, store }, resolved, parts, logger);
   running.add(server);
   return { ...server, close: server.close, state, store, time };

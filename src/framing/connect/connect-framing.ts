@@ -15,6 +15,7 @@ import {
 import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { ReplicationService } from "../../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
+import { ClusterService } from "../../../gen/hf3fs/metadata/v1/cluster_pb.js";
 import { MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { type Admission, type Edge, type EdgeCall, OPEN_BODY_BYTES, type Prepare } from "../../service/edge.js";
 import { checkJsonValues } from "../../service/json/json-body.js";
@@ -31,7 +32,7 @@ import { framingOf, plainGet, plainMessageOf, plainStream, wrapped } from "./pla
  * edge admits it and reads its body before connect-node decodes it, and an
  * interceptor runs the MetadataService call decoded (commit, observation,
  * error mapping) as the same EdgeCall, which connect-node carries in the
- * request's context values. ReplicationService needs only the token
+ * request's context values. ReplicationService and ClusterService need only the token
  * check; health and reflection stay open to every caller, with small
  * bounded bodies.
  */
@@ -84,8 +85,8 @@ export function connectFraming(
  */
 function plainRequest(edge: Edge, method: DescMethod, universal: UniversalServerRequest, req: BodyStream, context: ContextValues): UniversalServerRequest {
   const service = method.parent.typeName;
-  const admission: Admission = service === MetadataService.typeName ? "call" : service === ReplicationService.typeName ? "token" : "open";
-  const name = admission === "token" ? `replication.${method.name}` : method.name;
+  const admission: Admission = service === MetadataService.typeName ? "call" : TOKEN_SERVICES.has(service) ? "token" : "open";
+  const name = TOKEN_SERVICES.get(service)?.concat(".", method.name) ?? method.name;
   const check = (message: Buffer, maxEntries: number, json: boolean) =>
     admission === "call" ? checkMessage(message, maxEntries, method.input, json) : checkEntries(message, maxEntries, method.input, json);
   if (universal.method === "GET") {
@@ -114,6 +115,12 @@ function plainRequest(edge: Edge, method: DescMethod, universal: UniversalServer
   });
   return { ...universal, header, body };
 }
+
+/** TOKEN_SERVICES are the services whose calls need only a known token (every member answers them, leader or not), with the prefix of their calls' names. */
+const TOKEN_SERVICES: ReadonlyMap<string, string> = new Map([
+  [ReplicationService.typeName, "replication"],
+  [ClusterService.typeName, "cluster"],
+]);
 
 /** EMPTY is the body of a request that connect-node refuses without reading it. */
 const EMPTY: AsyncIterable<Uint8Array> = { async *[Symbol.asyncIterator]() {} };
