@@ -1,7 +1,8 @@
 import * as http from "node:http";
 import * as https from "node:https";
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { MemberRole, ReplicationService, type StatusResponse } from "../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
+import { ClusterService } from "../../gen/hf3fs/metadata/v1/cluster_pb.js";
 import { transportFor } from "../client/metadata-client.js";
 import { type LoadStatus, percentOf } from "../store/load-progress.js";
 import { CONNECTION_HELP, DEFAULT_SERVER, parseOperatorArgs, tryParse } from "./operator-commands.js";
@@ -52,7 +53,8 @@ export async function statusCommand(args: string[]): Promise<number> {
     return 2;
   }
   try {
-    const client = createClient(ReplicationService, transportFor({ baseUrl: parsed.server, token: parsed.token, tls: parsed.tls }));
+    const transport = transportFor({ baseUrl: parsed.server, token: parsed.token, tls: parsed.tls });
+    const client = createClient(ReplicationService, transport);
     if (values.forget !== undefined) {
       await client.forget({ memberId: values.forget }, { timeoutMs: 5_000 });
       console.log(`forgot member ${values.forget}`);
@@ -61,7 +63,8 @@ export async function statusCommand(args: string[]): Promise<number> {
     const status = await client.status({}, { timeoutMs: 5_000 });
     const members = viewsOf(status);
     const leader = members.find((m) => m.role === "leader");
-    const problems = problemsOf(members, maxLag);
+    const shards = await shardsOf(transport);
+    const problems = [...problemsOf(members, maxLag), ...(shards ?? []).flatMap((s) => (s.leader === null ? [`shard ${s.shard}: no leader`] : []))];
     if (values.json) {
       const report = {
         clusterName: status.clusterName,
@@ -71,9 +74,10 @@ export async function statusCommand(args: string[]): Promise<number> {
         problems,
         maxLag,
         members,
+        ...(shards && { shards }),
       };
       console.log(JSON.stringify(report));
-    } else process.stdout.write(renderStatus(status, members, problems));
+    } else process.stdout.write(renderStatus(status, members, problems, shards));
     return problems.length === 0 ? 0 : 1;
   } catch (error) {
     const e = ConnectError.from(error);
@@ -81,6 +85,26 @@ export async function statusCommand(args: string[]): Promise<number> {
     console.error(`hf3fs-metadata status: ${parsed.server}: ${e.rawMessage}`);
     return 1;
   }
+}
+
+/** ShardView is one shard of a cluster split into shards as status shows it: its leader (null when none is known) and its members' URLs. */
+interface ShardView {
+  shard: number;
+  leader: string | null;
+  members: string[];
+}
+
+/** shardsOf reads the cluster's shards from the member's topology; undefined for a cluster of one shard, or a member too old to tell. */
+async function shardsOf(transport: Transport): Promise<ShardView[] | undefined> {
+  const topology = await createClient(ClusterService, transport)
+    .getTopology({}, { timeoutMs: 5_000 })
+    .catch(() => undefined);
+  if (topology === undefined || topology.shardCount <= 1) return undefined;
+  return topology.shards.map((s) => ({
+    shard: s.index,
+    leader: s.members.find((m) => m.leader)?.url ?? null,
+    members: s.members.map((m) => m.url),
+  }));
 }
 
 /** StatusPage is what status reads of a status page's data (GET /status.json): a server's or a relay's. */
@@ -179,7 +203,7 @@ function problemsOf(members: MemberView[], maxLag: number): string[] {
 }
 
 /** renderStatus is the status as a table, the leader first, then a line per member that loads, and a line that says whether the cluster is healthy, and if not why. */
-export function renderStatus(status: StatusResponse, members: MemberView[], problems: string[]): string {
+export function renderStatus(status: StatusResponse, members: MemberView[], problems: string[], shards?: ShardView[]): string {
   const rows = members.map((m) => [
     m.memberId,
     m.url,
@@ -199,8 +223,11 @@ export function renderStatus(status: StatusResponse, members: MemberView[], prob
   const leader = members.find((m) => m.role === "leader");
   const head = `cluster ${status.clusterName} (${status.clusterId}): ${leader === undefined ? "no leader" : `leader ${leader.url}`}`;
   const loads = members.flatMap((m) => (m.loading === null ? [] : [`member ${m.memberId}: ${describeLoad(m.loading)}`]));
+  const split = (shards ?? []).map(
+    (s) => `shard ${s.shard} of ${shards!.length}: ${s.leader === null ? "no leader" : `leader ${s.leader}`} (${s.members.length} member(s))`,
+  );
   const verdict = problems.length === 0 ? "healthy" : `degraded: ${problems.join(", ")}`;
-  return `${[head, ...lines, ...loads, verdict].join("\n")}\n`;
+  return `${[head, ...lines, ...loads, ...split, verdict].join("\n")}\n`;
 }
 
 /** ago is a time since, as a person reads it. */

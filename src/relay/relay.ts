@@ -95,7 +95,11 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
       parts.resolveSrv,
     );
   const topologyTransports = new LeanTransports({ tls: parts.upstreamTls, header: callHeader(parts.upstreamToken) });
-  const topology = new TopologyFollowing(() => seeds, topologyTransports, (members) => shards.follow(members));
+  const topology = new TopologyFollowing(
+    () => seeds,
+    topologyTransports,
+    (members) => shards.follow(members),
+  );
   discovery?.run();
   topology.run();
   const { calls } = shards;
@@ -122,7 +126,17 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
       ...Object.fromEntries(NAMESPACE_COUNTERS.map(({ field }) => [field, Number(ns[field])])),
     })) as unknown as ShownNamespace[];
     const counts = await callCounts(metrics.calls);
-    return { kind: "relay" as const, url, upstream: options.upstream, reachable: stats !== undefined, namespaces, calls: counts, history: history.view() };
+    const split = shards.shown();
+    return {
+      kind: "relay" as const,
+      url,
+      upstream: options.upstream,
+      reachable: stats !== undefined,
+      ...(split && { shards: split }),
+      namespaces,
+      calls: counts,
+      history: history.view(),
+    };
   };
   const surface = await listen(
     {

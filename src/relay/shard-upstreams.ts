@@ -1,4 +1,5 @@
 import type { MetadataError } from "../core/index.js";
+import type { ShownShard } from "../server/status-view.js";
 import type { MetadataCalls } from "../service/metadata-calls.js";
 import { Notifier } from "../service/notifier.js";
 import { shardRouter } from "../service/shard-router.js";
@@ -38,6 +39,15 @@ export class ShardUpstreams {
   /** count is the number of shards the relay sends to now. */
   get count(): number {
     return this.upstreams.length;
+  }
+
+  /** shown are the shards as the status page shows them (the server each sends to as its leader, once reached); undefined for one. */
+  shown(): ShownShard[] | undefined {
+    if (this.upstreams.length === 1) return undefined;
+    return this.upstreams.map((u, index) => ({
+      index,
+      members: u.servers.map((url) => ({ url, leader: u.reach.caughtUp && url === u.current })),
+    }));
   }
 
   /** first is shard 0's upstream (the one an SRV name's members go to). */

@@ -75,6 +75,11 @@ export class Upstream {
     return { response: response as never, serverId };
   };
 
+  /** current is the server calls go to now: the leader its probe found, once one answers. */
+  get current(): string {
+    return this.following.current;
+  }
+
   /** servers are the servers it sends to. */
   get servers(): readonly string[] {
     return this.urls;

@@ -30,7 +30,7 @@ import { type ClusterView, callCounts, Metrics } from "./metrics.js";
 import { RefusalLog } from "./refusal-log.js";
 import { requestHandler } from "./request-handler.js";
 import type { ServerOptions } from "./server-options.js";
-import { serverStatus, statusNamespaces } from "./status-view.js";
+import { serverStatus, shownShards, statusNamespaces } from "./status-view.js";
 import { listen } from "./surface.js";
 
 /**
@@ -147,6 +147,8 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
   const routing = peers !== undefined && options.shards > 1 ? peers : undefined;
   const calls = routing === undefined ? localCalls(local) : shardRouter(shardCalls(options.shards, options.shard, localCalls(local), routing));
   const service = routing === undefined ? local : routedService(calls);
+  // A single node is its shard's one member and leader; a member reads the cluster's shards from etcd.
+  const topology = (url: string) => peers?.topology() ?? singleNodeTopology({ count: options.shards, index: options.shard }, url);
   const routes = [...vllmRoutes({ worldSize: options.vllmWorldSize, namespace: options.vllmNamespace }), ...sglangRoutes];
   // A standby passes calls to its leader unless told to refuse them (--standby-calls).
   const forward =
@@ -171,12 +173,13 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
       more: (router) => {
         if (parts.cluster !== undefined) router.service(ReplicationService, replicationService(parts.cluster));
       },
-      topology: (url) => peers?.topology() ?? singleNodeTopology({ count: options.shards, index: options.shard }, url),
+      topology,
       front: (services) => requestHandler(serverId, new GrpcUnaryFastPath(service, edge), services, forward, routing && new GrpcUnaryFastPath(local, edge)),
       metrics: metrics.registry,
       sample: async () => ({ calls: await callCounts(metrics.calls), latency: await metrics.latencyBuckets(), namespaces: statusNamespaces(ledger.state) }),
       statusSampleMs: parts.statusSampleMs,
-      status: async (url, history) => serverStatus(url, serverId, ledger.state, await callCounts(metrics.calls), parts.cluster, parts.loads?.status, history),
+      status: async (url, history) =>
+        serverStatus(url, serverId, ledger.state, await callCounts(metrics.calls), parts.cluster, parts.loads?.status, history, shownShards(topology(url))),
       access,
       metricsAuth: options.metricsAuth,
       shuttingDown: SHUTTING_DOWN,

@@ -1,6 +1,6 @@
 import type { LoadStatus } from "../store/load-progress.js";
 import type { HistorySample } from "./status-history.js";
-import type { ServerStatus } from "./status-view.js";
+import type { ServerStatus, ShownShard } from "./status-view.js";
 
 /** ShownNamespace is what the page shows of a namespace: a server's NamespaceStatsView, or the GetStats answer a relay reads upstream. */
 export interface ShownNamespace {
@@ -22,6 +22,8 @@ export interface RelayStatus {
   url: string;
   upstream: string;
   reachable: boolean;
+  /** shards are the shards it sends to, when more than one. */
+  shards?: ShownShard[];
   namespaces: ShownNamespace[];
   calls: Record<string, number>;
   history?: { everyMs: number; samples: readonly HistorySample[] };
@@ -100,21 +102,36 @@ function header(status: AnyStatus): string {
   return `<h1>hf3fs-metadata <span id="who">${esc(role)}</span> <span class="muted">member ${esc(memberId)} at ${esc(url)}</span></h1>${leader}`;
 }
 
-/** cluster lists a cluster's members, or says what stands in for one. */
+/** cluster lists a cluster's members (and its shards, when split), or says what stands in for one. */
 function cluster(status: AnyStatus): string {
-  if (status.kind === "relay") return `<p>relaying to ${esc(status.upstream)} ${status.reachable ? "(reached)" : "(unreachable)"}</p>`;
-  if (status.cluster === undefined) return "<p>single node</p>";
-  return table(
-    ["member", "url", "role", "applied", "lag", "loading"],
-    status.cluster.members.map((m) => [
-      td(m.memberId),
-      td(m.url),
-      td(m.role, m.role === "down" ? "down" : ""),
-      td(m.appliedSeq),
-      td(m.lag ?? ""),
-      td(m.loading ? loadText(m.loading) : "", "loading"),
-    ]),
+  const split = status.shards === undefined ? "" : shards(status.shards);
+  if (status.kind === "relay") return `<p>relaying to ${esc(status.upstream)} ${status.reachable ? "(reached)" : "(unreachable)"}</p>${split}`;
+  if (status.cluster === undefined) return `<p>single node</p>${split}`;
+  return (
+    split +
+    table(
+      ["member", "url", "role", "applied", "lag", "loading"],
+      status.cluster.members.map((m) => [
+        td(m.memberId),
+        td(m.url),
+        td(m.role, m.role === "down" ? "down" : ""),
+        td(m.appliedSeq),
+        td(m.lag ?? ""),
+        td(m.loading ? loadText(m.loading) : "", "loading"),
+      ]),
+    )
   );
+}
+
+/** shards lists the shards of a cluster split into shards: each one's leader (or that none is known) and its members. */
+function shards(list: readonly ShownShard[]): string {
+  return `<p id="shards">${list.length} shards</p>${table(
+    ["shard", "leader", "members"],
+    list.map((s) => {
+      const leader = s.members.find((m) => m.leader);
+      return [td(s.index), td(leader?.url ?? "none known", leader ? "" : "down"), td(s.members.map((m) => m.url).join(", "))];
+    }),
+  )}`;
 }
 
 /** namespaces draws each namespace's counts and its ranks as rows with a bar (used, reserved, free). */

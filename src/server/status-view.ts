@@ -1,4 +1,5 @@
 import type { MetadataState, NamespaceStatsView } from "../core/index.js";
+import type { Topology } from "../service/cluster-service.js";
 import type { LoadStatus } from "../store/load-progress.js";
 import type { ClusterView } from "./metrics.js";
 import type { HistorySample, StatusHistory } from "./status-history.js";
@@ -33,6 +34,23 @@ export interface ServerStatus {
   leader?: { memberId: string; url: string };
   /** history is what the page charts: a sample every `everyMs` (StatusHistory). */
   history?: { everyMs: number; samples: readonly HistorySample[] };
+  /** shards are the cluster's shards, when it is split into more than one. */
+  shards?: ShownShard[];
+}
+
+/** ShownShard is one shard of a cluster split into shards, as the page shows it: its members' URLs, and which leads. */
+export interface ShownShard {
+  index: number;
+  members: readonly { url: string; leader: boolean }[];
+}
+
+/** shownShards are a topology's shards as the page shows them; undefined for a cluster of one shard. */
+export function shownShards(topology: Topology): ShownShard[] | undefined {
+  if ((topology.shardCount ?? 1) <= 1) return undefined;
+  return (topology.shards ?? []).map((shard) => ({
+    index: shard.index ?? 0,
+    members: (shard.members ?? []).map((m) => ({ url: m.url ?? "", leader: m.leader ?? false })),
+  }));
 }
 
 /** serverStatus reads a server's status: its state's first namespaces, its cluster's members (down ones too), its call counts, its load under way. */
@@ -44,6 +62,7 @@ export async function serverStatus(
   cluster: ClusterView | undefined,
   loading?: LoadStatus,
   history?: StatusHistory,
+  shards?: ShownShard[],
 ): Promise<ServerStatus> {
   const status: ServerStatus = {
     kind: "server",
@@ -51,6 +70,7 @@ export async function serverStatus(
     serverId,
     namespaces: statusNamespaces(state),
     calls,
+    ...(shards && { shards }),
     ...(loading && { loading }),
     ...(history && { history: { everyMs: history.everyMs, samples: history.samples } }),
   };

@@ -91,7 +91,11 @@ export async function listen(parts: SurfaceParts, where: Where, logger: Logger):
   const history = new StatusHistory(parts.statusSampleMs ?? STATUS_SAMPLE_MS);
   const stopHistory = history.run(parts.sample);
   let url = "";
-  const services = servicesOf(parts, () => parts.status(url, history), () => url);
+  const services = servicesOf(
+    parts,
+    () => parts.status(url, history),
+    () => url,
+  );
   const listener = new DualProtocolListener(parts.front?.(services) ?? services, where);
   const port = typeof where.port === "number" ? await listener.listen(where.host, where.port) : listener.adopt(where.port);
   url = serverUrl(where.host, port, where.tls !== undefined);
@@ -132,7 +136,11 @@ function servicesOf(parts: SurfaceParts, status: () => Promise<AnyStatus>, url: 
       router.service(Health, parts.health);
       router.service(ReflectionV1, reflection);
       router.service(ReflectionV1alpha, reflection as never);
-      if (topology !== undefined) router.service(ClusterService, clusterService(() => topology(url())));
+      if (topology !== undefined)
+        router.service(
+          ClusterService,
+          clusterService(() => topology(url())),
+        );
       parts.more?.(router);
     },
     (req, res) => {

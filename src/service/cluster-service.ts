@@ -1,12 +1,6 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
-import {
-  type ClusterService,
-  type GetTopologyResponseSchema,
-  KeyHash,
-  PagePlacement,
-  type ShardMember,
-} from "../../gen/hf3fs/metadata/v1/cluster_pb.js";
+import { type ClusterService, type GetTopologyResponseSchema, KeyHash, PagePlacement, type ShardMember } from "../../gen/hf3fs/metadata/v1/cluster_pb.js";
 import type { ShardPart } from "../core/index.js";
 
 /** Topology is a GetTopology answer. */

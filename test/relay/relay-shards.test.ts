@@ -2,14 +2,16 @@ import { createClient, type Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
+import { ClusterService } from "../../gen/hf3fs/metadata/v1/cluster_pb.js";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { keyShard } from "../../src/core/shards.js";
 import { SHARD_LOCAL_HEADER } from "../../src/protocol/headers.js";
 import { relayOptions } from "../../src/relay/relay-options.js";
-import { startChildRelay } from "../support/child-server.js";
+import { runCli, startChildRelay } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, startServer, waitForLeader } from "../support/ha-cluster.js";
+import { tempDir } from "../support/temp-dir.js";
 import { startTestRelay } from "../support/test-relay.js";
 import { startTestServer } from "../support/test-server.js";
 import { VllmWorker } from "../support/vllm-worker.js";
@@ -79,73 +81,111 @@ describe("a relay in front of a cluster of shards (--upstream with a member list
   });
 });
 
-describe.skipIf(missingCluster !== "")("an unmodified vLLM client through a relay in front of 2 shards of 2 members each", () => {
-  it("kill -9 of each shard's leader in turn, not restarted: no error, nothing confirmed lost, each shard's pages its own", async () => {
+/** relayShards reads the shards a relay sends to from its status page's data: each shard's leader URL ("" while none is known). */
+async function relayShards(url: string): Promise<string[]> {
+  const status = (await (await fetch(`${url}/status.json`)).json()) as { shards?: { members: { url: string; leader: boolean }[] }[] };
+  return (status.shards ?? []).map((shard) => shard.members.find((m) => m.leader)?.url ?? "");
+}
+
+/** until polls `check` every 20 ms until it holds, and gives the ms it took; it fails after timeoutMs. */
+async function until(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<number> {
+  const started = Date.now();
+  while (!(await check().catch(() => false))) {
+    if (Date.now() - started > timeoutMs) throw new Error(`not within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return Date.now() - started;
+}
+
+/** alone marks a call as another shard's leader sends it: the member answers for its own shard only. */
+const alone: Interceptor = (next) => (req) => {
+  req.header.set(SHARD_LOCAL_HEADER, "1");
+  return next(req);
+};
+
+describe.skipIf(missingCluster !== "")("unmodified vLLM clients in front of 2 shards of 3 members each: through 2 relays, and straight at a member", () => {
+  it("kill -9 of each shard's leader in turn, not restarted: no error, nothing confirmed lost, each shard's pages its own; the relays follow the topology", async () => {
     const etcd = await startEtcdCluster(3);
-    const shards = await Promise.all(
-      [0, 1].map((shard) =>
-        Promise.all([0, 1].map(() => startServer(etcd, undefined, ["--cluster-name", "sharded", "--shards", "2", "--shard", String(shard)]))),
-      ),
-    );
+    const args = (shard: number) => ["--cluster-name", "sharded", "--shards", "2", "--shard", String(shard)];
+    const shards = await Promise.all([0, 1].map((shard) => Promise.all([0, 1, 2].map(() => startServer(etcd, undefined, args(shard))))));
     const leaders = await Promise.all(shards.map((members) => waitForLeader(members)));
-    const relay = await startChildRelay(["--upstream", shards.map((members) => members.map((m) => m.url).join(",")).join(";"), "--port", "0"]);
-    const worker = VllmWorker.start(relay.url, 2, 4_096, 0);
-    await worker.progress(5);
+    const urls = shards.map((members) => members.map((m) => m.url));
+
+    // Every member answers the topology: 2 shards, 3 members each, the leaders the health checks found.
+    const topologyAt = (url: string) => createClient(ClusterService, createGrpcTransport({ baseUrl: url })).getTopology({});
+    await until(async () => {
+      const answers = await Promise.all(urls.flat().map(topologyAt));
+      return answers.every(
+        (t) =>
+          t.shardCount === 2 &&
+          t.shards.every(
+            (s, i) => s.members.length === 3 && s.members[0]!.leader && s.members[0]!.url === leaders[i]!.url && s.members.filter((m) => m.leader).length === 1,
+          ),
+      );
+    });
+    // A member started with another number of shards is refused, naming both.
+    const refused = await runCli([
+      "serve",
+      "--data-dir",
+      tempDir(),
+      "--etcd-endpoints",
+      etcd.endpoints,
+      "--port",
+      "0",
+      ...args(0).slice(0, 3),
+      "3",
+      "--shard",
+      "0",
+    ]);
+    expect([refused.code, refused.stderr]).toEqual([1, expect.stringMatching(/--shards 3 does not match cluster "sharded" in etcd, split into 2 shards/)]);
+
+    // Relay A is told every shard's members; relay B one member of shard 1, and learns the rest from the topology.
+    const relayA = await startChildRelay(["--upstream", urls.map((members) => members.join(",")).join(";"), "--port", "0"]);
+    const relayB = await startChildRelay(["--upstream", urls[1]![1]!, "--port", "0"]);
+    const learned = await until(async () => JSON.stringify(await relayShards(relayB.url)) === JSON.stringify(leaders.map((l) => l.url)));
+    console.log(`relay B, told one member, sends to both shards' leaders ${learned} ms after it listened`);
+
+    // The third worker calls a member of shard 1 that does not lead it: a standby forwards to its leader, which routes.
+    const straight = shards[1]!.find((m) => m !== leaders[1])!;
+    const workers = [VllmWorker.start(relayA.url, 2, 4_096, 0), VllmWorker.start(relayB.url, 2, 4_096, 0), VllmWorker.start(straight.url, 2, 4_096, 0)];
+    const progress = () => Promise.all(workers.map((w) => w.progress(4)));
+    await progress();
     for (const [shard, members] of shards.entries()) {
       await kill9(leaders[shard]!);
       leaders[shard] = await waitForLeader(members);
-      await worker.progress(5);
+      const followed = await until(async () => (await relayShards(relayB.url))[shard] === leaders[shard]!.url);
+      console.log(`relay B names shard ${shard}'s new leader ${followed} ms after the health checks found it`);
+      await progress();
     }
-    const summary = await worker.stop();
-    console.log(`vLLM-policy worker through a relay, 2 shards, each shard's leader killed: ${JSON.stringify({ ...summary, errors: summary.errors.length })}`);
-    expect(summary.errors).toEqual([]);
-    expect(summary.lost).toBe(0);
-    // Each shard's leader holds its own pages only (p mod 2 = shard), and together they hold what the relay says.
-    // (A member answers for the whole cluster; asked as another shard's leader asks it, it answers for its shard alone.)
-    const total = createClient(MetadataService, createGrpcTransport({ baseUrl: relay.url }));
-    const [all] = (await total.getStats({})).namespaces;
+    const summaries = await Promise.all(workers.map((w) => w.stop()));
+    for (const [i, summary] of summaries.entries()) {
+      console.log(
+        `vLLM-policy worker ${["via relay A", "via relay B", "at a member"][i]}, each shard's leader killed: ${JSON.stringify({ ...summary, errors: summary.errors.length })}`,
+      );
+      expect(summary.errors).toEqual([]);
+      expect(summary.lost).toBe(0);
+    }
+
+    // A call of shard 1's keys sent to shard 0's leader is answered right: the keys land on shard 1 alone.
+    const misrouted = KEYS.filter((key) => keyShard("misrouted", key, 2) === 1);
+    const atZero = createClient(MetadataService, createGrpcTransport({ baseUrl: leaders[0]!.url }));
+    await atZero.initializeRank({ namespace: "misrouted", rank: 0, numPages: 64, worldSize: 1 });
+    const { pages } = await atZero.batchAllocate({ namespace: "misrouted", rank: 0, keys: misrouted });
+    expect(pages.every((page) => page % 2 === 1)).toBe(true);
+    await atZero.confirmWrite({ namespace: "misrouted", rank: 0, keys: misrouted, pages });
+    const own = (url: string) => createClient(MetadataService, createGrpcTransport({ baseUrl: url, interceptors: [alone] }));
+    expect((await own(leaders[1]!.url).batchExists({ namespace: "misrouted", keys: misrouted })).exists.every(Boolean)).toBe(true);
+    expect((await own(leaders[0]!.url).batchExists({ namespace: "misrouted", keys: misrouted })).exists.some(Boolean)).toBe(false);
+
+    // Each shard's leader holds its own pages only (p mod 2 = shard), and together they hold what the relays say.
+    const [all] = (await createClient(MetadataService, createGrpcTransport({ baseUrl: relayB.url })).getStats({ namespace: "" })).namespaces;
     let used = 0;
-    const alone: Interceptor = (next) => (req) => {
-      req.header.set(SHARD_LOCAL_HEADER, "1");
-      return next(req);
-    };
     for (const leader of leaders) {
-      const direct = createClient(MetadataService, createGrpcTransport({ baseUrl: leader.url, interceptors: [alone] }));
-      const [part] = (await direct.getStats({})).namespaces;
+      const [part] = (await own(leader.url).getStats({ namespace: "" })).namespaces;
       for (const rank of part!.ranks) expect(rank.freePages + rank.reservedPages + rank.usedPages).toBe(2_048); // half of the 4,096 pages each
       used += part!.ranks.reduce((sum, r) => sum + r.usedPages, 0);
     }
     expect(all!.ranks.reduce((sum, r) => sum + r.usedPages, 0)).toBe(used);
     expect(used).toBeGreaterThan(0);
-  }, 180_000);
-});
-
-describe.skipIf(missingCluster !== "")("any member of a cluster of 2 shards, called straight (no relay)", () => {
-  it("routes the keys of the other shard to its leader: the vLLM-policy worker at one member sees no error while the other shard's leader is killed", async () => {
-    const etcd = await startEtcdCluster(3);
-    const shards = await Promise.all(
-      [0, 1].map((shard) =>
-        Promise.all([0, 1].map(() => startServer(etcd, undefined, ["--cluster-name", "direct", "--shards", "2", "--shard", String(shard)]))),
-      ),
-    );
-    await Promise.all(shards.map((members) => waitForLeader(members)));
-    // The worker calls a member of shard 1 (leader or standby: a standby forwards to its leader, which routes).
-    const worker = VllmWorker.start(shards[1]![0]!.url, 2, 4_096, 0);
-    await worker.progress(5);
-    await kill9(await waitForLeader(shards[0]!));
-    await waitForLeader(shards[0]!);
-    await worker.progress(5);
-    const summary = await worker.stop();
-    console.log(`vLLM-policy worker at a member of shard 1, shard 0's leader killed: ${JSON.stringify({ ...summary, errors: summary.errors.length })}`);
-    expect(summary.errors).toEqual([]);
-    expect(summary.lost).toBe(0);
-    // Any member answers for the whole cluster: shard 0's new leader reports every key, its own and shard 1's.
-    const leader0 = createClient(MetadataService, createGrpcTransport({ baseUrl: (await waitForLeader(shards[0]!)).url }));
-    const leader1 = createClient(MetadataService, createGrpcTransport({ baseUrl: (await waitForLeader(shards[1]!)).url }));
-    const [fromZero] = (await leader0.getStats({})).namespaces;
-    const [fromOne] = (await leader1.getStats({})).namespaces;
-    expect(Number(fromZero!.keys)).toBeGreaterThan(0);
-    expect(Number(fromZero!.keys)).toBe(Number(fromOne!.keys));
-    expect(fromZero!.ranks.map((r) => r.usedPages)).toEqual(fromOne!.ranks.map((r) => r.usedPages));
-  }, 180_000);
+  }, 240_000);
 });
