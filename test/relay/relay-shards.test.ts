@@ -166,6 +166,12 @@ describe.skipIf(missingCluster !== "")("unmodified vLLM clients in front of 2 sh
       expect(summary.lost).toBe(0);
     }
 
+    // status, and a member's status page, show both shards and their leaders.
+    const status = await runCli(["status", "--server", straight.url, "--json"]);
+    expect(JSON.parse(status.stdout).shards).toEqual(leaders.map((leader, shard) => ({ shard, leader: leader.url, members: expect.any(Array) })));
+    const page = (await (await fetch(`${straight.url}/status.json`)).json()) as { shards: { members: { url: string; leader: boolean }[] }[] };
+    expect(page.shards.map((shard) => shard.members.find((m) => m.leader)?.url)).toEqual(leaders.map((leader) => leader.url));
+
     // A call of shard 1's keys sent to shard 0's leader is answered right: the keys land on shard 1 alone.
     const misrouted = KEYS.filter((key) => keyShard("misrouted", key, 2) === 1);
     const atZero = createClient(MetadataService, createGrpcTransport({ baseUrl: leaders[0]!.url }));
