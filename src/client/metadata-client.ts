@@ -1,11 +1,11 @@
-import type { MessageInitShape } from "@bufbuild/protobuf";
-import { type CallOptions, type Client, Code, ConnectError, type Interceptor, type Transport } from "@connectrpc/connect";
+import type { CallOptions, Client, Interceptor, Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
-import { ErrorInfoSchema, type InitializeRankRequestSchema, MetadataService, Reason, Role } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { SERVER_ID_HEADER } from "../protocol/headers.js";
+import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { defaultRetryPolicy, type RetryPolicy } from "./backoff.js";
 import { LeaderFollowing, type Method } from "./leader-following.js";
 import { MetadataError } from "./metadata-error.js";
+import { type InitRequest, ShardLink } from "./shard-link.js";
+import { ShardRouting } from "./shard-routing.js";
 
 /** MetadataClientOptions configure createMetadataClient. */
 export interface MetadataClientOptions {
@@ -29,6 +29,13 @@ export interface MetadataClientOptions {
   tls?: ClientTls;
   /** transport replaces the one built from baseUrl, protocol, token and tls (tests, custom stacks); with it, baseUrl names one server. */
   transport?: Transport;
+  /**
+   * route: learn the cluster's shards from its members (ClusterService)
+   * and send each shard's leader its part of a call, instead of one member
+   * that routes it (one hop less). A cluster of one shard, or servers that
+   * do not tell, are called as without it. Defaults to false.
+   */
+  route?: boolean;
 }
 
 /** ClientTls are the PEM certificates of a client over TLS: the CA it trusts, and its own certificate and key (mTLS). */
@@ -44,8 +51,6 @@ export type MetadataClient = Client<typeof MetadataService> & {
   readonly serverId: string | undefined;
 };
 
-type InitRequest = MessageInitShape<typeof InitializeRankRequestSchema>;
-
 /**
  * createMetadataClient returns a MetadataService client that
  * - retries UNAVAILABLE answers and broken connections with capped
@@ -58,67 +63,37 @@ type InitRequest = MessageInitShape<typeof InitializeRankRequestSchema>;
  *   RANK_NOT_INITIALIZED or its hf3fs-server-id changes (it restarted and
  *   lost its state), runs them again; a RANK_NOT_INITIALIZED call is then
  *   retried once;
+ * - with `route`, learns the cluster's shards (ClusterService) and sends
+ *   each shard's leader its part of a call itself (shard-routing.ts), each
+ *   shard followed, retried and initialized again as above;
  * - throws MetadataError, a ConnectError with the server's ErrorInfo decoded.
  */
 export function createMetadataClient(options: MetadataClientOptions): MetadataClient {
-  const following = new LeaderFollowing({
-    baseUrl: options.baseUrl,
-    transportFor: (url) => options.transport ?? transportFor({ ...options, baseUrl: url }),
-    single: options.transport !== undefined,
-    policy: { ...defaultRetryPolicy, ...options.retry },
-    random: options.random ?? Math.random,
-  });
   const initialized = new Map<string, InitRequest>();
   let serverId: string | undefined;
-
-  /** attempt makes one call with retries on UNAVAILABLE; it notes the server id of every answer. */
-  async function attempt<R>(method: Method, request: unknown, callOptions: CallOptions | undefined): Promise<{ response: R; restarted: boolean }> {
-    try {
-      const { response, serverId: id } = await following.call<R>(method, request, callOptions);
-      return { response, restarted: noteServerId(id) };
-    } catch (e) {
-      // An error's metadata merges headers and trailers: "id, id" over gRPC.
-      if (e instanceof ConnectError) noteServerId(e.metadata.get(SERVER_ID_HEADER)?.split(",")[0]?.trim() ?? null);
-      throw e;
-    }
-  }
-
-  /** noteServerId records the server id of an answer; true when it changed (a restart that lost state). */
-  function noteServerId(id: string | null): boolean {
-    if (id === null || id === serverId) return false;
-    const changed = serverId !== undefined;
-    serverId = id;
-    return changed;
-  }
-
-  async function reinitialize(): Promise<void> {
-    for (const request of initialized.values()) await attempt("initializeRank", request, undefined);
-  }
+  const link = (baseUrl: string, header?: Record<string, string>) =>
+    new ShardLink(
+      new LeaderFollowing({
+        baseUrl,
+        transportFor: (url) => options.transport ?? transportFor({ ...options, baseUrl: url }, header),
+        single: options.transport !== undefined,
+        policy: { ...defaultRetryPolicy, ...options.retry },
+        random: options.random ?? Math.random,
+      }),
+      initialized,
+      (id) => (serverId = id),
+    );
+  const whole = link(options.baseUrl);
+  const routing = options.route ? new ShardRouting(options.baseUrl.split(","), (url) => transportFor({ ...options, baseUrl: url }), link) : undefined;
 
   async function call(method: Method, request: unknown, callOptions: CallOptions | undefined): Promise<unknown> {
     try {
-      return await callOnce(method, request, callOptions);
+      const shards = await routing?.shards();
+      if (shards === undefined) return await whole.call(method, request, callOptions);
+      return (await shards(method, request, callOptions)).response;
     } catch (e) {
       throw MetadataError.of(e);
     }
-  }
-
-  async function callOnce(method: Method, request: unknown, callOptions: CallOptions | undefined): Promise<unknown> {
-    try {
-      const { response, restarted } = await attempt(method, request, callOptions);
-      if (method === "initializeRank") remember(request as InitRequest);
-      else if (restarted) await reinitialize();
-      return response;
-    } catch (e) {
-      if (method === "initializeRank" || initialized.size === 0 || !isRankNotInitialized(e)) throw e;
-      await reinitialize();
-      return (await attempt(method, request, callOptions)).response;
-    }
-  }
-
-  function remember(request: InitRequest): void {
-    if (request.role === Role.SCHEDULER) return;
-    initialized.set(`${request.namespace ?? ""}\u0000${request.rank ?? 0}`, request);
   }
 
   const client = Object.fromEntries(
@@ -127,15 +102,11 @@ export function createMetadataClient(options: MetadataClientOptions): MetadataCl
   return Object.defineProperty(client, "serverId", { get: () => serverId, enumerable: true }) as MetadataClient;
 }
 
-function isRankNotInitialized(e: unknown): boolean {
-  if (!(e instanceof ConnectError) || e.code !== Code.FailedPrecondition) return false;
-  return e.findDetails(ErrorInfoSchema).some((d) => d.reason === Reason.RANK_NOT_INITIALIZED);
-}
-
-/** transportFor builds the transport of the options' protocol and HTTP version, sending the token if any. */
-export function transportFor(options: MetadataClientOptions): Transport {
+/** transportFor builds the transport of the options' protocol and HTTP version, sending the token if any, and `header`. */
+export function transportFor(options: MetadataClientOptions, header: Readonly<Record<string, string>> = {}): Transport {
   const httpVersion = options.httpVersion ?? "2";
-  const interceptors = options.token === undefined ? [] : [bearer(options.token)];
+  const sent = options.token === undefined ? header : { ...header, authorization: `Bearer ${options.token}` };
+  const interceptors = Object.keys(sent).length === 0 ? [] : [withHeader(sent)];
   const nodeOptions = options.tls === undefined ? undefined : { ...options.tls };
   switch (options.protocol ?? "grpc") {
     case "grpc":
@@ -147,10 +118,10 @@ export function transportFor(options: MetadataClientOptions): Transport {
   }
 }
 
-/** bearer sets `authorization: Bearer <token>` on every request. */
-function bearer(token: string): Interceptor {
+/** withHeader sets `header` (an `authorization: Bearer <token>`, a shard's mark) on every request. */
+function withHeader(header: Readonly<Record<string, string>>): Interceptor {
   return (next) => (req) => {
-    req.header.set("authorization", `Bearer ${token}`);
+    for (const [name, value] of Object.entries(header)) req.header.set(name, value);
     return next(req);
   };
 }

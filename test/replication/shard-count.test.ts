@@ -26,7 +26,9 @@ describe.skipIf(missing !== "")("a cluster's number of shards, kept in etcd", ()
     await keepShardCount(client, "split", 2);
     expect(await client.get(shardCountKey("split").toString())).toBe("2");
     await keepShardCount(client, "split", 2);
-    await expect(keepShardCount(client, "split", 3)).rejects.toThrow(/--shards 3 does not match cluster "split" in etcd, split into 2 shards: start every member with --shards 2/);
+    await expect(keepShardCount(client, "split", 3)).rejects.toThrow(
+      /--shards 3 does not match cluster "split" in etcd, split into 2 shards: start every member with --shards 2/,
+    );
     await expect(keepShardCount(client, "split", 1)).rejects.toThrow(/--shards 1 does not match .* split into 2 shards/);
   });
 

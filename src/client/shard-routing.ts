@@ -1,0 +1,89 @@
+import { create } from "@bufbuild/protobuf";
+import { type CallOptions, createClient, type Transport } from "@connectrpc/connect";
+import { ClusterService } from "../../gen/hf3fs/metadata/v1/cluster_pb.js";
+import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { SHARD_LOCAL_HEADER } from "../protocol/headers.js";
+import type { MetadataCalls } from "../service/metadata-calls.js";
+import { shardRouter } from "../service/shard-router.js";
+import type { Method } from "./leader-following.js";
+import type { ShardLink } from "./shard-link.js";
+
+/** TOPOLOGY_MS is how old the client's view of the shards may grow while it makes calls before it reads it again. */
+const TOPOLOGY_MS = 1_000;
+
+/** ASK_TIMEOUT_MS bounds one member's answer of the topology. */
+const ASK_TIMEOUT_MS = 2_000;
+
+/** ShardCalls make a call on a cluster of shards: each shard its part, the answers merged. */
+export type ShardCalls = (method: Method, request: unknown, callOptions: CallOptions | undefined) => Promise<{ response: unknown }>;
+
+/**
+ * ShardRouting is a client's view of a cluster's shards: read from its
+ * members (ClusterService.GetTopology) before the first call, then again
+ * at most every TOPOLOGY_MS while calls are made, without holding them. A
+ * cluster of more than one shard gets a ShardLink per shard (its members,
+ * its leader followed, the shard's mark on every call so that it answers
+ * its part alone), and each call is split among them as a relay splits it
+ * (shardRouter). Until a member told it, or when it has one shard, the
+ * client calls as it would without routing.
+ */
+export class ShardRouting {
+  private links: ShardLink[] | undefined;
+  private readAt: number | undefined;
+  private reading: Promise<void> | undefined;
+
+  constructor(
+    private readonly seeds: readonly string[],
+    private readonly transportFor: (url: string) => Transport,
+    private readonly link: (baseUrl: string, header: Record<string, string>) => ShardLink,
+  ) {}
+
+  /** shards are the calls split among the shards; undefined while the client calls as if the cluster were one shard. */
+  async shards(): Promise<ShardCalls | undefined> {
+    if (this.readAt === undefined) await this.read();
+    else if (Date.now() - this.readAt > TOPOLOGY_MS) void this.read();
+    const links = this.links;
+    if (links === undefined) return undefined;
+    return async (method, request, callOptions) => {
+      const parts = links.map(
+        (link) =>
+          ((m: Method, r: unknown, signal?: AbortSignal) =>
+            link.call(m, r, { ...callOptions, signal: signal ?? callOptions?.signal }).then((response) => ({ response }))) as unknown as MetadataCalls,
+      );
+      return shardRouter(parts)(method, create(MetadataService.method[method].input, request as never) as never, callOptions?.signal);
+    };
+  }
+
+  /** read asks the members known, then the seeds, for the topology, and takes the first answer that names every shard's members. */
+  private read(): Promise<void> {
+    this.reading ??= (async () => {
+      const known = this.links === undefined ? [] : this.urls;
+      for (const url of new Set([...known, ...this.seeds])) {
+        const topology = await createClient(ClusterService, this.transportFor(url))
+          .getTopology({}, { timeoutMs: ASK_TIMEOUT_MS })
+          .catch(() => undefined);
+        if (topology === undefined) continue;
+        const shards = topology.shards.map((shard) => shard.members.map((member) => member.url));
+        if (topology.shardCount > 1 && shards.length === topology.shardCount && shards.every((members) => members.length > 0)) this.follow(shards);
+        break;
+      }
+      this.readAt = Date.now();
+    })().finally(() => {
+      this.reading = undefined;
+    });
+    return this.reading;
+  }
+
+  /** urls are the members of every shard the links call. */
+  private urls: string[] = [];
+
+  /** follow takes each shard's members: the links are made on the first topology, and handed the members anew after. */
+  private follow(shards: string[][]): void {
+    this.urls = shards.flat();
+    if (this.links === undefined || this.links.length !== shards.length) {
+      this.links = shards.map((members) => this.link(members.join(","), { [SHARD_LOCAL_HEADER]: "1" }));
+      return;
+    }
+    for (const [shard, members] of shards.entries()) this.links[shard]!.setServers(members);
+  }
+}

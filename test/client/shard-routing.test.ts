@@ -1,0 +1,81 @@
+import { createClient, type Interceptor } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { describe, expect, it } from "vitest";
+import { AllocationStatus, MetadataService, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { createMetadataClient, MetadataError } from "../../src/client/index.js";
+import { MetadataError as CoreError } from "../../src/core/errors.js";
+import { keyShard } from "../../src/core/shards.js";
+import { SHARD_LOCAL_HEADER } from "../../src/protocol/headers.js";
+import { topologyOf } from "../../src/service/cluster-service.js";
+import { startTestServer } from "../support/test-server.js";
+
+const KEYS = Array.from({ length: 40 }, (_, i) => `block-${i}`);
+
+/**
+ * twoShards runs the two shards of a cluster as single nodes whose
+ * topology names both, but which cannot route: a call's keys of the other
+ * shard fail there. Only a client that routes by itself gets answers.
+ */
+async function twoShards() {
+  const urls: string[] = [];
+  const cannotRoute = () => async () => {
+    throw new CoreError(Reason.UPSTREAM_UNAVAILABLE, "this test's shards do not route");
+  };
+  const servers = [];
+  for (const shard of [0, 1]) {
+    const topology = () => topologyOf({ count: 2, index: shard }, [[{ id: "a", url: urls[0]!, leader: true }], [{ id: "b", url: urls[1]!, leader: true }]]);
+    const server = await startTestServer({ shards: 2, shard }, undefined, 0, { peers: { calls: cannotRoute, topology, close: () => undefined } });
+    urls.push(server.url);
+    servers.push(server);
+  }
+  return servers;
+}
+
+describe("the TypeScript client with route: true, in front of a cluster of shards", () => {
+  it("sends each shard its part and merges the answers as one server gives them", async () => {
+    const [zero] = await twoShards();
+    const client = createMetadataClient({ baseUrl: zero!.url, route: true });
+    const init = await client.initializeRank({ namespace: "m", rank: 0, numPages: 64, worldSize: 1 });
+    expect([init.created, init.freePages]).toEqual([true, 64]);
+    const { pages, statuses } = await client.batchAllocate({ namespace: "m", rank: 0, keys: KEYS });
+    for (const [i, key] of KEYS.entries()) expect(pages[i]! % 2).toBe(keyShard("m", key, 2));
+    expect(statuses.every((s) => s === AllocationStatus.NEW)).toBe(true);
+    const confirmed = await client.confirmWrite({ namespace: "m", rank: 0, keys: KEYS, pages });
+    expect([confirmed.confirmed, confirmed.completed]).toEqual([KEYS.length, KEYS.map((_, i) => i)]);
+    expect((await client.batchExists({ namespace: "m", keys: [...KEYS, "none"] })).exists).toEqual([...KEYS.map(() => true), false]);
+    expect((await client.getLocations({ namespace: "m", rank: 0, keys: KEYS })).pages).toEqual(pages);
+    const [stats] = (await client.getStats({ namespace: "m" })).namespaces;
+    expect([Number(stats!.keys), stats!.ranks[0]!.usedPages]).toEqual([KEYS.length, KEYS.length]);
+  });
+
+  it("is needed: without it, the same call fails at a member that cannot route", async () => {
+    const [zero] = await twoShards();
+    const client = createMetadataClient({ baseUrl: zero!.url, retry: { deadlineMs: 200 } });
+    await client.initializeRank({ namespace: "m", rank: 0, numPages: 64, worldSize: 1 }).catch(() => undefined);
+    await expect(client.batchAllocate({ namespace: "m", rank: 0, keys: KEYS })).rejects.toThrow(/do not route/);
+  });
+
+  it("initializes a rank again on the one shard that lost it, and the call goes through", async () => {
+    const [zero, one] = await twoShards();
+    const client = createMetadataClient({ baseUrl: zero!.url, route: true });
+    await client.initializeRank({ namespace: "m", rank: 0, numPages: 64, worldSize: 1 });
+    // Shard 1 forgets the namespace (as a server that lost its state): its part answers RANK_NOT_INITIALIZED once.
+    const alone: Interceptor = (next) => (req) => {
+      req.header.set(SHARD_LOCAL_HEADER, "1");
+      return next(req);
+    };
+    await createClient(MetadataService, createGrpcTransport({ baseUrl: one!.url, interceptors: [alone] })).resetNamespace({ namespace: "m", force: true });
+    const { pages } = await client.batchAllocate({ namespace: "m", rank: 0, keys: KEYS });
+    expect(pages.every((page) => page >= 0)).toBe(true);
+    const [stats] = (await client.getStats({ namespace: "m" })).namespaces;
+    expect(stats!.ranks[0]!.reservedPages).toBe(KEYS.length);
+  });
+
+  it("calls a cluster of one shard as without it", async () => {
+    const server = await startTestServer();
+    const client = createMetadataClient({ baseUrl: server.url, route: true });
+    await client.initializeRank({ rank: 0, numPages: 8, worldSize: 1 });
+    expect((await client.batchAllocate({ rank: 0, keys: ["a"] })).statuses).toEqual([AllocationStatus.NEW]);
+    await expect(client.batchAllocate({ rank: 9, keys: ["a"] })).rejects.toBeInstanceOf(MetadataError);
+  });
+});
