@@ -19,6 +19,7 @@ import { measureLimits } from "./probes/limits.js";
 import { type PrefixConfig, type PrefixResult, runPrefixStream } from "./probes/prefix-stream.js";
 import { fillStore, measureRecovery } from "./probes/recovery.js";
 import { measureRelay, measureRelayFailover, relaySummary } from "./probes/relay.js";
+import { measureShardScale } from "./probes/shard-scale.js";
 import { measureShards } from "./probes/shards.js";
 import { measureStartup } from "./probes/startup.js";
 
@@ -483,6 +484,10 @@ if (enabled("shards")) {
   // S = 1 first in each round: the others are compared to it.
   const shardRows = await measureShards(quick ? [1, 2] : [1, 2, 4], quick ? 1 : 3, { warmupMs: WARMUP_MS, durationMs: DURATION_MS });
   report.shards = { rows: shardRows };
+}
+
+if (enabled("shard-scale")) {
+  report.shardScale = { rows: await measureShardScale(quick ? 1 : 3, { warmupMs: WARMUP_MS, durationMs: DURATION_MS }) };
 }
 
 report.rows = rows;
