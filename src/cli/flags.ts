@@ -42,7 +42,7 @@ export const FLAGS: { readonly [F in keyof ServerOptions | keyof RelayOptions]: 
   evictLowWatermark: { flag: "evict-low-watermark", help: "the fraction of held pages background eviction brings a rank down to" },
   shards: {
     flag: "shards",
-    help: "the shards this server's cluster is split into: each key and page belongs to one shard (docs/contract.md, Shards), and this server hands out only its shard's pages; a relay given every shard's members, and a cluster member's leader, route each call's keys to their shards; 1: not split",
+    help: "the shards this server's cluster is split into: each key and page belongs to one shard (docs/contract.md, Shards), and this server hands out only its shard's pages; relays (which learn the shards from any member), and a cluster member's leader, route each call's keys to their shards; fixed in etcd when the cluster is made; 1: not split",
   },
   shard: { flag: "shard", help: "the shard this server (or cluster member) serves, from 0 to --shards - 1" },
   vllmWorldSize: {
@@ -101,7 +101,7 @@ export const FLAGS: { readonly [F in keyof ServerOptions | keyof RelayOptions]: 
   etcdPasswordFile: { flag: "etcd-password-file", help: "file whose first line is --etcd-user's password" },
   upstream: {
     flag: "upstream",
-    help: "the server, or a cluster's members by their advertise URLs, comma-separated (http://10.0.0.1:18000,http://10.0.0.2:18000,...), or by a DNS SRV name that lists them, read again every 30 s (srv+https://_grpc._tcp.hf3fs-metadata-members.NS.svc.cluster.local: each record is a member at https://TARGET:PORT, as it advertises itself); for a cluster split into shards, each shard's members, shard 0's first, separated by semicolons (http://a0:18000,http://a1:18000;http://b0:18000,http://b1:18000)",
+    help: "the server, or a cluster's members by their advertise URLs, comma-separated (http://10.0.0.1:18000,http://10.0.0.2:18000,...), or by a DNS SRV name that lists them, read again every 30 s (srv+https://_grpc._tcp.hf3fs-metadata-members.NS.svc.cluster.local: each record is a member at https://TARGET:PORT, as it advertises itself); a cluster split into shards is learned from any member and followed (ClusterService), or named by each shard's members, shard 0's first, separated by semicolons (http://a0:18000,http://a1:18000;http://b0:18000,http://b1:18000)",
     defaultHelp: "none: required",
   },
   holdMs: { flag: "hold", help: "how long a call waits for the upstream to answer (failovers, restarts, elections) before UNAVAILABLE (503)" },
