@@ -115,7 +115,7 @@ export class Edge {
   }
 
   /** call runs a call whose request the framing hands over as bytes: the whole call, from admission to commit. */
-  async call<Req, Res>(method: string, request: Undecoded<Req>, handle: (request: Req) => Res | Promise<Res>): Promise<Res> {
+  async call<Req, Res>(method: string, request: Undecoded<Req>, handle: (request: Req, deadline?: AbortSignal) => Res | Promise<Res>): Promise<Res> {
     const call = new EdgeCall(this.rules, method, request.body, "call");
     try {
       const bytes = await call.read();
@@ -195,7 +195,11 @@ export class EdgeCall {
    * lane. `deadline` replaces the one the call's headers set (a library's
    * signal, which also aborts when the client leaves).
    */
-  async run<Req, Res>(decode: (maxEntries: number) => Req, handle: (request: Req) => Res | Promise<Res>, deadline = this.deadline): Promise<Res> {
+  async run<Req, Res>(
+    decode: (maxEntries: number) => Req,
+    handle: (request: Req, deadline?: AbortSignal) => Res | Promise<Res>,
+    deadline = this.deadline,
+  ): Promise<Res> {
     const rules = this.rules;
     if (this.size < 0) throw new TypeError(`${this.method} runs before its body was read`);
     let ran = false;
@@ -205,7 +209,7 @@ export class EdgeCall {
         const message = decode(rules.maxEntries);
         this.message = message;
         ran = true;
-        return await rules.settle(this.method, this.started, await handle(message));
+        return await rules.settle(this.method, this.started, await handle(message, deadline));
       }
       const [result, durable] = await rules.largeCalls.run(async (turn) => {
         rules.beforeCore(deadline);
@@ -214,7 +218,7 @@ export class EdgeCall {
         await turn();
         rules.beforeCore(deadline);
         ran = true;
-        const result = await handle(message);
+        const result = await handle(message, deadline);
         await turn();
         return [result, rules.commit()] as const;
       });

@@ -76,7 +76,9 @@ export function localCalls(service: LocalService): MetadataCalls {
 
 /** routedService is MetadataService on calls that go elsewhere in part (a shard router's): each handler makes its call and answers its response. */
 export function routedService(calls: MetadataCalls): LocalService {
-  const handler = (method: MethodName) => async (request: RequestOf<MethodName>) => (await calls(method, request)).response;
+  // The caller's deadline (connect-node's context, the fast path's signal) ends the parts sent to other shards too.
+  const handler = (method: MethodName) => async (request: RequestOf<MethodName>, context?: { signal?: AbortSignal }) =>
+    (await calls(method, request, context?.signal)).response;
   return Object.fromEntries(MetadataService.methods.map((m) => [m.localName, handler(m.localName as MethodName)])) as unknown as LocalService;
 }
 

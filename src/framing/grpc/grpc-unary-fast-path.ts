@@ -10,10 +10,11 @@ import type { MetadataCalls, MethodName } from "../../service/metadata-calls.js"
 import { BATCH_CODECS, type MessageCodec, reflectiveCodec } from "./batch-codecs.js";
 import { unwrapEnvelope } from "./grpc-envelope.js";
 
-type UnaryHandler = (request: unknown) => Promise<unknown>;
+/** UnaryHandler is a handler as connect-node calls it: of its context, the fast path gives the caller's deadline (as `signal`) alone. */
+type UnaryHandler = (request: unknown, context: { signal?: AbortSignal }) => Promise<unknown>;
 
-/** Answered is a handler's response and the id of the server that gave it, when another did (a relay's upstream). */
-type Answered = (request: unknown) => Promise<{ response: unknown; serverId?: string }>;
+/** Answered is a handler's response and the id of the server that gave it, when another did (a relay's upstream); it ends with the caller's deadline. */
+type Answered = (request: unknown, deadline?: AbortSignal) => Promise<{ response: unknown; serverId?: string }>;
 
 interface Route {
   method: DescMethodUnary<DescMessage, DescMessage>;
@@ -43,7 +44,8 @@ export class GrpcUnaryFastPath {
     for (const method of MetadataService.methods) {
       if (method.methodKind !== "unary") continue;
       const handler = typeof impl === "function" ? undefined : (impl as unknown as Record<string, UnaryHandler>)[method.localName]!;
-      const answered = typeof impl === "function" ? (request: unknown) => impl(method.localName as MethodName, request as never) : undefined;
+      const answered =
+        typeof impl === "function" ? (request: unknown, deadline?: AbortSignal) => impl(method.localName as MethodName, request as never, deadline) : undefined;
       const codec = BATCH_CODECS[method.name] ?? reflectiveCodec(method.input, method.output);
       this.routes.set(`/${MetadataService.typeName}/${method.name}`, { method: method as DescMethodUnary<DescMessage, DescMessage>, handler, answered, codec });
     }
@@ -66,9 +68,9 @@ export class GrpcUnaryFastPath {
     let headers = RESPONSE_HEADERS;
     try {
       const decode = (bytes: Buffer, maxEntries: number) => decodeMessage(route, unwrapEnvelope(bytes), maxEntries);
-      body = await this.edge.call(route.method.name, { body: req, decode }, async (message) => {
-        if (route.handler !== undefined) return route.codec.frame(await route.handler(message));
-        const { response, serverId } = await route.answered!(message);
+      body = await this.edge.call(route.method.name, { body: req, decode }, async (message, deadline) => {
+        if (route.handler !== undefined) return route.codec.frame(await route.handler(message, { signal: deadline }));
+        const { response, serverId } = await route.answered!(message, deadline);
         if (serverId !== undefined) headers = { ...RESPONSE_HEADERS, [SERVER_ID_HEADER]: serverId };
         return route.codec.frame(response);
       });
