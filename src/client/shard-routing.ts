@@ -1,18 +1,15 @@
 import { create } from "@bufbuild/protobuf";
-import { type CallOptions, createClient, type Transport } from "@connectrpc/connect";
-import { ClusterService } from "../../gen/hf3fs/metadata/v1/cluster_pb.js";
+import type { CallOptions, Transport } from "@connectrpc/connect";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { SHARD_LOCAL_HEADER } from "../protocol/headers.js";
 import type { MetadataCalls } from "../service/metadata-calls.js";
 import { shardRouter } from "../service/shard-router.js";
 import type { Method } from "./leader-following.js";
 import type { ShardLink } from "./shard-link.js";
+import { readTopology, shardMembers } from "./topology-reading.js";
 
 /** TOPOLOGY_MS is how old the client's view of the shards may grow while it makes calls before it reads it again. */
 const TOPOLOGY_MS = 1_000;
-
-/** ASK_TIMEOUT_MS bounds one member's answer of the topology. */
-const ASK_TIMEOUT_MS = 2_000;
 
 /** ShardCalls make a call on a cluster of shards: each shard its part, the answers merged. */
 export type ShardCalls = (method: Method, request: unknown, callOptions: CallOptions | undefined) => Promise<{ response: unknown }>;
@@ -54,19 +51,12 @@ export class ShardRouting {
     };
   }
 
-  /** read asks the members known, then the seeds, for the topology, and takes the first answer that names every shard's members. */
+  /** read asks the members known, then the seeds, for the topology, and follows the first answer that names every shard's members. */
   private read(): Promise<void> {
     this.reading ??= (async () => {
-      const known = this.links === undefined ? [] : this.urls;
-      for (const url of new Set([...known, ...this.seeds])) {
-        const topology = await createClient(ClusterService, this.transportFor(url))
-          .getTopology({}, { timeoutMs: ASK_TIMEOUT_MS })
-          .catch(() => undefined);
-        if (topology === undefined) continue;
-        const shards = topology.shards.map((shard) => shard.members.map((member) => member.url));
-        if (topology.shardCount > 1 && shards.length === topology.shardCount && shards.every((members) => members.length > 0)) this.follow(shards);
-        break;
-      }
+      const read = await readTopology([...this.urls, ...this.seeds], this.transportFor);
+      const shards = read && shardMembers(read.topology);
+      if (shards !== undefined && shards.length > 1) this.follow(shards);
       this.readAt = Date.now();
     })().finally(() => {
       this.reading = undefined;

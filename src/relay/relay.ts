@@ -89,8 +89,8 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
       srv,
       (urls) => {
         seeds = urls;
-        // Until the topology names the shards, the members the name gives are the one shard's.
-        if (topology.last === undefined) shards.first.setUrls(urls);
+        // A cluster of one shard is the members the name gives; one of more shards, what its topology says (the name then gives seeds).
+        if (shards.count === 1) shards.first.setUrls(urls);
       },
       parts.resolveSrv,
     );

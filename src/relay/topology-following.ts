@@ -1,19 +1,16 @@
-import { createClient } from "@connectrpc/connect";
-import { ClusterService, type GetTopologyResponse } from "../../gen/hf3fs/metadata/v1/cluster_pb.js";
 import type { LeanTransports } from "../client/lean-transports.js";
+import { readTopology, shardMembers } from "../client/topology-reading.js";
 
 /** TOPOLOGY_MS is how often a relay asks its upstream for the cluster's topology. */
 export const TOPOLOGY_MS = 1_000;
-
-/** ASK_TIMEOUT_MS bounds one member's answer. */
-const ASK_TIMEOUT_MS = 1_000;
 
 /**
  * TopologyFollowing asks the cluster for its topology (ClusterService) at
  * once and every TOPOLOGY_MS: the members it knows first, then `seeds`
  * (--upstream's), the first that answers; and hands `follow` each shard's
- * members, leader first. Servers that do not answer it (older ones) leave
- * the relay on its --upstream.
+ * members, leader first, when there are more than one. Servers that do
+ * not answer it (older ones), and clusters of one shard, leave the relay
+ * on its --upstream.
  */
 export class TopologyFollowing {
   private timer: NodeJS.Timeout | undefined;
@@ -28,19 +25,20 @@ export class TopologyFollowing {
     private readonly follow: (shards: string[][]) => void,
   ) {}
 
-  /** last is the last topology read, undefined before the first. */
-  last: GetTopologyResponse | undefined;
-
   /** run reads the topology now and then every TOPOLOGY_MS, until stop; its timer keeps no process alive. */
   run(): void {
     const read = async () => {
-      const topology = await this.ask();
+      const first = this.answered === undefined ? [] : [this.answered];
+      const answer = await readTopology([...first, ...this.known, ...this.seeds()], (url) => this.transports.of(url));
       if (this.stopped) return;
-      if (topology !== undefined) {
-        this.last = topology;
-        const shards = topology.shards.map((shard) => shard.members.map((member) => member.url));
-        this.known = shards.flat();
-        this.follow(shards);
+      if (answer !== undefined) {
+        this.answered = answer.url;
+        // A cluster of one shard stays on --upstream: a single node names itself by the address it listens on, which may not be the one reached.
+        const shards = answer.topology.shardCount > 1 ? shardMembers(answer.topology) : undefined;
+        if (shards !== undefined) {
+          this.known = shards.flat();
+          this.follow(shards);
+        }
       }
       this.timer = setTimeout(read, TOPOLOGY_MS);
       this.timer.unref();
@@ -51,20 +49,5 @@ export class TopologyFollowing {
   stop(): void {
     this.stopped = true;
     clearTimeout(this.timer);
-  }
-
-  /** ask asks one member after the other until one answers; undefined when none does. */
-  private async ask(): Promise<GetTopologyResponse | undefined> {
-    const first = this.answered === undefined ? [] : [this.answered];
-    for (const url of new Set([...first, ...this.known, ...this.seeds()])) {
-      const answer = await createClient(ClusterService, this.transports.of(url))
-        .getTopology({}, { timeoutMs: ASK_TIMEOUT_MS })
-        .catch(() => undefined);
-      if (answer !== undefined && answer.shards.length === answer.shardCount) {
-        this.answered = url;
-        return answer;
-      }
-    }
-    return undefined;
   }
 }
