@@ -87,6 +87,10 @@ export const FLAGS: { readonly [F in keyof ServerOptions | keyof RelayOptions]: 
   tlsClientCa: { flag: "tls-client-ca", help: "PEM CA that client certificates must be signed by (mTLS)" },
   logLevel: { flag: "log-level", help: "fatal, error, warn, info, debug, trace or silent" },
   etcdEndpoints: { flag: "etcd-endpoints", help: "etcd client URLs (URL,URL,...): run as a member of a highly available cluster; empty: single-node" },
+  shardEtcdEndpoints: {
+    flag: "shard-etcd-endpoints",
+    help: "for a cluster split into shards whose shards keep their logs on etcd clusters of their own: each shard's etcd client URLs, shard 0's first, separated by semicolons (URL,URL;URL,URL); this member's shard's must be its --etcd-endpoints; empty: every shard on --etcd-endpoints",
+  },
   clusterName: { flag: "cluster-name", help: "the cluster's name; its etcd keys live under /hf3fs-metadata/<name>/" },
   advertiseUrl: { flag: "advertise-url", help: "URL at which clients and the other members reach this member (empty: the URL it listens on)" },
   standbyCalls: {

@@ -1,4 +1,4 @@
-import { type NameOf, type OptionsOf, optionTable } from "../core/index.js";
+import { type NameOf, type OptionsOf, optionTable, type StateOptions } from "../core/index.js";
 import type { AccessOptions } from "../service/access-options.js";
 import type { StoreOptions } from "../store/store-options.js";
 
@@ -8,6 +8,7 @@ export const CLUSTER_OPTIONS = optionTable({
     kind: "string",
     default: "",
   },
+  shardEtcdEndpoints: { kind: "string", default: "" },
   clusterName: { kind: "string", default: "default" },
   advertiseUrl: {
     kind: "string",
@@ -38,10 +39,10 @@ const LINK_FIELDS = ["etcdCa", "etcdCert", "etcdKey", "etcdUser", "etcdPasswordF
 /** URL matches an http(s) URL of a host (and port), as --etcd-endpoints and --advertise-url take. */
 const URL = /^https?:\/\/[^/\s]+\/?$/;
 
-/** checkCluster throws unless the options of high availability go together, and with the store and the tokens. */
-export function checkCluster(options: ClusterOptions & StoreOptions & AccessOptions, name: NameOf): void {
+/** checkCluster throws unless the options of high availability go together, and with the store, the tokens and the shards. */
+export function checkCluster(options: ClusterOptions & StoreOptions & AccessOptions & Pick<StateOptions, "shards" | "shard">, name: NameOf): void {
   if (options.etcdEndpoints === "") {
-    const stray = LINK_FIELDS.find((field) => options[field] !== "");
+    const stray = [...LINK_FIELDS, "shardEtcdEndpoints" as const].find((field) => options[field] !== "");
     if (stray !== undefined) throw new RangeError(`${name(stray)} is for a member of a cluster: give ${name("etcdEndpoints")} too`);
     return;
   }
@@ -68,6 +69,36 @@ export function checkCluster(options: ClusterOptions & StoreOptions & AccessOpti
     throw new RangeError(`${name("leaderLeaseMs")} must be whole seconds, at least 1s (etcd leases count seconds), got ${options.leaderLeaseMs} ms`);
   }
   checkEtcdLink(options, name);
+  checkShardEtcd(options, name);
+}
+
+/**
+ * shardEtcdEndpoints are the etcd endpoints of each shard (--shard-etcd-endpoints, ";" between
+ * shards, shard 0's first), or every shard on the member's own (--etcd-endpoints).
+ */
+export function shardEtcdEndpoints(options: Pick<ClusterOptions, "etcdEndpoints" | "shardEtcdEndpoints"> & Pick<StateOptions, "shards">): string[] {
+  if (options.shardEtcdEndpoints === "") return Array.from({ length: options.shards }, () => options.etcdEndpoints);
+  return options.shardEtcdEndpoints.split(";").map((group) => group.trim());
+}
+
+/** checkShardEtcd checks --shard-etcd-endpoints: a list of endpoints per shard, this member's shard's being its --etcd-endpoints. */
+function checkShardEtcd(options: ClusterOptions & Pick<StateOptions, "shards" | "shard">, name: NameOf): void {
+  if (options.shardEtcdEndpoints === "") return;
+  const groups = shardEtcdEndpoints(options);
+  if (groups.length !== options.shards) {
+    throw new RangeError(
+      `${name("shardEtcdEndpoints")} names ${groups.length} shards' etcd endpoints (";" between shards), ${name("shards")} is ${options.shards}`,
+    );
+  }
+  for (const endpoint of groups.flatMap((group) => group.split(","))) {
+    if (!URL.test(endpoint)) throw new RangeError(`${name("shardEtcdEndpoints")} takes URLs like http://127.0.0.1:2379, got "${endpoint}"`);
+  }
+  const same = (a: string, b: string) => a.split(",").sort().join(",") === b.split(",").sort().join(",");
+  if (!same(groups[options.shard]!, options.etcdEndpoints)) {
+    throw new RangeError(
+      `${name("shardEtcdEndpoints")} gives shard ${options.shard} the etcd endpoints ${groups[options.shard]}, but this member of it runs on ${name("etcdEndpoints")} ${options.etcdEndpoints}`,
+    );
+  }
 }
 
 /** checkEtcdLink checks the options of the member's link to etcd: TLS needs https:// endpoints, and each pair comes whole. */

@@ -1,7 +1,8 @@
 import { hostname } from "node:os";
-import type { IOptions } from "etcd3";
+import type { Etcd3, IOptions } from "etcd3";
 import { systemClock } from "../core/index.js";
 import type { PeerTls } from "../protocol/peer-tls.js";
+import { shardEtcdEndpoints } from "../replication/cluster-options.js";
 import { etcdClient } from "../replication/etcd-client.js";
 import { Member } from "../replication/member.js";
 import { keepShardCount } from "../replication/shard-count.js";
@@ -33,7 +34,8 @@ export async function serveMember({ options, security, port, stopped, logger }: 
   try {
     const local = await openDurable(options.dataDir, logger, { overlappingSync: true, lockWaitMs: options.lockWaitMs }, [isOrphanWatchResponse]);
     const etcdAuth = etcdSecurity(options);
-    const connect = () => etcdClient({ hosts: options.etcdEndpoints.split(","), dialTimeout: 2_000, grpcOptions: ETCD_GRPC_OPTIONS, ...etcdAuth });
+    const clientOptions = { dialTimeout: 2_000, grpcOptions: ETCD_GRPC_OPTIONS, ...etcdAuth };
+    const connect = () => etcdClient({ ...clientOptions, hosts: options.etcdEndpoints.split(",") });
     const client = connect();
     // The cluster's number of shards is fixed when it is made: a member started with another is refused before it joins.
     await keepShardCount(client, options.clusterName, part.count).catch(async (error: Error) => {
@@ -60,7 +62,8 @@ export async function serveMember({ options, security, port, stopped, logger }: 
       throw error;
     });
     // Every member answers the cluster's topology; split into shards, its leader sends the keys of the other shards to their leaders.
-    peers = new ShardPeers(client, { clusterName: options.clusterName, part, holdMs: options.startupHoldMs, token: snapshotToken(options), tls: peerTls });
+    const etcd = shardEtcd(shardEtcdEndpoints(options), options.etcdEndpoints, client, (hosts) => etcdClient({ ...clientOptions, hosts }));
+    peers = new ShardPeers(etcd, { clusterName: options.clusterName, part, holdMs: options.startupHoldMs, token: snapshotToken(options), tls: peerTls });
   } catch (error) {
     return cannotStart(logger, error as Error);
   }
@@ -73,6 +76,23 @@ export async function serveMember({ options, security, port, stopped, logger }: 
   member.start(advertiseUrlOf(options, server));
   logger.info({ cluster: options.clusterName, clusterId: member.clusterId, memberId: member.memberId }, "cluster: joined");
   return runUntilStopped(options, server, member.ledger.store, security.access, logger, stopped);
+}
+
+/**
+ * shardEtcd is the etcd client of each shard: the member's own for the
+ * shards on its etcd, one more per other etcd cluster (made by `connect`,
+ * with the member's TLS and auth), closed with it.
+ */
+function shardEtcd(groups: readonly string[], own: string, client: Etcd3, connect: (hosts: string[]) => Etcd3): { of(shard: number): Etcd3; close(): void } {
+  const key = (group: string) => group.split(",").sort().join(",");
+  const clients = new Map<string, Etcd3>([[key(own), client]]);
+  for (const group of groups) if (!clients.has(key(group))) clients.set(key(group), connect(group.split(",")));
+  return {
+    of: (shard) => clients.get(key(groups[shard]!))!,
+    close: () => {
+      for (const other of clients.values()) if (other !== client) other.close();
+    },
+  };
 }
 
 /**

@@ -46,8 +46,13 @@ export class ShardPeers {
   /** members are each shard's members as last read (none before the first read). */
   private members: Member[][] = [];
 
+  /**
+   * @param etcd is the etcd client of each shard (this member's own, or
+   * another etcd cluster's: --shard-etcd-endpoints), and how to close those
+   * that are not the member's own.
+   */
   constructor(
-    private readonly client: Etcd3,
+    private readonly etcd: { of(shard: number): Etcd3; close(): void },
     private readonly options: PeerOptions,
   ) {
     const { count, index } = options.part;
@@ -87,6 +92,7 @@ export class ShardPeers {
   close(): void {
     clearInterval(this.reading);
     this.transports.close();
+    this.etcd.close();
   }
 
   /**
@@ -99,8 +105,8 @@ export class ShardPeers {
       this.followings.map(async (following, shard) => {
         const keys = new ClusterKeys(shardClusterName(this.options.clusterName, { count: this.options.part.count, index: shard }));
         const [members, leader] = await Promise.all([
-          this.client.kv.range({ key: keys.members, range_end: keys.membersEnd }),
-          this.client.kv.range({ key: keys.leader }),
+          this.etcd.of(shard).kv.range({ key: keys.members, range_end: keys.membersEnd }),
+          this.etcd.of(shard).kv.range({ key: keys.leader }),
         ]).catch(() => [undefined, undefined]);
         if (members === undefined || leader === undefined) return this.members[shard] ?? [];
         const leaderId = leader.kvs[0] === undefined ? undefined : (JSON.parse(leader.kvs[0].value.toString()) as LeaderRecord).memberId;

@@ -195,3 +195,27 @@ describe.skipIf(missingCluster !== "")("unmodified vLLM clients in front of 2 sh
     expect(used).toBeGreaterThan(0);
   }, 240_000);
 });
+
+describe.skipIf(missingCluster !== "")("a cluster of 2 shards, each on an etcd cluster of its own (--shard-etcd-endpoints)", () => {
+  it("routes across them: a worker at a member of shard 1 sees no error, and every member names both shards' leaders", async () => {
+    const etcds = [await startEtcdCluster(1), await startEtcdCluster(1)];
+    const shardEtcd = etcds.map((etcd) => etcd.endpoints).join(";");
+    const args = (shard: number) => ["--cluster-name", "apart", "--shards", "2", "--shard", String(shard), "--shard-etcd-endpoints", shardEtcd];
+    const shards = await Promise.all([0, 1].map((shard) => Promise.all([0, 1].map(() => startServer(etcds[shard]!, undefined, args(shard))))));
+    const leaders = await Promise.all(shards.map((members) => waitForLeader(members)));
+    for (const member of shards.flat()) {
+      await until(async () => {
+        const topology = await createClient(ClusterService, createGrpcTransport({ baseUrl: member.url })).getTopology({});
+        return JSON.stringify(topology.shards.map((s) => s.members.find((m) => m.leader)?.url)) === JSON.stringify(leaders.map((l) => l.url));
+      });
+    }
+    const worker = VllmWorker.start(shards[1]![0]!.url, 2, 4_096, 0);
+    await worker.progress(8);
+    const summary = await worker.stop();
+    expect(summary.errors).toEqual([]);
+    expect(summary.lost).toBe(0);
+    // Shard 0's keys are on shard 0's leader, which only etcd 0 knows.
+    const [zero] = (await createClient(MetadataService, createGrpcTransport({ baseUrl: leaders[0]!.url, interceptors: [alone] })).getStats({})).namespaces;
+    expect(zero!.ranks.reduce((sum, r) => sum + r.usedPages, 0)).toBeGreaterThan(0);
+  }, 180_000);
+});

@@ -6,6 +6,7 @@ import { parseDuration } from "../../../src/cli/duration.js";
 import { RELAY } from "../../../src/cli/relay-command.js";
 import { defaultServerOptions, envName, OPTIONS, parseServerOptions, usage } from "../../../src/cli/serve-options.js";
 import { MetadataState } from "../../../src/core/state.js";
+import { shardEtcdEndpoints } from "../../../src/replication/cluster-options.js";
 
 describe("parseDuration", () => {
   it.each([
@@ -170,6 +171,23 @@ describe("--shards and --shard", () => {
     expect(() => parseServerOptions(["--shards", "2", "--shard", "2"], {})).toThrow("--shard must be below --shards (2): shards count from 0, got 2");
     expect(() => parseServerOptions(["--shards", "0"], {})).toThrow("--shards must be at least 1");
     expect(parseServerOptions([], {})).toMatchObject({ shards: 1, shard: 0 });
+  });
+
+  it("--shard-etcd-endpoints names each shard's etcd, this member's shard's being its own", () => {
+    const member = ["--data-dir", "d", "--etcd-endpoints", "http://e1:2379", "--shards", "2", "--shard", "1"];
+    const given = parseServerOptions([...member, "--shard-etcd-endpoints", "http://e0:2379,http://e0b:2379; http://e1:2379"], {});
+    expect(shardEtcdEndpoints(given)).toEqual(["http://e0:2379,http://e0b:2379", "http://e1:2379"]);
+    expect(shardEtcdEndpoints(parseServerOptions(member, {}))).toEqual(["http://e1:2379", "http://e1:2379"]);
+    expect(() => parseServerOptions([...member, "--shard-etcd-endpoints", "http://e0:2379"], {})).toThrow(
+      '--shard-etcd-endpoints names 1 shards\' etcd endpoints (";" between shards), --shards is 2',
+    );
+    expect(() => parseServerOptions([...member, "--shard-etcd-endpoints", "http://e0:2379;http://e2:2379"], {})).toThrow(
+      "--shard-etcd-endpoints gives shard 1 the etcd endpoints http://e2:2379, but this member of it runs on --etcd-endpoints http://e1:2379",
+    );
+    expect(() => parseServerOptions([...member, "--shard-etcd-endpoints", "http://e0:2379;e1"], {})).toThrow(/takes URLs like/);
+    expect(() => parseServerOptions(["--shard-etcd-endpoints", "http://e0:2379"], {})).toThrow(
+      "--shard-etcd-endpoints is for a member of a cluster: give --etcd-endpoints too",
+    );
   });
 });
 
