@@ -48,11 +48,12 @@ export async function openDurable(
  * (A cluster member's store is kept by its shard's cluster id instead.)
  */
 export async function keepShard(store: LmdbStore, index: number, count: number): Promise<void> {
-  const shard = `${index}/${count}`;
-  if (shard === store.shard) return;
+  const held = store.shard;
+  if (held.index === index && held.count === count) return;
   if (!store.isEmpty()) {
-    const held = store.shard.replace("/", " of ");
-    throw new Error(`the data dir ${store.path} holds shard ${held}, not shard ${index} of ${count}: start it with the --shard and --shards it was made with`);
+    throw new Error(
+      `the data dir ${store.path} holds shard ${held.index} of ${held.count}, not shard ${index} of ${count}: start it with the --shard and --shards it was made with`,
+    );
   }
-  await store.recordShard(shard);
+  await store.recordShard({ index, count });
 }

@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { type Database, open, type RootDatabase, type Transaction } from "lmdb";
-import type { Change } from "../core/index.js";
+import type { Change, ShardPart } from "../core/index.js";
 import { MetadataError, Reason } from "../core/index.js";
 import { dataFile, prepareDataDir } from "./data-dir.js";
 import { DataDirLock } from "./data-dir-lock.js";
@@ -290,14 +290,15 @@ export class LmdbStore implements Store {
     await this.dbs.meta.put(CLUSTER_ID, clusterId);
   }
 
-  /** shard is the shard whose part of the pages this store keeps, "INDEX/COUNT" ("0/1": not split, as a store that never recorded one). */
-  get shard(): string {
-    return (this.dbs.meta.get(SHARD) as string | undefined) ?? "0/1";
+  /** shard is the shard whose part of the pages this store keeps (shard 0 of 1, not split, for a store that never recorded one); kept as "INDEX/COUNT". */
+  get shard(): ShardPart {
+    const [index, count] = ((this.dbs.meta.get(SHARD) as string | undefined) ?? "0/1").split("/").map(Number);
+    return { index: index!, count: count! };
   }
 
   /** recordShard records the shard this store keeps from now on (keepShard, in server/start.ts, checks it first). */
-  async recordShard(shard: string): Promise<void> {
-    await this.dbs.meta.put(SHARD, shard);
+  async recordShard(part: ShardPart): Promise<void> {
+    await this.dbs.meta.put(SHARD, `${part.index}/${part.count}`);
   }
 
   /** isEmpty is true when the store holds no rank (so no key, reservation or draining page either). */
