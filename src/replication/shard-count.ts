@@ -33,7 +33,7 @@ export async function keepShardCount(client: Etcd3, clusterName: string, count: 
       options,
     ),
   ).catch((error: Error) => {
-    throw new Error(`cannot reach etcd to read the shards of cluster "${clusterName}": ${error.message}`);
+    throw new Error(`cannot reach etcd to join cluster "${clusterName}": ${error.message}`);
   });
   if (res.succeeded) return;
   const [recorded, unsplit] = res.responses.map((r) => r.response_range?.kvs[0]);
