@@ -196,12 +196,12 @@ describe.skipIf(missingCluster !== "")("unmodified vLLM clients in front of 2 sh
   }, 240_000);
 });
 
-describe.skipIf(missingCluster !== "")("a cluster of 2 shards, each on an etcd cluster of its own (--shard-etcd-endpoints)", () => {
-  it("routes across them: a worker at a member of shard 1 sees no error, and every member names both shards' leaders", async () => {
-    const etcds = [await startEtcdCluster(1), await startEtcdCluster(1)];
+describe.skipIf(missingCluster !== "")("a cluster of 3 shards, each on an etcd cluster of its own (--shard-etcd-endpoints)", () => {
+  it("routes across them: a worker at a member of shard 1 sees no error, and every member names every shard's leader", async () => {
+    const etcds = [await startEtcdCluster(1), await startEtcdCluster(1), await startEtcdCluster(1)];
     const shardEtcd = etcds.map((etcd) => etcd.endpoints).join(";");
-    const args = (shard: number) => ["--cluster-name", "apart", "--shards", "2", "--shard", String(shard), "--shard-etcd-endpoints", shardEtcd];
-    const shards = await Promise.all([0, 1].map((shard) => Promise.all([0, 1].map(() => startServer(etcds[shard]!, undefined, args(shard))))));
+    const args = (shard: number) => ["--cluster-name", "apart", "--shards", "3", "--shard", String(shard), "--shard-etcd-endpoints", shardEtcd];
+    const shards = await Promise.all([0, 1, 2].map((shard) => Promise.all([0, 1].map(() => startServer(etcds[shard]!, undefined, args(shard))))));
     const leaders = await Promise.all(shards.map((members) => waitForLeader(members)));
     for (const member of shards.flat()) {
       await until(async () => {

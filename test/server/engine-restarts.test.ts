@@ -101,16 +101,16 @@ describe.skipIf(missingEtcd !== "")("vLLM's engine through a relay in front of a
     await rideThrough(relay.url, async () => memberOf(await waitForLeader(members)));
   }, 180_000);
 
-  it("the leaders of a cluster of 2 shards are restarted by SIGTERM-wait-start in turn (a rollout), the relay told one member", async () => {
+  it("the leaders of a cluster of 3 shards are restarted by SIGTERM-wait-start in turn (a rollout), the relay told one member", async () => {
     const etcd: EtcdCluster = await startEtcdCluster(1);
-    const args = (shard: number) => ["--cluster-name", "rolled", "--shards", "2", "--shard", String(shard)];
+    const args = (shard: number) => ["--cluster-name", "rolled", "--shards", "3", "--shard", String(shard)];
     const shards = await Promise.all(
-      [0, 1].map(async (shard) => [await startMember(etcd, undefined, args(shard)), await startMember(etcd, undefined, args(shard))]),
+      [0, 1, 2].map(async (shard) => [await startMember(etcd, undefined, args(shard)), await startMember(etcd, undefined, args(shard))]),
     );
     await Promise.all(shards.map((members) => waitForLeader(members)));
-    // The relay learns both shards from a member of shard 1 (ClusterService), and follows each shard's leader.
+    // The relay learns the 3 shards from a member of shard 1 (ClusterService), and follows each shard's leader.
     const relay = await startChildRelay(["--upstream", shards[1]![0]!.url]);
     let round = 0;
-    await rideThrough(relay.url, async () => memberOf(await waitForLeader(shards[round++ % 2]!)));
+    await rideThrough(relay.url, async () => memberOf(await waitForLeader(shards[round++ % 3]!)));
   }, 180_000);
 });
