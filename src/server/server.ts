@@ -76,7 +76,7 @@ export interface ServerParts {
 /** Peers are a member's view of its cluster's shards and its ways to the other shards' leaders, closed with the server. */
 export interface Peers {
   calls(shard: number): MetadataCalls;
-  topology(): Topology;
+  topology(): Topology | Promise<Topology>;
   close(): void;
 }
 
@@ -179,7 +179,16 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
       sample: async () => ({ calls: await callCounts(metrics.calls), latency: await metrics.latencyBuckets(), namespaces: statusNamespaces(ledger.state) }),
       statusSampleMs: parts.statusSampleMs,
       status: async (url, history) =>
-        serverStatus(url, serverId, ledger.state, await callCounts(metrics.calls), parts.cluster, parts.loads?.status, history, shownShards(topology(url))),
+        serverStatus(
+          url,
+          serverId,
+          ledger.state,
+          await callCounts(metrics.calls),
+          parts.cluster,
+          parts.loads?.status,
+          history,
+          options.shards > 1 ? shownShards(await topology(url)) : undefined,
+        ),
       access,
       metricsAuth: options.metricsAuth,
       shuttingDown: SHUTTING_DOWN,

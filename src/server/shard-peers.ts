@@ -33,8 +33,9 @@ export interface PeerOptions {
 /**
  * ShardPeers are a member's view of its cluster's shards and its ways to
  * the others: each shard's members and leader, read from etcd every
- * PEERS_MS (their records, which name their advertise URLs), answered as
- * the cluster's topology (its own shard too), and calls to another shard's leader through
+ * PEERS_MS in a cluster split into shards (in one of one shard, when the
+ * topology is asked and its last read is older), answered as the
+ * cluster's topology (its own shard too), and calls to another shard's leader through
  * LeaderFollowing (NOT_LEADER names it, the next member after a failure),
  * held through its failovers within holdMs, over one multiplexed HTTP/2
  * connection per member.
@@ -42,9 +43,13 @@ export interface PeerOptions {
 export class ShardPeers {
   private readonly followings: (LeaderFollowing | undefined)[];
   private readonly transports: LeanTransports;
-  private readonly reading: NodeJS.Timeout;
+  private readonly reading: NodeJS.Timeout | undefined;
   /** members are each shard's members as last read (none before the first read). */
   private members: Member[][] = [];
+  /** readAt is when the last read began (0: never). */
+  private readAt = 0;
+  /** inFlight is the read under way: one at a time, so that an older read never lands after a newer one. */
+  private inFlight: Promise<void> | undefined;
 
   /**
    * @param etcd is the etcd client of each shard (this member's own, or
@@ -69,9 +74,12 @@ export class ShardPeers {
             random: Math.random,
           }),
     );
-    this.reading = setInterval(() => void this.read(), PEERS_MS);
-    this.reading.unref();
-    void this.read();
+    // Only a cluster split into shards routes calls by what it reads: one of one shard reads when asked (topology).
+    if (count > 1) {
+      this.reading = setInterval(() => void this.read(), PEERS_MS);
+      this.reading.unref();
+      void this.read();
+    }
   }
 
   /** calls are the calls to `shard`'s leader. */
@@ -84,8 +92,9 @@ export class ShardPeers {
     };
   }
 
-  /** topology is the cluster's shards as last read. */
-  topology(): Topology {
+  /** topology is the cluster's shards as last read, read again first when that is older than PEERS_MS. */
+  async topology(): Promise<Topology> {
+    if (Date.now() - this.readAt > PEERS_MS) await this.read();
     return topologyOf(this.options.part, this.members);
   }
 
@@ -100,7 +109,16 @@ export class ShardPeers {
    * the topology, and hands the URLs of another shard's members to its
    * LeaderFollowing (a shard whose read failed keeps what it had).
    */
-  private async read(): Promise<void> {
+  private read(): Promise<void> {
+    this.inFlight ??= this.readOnce().finally(() => {
+      this.inFlight = undefined;
+    });
+    return this.inFlight;
+  }
+
+  /** readOnce reads every shard once (read). */
+  private async readOnce(): Promise<void> {
+    this.readAt = Date.now();
     const read = await Promise.all(
       this.followings.map(async (following, shard) => {
         const keys = new ClusterKeys(shardClusterName(this.options.clusterName, { count: this.options.part.count, index: shard }));

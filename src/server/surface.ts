@@ -42,7 +42,7 @@ export interface SurfaceParts {
   /** more adds services of one kind of process (a member's replication). */
   more?: (router: ConnectRouter) => void;
   /** topology is the cluster's layout at the URL the surface listens on, answered as ClusterService; undefined: not served (a relay). */
-  topology?: (url: string) => Topology;
+  topology?: (url: string) => Topology | Promise<Topology>;
   /** front comes before the services: it takes what it serves itself (a server's gRPC fast path, a standby's forward) and hands on the rest. */
   front?: (services: RequestHandler) => RequestHandler;
   metrics: Registry;

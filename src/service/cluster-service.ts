@@ -36,6 +36,6 @@ export function singleNodeTopology(part: ShardPart, url: string): Topology {
 }
 
 /** clusterService answers ClusterService from `topology`, which says what the process knows now. */
-export function clusterService(topology: () => Topology): ServiceImpl<typeof ClusterService> {
-  return { getTopology: () => topology() };
+export function clusterService(topology: () => Topology | Promise<Topology>): ServiceImpl<typeof ClusterService> {
+  return { getTopology: async () => await topology() };
 }

@@ -1,4 +1,7 @@
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
+import { ClusterService } from "../../gen/hf3fs/metadata/v1/cluster_pb.js";
 import { type ChildServer, startChildRelay, startChildServer } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
 import { type EtcdCluster, startEtcdCluster } from "../support/etcd-cluster.js";
@@ -96,7 +99,16 @@ describe.skipIf(missingEtcd !== "")("vLLM's engine through a relay in front of a
   it("the cluster's leader is restarted by SIGTERM-wait-start three times", async () => {
     const etcd: EtcdCluster = await startEtcdCluster(1);
     const members: Server[] = [await startMember(etcd), await startMember(etcd)];
-    await waitForLeader(members);
+    const leader = await waitForLeader(members);
+    // A cluster of one shard answers its topology too (read from etcd when asked): its members, the leader first.
+    const topology = await createClient(ClusterService, createGrpcTransport({ baseUrl: members[1]!.url })).getTopology({});
+    expect([topology.shardCount, topology.shards[0]!.members.map((m) => [m.url, m.leader])]).toEqual([
+      1,
+      [
+        [leader.url, true],
+        [members.find((m) => m !== leader)!.url, false],
+      ],
+    ]);
     const relay = await startChildRelay(["--upstream", members.map((m) => m.url).join(",")]);
     await rideThrough(relay.url, async () => memberOf(await waitForLeader(members)));
   }, 180_000);
