@@ -33,7 +33,7 @@ export interface MetadataClientOptions {
    * route: learn the cluster's shards from its members (ClusterService)
    * and send each shard's leader its part of a call, instead of one member
    * that routes it (one hop less). A cluster of one shard, or servers that
-   * do not tell, are called as without it. Defaults to false.
+   * do not tell, are called as without it; so is a `transport` given. Defaults to false.
    */
   route?: boolean;
 }
@@ -84,7 +84,11 @@ export function createMetadataClient(options: MetadataClientOptions): MetadataCl
       (id) => (serverId = id),
     );
   const whole = link(options.baseUrl);
-  const routing = options.route ? new ShardRouting(options.baseUrl.split(","), (url) => transportFor({ ...options, baseUrl: url }), link) : undefined;
+  // A fixed transport (a test's, a custom stack) reaches one server: nothing to route among.
+  const routing =
+    options.route && options.transport === undefined
+      ? new ShardRouting(options.baseUrl.split(","), (url) => transportFor({ ...options, baseUrl: url }), link)
+      : undefined;
 
   async function call(method: Method, request: unknown, callOptions: CallOptions | undefined): Promise<unknown> {
     try {
