@@ -217,5 +217,15 @@ describe.skipIf(missingCluster !== "")("a cluster of 3 shards, each on an etcd c
     // Shard 0's keys are on shard 0's leader, which only etcd 0 knows.
     const [zero] = (await createClient(MetadataService, createGrpcTransport({ baseUrl: leaders[0]!.url, interceptors: [alone] })).getStats({})).namespaces;
     expect(zero!.ranks.reduce((sum, r) => sum + r.usedPages, 0)).toBeGreaterThan(0);
+
+    // Every member of shard 2 gone: status at a member of shard 1 says so, and exits 1, once the leader's lease lapsed.
+    for (const member of shards[2]!) await kill9(member);
+    let last = { code: 0 as number | null, problems: [] as string[] };
+    await until(async () => {
+      const status = await runCli(["status", "--server", shards[1]![0]!.url, "--json"]);
+      last = { code: status.code, problems: JSON.parse(status.stdout).problems };
+      return last.problems.includes("shard 2: no leader");
+    });
+    expect(last.code).toBe(1);
   }, 180_000);
 });
