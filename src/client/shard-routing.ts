@@ -28,17 +28,24 @@ export class ShardRouting {
   private links: ShardLink[] | undefined;
   private readAt: number | undefined;
   private reading: Promise<void> | undefined;
+  /** transports are the ones topology reads go over, one per member (each its connection), made on first use. */
+  private readonly transports = new Map<string, Transport>();
 
+  /**
+   * @param transportFor makes the transport to one member (called once per member).
+   * @param now is the clock the reads' age is told by (Date.now; tests give their own).
+   */
   constructor(
     private readonly seeds: readonly string[],
     private readonly transportFor: (url: string) => Transport,
     private readonly link: (baseUrl: string, header: Record<string, string>) => ShardLink,
+    private readonly now: () => number = Date.now,
   ) {}
 
   /** shards are the calls split among the shards; undefined while the client calls as if the cluster were one shard. */
   async shards(): Promise<ShardCalls | undefined> {
     if (this.readAt === undefined) await this.read();
-    else if (Date.now() - this.readAt > TOPOLOGY_MS) void this.read();
+    else if (this.now() - this.readAt > TOPOLOGY_MS) void this.read();
     const links = this.links;
     if (links === undefined) return undefined;
     return async (method, request, callOptions) => {
@@ -54,14 +61,24 @@ export class ShardRouting {
   /** read asks the members known, then the seeds, for the topology, and follows the first answer that names every shard's members. */
   private read(): Promise<void> {
     this.reading ??= (async () => {
-      const read = await readTopology([...this.urls, ...this.seeds], this.transportFor);
+      const read = await readTopology([...this.urls, ...this.seeds], (url) => this.transportOf(url));
       const shards = read && shardMembers(read.topology);
       if (shards !== undefined && shards.length > 1) this.follow(shards);
-      this.readAt = Date.now();
+      this.readAt = this.now();
     })().finally(() => {
       this.reading = undefined;
     });
     return this.reading;
+  }
+
+  /** transportOf is the one transport to a member: a read each second over a new one would open a connection each second. */
+  private transportOf(url: string): Transport {
+    let transport = this.transports.get(url);
+    if (transport === undefined) {
+      transport = this.transportFor(url);
+      this.transports.set(url, transport);
+    }
+    return transport;
   }
 
   /** urls are the members of every shard the links call. */

@@ -1,12 +1,17 @@
-import { createClient, type Interceptor } from "@connectrpc/connect";
+import { createClient, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import { AllocationStatus, MetadataService, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { defaultRetryPolicy } from "../../src/client/backoff.js";
 import { createMetadataClient, MetadataError } from "../../src/client/index.js";
+import { LeaderFollowing } from "../../src/client/leader-following.js";
+import { ShardLink } from "../../src/client/shard-link.js";
+import { ShardRouting } from "../../src/client/shard-routing.js";
 import { MetadataError as CoreError } from "../../src/core/errors.js";
 import { keyShard } from "../../src/core/shards.js";
 import { SHARD_LOCAL_HEADER } from "../../src/protocol/headers.js";
 import { topologyOf } from "../../src/service/cluster-service.js";
+import { FakeClock } from "../support/fake-clock.js";
 import { startTestServer } from "../support/test-server.js";
 
 const KEYS = Array.from({ length: 40 }, (_, i) => `block-${i}`);
@@ -77,5 +82,31 @@ describe("the TypeScript client with route: true, in front of a cluster of shard
     await client.initializeRank({ rank: 0, numPages: 8, worldSize: 1 });
     expect((await client.batchAllocate({ rank: 0, keys: ["a"] })).statuses).toEqual([AllocationStatus.NEW]);
     await expect(client.batchAllocate({ rank: 9, keys: ["a"] })).rejects.toBeInstanceOf(MetadataError);
+  });
+
+  it("reads the topology again over the one connection it keeps to a member, not a new one each second", async () => {
+    const [zero] = await twoShards();
+    let made = 0;
+    let answered = 0;
+    // Each transport made is a connection; each topology answered is one read done.
+    const transportFor = (url: string): Transport => {
+      made++;
+      const transport = createGrpcTransport({ baseUrl: url });
+      return { unary: (...args) => transport.unary(...args).finally(() => answered++), stream: transport.stream };
+    };
+    const time = new FakeClock();
+    const routing = new ShardRouting(
+      [zero!.url],
+      transportFor,
+      (baseUrl) => new ShardLink(new LeaderFollowing({ baseUrl, transportFor, policy: defaultRetryPolicy, random: Math.random }), new Map(), () => undefined),
+      time.clock,
+    );
+    expect(await routing.shards()).toBeDefined();
+    for (let read = 2; read <= 5; read++) {
+      time.advance(1_500);
+      await routing.shards(); // a read older than a second starts another, which the call does not wait for
+      while (answered < read) await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(made).toBe(1);
   });
 });
