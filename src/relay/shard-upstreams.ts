@@ -69,9 +69,8 @@ export class ShardUpstreams {
     return Promise.race([this.changed.next(signal), ...this.upstreams.map((u) => u.reach.next(signal))]);
   }
 
-  /** follow takes the members of each shard (a list per shard, leader first), as the cluster's topology names them. */
+  /** follow takes the members of each shard (a list per shard, leader first, none empty: shardMembers), as the cluster's topology names them. */
   follow(shards: readonly (readonly string[])[]): void {
-    if (shards.length === 0 || shards.some((members) => members.length === 0)) return;
     if (shards.length !== this.upstreams.length) {
       const old = this.upstreams;
       this.upstreams = shards.map((members) => this.make(members.join(","), shards.length > 1));

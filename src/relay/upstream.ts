@@ -167,22 +167,6 @@ export class Reach {
   }
 }
 
-/**
- * allReached is the reach of a relay in front of shards: SERVING while it
- * reaches every shard (a call's keys may belong to any of them).
- */
-export function allReached(reaches: readonly Reach[]): Pick<Reach, "caughtUp" | "refusal" | "next"> {
-  return {
-    get caughtUp() {
-      return reaches.every((r) => r.caughtUp);
-    },
-    get refusal() {
-      return reaches.find((r) => r.refusal !== undefined)?.refusal;
-    },
-    next: (signal) => Promise.race(reaches.map((r) => r.next(signal))),
-  };
-}
-
 /** UNREACHED is the reach's refusal while no upstream server answers calls. */
 const UNREACHED = new MetadataError(Reason.UPSTREAM_UNAVAILABLE, "the relay reaches no upstream server that answers calls");
 

@@ -81,6 +81,15 @@ export function shardEtcdEndpoints(options: Pick<ClusterOptions, "etcdEndpoints"
   return options.shardEtcdEndpoints.split(";").map((group) => group.trim());
 }
 
+/** endpointSet names a list of etcd endpoints (URL,URL,...) whatever their order: one etcd cluster, one name. */
+export function endpointSet(endpoints: string): string {
+  return endpoints
+    .split(",")
+    .map((endpoint) => endpoint.trim())
+    .sort()
+    .join(",");
+}
+
 /** checkShardEtcd checks --shard-etcd-endpoints: a list of endpoints per shard, this member's shard's being its --etcd-endpoints. */
 function checkShardEtcd(options: ClusterOptions & Pick<StateOptions, "shards" | "shard">, name: NameOf): void {
   if (options.shardEtcdEndpoints === "") return;
@@ -93,8 +102,7 @@ function checkShardEtcd(options: ClusterOptions & Pick<StateOptions, "shards" | 
   for (const endpoint of groups.flatMap((group) => group.split(","))) {
     if (!URL.test(endpoint)) throw new RangeError(`${name("shardEtcdEndpoints")} takes URLs like http://127.0.0.1:2379, got "${endpoint}"`);
   }
-  const same = (a: string, b: string) => a.split(",").sort().join(",") === b.split(",").sort().join(",");
-  if (!same(groups[options.shard]!, options.etcdEndpoints)) {
+  if (endpointSet(groups[options.shard]!) !== endpointSet(options.etcdEndpoints)) {
     throw new RangeError(
       `${name("shardEtcdEndpoints")} gives shard ${options.shard} the etcd endpoints ${groups[options.shard]}, but this member of it runs on ${name("etcdEndpoints")} ${options.etcdEndpoints}`,
     );

@@ -2,7 +2,7 @@ import { hostname } from "node:os";
 import type { Etcd3, IOptions } from "etcd3";
 import { systemClock } from "../core/index.js";
 import type { PeerTls } from "../protocol/peer-tls.js";
-import { shardEtcdEndpoints } from "../replication/cluster-options.js";
+import { endpointSet, shardEtcdEndpoints } from "../replication/cluster-options.js";
 import { etcdClient } from "../replication/etcd-client.js";
 import { Member } from "../replication/member.js";
 import { keepShardCount } from "../replication/shard-count.js";
@@ -84,11 +84,10 @@ export async function serveMember({ options, security, port, stopped, logger }: 
  * with the member's TLS and auth), closed with it.
  */
 function shardEtcd(groups: readonly string[], own: string, client: Etcd3, connect: (hosts: string[]) => Etcd3): { of(shard: number): Etcd3; close(): void } {
-  const key = (group: string) => group.split(",").sort().join(",");
-  const clients = new Map<string, Etcd3>([[key(own), client]]);
-  for (const group of groups) if (!clients.has(key(group))) clients.set(key(group), connect(group.split(",")));
+  const clients = new Map<string, Etcd3>([[endpointSet(own), client]]);
+  for (const group of groups) if (!clients.has(endpointSet(group))) clients.set(endpointSet(group), connect(group.split(",")));
   return {
-    of: (shard) => clients.get(key(groups[shard]!))!,
+    of: (shard) => clients.get(endpointSet(groups[shard]!))!,
     close: () => {
       for (const other of clients.values()) if (other !== client) other.close();
     },
