@@ -6,6 +6,14 @@ import { attempts, within } from "./within.js";
 const VALID_FRACTION = 0.85;
 
 /**
+ * KEEPALIVE_ATTEMPT_MS bounds one attempt of a keepalive (etcd's leader
+ * answers one from memory, without a disk write): short, so that while etcd
+ * elects a new leader the attempts meet it soon after it is elected, well
+ * within the lease's validity.
+ */
+const KEEPALIVE_ATTEMPT_MS = 300;
+
+/**
  * EtcdSession is a member's etcd lease (a session, as etcd's own clients
  * call it: not to be confused with a key's read lease), kept alive by hand (the etcd3
  * package's automatic keepalive and Election helper are not used: a probe
@@ -31,7 +39,8 @@ export class EtcdSession {
     grantedAt: number,
   ) {
     this.validUntil = grantedAt + ttlMs * VALID_FRACTION;
-    this.timer = setInterval(() => void this.keepAlive(), Math.max(ttlMs / 4, 50));
+    // Every eighth of the TTL: while etcd elects a leader, several keepalives are under way, each in its own attempts.
+    this.timer = setInterval(() => void this.keepAlive(), Math.max(ttlMs / 8, 50));
   }
 
   /** grant asks etcd for a lease of ttlMs (whole seconds, at least 1), within ttlMs. */
@@ -57,11 +66,11 @@ export class EtcdSession {
 
   /**
    * call makes an etcd call that needs the lease: it must be answered while
-   * the lease is trusted, in attempts that move off an endpoint that
-   * stopped answering (attempts).
+   * the lease is trusted (keepalives answered meanwhile extend that), in
+   * attempts that move off an endpoint that stopped answering (attempts).
    */
   call<T>(make: (options: CallOptions) => Promise<T>): Promise<T> {
-    return attempts(this.remainingMs(), make);
+    return attempts(() => this.remainingMs(), make);
   }
 
   /** revoke ends the lease in etcd (best effort within a second), so that whatever it holds is deleted now rather than at expiry. */
@@ -80,7 +89,11 @@ export class EtcdSession {
     if (!this.valid()) return;
     const sentAt = performance.now();
     try {
-      const res = await this.call((options) => this.lease.keepaliveOnce(options));
+      const res = await attempts(
+        () => this.remainingMs(),
+        (options) => this.lease.keepaliveOnce(options),
+        KEEPALIVE_ATTEMPT_MS,
+      );
       if (Number(res.TTL) <= 0) return this.end();
       this.validUntil = Math.max(this.validUntil, sentAt + this.ttlMs * VALID_FRACTION);
     } catch {

@@ -19,32 +19,34 @@ export function within(ms: number): CallOptions {
 }
 
 /**
- * attempts makes an etcd call within budgetMs in attempts of attemptMs
+ * attempts makes an etcd call within a budget in attempts of attemptMs
  * (ATTEMPT_MS unless a call's answer may take longer) at most each, again
  * after each failure that may be the endpoint's (etcd3's recoverable
  * errors: unavailable, deadline exceeded and the like; or every endpoint
  * avoided for a moment), so that one endpoint that stops answering costs a
- * call about ATTEMPT_MS, not its whole budget. Every call made so is safe to repeat
- * (reads, lease keepalives, and writes guarded by a compare that a repeat
- * fails). A call that ends failed throws the last failure that said why
- * (a refused connection, no leader), or, when every attempt went
- * unanswered, an error that says so.
+ * call about ATTEMPT_MS, not its whole budget. The budget is budgetMs from
+ * the start, or what a function says is left at each attempt (a lease's
+ * remaining validity, which keepalives answered meanwhile extend). Every
+ * call made so is safe to repeat (reads, lease keepalives, and writes
+ * guarded by a compare that a repeat fails). A call that ends failed throws
+ * the last failure that said why (a refused connection, no leader), or,
+ * when every attempt went unanswered, an error that says so.
  */
-export async function attempts<T>(budgetMs: number, call: (options: CallOptions) => Promise<T>, attemptMs = ATTEMPT_MS): Promise<T> {
+export async function attempts<T>(budgetMs: number | (() => number), call: (options: CallOptions) => Promise<T>, attemptMs = ATTEMPT_MS): Promise<T> {
   const started = performance.now();
-  const end = started + budgetMs;
+  const left = typeof budgetMs === "number" ? () => started + budgetMs - performance.now() : budgetMs;
   let said: Error | undefined; // the last failure that said more than "no answer" (ECONNREFUSED, no leader)
   for (let n = 1; ; n++) {
     const tried = performance.now();
     try {
-      return await call(within(Math.min(attemptMs, end - tried)));
+      return await call(within(Math.min(attemptMs, left())));
     } catch (error) {
-      const left = end - performance.now();
+      const remaining = left();
       // Every endpoint avoided for a moment (each let a call run out: etcd3's breakers, etcd-client.ts) is as unanswered as a deadline.
       const again = isRecoverableError(error as Error) || isBrokenCircuitError(error);
       if (!isUnanswered(error as Error)) said = error as Error;
-      if (!again || left < 1) throw isUnanswered(error as Error) ? (said ?? unanswered(error as Error, n, attemptMs, performance.now() - started)) : error;
-      if (performance.now() - tried < PAUSE_MS) await new Promise((resolve) => setTimeout(resolve, Math.min(PAUSE_MS, left)));
+      if (!again || remaining < 1) throw isUnanswered(error as Error) ? (said ?? unanswered(error as Error, n, attemptMs, performance.now() - started)) : error;
+      if (performance.now() - tried < PAUSE_MS) await new Promise((resolve) => setTimeout(resolve, Math.min(PAUSE_MS, remaining)));
     }
   }
 }

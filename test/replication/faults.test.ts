@@ -1,9 +1,10 @@
 import { ConnectError } from "@connectrpc/connect";
+import { Etcd3 } from "etcd3";
 import { describe, expect, it } from "vitest";
 import { AllocationStatus } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { createMetadataClient, type MetadataClient } from "../../src/client/index.js";
 import { lacking } from "../support/debian-packages.js";
-import { startEtcdCluster } from "../support/etcd-cluster.js";
+import { type EtcdMember, startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, restartServer, type Server, startServer, waitForConvergence, waitForLeader } from "../support/ha-cluster.js";
 
 const missing = lacking("the randomized fault test", "etcd");
@@ -33,6 +34,8 @@ interface Fault {
   kind: string;
   start: number;
   end: number;
+  /** victim names the process the fault hit. */
+  victim: string;
 }
 
 /**
@@ -83,6 +86,19 @@ async function writer(
   }
 }
 
+/** etcdRole names an etcd member and whether it leads etcd's own cluster. */
+async function etcdRole(member: EtcdMember): Promise<string> {
+  const client = new Etcd3({ hosts: member.clientUrl });
+  try {
+    const status = await client.maintenance.status();
+    return `etcd ${member.name}, ${status.leader === status.header.member_id ? "etcd's leader" : "a follower"}`;
+  } catch {
+    return `etcd ${member.name}, not answering`;
+  } finally {
+    client.close();
+  }
+}
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe.skipIf(missing !== "")("high availability under randomized faults", () => {
@@ -108,29 +124,35 @@ describe.skipIf(missing !== "")("high availability under randomized faults", () 
         await sleep(300 + next() * 700);
         const fault = pick(KINDS);
         const start = Date.now();
+        let victimName = "";
         if (fault === "kill server" || fault === "kill leader") {
           const victim = fault === "kill leader" ? await waitForLeader(servers) : pick(servers);
+          victimName = victim.url;
           await kill9(victim);
           await sleep(next() * 1_000);
           await restartServer(victim);
         } else if (fault === "pause server") {
           const victim = pick(servers);
+          victimName = victim.url;
           victim.process.child.kill("SIGSTOP");
           await sleep(300 + next() * 2_500);
           victim.process.child.kill("SIGCONT");
         } else if (fault === "pause etcd") {
           // Paused for up to 4.5 s: longer than a leader's lease, as an etcd member stalled on its disk or swapped out may be.
-          const victim = pick(etcd.members).process!;
+          const member = pick(etcd.members);
+          victimName = await etcdRole(member);
+          const victim = member.process!;
           victim.kill("SIGSTOP");
           await sleep(1_000 + next() * 3_500);
           victim.kill("SIGCONT");
         } else {
           const victim = pick(etcd.members);
+          victimName = await etcdRole(victim);
           await victim.kill();
           await sleep(next() * 1_500);
           await victim.start();
         }
-        faults.push({ kind: fault, start, end: Date.now() });
+        faults.push({ kind: fault, start, end: Date.now(), victim: victimName });
       }
       // After the faults: the writers make progress again, then stop.
       const before = confirmed.size;
@@ -146,6 +168,15 @@ describe.skipIf(missing !== "")("high availability under randomized faults", () 
       const each = faults.map((f) => `${f.kind} for ${((f.end - f.start) / 1_000).toFixed(1)} s: ${(pauseOf(f, acks) / 1_000).toFixed(2)} s`);
       console.log(`seed ${SEED}: each fault, how long it lasted, and the longest pause in acknowledged writes it caused: ${each.join("; ")}`);
 
+      // A fault that stopped writes past the 3 s the issue allows: what each member logged meanwhile says why.
+      for (const f of faults.filter((f) => pauseOf(f, acks) > 3_000)) {
+        const during = (line: string) => {
+          const at = Date.parse((JSON.parse(line) as { time?: string }).time ?? "");
+          return at >= f.start - 500 && at <= f.end + 1_000;
+        };
+        console.log(`seed ${SEED}: ${f.kind} at ${new Date(f.start).toISOString()} (${f.victim}) stopped writes ${pauseOf(f, acks)} ms; the members logged:`);
+        for (const s of servers) console.log(`  ${s.url}:\n    ${s.process.lines.filter(during).join("\n    ")}`);
+      }
       // Writes that never came back: what each member last logged says where it stands.
       if (confirmed.size <= before) for (const s of servers) console.log(`${s.url} last logged:\n${s.process.lines.slice(-25).join("\n")}`);
       expect(confirmed.size).toBeGreaterThan(before);
