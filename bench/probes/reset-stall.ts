@@ -1,11 +1,12 @@
-// reset-stall.ts [--keys=N] [--rounds=R] [--entries=A,B]: what a reset of a large namespace costs the
+// reset-stall.ts [--keys=N] [--rounds=R] [--entries=A,B] [--call=reset|drop-rank]: what a reset of a large namespace costs the
 // other callers of a cluster. Each round starts 3 etcd members and 3 servers, confirms N keys (100,000)
 // on 2 ranks of namespace "big", then, while a writer allocates and confirms 16 keys at a time in
 // namespace "load" and a probe asks the leader's health every 10 ms, runs `hf3fs-metadata reset --force
 // --namespace big` against a standby. It prints the reset's time, the longest health probe and the
 // longest write while it ran, and whether the leader kept its place. `--entries` names server entry
 // points to alternate (A against B, as bench/README.md asks), relative to the checkout: another
-// worktree's `../old/src/cli/main.ts` measures the code before a change.
+// worktree's `../old/src/cli/main.ts` measures the code before a change. `--call=drop-rank` makes the
+// call a DropRank of rank 1 (through the standby, by the client) instead: the drop of one rank of two.
 // Run: node --import tsx bench/probes/reset-stall.ts
 import { spawn } from "node:child_process";
 import { createHealthClient, createMetadataClient } from "../../src/client/index.js";
@@ -16,6 +17,7 @@ import { SERVER, serverArgs } from "../harness/processes.js";
 const KEYS = Number(option("keys", "100000"));
 const rounds = Number(option("rounds", "2"));
 const entries = option("entries", SERVER).split(",");
+const call = option("call", "reset");
 const BIN = new URL("../../src/cli/bin.mjs", import.meta.url).pathname;
 
 /** cli runs the checkout's CLI, resolving with its exit code and its output. */
@@ -82,14 +84,22 @@ for (let round = 1; round <= rounds; round++) {
       })();
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       const started = performance.now();
-      const reset = await cli(["reset", "--server", standby.process.url, "--namespace", "big", "--force"]); // filled seconds ago: in use
+      const reset =
+        call === "drop-rank"
+          ? await createMetadataClient({ baseUrl: standby.process.url })
+              .dropRank({ namespace: "big", rank: 1 })
+              .then(
+                () => ({ code: 0, out: "" }),
+                (e: Error) => ({ code: 1, out: e.message }),
+              )
+          : await cli(["reset", "--server", standby.process.url, "--namespace", "big", "--force"]); // filled seconds ago: in use
       const resetMs = performance.now() - started;
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       running = false;
       await Promise.all([probing, writing]);
       const after = await leaderOf(cluster);
       const line = [
-        `round ${round} ${entry}: reset of ${KEYS.toLocaleString("en-US")} keys on 2 ranks exit ${reset.code} in ${Math.round(resetMs)} ms`,
+        `round ${round} ${entry}: ${call === "drop-rank" ? "DropRank of rank 1 of 2" : "reset"} of ${KEYS.toLocaleString("en-US")} keys on 2 ranks exit ${reset.code} in ${Math.round(resetMs)} ms`,
         `longest health probe ${Math.round(probes.t.longestMs)} ms (${probes.t.calls}, ${probes.t.failures} failed)`,
         `longest write ${Math.round(writes.t.longestMs)} ms (${writes.t.calls}, ${writes.t.failures} failed)`,
         after === leader ? "same leader" : "the leader changed",

@@ -13,8 +13,13 @@ export type ParentName = string | null;
  *
  * - rank: a rank was created, or resized (the same rank again, its new
  *   numPages), with its namespace's world size and layout (absent: none).
- * - unrank: a rank was dropped; the changes before it (unreserve, key,
- *   forget, undrain) emptied it.
+ * - unrank: a rank of a namespace of several was dropped: the changes
+ *   before it (unreserve, undrain) ended its reservations and draining
+ *   pages; it takes every key's page there (a key left with none is
+ *   forgotten) and then completes the keys confirmed on the required ranks
+ *   left (rank-removal.ts). One change however many keys the rank held;
+ *   the records of keys it orphans follow it. (A log of an earlier version
+ *   emptied the rank by a change per key before it: the same effect.)
  * - reserve / unreserve: a reservation began (or was renewed) / ended
  *   (confirmed, released, expired or cleared); `confirmed` says the key's
  *   record follows, so a replay keeps the key meanwhile.

@@ -4,6 +4,7 @@ import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.
 import type { Eviction } from "./eviction.js";
 import { KeyScope, rankScopedName } from "./key-scope.js";
 import type { Namespace } from "./namespace.js";
+import { removeRank } from "./rank-removal.js";
 import type { Registry } from "./registry.js";
 import { MAX_NUM_PAGES } from "./state-options.js";
 import { checkUint32, namespaceName } from "./validate.js";
@@ -166,23 +167,10 @@ export function dropRank(registry: Registry, eviction: Eviction, namespace: stri
     rank.endDrain(page, drain.untilMs);
     registry.journal.record({ kind: "undrain", ...subject, page });
   }
-  const now = registry.clock();
-  let forgotten = 0;
-  for (const entry of [...ns.keys.live()]) {
-    const page = rank.confirmedPage(entry);
-    if (page < 0) continue;
-    if (ns.columns.confirmed[entry] === 1) {
-      registry.dropKey(ns, entry, now, false); // its one page goes with the rank: nothing is left to drain
-      forgotten++;
-      continue;
-    }
-    rank.dropConfirmed(entry, page, undefined);
-    registry.journal.key(ns, entry);
-  }
-  ns.removeRank(rankNo);
-  eviction.forget(rank);
+  // One change, whatever the namespace holds: a replay and the store apply its effect on the keys themselves.
   registry.journal.record({ kind: "unrank", ...subject });
-  ns.completeReady(now, (entry) => registry.journal.key(ns, entry));
+  const forgotten = removeRank(registry, ns, rank, registry.clock());
+  eviction.forget(rank);
   registry.deadlines.armIncomplete(ns);
   return forgotten;
 }

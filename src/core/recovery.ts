@@ -1,5 +1,6 @@
 import type { Change, ParentName } from "./change.js";
 import type { Namespace } from "./namespace.js";
+import { removeRank } from "./rank-removal.js";
 import type { Registry } from "./registry.js";
 
 /** Restoring is a restore a change at a time (MetadataState.restoring). */
@@ -78,10 +79,11 @@ export function replayOne(registry: Registry, change: Change): void {
       return;
     }
     case "unrank": {
-      // The changes before it emptied the rank, as they did the leader's.
       const ns = registry.namespaces.get(change.namespace);
-      ns?.removeRank(change.rank);
-      if (ns?.ranks.size === 0) registry.deleteNamespace(ns);
+      const rank = ns?.ranks.get(change.rank);
+      if (ns === undefined || rank === undefined) return;
+      removeRank(registry, ns, rank, registry.clock());
+      if (ns.ranks.size === 0) registry.deleteNamespace(ns);
       return;
     }
     case "reserve": {

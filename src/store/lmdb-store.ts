@@ -10,6 +10,7 @@ import { DataDirLock } from "./data-dir-lock.js";
 import { type LoadProgress, ProgressReporter } from "./load-progress.js";
 import { entryCount, migrateParents } from "./migration.js";
 import { DROP_CHUNK, droppingMark, finishDrops, isDrop, namespaceRecords } from "./namespace-drop.js";
+import { finishSweeps, isUnrank, RankSweep, SWEEP_CHUNK, unrankingMark } from "./rank-sweep.js";
 import { DB_NAMES, FORMAT_VERSION, storedChange, type Write, writeOf } from "./schema.js";
 import type { Store } from "./store.js";
 
@@ -109,7 +110,10 @@ export class LmdbStore implements Store {
       const { serverId, migratedFrom } = await initMeta(path, dbs, readOnly, migrating);
       // A store still marked as loading a snapshot lost the load midway: it holds part of one.
       if (!readOnly && dbs.meta.get(SNAPSHOT_LOADING) !== undefined) emptyRecords(env, dbs, false);
-      if (!readOnly) finishDrops(dbs);
+      if (!readOnly) {
+        finishDrops(dbs);
+        finishSweeps(dbs, SWEEP_CHUNK);
+      }
       return new LmdbStore(path, serverId, env, dbs, lock, migratedFrom);
     } catch (error) {
       await lock?.release();
@@ -181,8 +185,8 @@ export class LmdbStore implements Store {
   commitApplied(changes: readonly Change[], appliedSeq: number | undefined): Promise<void> {
     if (this.failure !== undefined) return Promise.reject(this.failure);
     if (changes.length === 0 && appliedSeq === undefined) return this.tail;
-    // A drop, and every commit after one until it is done, goes in steps (dropInSteps); the rest in this event turn.
-    if (this.dropping === undefined && !changes.some(isDrop)) return this.settle(this.issue(changes, appliedSeq));
+    // A drop or a rank's, and every commit after one until it is done, goes in steps (dropInSteps); the rest in this event turn.
+    if (this.dropping === undefined && !changes.some(inSteps)) return this.settle(this.issue(changes, appliedSeq));
     const after = this.tail;
     const steps = (this.dropping ?? Promise.resolve()).then(async () => {
       await after;
@@ -232,17 +236,21 @@ export class LmdbStore implements Store {
   }
 
   /**
-   * dropInSteps commits changes that hold drops, after every earlier commit
-   * is durable (a drop reads the records it removes). A namespace of at
-   * most DROP_CHUNK records goes in the transaction of the changes around
-   * it; a larger one is marked dropping with the changes before it, removed
-   * DROP_CHUNK records per transaction, one event turn each, and unmarked
-   * with the changes after it (schema.ts). Writes of the group to a dropped
-   * namespace before its drop are not issued: the drop removes them.
+   * dropInSteps commits changes that hold drops of namespaces or ranks,
+   * after every earlier commit is durable (a drop reads the records it
+   * removes or rewrites). A namespace of at most DROP_CHUNK records goes in
+   * the transaction of the changes around it; a larger one is marked
+   * dropping with the changes before it, removed DROP_CHUNK records per
+   * transaction, one event turn each, and unmarked with the changes after
+   * it (schema.ts). Writes of the group to a dropped namespace before its
+   * drop are not issued: the drop removes them. A rank's drop is marked with
+   * the changes before it (its sweep reads their records), then sweeps its
+   * namespace's key records SWEEP_CHUNK per transaction (RankSweep), the
+   * last chunk with the changes after it and the mark lifted.
    */
   private async dropInSteps(changes: readonly Change[], appliedSeq: number | undefined): Promise<void> {
     // Encoded before any is issued, so a change that cannot be encoded leaves nothing half written.
-    const encoded = changes.map((change) => (isDrop(change) ? change : { namespace: change.namespace, write: writeOf(change) }));
+    const encoded = changes.map((change) => (inSteps(change) ? change : { namespace: change.namespace, write: writeOf(change) }));
     let turn: { namespace: string; write: Write }[] = [];
     const writes = () => turn.map(({ write }) => write);
     for (const next of encoded) {
@@ -251,6 +259,18 @@ export class LmdbStore implements Store {
         continue;
       }
       const namespace = next.namespace;
+      if (isUnrank(next)) {
+        const mark = unrankingMark(next);
+        await this.issue([], undefined, [...writes(), { db: "meta", key: mark, value: [1] }]);
+        const sweep = new RankSweep(this.dbs, next);
+        let chunk = sweep.next(SWEEP_CHUNK)!;
+        for (let more = sweep.next(SWEEP_CHUNK); more !== undefined; more = sweep.next(SWEEP_CHUNK)) {
+          await this.issue([], undefined, chunk);
+          chunk = more;
+        }
+        turn = [...chunk.map((write) => ({ namespace, write })), { namespace: "", write: { db: "meta", key: mark, value: undefined } }];
+        continue;
+      }
       turn = turn.filter((w) => w.namespace !== namespace);
       const records = namespaceRecords(this.dbs, namespace, DROP_CHUNK + 1);
       if (records.length <= DROP_CHUNK) {
@@ -458,4 +478,9 @@ export function isInternalCommitRejection(reason: unknown): boolean {
 function ignoreCommitError(error: unknown): void {
   const commitError = (error as { commitError?: unknown } | undefined)?.commitError;
   if (commitError instanceof Promise) commitError.catch(() => undefined);
+}
+
+/** inSteps tells a change that LmdbStore commits in steps: a namespace's drop, or a rank's. */
+function inSteps(change: Change): boolean {
+  return isDrop(change) || isUnrank(change);
 }

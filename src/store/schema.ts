@@ -14,13 +14,17 @@ import { formatOf, type RecordKey, type RecordValue, readerOf } from "../core/in
  *   drains        [namespace, rank, page]  → [key, untilMs]
  *
  *   meta          ["dropping", namespace] → true: a drop under way (below)
+ *   meta          ["unranking", namespace, rank] → true: a rank's drop under way (below)
  *
  * Each kind of change puts or removes one record (CHANGE_FORMATS), but a
  * drop, which removes every record of a namespace. A drop of more records
  * than one transaction should hold marks the namespace in meta first, in
  * the transaction that makes the drop durable, then removes the records in
  * chunks (ranks last), then lifts the mark; a store opened with a mark set
- * finishes the drop before anything reads it. The
+ * finishes the drop before anything reads it. The drop of one rank of
+ * several (unrank) rewrites every key record of its namespace (it loses
+ * its page there; rank-sweep.ts) the same way, in chunks under its mark,
+ * the rank's record last. The
  * store holds the state, not a log: one record per key (with its page
  * on every rank, so recovery reads a key once, not once per rank), one per
  * reservation in flight and one per draining page. A FREE page has no record.

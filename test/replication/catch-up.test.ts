@@ -2,6 +2,7 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { createMetadataClient } from "../../src/client/index.js";
+import { SWEEP_CHUNK } from "../../src/store/rank-sweep.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, restartServer, startServer, waitForConvergence, waitForLeader } from "../support/ha-cluster.js";
@@ -59,5 +60,39 @@ describe.skipIf(missing !== "")("high availability on etcd: catching up", () => 
     while (!fresh.process.lines.some((l) => l.includes("snapshot loaded")) && Date.now() < logged) await new Promise((r) => setTimeout(r, 50));
     expect(fresh.process.lines.some((l) => l.includes("snapshot loaded"))).toBe(true);
     expect(converged.records.filter((r) => r.includes('"kind":"key"'))).toHaveLength(1 + 20 + 1_100);
+  }, 120_000);
+
+  it("a DropRank of one rank of several is one log record: a standby that was down applies it from the log, and takes over with it", async () => {
+    const etcd = await startEtcdCluster(3);
+    const [a, b] = await Promise.all([startServer(etcd), startServer(etcd)]);
+    await waitForLeader([a!, b!]);
+    const client = createMetadataClient({ baseUrl: `${a!.url},${b!.url}` });
+    const keys = Array.from({ length: 2 * SWEEP_CHUNK + 50 }, (_, i) => `k${i}`);
+    for (const rank of [0, 1, 2]) await client.initializeRank({ namespace: "d", rank, numPages: 2 * keys.length, worldSize: 0 }); // never full: no eviction
+    const confirm = async (rank: number, names: string[]) => {
+      const { pages } = await client.batchAllocate({ namespace: "d", rank, keys: names });
+      await client.confirmWrite({ namespace: "d", rank, keys: names, pages });
+    };
+    for (let at = 0; at < keys.length; at += 1_000) for (const rank of [0, 1]) await confirm(rank, keys.slice(at, at + 1_000));
+    await confirm(2, ["only-on-2"]);
+    expect((await client.batchExists({ namespace: "d", keys: ["k0"] })).exists).toEqual([false]); // rank 2 counts: incomplete
+    const leader = await waitForLeader([a!, b!]);
+    const standby = leader === a ? b! : a!;
+    await kill9(standby);
+    const before = (await client.getStats({ namespace: "d" })).namespaces[0]!;
+    expect((await client.dropRank({ namespace: "d", rank: 2 })).forgottenKeys).toBe(1);
+    await confirm(0, ["after"]);
+    await restartServer(standby);
+    const converged = await waitForConvergence([a!.dataDir, b!.dataDir]);
+    const records = converged.records.map((r) => JSON.parse(r) as { kind: string; rank?: number; pages?: number[] });
+    expect(records.filter((r) => r.kind === "rank").map((r) => r.rank)).toEqual([0, 1]);
+    expect(records.filter((r) => r.kind === "key")).toHaveLength(keys.length + 1);
+    expect(records.every((r) => r.kind !== "key" || r.pages!.filter((_, i) => i % 2 === 0).every((rank) => rank !== 2))).toBe(true);
+    expect(before.keys).toBe(BigInt(keys.length + 1));
+    // The standby that applied the drop from the log leads with it: every key on ranks 0 and 1 is complete.
+    await kill9(leader);
+    await waitForLeader([standby]);
+    const single = createMetadataClient({ baseUrl: standby.url });
+    expect((await single.batchExists({ namespace: "d", keys: ["k0", keys.at(-1)!, "only-on-2", "after"] })).exists).toEqual([true, true, false, false]);
   }, 120_000);
 });

@@ -81,7 +81,7 @@ describe.skipIf(missing !== "")("a member's etcd calls (attempts)", () => {
         expect(written.every((puts) => puts > 1)).toBe(true);
         expect(session.valid()).toBe(true);
       } finally {
-        // Not asked after: etcd before 3.4.28 (Debian's 3.4.23) revokes the lease when the old leader wakes (etcd-io/etcd#12528).
+        // Not asked after: etcd without the fix of etcd-io/etcd#12528 (Debian 12's 3.4.23) revokes the lease when the old leader wakes.
         leader.kill("SIGCONT");
         session.release();
       }

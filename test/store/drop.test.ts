@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { MetadataState } from "../../src/core/state.js";
 import { LmdbStore } from "../../src/store/lmdb-store.js";
 import { DROP_CHUNK } from "../../src/store/namespace-drop.js";
+import { SWEEP_CHUNK } from "../../src/store/rank-sweep.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { dumpState } from "../support/record-model.js";
 import { tempDir } from "../support/temp-dir.js";
@@ -91,6 +92,71 @@ describe("a drop in the store (a reset, a Clear, a namespace's last rank dropped
     const raw = open({ path: dir, noSubdir: false, maxDbs: 8, readOnly: true });
     expect([...raw.openDB("meta", {}).getKeys()].filter((key) => Array.isArray(key))).toEqual([]);
     expect([...raw.openDB("long_keys", {}).getRange()].map(({ value }) => (value as string[])[0])).toEqual(["small"]);
+    await raw.close();
+  });
+});
+
+/** withStrayRank is a state and its store where namespace "big" (world size 0) has ranks 0, 1 and 2: `keys` keys confirmed on 0 and 1 only (incomplete while rank 2 counts), on all three, and on 2 alone. */
+async function withStrayRank(dir: string, time: FakeClock, keys: number) {
+  const store = await LmdbStore.open(dir);
+  const state = new MetadataState(time.clock, TTL);
+  for (const rank of [0, 1, 2]) state.initializeRank("big", rank, 2 * keys + 10, 0);
+  const names = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
+  const confirm = (rank: number, keys: string[]) => state.confirmWrite("big", rank, keys, state.batchAllocate("big", rank, keys).pages);
+  const twoRanks = [LONG, ...names("two", keys - 1)];
+  for (let at = 0; at < keys; at += 4_096) for (const rank of [0, 1]) confirm(rank, twoRanks.slice(at, at + 4_096));
+  for (const rank of [0, 1, 2]) confirm(rank, ["all-a", "all-b"]);
+  confirm(2, ["stray-only", "stray-parent"]);
+  // A child of a key that goes with the rank: a restart must not link it to a later key of its parent's name.
+  state.confirmWrite("big", 0, ["child"], state.batchAllocate("big", 0, ["child"], ["stray-parent"]).pages);
+  await store.commit(state.takeChanges());
+  return { store, state };
+}
+
+describe("a rank's drop in the store (DropRank of one rank of several)", () => {
+  it("is one change, rewrites the key records a chunk per transaction, and a restart gives its state back", async () => {
+    const dir = tempDir();
+    const time = new FakeClock();
+    const { store, state } = await withStrayRank(dir, time, 2 * SWEEP_CHUNK + 100);
+    expect(state.stats("big")[0]).toMatchObject({ completeKeys: 2 });
+    expect(state.dropRank("big", 2)).toBe(2);
+    const changes = state.takeChanges();
+    // The drop, then the record of the key it orphaned (its parent went with the rank).
+    expect(changes.map((c) => c.kind)).toEqual(["unrank", "key"]);
+    expect(changes[1]).toMatchObject({ key: "child", parent: null });
+    const before = store.transactions();
+    const dropped = store.commit(changes);
+    // Committed while the sweep is under way: a key confirmed on a rank left, and the rank defined anew.
+    state.confirmWrite("big", 0, ["later"], state.batchAllocate("big", 0, ["later"]).pages);
+    state.initializeRank("big", 2, 8, 0);
+    state.confirmWrite("big", 2, ["stray-parent"], state.batchAllocate("big", 2, ["stray-parent"]).pages);
+    const after = store.commit(state.takeChanges());
+    await Promise.all([dropped, after]);
+    // The mark's transaction, 3 chunks of key records, the commit after.
+    expect(store.transactions() - before).toBeGreaterThanOrEqual(4);
+    await store.close();
+    const again = await restored(dir, time);
+    expect(dumpState(again, false)).toEqual(dumpState(state, false));
+    // Every key on ranks 0 and 1 became complete once rank 2 no longer counted.
+    expect(again.stats("big")[0]).toMatchObject({ keys: 2 * SWEEP_CHUNK + 100 + 5, completeKeys: 2 * SWEEP_CHUNK + 100 + 2 });
+  });
+
+  it("cut short by a stop, is finished when the store opens again, before anything reads it", async () => {
+    const dir = tempDir();
+    const time = new FakeClock();
+    const { store, state } = await withStrayRank(dir, time, SWEEP_CHUNK + 10);
+    await store.close();
+    // The mark a rank's drop sets with the changes before it, with the records still as they were: a stop right after it.
+    const env = open({ path: dir, noSubdir: false, maxDbs: 8 });
+    await env.openDB("meta", {}).put(["unranking", "big", 2], [1]);
+    await env.close();
+    const again = await restored(dir, time);
+    state.dropRank("big", 2);
+    // The orphaned child's record comes with the drop's change, which this stop lost: it still names its parent, which is gone.
+    expect(dumpState(again, false)).toEqual(dumpState(state, false));
+    const raw = open({ path: dir, noSubdir: false, maxDbs: 8, readOnly: true });
+    expect([...raw.openDB("meta", {}).getKeys()].filter((key) => Array.isArray(key))).toEqual([]);
+    expect(raw.openDB("ranks", {}).getKeysCount()).toBe(2);
     await raw.close();
   });
 });

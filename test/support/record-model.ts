@@ -22,7 +22,7 @@ export class RecordModel {
         this.ranks.set(`${change.namespace}\0${change.rank}`, change);
         break;
       case "unrank":
-        this.ranks.delete(`${change.namespace}\0${change.rank}`);
+        this.unrank(change);
         break;
       case "key":
         this.keys.set(`${change.namespace}\0${change.key}`, change);
@@ -47,6 +47,25 @@ export class RecordModel {
           for (const [key, record] of table) if (record.namespace === change.namespace) table.delete(key);
         }
         break;
+    }
+  }
+
+  /**
+   * unrank drops a rank of several: every key record of its namespace loses
+   * its page there (one left with none goes), and one confirmed on the
+   * required ranks left (the world size, else the ranks left) is complete.
+   */
+  private unrank({ namespace, rank }: Extract<Change, { kind: "unrank" }>): void {
+    const left = [...this.ranks.values()].filter((r) => r.namespace === namespace && r.kind === "rank" && r.rank !== rank);
+    this.ranks.delete(`${namespace}\0${rank}`);
+    const worldSize = left[0]?.kind === "rank" ? left[0].worldSize : 0;
+    const required = left.length === 0 ? Number.POSITIVE_INFINITY : worldSize > 0 ? worldSize : left.length;
+    for (const [id, record] of this.keys) {
+      if (record.namespace !== namespace || record.kind !== "key") continue;
+      const pages: number[] = [];
+      for (let i = 0; i < record.pages.length; i += 2) if (record.pages[i] !== rank) pages.push(record.pages[i]!, record.pages[i + 1]!);
+      if (pages.length === 0) this.keys.delete(id);
+      else this.keys.set(id, { ...record, pages, complete: record.complete || pages.length / 2 >= required });
     }
   }
 
