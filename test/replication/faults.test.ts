@@ -170,12 +170,13 @@ describe.skipIf(missing !== "")("high availability under randomized faults", () 
 
       // A fault that stopped writes past the 3 s the issue allows: what each member logged meanwhile says why.
       for (const f of faults.filter((f) => pauseOf(f, acks) > 3_000)) {
+        const until = Math.max(f.end, f.start + pauseOf(f, acks)) + 1_000;
         const during = (line: string) => {
           const at = Date.parse((JSON.parse(line) as { time?: string }).time ?? "");
-          return at >= f.start - 500 && at <= f.end + 1_000;
+          return at >= f.start - 500 && at <= until;
         };
         console.log(`seed ${SEED}: ${f.kind} at ${new Date(f.start).toISOString()} (${f.victim}) stopped writes ${pauseOf(f, acks)} ms; the members logged:`);
-        for (const s of servers) console.log(`  ${s.url}:\n    ${s.process.lines.filter(during).join("\n    ")}`);
+        for (const s of servers) console.log(`  ${s.url}:\n    ${[...s.earlier, s.process].flatMap((p) => p.lines.filter(during)).join("\n    ")}`);
       }
       // Writes that never came back: what each member last logged says where it stands.
       if (confirmed.size <= before) for (const s of servers) console.log(`${s.url} last logged:\n${s.process.lines.slice(-25).join("\n")}`);
