@@ -6,6 +6,8 @@
 // load together, and that over S=1's.
 
 import { availableParallelism } from "node:os";
+import { HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
+import { createHealthClient } from "../../src/client/index.js";
 import type { LoadResult } from "../harness/load.js";
 import { cycleConfig, runLoad, SERVER, serverArgs, startProcess } from "../harness/processes.js";
 
@@ -50,6 +52,8 @@ async function measureOne(
   const upstream = servers.map((s) => s.url).join(";");
   const relays = await Promise.all(servers.map(() => startProcess(SERVER, ["relay", "--host", "127.0.0.1", "--port", "0", "--upstream", upstream])));
   try {
+    // A relay of several shards serves once it reached every shard's leader: a load begun before measured nothing (0 keys/s at --quick).
+    await Promise.all(relays.map((relay) => untilServing(relay.url)));
     const loads = await Promise.all(
       relays.map((relay, i) =>
         runLoad<LoadResult>(
@@ -75,4 +79,16 @@ async function measureOne(
   } finally {
     await Promise.all([...relays, ...servers].map((p) => p.stop()));
   }
+}
+
+/** untilServing waits until a relay's health says SERVING (it reaches every shard's leader), at most 10 s. */
+async function untilServing(url: string): Promise<void> {
+  const health = createHealthClient({ baseUrl: url });
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    const res = await health.check({ service: "" }, { timeoutMs: 1_000 }).catch(() => undefined);
+    if (res?.status === ServingStatus.SERVING) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`the relay at ${url} did not serve within 10 s`);
 }
