@@ -98,6 +98,10 @@ export const FLAGS: { readonly [F in keyof ServerOptions | keyof RelayOptions]: 
     help: "what a standby does with a call: forward it to the leader (holding it while none is known), or refuse it (NOT_LEADER naming the leader; the JSON routes answer 307) for clients that route themselves",
   },
   leaderLeaseMs: { flag: "leader-lease", help: "TTL of each member's etcd lease (whole seconds): how long a dead leader is waited for" },
+  standbyReadLagMs: {
+    flag: "standby-read-lag",
+    help: "how far behind the log's end a standby may be and still answer BatchExists and GetStats itself (it asks etcd every half of it whether it holds the log's end; a read that names a later position, or reaches a standby further behind, goes to the leader); 0: every read goes to the leader",
+  },
   etcdCa: { flag: "etcd-ca", help: "PEM CA that etcd's certificate must be signed by (https:// endpoints)" },
   etcdCert: { flag: "etcd-cert", help: "PEM client certificate for etcd (its --client-cert-auth)" },
   etcdKey: { flag: "etcd-key", help: "PEM private key of --etcd-cert" },
@@ -109,6 +113,10 @@ export const FLAGS: { readonly [F in keyof ServerOptions | keyof RelayOptions]: 
     defaultHelp: "none: required",
   },
   holdMs: { flag: "hold", help: "how long a call waits for the upstream to answer (failovers, restarts, elections) before UNAVAILABLE (503)" },
+  reads: {
+    flag: "reads",
+    help: "where a cluster's reads (BatchExists, GetStats) go: to its caught-up members in turn (members: a standby answers those it holds within its --standby-read-lag, never before a write the relay acknowledged), or all to the leader (leader)",
+  },
   upstreamTokenFile: {
     flag: "upstream-token-file",
     help: "file whose first line is the token the relay sends upstream as `authorization: Bearer` on every call",

@@ -35,4 +35,5 @@ export { ReplayState } from "./replay-state.js";
 export { keyShard, pageShard, type ShardPart } from "./shards.js";
 export { KeyScope, MetadataState, type NamespaceStatsView } from "./state.js";
 export { checkShard, checkWatermarks, DEFAULT_NAMESPACE, defaultStateOptions, STATE_OPTIONS, type StateOptions } from "./state-options.js";
+export type { StateReads } from "./state-reads.js";
 export { checkInt32, checkUint32, namespaceName } from "./validate.js";

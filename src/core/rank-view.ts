@@ -1,6 +1,7 @@
 import { invalidArgument } from "./errors.js";
 import { KeyScope } from "./key-scope.js";
 import type { MetadataState } from "./state.js";
+import type { StateReads } from "./state-reads.js";
 
 /**
  * RankView is how a BatchExists, DeleteKeys or Clear names a rank: `rank`,
@@ -14,7 +15,7 @@ export interface RankView {
 }
 
 /** askedRank is the rank a BatchExists asks about: `rank`, or `callerRank` once it is found initialized (RANK_NOT_INITIALIZED otherwise). */
-export function askedRank(state: MetadataState, namespace: string, view: RankView): number | undefined {
+export function askedRank(state: Pick<StateReads, "checkRank">, namespace: string, view: RankView): number | undefined {
   if (view.callerRank === undefined) return view.rank;
   checkOne(view);
   state.checkRank(namespace, view.callerRank);

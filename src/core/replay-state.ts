@@ -4,6 +4,7 @@ import { type Restoring, replayOne, restoring, takeOver } from "./recovery.js";
 import { Registry } from "./registry.js";
 import { MetadataState } from "./state.js";
 import type { StateOptions } from "./state-options.js";
+import { peekReads, type StateReads } from "./state-reads.js";
 
 /**
  * ReplayState is a state that a hot standby keeps equal to the leader's, one
@@ -34,6 +35,9 @@ export class ReplayState {
   apply(change: Change): void {
     replayOne(this.live(), change);
   }
+
+  /** reads reads the replayed state as it stands (a caught-up standby's answers), changing nothing; they throw once it was taken over. */
+  readonly reads: StateReads = peekReads(() => this.live());
 
   /** takeOver ends the standby and returns its state, ready to serve. */
   takeOver(): MetadataState {

@@ -12,8 +12,9 @@ import { clearNamespace, dropRank, type InitializeRankResult, initializeRank, ty
 import { type Restoring, restoring } from "./recovery.js";
 import { Registry } from "./registry.js";
 import type { StateOptions } from "./state-options.js";
+import { keysExist, type StateReads, statsIn } from "./state-reads.js";
 import type { AllocateResult, ConfirmResult } from "./state-results.js";
-import { type NamespaceStatsView, type RankStatsView, statsInOrder, statsOf, statsPage } from "./stats-views.js";
+import { type NamespaceStatsView, type RankStatsView, statsInOrder, statsPage } from "./stats-views.js";
 import { checkCount, checkPages, checkPrefixes, checkSameLength, checkUint32, keyListFor, namespaceName } from "./validate.js";
 
 export type { AllocateResult, ConfirmResult, InitializeRankResult, NamespaceStatsView, RankStatsView };
@@ -35,7 +36,7 @@ let inside: (state: MetadataState) => ReadonlyMap<string, Namespace>;
  * `expire`). Every durable effect is appended to a journal
  * that the caller takes with `takeChanges` and persists before replying.
  */
-export class MetadataState {
+export class MetadataState implements StateReads {
   readonly options: StateOptions;
   private readonly registry: Registry;
   private readonly namespaces: Map<string, Namespace>;
@@ -321,28 +322,8 @@ export class MetadataState {
    * confirmed on that rank.
    */
   batchExists(namespace: string, keyBatch: Keys, rankNo?: number): boolean[] {
-    const name = namespaceName(namespace, this.options);
-    const keys = keyListFor(keyBatch, "keys", this.options);
-    if (rankNo !== undefined) checkUint32(rankNo, "rank");
     this.expire();
-    const exists = new Array<boolean>(keys.length).fill(false);
-    if (rankNo !== undefined) {
-      const at = this.registry.find(name, rankNo);
-      if (at === undefined) return exists;
-      at.ns.lastCallMs = this.registry.clock();
-      const found = at.ns.findAll(keys);
-      for (let i = 0; i < keys.length; i++) exists[i] = found[i]! >= 0 && at.rank.confirmedPage(found[i]!) >= 0;
-      return exists;
-    }
-    const parts = this.registry.parts(name);
-    const now = this.registry.clock();
-    for (let p = 0; p < parts.length; p++) {
-      const ns = parts[p]!;
-      ns.lastCallMs = now;
-      const found = ns.findAll(keys);
-      for (let i = 0; i < keys.length; i++) exists[i] = (p === 0 || exists[i]!) && found[i]! >= 0 && ns.isComplete(found[i]!);
-    }
-    return exists;
+    return keysExist(this.registry, namespace, keyBatch, rankNo, this.registry.clock());
   }
 
   /**
@@ -432,11 +413,9 @@ export class MetadataState {
 
   /** stats counts pages and keys of a namespace, or of all namespaces when namespace is undefined. */
   stats(namespace: string | undefined): NamespaceStatsView[] {
-    const name = namespace === undefined ? undefined : namespaceName(namespace, this.options);
+    if (namespace !== undefined) namespaceName(namespace, this.options); // a bad name is refused before anything is processed
     this.expire();
-    if (name === undefined) return statsPage(this.registry, "", Number.POSITIVE_INFINITY).views;
-    const parts = this.registry.parts(name);
-    return parts.length === 0 ? [] : [statsOf(parts)];
+    return statsIn(this.registry, namespace);
   }
 
   /** statsPage reports at most `size` namespaces, by name, from the first after `after` (statsPage). */

@@ -12,3 +12,19 @@ export const SERVER_ID_HEADER = "hf3fs-server-id";
  * answers it alone and does not route it again.
  */
 export const SHARD_LOCAL_HEADER = "hf3fs-shard-local";
+
+/**
+ * LOG_POSITION is the response header of a cluster member's successful
+ * answer: the replicated log's position it reflects (a leader: at least its
+ * last append, so at or past the answer's own write; a standby that
+ * answered a read itself: the entry it applied last).
+ */
+export const LOG_POSITION = "hf3fs-log-position";
+
+/**
+ * MIN_POSITION is the request header of a read that must reflect the log
+ * at least up to a position (a LOG_POSITION the caller was given, such as
+ * its own ConfirmWrite's): a standby answers it only once it applied that
+ * far, else it forwards it (read-your-writes).
+ */
+export const MIN_POSITION = "hf3fs-min-position";

@@ -34,6 +34,7 @@ export const UPSTREAM_OPTIONS = optionTable({
   upstreamCa: { kind: "string", default: "" },
   upstreamCert: { kind: "string", default: "" },
   upstreamKey: { kind: "string", default: "" },
+  reads: { kind: "string", choices: ["members", "leader"], default: "members" },
 });
 
 /** UpstreamOptions say where a relay sends its calls (UPSTREAM_OPTIONS). */

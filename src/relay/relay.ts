@@ -79,7 +79,16 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
   const groups = srv === undefined ? shardGroups(options.upstream) : [`${srv.scheme}://${srv.name}`];
   const shards = new ShardUpstreams(
     groups,
-    (urls, shardLocal) => new Upstream({ urls, holdMs: options.holdMs, token: parts.upstreamToken, tls: parts.upstreamTls, metrics, shardLocal }),
+    (urls, shardLocal) =>
+      new Upstream({
+        urls,
+        holdMs: options.holdMs,
+        token: parts.upstreamToken,
+        tls: parts.upstreamTls,
+        metrics,
+        shardLocal,
+        spreadReads: options.reads === "members",
+      }),
     options.holdMs,
   );
   let seeds: readonly string[] = srv === undefined ? groups.flatMap(upstreamUrls) : [];

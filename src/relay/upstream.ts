@@ -8,6 +8,7 @@ import { MetadataError } from "../core/index.js";
 import { SERVER_ID_HEADER, SHARD_LOCAL_HEADER } from "../protocol/headers.js";
 import type { MetadataCalls } from "../service/metadata-calls.js";
 import { Notifier } from "../service/notifier.js";
+import { ReadSpreading } from "./read-spreading.js";
 import type { RelayMetrics } from "./relay-metrics.js";
 
 /** PROBE_MS is how often the relay asks every upstream server whether it answers calls (health of MetadataService: only a leader, in a cluster). */
@@ -32,6 +33,8 @@ export interface UpstreamConfig {
   readonly metrics: RelayMetrics;
   /** shardLocal: the servers are one shard of a cluster split into shards, sent each its own part (SHARD_LOCAL_HEADER: not routed again). */
   readonly shardLocal?: boolean;
+  /** spreadReads sends reads to the caught-up members in turn rather than all to the leader (ReadSpreading). */
+  readonly spreadReads?: boolean;
 }
 
 /**
@@ -48,6 +51,8 @@ export class Upstream {
   readonly reach = new Reach();
   private readonly transports: LeanTransports;
   private readonly following: LeaderFollowing;
+  /** reads spreads a cluster's reads over its caught-up members (--spread-reads). */
+  private readonly reads: ReadSpreading | undefined;
   private urls: string[];
   private readonly probing: NodeJS.Timeout;
 
@@ -64,6 +69,7 @@ export class Upstream {
       onRetry: () => config.metrics.retried(),
       onServer: () => config.metrics.moved(),
     });
+    this.reads = config.spreadReads ? new ReadSpreading((url) => this.transports.of(url)) : undefined;
     this.probing = setInterval(() => void this.probe(), PROBE_MS);
     this.probing.unref();
     void this.probe();
@@ -109,8 +115,14 @@ export class Upstream {
     const started = performance.now();
     const holdMs = Math.min(this.config.holdMs, options.timeoutMs ?? Number.POSITIVE_INFINITY);
     try {
+      const spread = await this.reads?.read(method, request, options);
+      if (spread !== undefined) {
+        this.config.metrics.observeUpstream(method, (performance.now() - started) / 1_000, false);
+        return spread;
+      }
       // The caller's deadline goes upstream; without one, none: a connection that stops answering fails its calls by its pings.
-      const { response, serverId, attempts } = await this.following.call(method, request, options, holdMs);
+      const heard = this.reads === undefined ? options : { ...options, onHeader: (headers: Headers) => this.reads!.heard(headers) };
+      const { response, serverId, attempts } = await this.following.call(method, request, heard, holdMs);
       this.config.metrics.observeUpstream(method, (performance.now() - started) / 1_000, attempts > 1);
       this.reach.set(true, this.config.metrics);
       return { response, serverId: serverId ?? undefined };
@@ -123,6 +135,7 @@ export class Upstream {
 
   /** probe asks every server whether it answers calls, moves calls to the one that does, and sets the reach. */
   private async probe(): Promise<void> {
+    if (this.reads !== undefined) void this.reads.probe(this.urls);
     const answers = await Promise.all(
       this.urls.map((url) =>
         createClient(Health, this.transports.of(url))

@@ -23,6 +23,10 @@ export const CLUSTER_OPTIONS = optionTable({
     kind: "duration",
     default: 2_000,
   },
+  standbyReadLagMs: {
+    kind: "duration",
+    default: 100,
+  },
   etcdCa: { kind: "string", default: "" },
   etcdCert: { kind: "string", default: "" },
   etcdKey: { kind: "string", default: "" },

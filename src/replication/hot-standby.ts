@@ -1,5 +1,5 @@
 import type { Logger } from "pino";
-import type { Change, Clock, MetadataState, StateOptions } from "../core/index.js";
+import type { Change, Clock, MetadataState, StateOptions, StateReads } from "../core/index.js";
 import { ReplayState } from "../core/index.js";
 import type { PeerTls } from "../protocol/peer-tls.js";
 import type { Leadership } from "../service/leadership.js";
@@ -48,6 +48,11 @@ export class HotStandby {
     private readonly loads: CurrentLoad,
     private readonly logger: Logger,
   ) {}
+
+  /** reads reads the hot state as it stands, while it is loaded. */
+  reads(): StateReads | undefined {
+    return this.hot?.reads;
+  }
 
   /** loaded is true while the hot state is loaded (a takeover then needs no load). */
   get loaded(): boolean {

@@ -1,6 +1,6 @@
 import type { Etcd3 } from "etcd3";
 import type { Logger } from "pino";
-import type { Change, Clock, StateOptions } from "../core/index.js";
+import type { Change, Clock, StateOptions, StateReads } from "../core/index.js";
 import { MetadataError, MetadataState, Reason } from "../core/index.js";
 import type { PeerTls } from "../protocol/peer-tls.js";
 import type { Leadership } from "../service/leadership.js";
@@ -15,6 +15,7 @@ import { LogReader } from "./log-reader.js";
 import { LogWriter } from "./log-writer.js";
 import { ReplicatedStore } from "./replicated-store.js";
 import { sleep } from "./sleep.js";
+import { StandbyReads } from "./standby-reads.js";
 import type { Watches } from "./watch.js";
 import { attempts } from "./within.js";
 
@@ -34,6 +35,8 @@ export interface MemberOptions {
   token?: string;
   /** peerTls is how this member reaches the leader over TLS; undefined: cleartext members. */
   peerTls?: PeerTls;
+  /** standbyReadLagMs is how far behind the log's end a standby may answer reads itself (StandbyReads, --standby-read-lag); 0 or undefined: never. */
+  standbyReadLagMs?: number;
 }
 
 /** PUBLISH_MS is how often a member refreshes its record (applied entry, role). */
@@ -62,8 +65,10 @@ const RETRY_MS = 250;
  */
 export class Member {
   readonly keys: ClusterKeys;
-  /** ledger is the state this member serves (empty unless it leads) and its store. */
-  readonly ledger: { state: MetadataState; readonly store: ReplicatedStore };
+  /** ledger is the state this member serves (empty unless it leads) and its store; its reads are a standby's replayed state's when it answers reads itself. */
+  readonly ledger: { state: MetadataState; readonly store: ReplicatedStore; readonly reads: () => StateReads };
+  /** standbyReads decides which reads this member answers itself while it follows (--standby-read-lag). */
+  readonly standbyReads: StandbyReads;
   /** loads is the long load the member runs now (its standby state, a snapshot), which it publishes with its record. */
   readonly loads = new CurrentLoad();
   private readonly reader: LogReader;
@@ -96,11 +101,34 @@ export class Member {
   ) {
     this.keys = new ClusterKeys(options.clusterName);
     this.copy = new LocalCopy(local);
-    this.reader = new LogReader(client, watches, this.keys, this.copy, (changes) => this.standby.apply(changes));
+    this.reader = new LogReader(client, watches, this.keys, this.copy, (changes) => {
+      this.standby.apply(changes);
+      this.standbyReads.applied();
+    });
     const leaderUrl = () => this.election.leaderUrl;
     this.standby = new HotStandby(this.reader, local, leadership, { ...options, clusterId, leaderUrl }, this.loads, logger);
     this.election = new Election(client, watches, this.keys, () => ({ memberId: this.memberId, url: this.advertiseUrl }), leadership, this.stop.signal);
-    this.ledger = { state: new MetadataState(options.clock, options.state), store: new ReplicatedStore(this, clusterId, local, [client, watches]) };
+    this.standbyReads = new StandbyReads(
+      options.standbyReadLagMs ?? 0,
+      () => this.reader.appliedSeq,
+      () => this.standby.reads(),
+      client,
+      this.keys,
+    );
+    if (this.standbyReads.lagMs > 0) leadership.reads = this.standbyReads;
+    this.ledger = {
+      state: new MetadataState(options.clock, options.state),
+      store: new ReplicatedStore(this, clusterId, local, [client, watches]),
+      reads: () => this.reads(),
+    };
+  }
+
+  /** reads are what a read runs on: the state while leading, else the replayed one (the edge let the read through: StandbyReads). */
+  private reads(): StateReads {
+    if (this.writer !== undefined) return this.ledger.state;
+    const replica = this.standby.reads();
+    if (replica === undefined) throw this.leadership.refusal ?? new MetadataError(Reason.NOT_LEADER, "not leading");
+    return replica;
   }
 
   /**
@@ -149,11 +177,16 @@ export class Member {
   /** start runs the member's terms in the background until close; advertiseUrl is how clients and the other members reach it. */
   start(advertiseUrl: string): void {
     this.advertiseUrl = advertiseUrl;
-    this.running = this.run();
+    this.running = Promise.all([this.run(), this.standbyReads.run(this.stop.signal, () => this.writer !== undefined)]).then(() => undefined);
   }
 
-  /** commit is the leader's commit of a call's changes; refused with NOT_LEADER on a standby. */
+  /**
+   * commit is the leader's commit of a call's changes; refused with
+   * NOT_LEADER on a standby, but for a read it answered itself: no change,
+   * and what it read is in the log already.
+   */
   commit(changes: readonly Change[]): Promise<void> {
+    if (this.writer === undefined && changes.length === 0 && this.leadership.refusal !== undefined) return Promise.resolve();
     if (this.writer === undefined) return Promise.reject(this.leadership.refusal ?? new MetadataError(Reason.NOT_LEADER, "not leading"));
     return this.writer.commit(changes);
   }

@@ -1,6 +1,7 @@
 import type * as http from "node:http";
 import * as http2 from "node:http2";
 import { BodyBudget } from "../framing/http/body-budget.js";
+import { LOG_POSITION } from "../protocol/headers.js";
 import { noSniForIp, type PeerTls } from "../protocol/peer-tls.js";
 import type { Leadership } from "../service/leadership.js";
 
@@ -98,7 +99,10 @@ export class LeaderForward {
   takes(req: Request): boolean {
     if (this.closed || this.leadership.refusal === undefined || req.headers[FORWARDED] !== undefined) return false;
     const path = req.url ?? "/";
-    return !LOCAL_PREFIXES.some((prefix) => path.startsWith(prefix)) && this.admits(req);
+    if (LOCAL_PREFIXES.some((prefix) => path.startsWith(prefix))) return false;
+    // A read this standby holds fresh enough is answered here (StandbyReads).
+    if (this.leadership.reads?.takesPath(path.split("?", 1)[0]!, req, req.headers) === true) return false;
+    return this.admits(req);
   }
 
   /**
@@ -111,6 +115,8 @@ export class LeaderForward {
    * is streamed to the leader once.
    */
   async forward(req: Request, res: Response, here: () => void): Promise<void> {
+    // A read that follows a write not applied here yet waits briefly for it, then is answered here.
+    if ((await this.leadership.reads?.catchUp(req)) === true) return here();
     const deadline = Date.now() + this.holdMs;
     let leaderUrl = await this.leaderAfter("", deadline);
     if (leaderUrl === "") return here(); // before the body is read: the member's own path reads it
@@ -263,6 +269,9 @@ export class LeaderForward {
         "response",
         guarded((answer: http2.IncomingHttpHeaders & http2.IncomingHttpStatusHeader) => {
           answered = true;
+          // The log position of a write passed on: the reads after it here wait until it is applied (read-your-writes).
+          const position = Number(answer[LOG_POSITION]);
+          if (position > 0) this.leadership.reads?.wrote(position);
           const out: http.OutgoingHttpHeaders = {};
           const status: http.OutgoingHttpHeaders = {};
           for (const [name, value] of Object.entries(answer)) {

@@ -2,6 +2,7 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom
 import type { MetadataState } from "../core/index.js";
 import { NAMESPACE_COUNTERS } from "../core/index.js";
 import type { MemberRecord } from "../replication/cluster-keys.js";
+import type { StandbyReadCounts } from "../replication/standby-reads.js";
 import type { LoadShedder } from "../service/load-shedder.js";
 import { type Store, withCommit } from "../store/store.js";
 
@@ -16,6 +17,8 @@ export interface ClusterView {
   /** memberId is this member's id; advertise, the URL the others reach it at (the status page's header). */
   readonly memberId: string;
   readonly advertise: string;
+  /** standbyReads are the reads this member answered as a standby, or passed on (StandbyReads). */
+  readonly standbyReads?: { readonly counts: StandbyReadCounts; readonly lagMs: number; staleMs(): number };
 }
 
 import { METRICS_LIMITS, type MetricsLimits, metricsSnapshot, type NamespaceSeries, OTHER } from "./metrics-snapshot.js";
@@ -131,6 +134,28 @@ export class Metrics {
         for (const m of await cluster.members().catch(() => [])) this.set({ member: m.memberId, url: m.url, role: m.role }, m.appliedSeq);
       },
     });
+    const reads = cluster.standbyReads;
+    if (reads !== undefined && reads.lagMs > 0) {
+      new Counter({
+        name: "hf3fs_metadata_standby_reads_total",
+        help: "Reads (BatchExists, GetStats) that reached this member as a standby, by outcome: answered here (local), passed to the leader because this member was not known to hold the log's end within --standby-read-lag (lagging), or because it had not applied the position the read needs yet (behind).",
+        labelNames: ["outcome"],
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          for (const outcome of ["local", "lagging", "behind"] as const) this.inc({ outcome }, reads.counts[outcome]);
+        },
+      });
+      new Gauge({
+        name: "hf3fs_metadata_standby_read_staleness_seconds",
+        help: "How long ago this standby last knew it held the log's end (etcd told it no entry follows its applied one); it answers reads while this is within --standby-read-lag. 0 while it leads.",
+        registers: [this.registry],
+        collect() {
+          const stale = cluster.leading() ? 0 : reads.staleMs() / 1_000;
+          this.set(Number.isFinite(stale) ? stale : -1);
+        },
+      });
+    }
     new Gauge({
       name: "hf3fs_metadata_cluster_leader",
       help: "1 while this member leads the cluster, else 0.",

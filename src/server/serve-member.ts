@@ -50,6 +50,7 @@ export async function serveMember({ options, security, port, stopped, logger }: 
       // shard, or of the same cluster split another way, joins another group, and its data dir another cluster's.
       clusterName: shardClusterName(options.clusterName, part),
       leaderLeaseMs: options.leaderLeaseMs,
+      standbyReadLagMs: options.standbyReadLagMs,
       state: options,
       clock: systemClock,
       token: snapshotToken(options),
@@ -70,7 +71,7 @@ export async function serveMember({ options, security, port, stopped, logger }: 
   const server = await startServer(
     member.ledger,
     options,
-    { ...security, peerTls, bound: port, leadership: member.leadership, cluster: member, loads: member.loads, peers },
+    { ...security, peerTls, bound: port, leadership: member.leadership, position: () => member.appliedSeq, cluster: member, loads: member.loads, peers },
     logger,
   );
   member.start(advertiseUrlOf(options, server));

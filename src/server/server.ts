@@ -52,6 +52,8 @@ export interface ServerParts {
   expireIntervalMs?: number;
   /** leadership, in a highly available cluster, admits MetadataService calls only while this member leads; undefined: single-node. */
   leadership?: Leadership;
+  /** position is the log position this member's answers reflect (LOG_POSITION): the leader's last append, a standby's last applied entry; undefined: single-node. */
+  position?: () => number;
   /** cluster reports the cluster's members on /metrics, and serves them snapshots; undefined: single-node. */
   cluster?: ClusterView & ReplicationSource;
   /**
@@ -135,6 +137,7 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
     access,
     shedder,
     leadership: parts.leadership,
+    position: parts.position,
   });
   const failed = ledger.store.failed.then((error) => {
     lifecycle.refuse(error instanceof MetadataError ? error : new MetadataError(Reason.STORE_UNAVAILABLE, error.message));

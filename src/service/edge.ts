@@ -46,6 +46,8 @@ export interface EdgeOptions extends Readonly<Pick<LimitOptions, "maxBodyBytes" 
   readonly leadership?: Leadership;
   /** shedder refuses new calls while the server is overloaded; undefined: never. */
   readonly shedder?: LoadShedder;
+  /** position is the replicated log's position an answer reflects (a cluster member's; LOG_POSITION): undefined on a single node. */
+  readonly position?: () => number;
 }
 
 /**
@@ -98,6 +100,8 @@ export class Edge {
   readonly maxEntries: number;
   /** reader reads the bodies of every call (and counts those of an open service's streams: BodyReader.holder). */
   readonly reader: BodyReader;
+  /** position is the log position a successful answer of a cluster member reflects, for its LOG_POSITION header; undefined on a single node. */
+  readonly position: (() => number) | undefined;
   private readonly rules: Rules;
 
   constructor(options: EdgeOptions) {
@@ -107,6 +111,7 @@ export class Edge {
     this.maxBodyBytes = options.maxBodyBytes;
     this.maxEntries = this.rules.maxEntries;
     this.reader = options.reader;
+    this.position = options.position;
   }
 
   /** enter starts a call at the edge (its clock starts); the framing then reads it (EdgeCall.read) and runs it (EdgeCall.run). */
@@ -172,14 +177,14 @@ export class EdgeCall {
     const rules = this.rules;
     let reading = false;
     try {
-      rules.admit(this.method, headerOf(this.body.headers, "authorization"), this.admission);
+      rules.admit(this.method, this.body, this.admission);
       this.deadline = deadlineSignal(this.body.headers);
       const open = this.admission === "open";
       reading = true;
       // A pooled buffer is reused once released: only a body that nothing keeps a view of past its call (not a library's) is pooled.
       this.held = await rules.reader.read(this.body, open ? OPEN_BODY_BYTES : rules.bodyLimit, this.deadline, prepare === undefined);
       this.size = this.held.bytes.length;
-      if (this.admission === "call" && rules.waiting()) await rules.hold(this.deadline);
+      if (this.admission === "call" && rules.waiting(this.method, this.body)) await rules.hold(this.method, this.body, this.deadline);
       return prepare === undefined ? this.held.bytes : await prepare(this.held, rules.maxEntries, open ? OPEN_BODY_BYTES : rules.maxBodyBytes);
     } catch (error) {
       if (!reading) await rules.reader.linger(this.body); // refused before its body was read (the reader discards the rest of what it refuses)
@@ -205,18 +210,18 @@ export class EdgeCall {
     let ran = false;
     try {
       if (this.size < LARGE_BODY_BYTES) {
-        rules.beforeCore(deadline);
+        rules.beforeCore(deadline, this.method, this.body);
         const message = decode(rules.maxEntries);
         this.message = message;
         ran = true;
         return await rules.settle(this.method, this.started, await handle(message, deadline));
       }
       const [result, durable] = await rules.largeCalls.run(async (turn) => {
-        rules.beforeCore(deadline);
+        rules.beforeCore(deadline, this.method, this.body);
         const message = decode(rules.maxEntries);
         this.message = message;
         await turn();
-        rules.beforeCore(deadline);
+        rules.beforeCore(deadline, this.method, this.body);
         ran = true;
         const result = await handle(message, deadline);
         await turn();
@@ -269,20 +274,22 @@ class Rules {
    * that does not lead and names the leader, OVERLOADED while it sheds load.
    * A call to a member that knows no leader passes: it waits for one (hold).
    */
-  admit(method: string, authorization: string | undefined, admission: Admission): void {
+  admit(method: string, body: RequestBody, admission: Admission): void {
     if (admission === "open") return;
-    this.options.access?.check(method, authorization);
+    this.options.access?.check(method, headerOf(body.headers, "authorization"));
     if (admission === "token") return;
     const lifecycle = this.options.lifecycle;
-    const refusal = lifecycle.refusal ?? (this.options.leadership?.leaderless === true ? undefined : this.options.leadership?.refusal);
+    const refusal = lifecycle.refusal ?? (this.options.leadership?.leaderless === true ? undefined : this.options.leadership?.refusalFor(method, body));
     if (refusal !== undefined) throw refusal;
     this.options.shedder?.admit();
   }
 
-  /** waiting is true while calls wait rather than fail: the server loads its state, or this cluster member knows no leader. */
-  waiting(): boolean {
+  /** waiting is true while a call waits rather than fails: the server loads its state, or this cluster member knows no leader (and does not answer the call itself). */
+  waiting(method: string, body: RequestBody): boolean {
     const lifecycle = this.options.lifecycle;
-    return lifecycle.starting || (lifecycle.refusal === undefined && this.options.leadership?.leaderless === true);
+    if (lifecycle.starting) return true;
+    const leadership = this.options.leadership;
+    return lifecycle.refusal === undefined && leadership?.leaderless === true && leadership.refusalFor(method, body) !== undefined;
   }
 
   /**
@@ -292,11 +299,11 @@ class Rules {
    * state still loads, or NOT_LEADER (naming the leader now known, or none:
    * beforeCore) — with nothing applied.
    */
-  async hold(deadline: AbortSignal | undefined): Promise<void> {
+  async hold(method: string, body: RequestBody, deadline: AbortSignal | undefined): Promise<void> {
     const lifecycle = this.options.lifecycle;
     const limit = AbortSignal.timeout(this.options.startupHoldMs);
     const until = deadline === undefined ? limit : AbortSignal.any([limit, deadline]);
-    while (this.waiting() && !until.aborted) await nextNotice([lifecycle, this.options.leadership], until);
+    while (this.waiting(method, body) && !until.aborted) await nextNotice([lifecycle, this.options.leadership], until);
     checkDeadline(deadline);
     const refusal = lifecycle.refusal ?? (lifecycle.starting ? STILL_STARTING : undefined);
     if (refusal !== undefined) throw refusal;
@@ -310,9 +317,9 @@ class Rules {
    * refused here costs no decoding and changes nothing; one that passes
    * runs whole, in this event turn.
    */
-  beforeCore(deadline: AbortSignal | undefined): void {
+  beforeCore(deadline: AbortSignal | undefined, method: string, body: RequestBody): void {
     checkDeadline(deadline);
-    const refusal = this.options.lifecycle.refusal ?? this.options.leadership?.refusal;
+    const refusal = this.options.lifecycle.refusal ?? this.options.leadership?.refusalFor(method, body);
     if (refusal !== undefined) throw refusal;
     this.options.shedder?.admit();
   }

@@ -1,5 +1,18 @@
 import { MetadataError, Reason } from "../core/index.js";
+import type { RequestBody } from "./body-reader.js";
 import { Notifier } from "./notifier.js";
+
+/** ReadGate decides whether a standby answers a read itself (StandbyReads, src/replication/standby-reads.ts), once per request. */
+export interface ReadGate {
+  /** takesMethod tells whether this member answers a call itself, by its method (the edge). */
+  takesMethod(method: string, request: object, headers: RequestBody["headers"]): boolean;
+  /** takesPath is the same by the request's path (the forward, before the edge). */
+  takesPath(path: string, request: object, headers: RequestBody["headers"]): boolean;
+  /** catchUp waits briefly for a read that follows a write not applied yet; true: it is answered here now. */
+  catchUp(request: object): Promise<boolean>;
+  /** wrote hears of a write passed to the leader, by its answer's log position. */
+  wrote(position: number): void;
+}
 
 /**
  * Leadership says whether this member of a highly available cluster
@@ -24,6 +37,16 @@ export class Leadership {
   get refusal(): MetadataError | undefined {
     if (this.current === undefined && !this.leaseValid()) return LEASE_LAPSED;
     return this.current;
+  }
+
+  /** reads lets a standby answer the reads it holds fresh; undefined: it answers none. */
+  reads: ReadGate | undefined;
+
+  /** refusalFor is the refusal of one call: none for a read that this member, a standby, answers itself (ReadGate). */
+  refusalFor(method: string, request: RequestBody): MetadataError | undefined {
+    const refusal = this.refusal;
+    if (refusal === undefined || this.reads === undefined) return refusal;
+    return this.reads.takesMethod(method, request, request.headers) ? undefined : refusal;
   }
 
   /** leaderless is true while this member does not lead and knows no leader: calls then wait for one (Edge) rather than fail. */

@@ -1,10 +1,12 @@
-import type { MetadataState } from "../core/index.js";
+import type { MetadataState, StateReads } from "../core/index.js";
 import type { Store } from "../store/store.js";
 
 /** Ledger is the state with the store that makes its changes durable. */
 export interface Ledger {
   readonly state: MetadataState;
   readonly store: Store;
+  /** reads are what reads run on: the state, or a standby's replayed one when it answers reads itself (StandbyReads); undefined: the state. */
+  readonly reads?: () => StateReads;
 }
 
 /**

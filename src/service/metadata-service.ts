@@ -1,8 +1,9 @@
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { MetadataService, type NamespaceStatsSchema } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import type { MetadataState, NamespaceStatsView } from "../core/index.js";
+import type { NamespaceStatsView } from "../core/index.js";
 import { actedRank, askedRank, NAMESPACE_COUNTERS } from "../core/index.js";
 import { keysOf } from "./key-bytes.js";
+import type { Ledger } from "./ledger.js";
 import type { MetadataCalls, MethodName, RequestOf } from "./metadata-calls.js";
 
 /** LocalService is MetadataService on this process's state: connect-node serves it, and the JSON routes call it (localCalls). */
@@ -17,7 +18,7 @@ export type LocalService = {
  * before the reply and maps errors to status codes, whichever framing
  * serves the call.
  */
-export function metadataService(ledger: { readonly state: MetadataState }, serverId: string): LocalService {
+export function metadataService(ledger: Pick<Ledger, "state" | "reads">, serverId: string): LocalService {
   return {
     async initializeRank(req) {
       return {
@@ -37,7 +38,8 @@ export function metadataService(ledger: { readonly state: MetadataState }, serve
       return ledger.state.confirmWrite(req.namespace, req.rank, keysOf(req, "keys"), req.pages, req.pagesToRelease, req.keysToRelease);
     },
     async batchExists(req) {
-      return { exists: ledger.state.batchExists(req.namespace, keysOf(req, "keys"), askedRank(ledger.state, req.namespace, req)) };
+      const reads = ledger.reads?.() ?? ledger.state;
+      return { exists: reads.batchExists(req.namespace, keysOf(req, "keys"), askedRank(reads, req.namespace, req)) };
     },
     async getLocations(req) {
       return { pages: ledger.state.getLocations(req.namespace, req.rank, keysOf(req, "keys"), req.includeIncomplete) };
@@ -57,8 +59,9 @@ export function metadataService(ledger: { readonly state: MetadataState }, serve
       return ledger.state.reset(req.allNamespaces ? undefined : req.namespace, req.force);
     },
     async getStats(req) {
-      if (!req.allNamespaces) return { namespaces: ledger.state.stats(req.namespace).map(namespaceStats) };
-      const { views, next } = ledger.state.statsPage(req.pageToken, Math.min(req.pageSize || STATS_PAGE_SIZE, MAX_STATS_PAGE_SIZE));
+      const reads = ledger.reads?.() ?? ledger.state;
+      if (!req.allNamespaces) return { namespaces: reads.stats(req.namespace).map(namespaceStats) };
+      const { views, next } = reads.statsPage(req.pageToken, Math.min(req.pageSize || STATS_PAGE_SIZE, MAX_STATS_PAGE_SIZE));
       return { namespaces: views.map(namespaceStats), nextPageToken: next };
     },
   };

@@ -17,6 +17,7 @@ import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, un
 import { ReplicationService } from "../../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
 import { ClusterService } from "../../../gen/hf3fs/metadata/v1/cluster_pb.js";
 import { MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { LOG_POSITION } from "../../protocol/headers.js";
 import { type Admission, type Edge, type EdgeCall, OPEN_BODY_BYTES, type Prepare } from "../../service/edge.js";
 import { checkJsonValues } from "../../service/json/json-body.js";
 import { checkMessageEntries } from "../../service/message-entries.js";
@@ -46,11 +47,17 @@ export function connectFraming(
     const call = req.contextValues.get(EDGE_CALL);
     // plainRequest entered and read every MetadataService request that connect-node decodes; any other is refused before.
     if (call === undefined) throw new ConnectError(`${req.method.name} reached its handler without entering the edge`, Code.Internal);
-    return call.run(
+    const answered = call.run(
       () => req.message,
       () => next(req),
       req.signal,
     );
+    const position = edge.position;
+    if (position === undefined) return answered;
+    return answered.then((res) => {
+      res.header.set(LOG_POSITION, String(position()));
+      return res;
+    });
   };
   // connect-node decompresses nothing: plainRequest hands it identity-encoded messages. readMaxBytes bounds them once more.
   const router = createConnectRouter({ acceptCompression: [compressionGzip, compressionBrotli], readMaxBytes: edge.maxBodyBytes });

@@ -4,7 +4,7 @@ import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataError } from "../../core/index.js";
-import { SERVER_ID_HEADER } from "../../protocol/headers.js";
+import { LOG_POSITION, SERVER_ID_HEADER } from "../../protocol/headers.js";
 import type { Edge } from "../../service/edge.js";
 import type { MetadataCalls, MethodName } from "../../service/metadata-calls.js";
 import { BATCH_CODECS, type MessageCodec, reflectiveCodec } from "./batch-codecs.js";
@@ -78,6 +78,8 @@ export class GrpcUnaryFastPath {
       trailers = trailersOf(error as ConnectError); // the edge throws nothing else
     }
     if (res.stream.destroyed) return;
+    const position = this.edge.position;
+    if (position !== undefined && body !== undefined) headers = { ...headers, [LOG_POSITION]: String(position()) };
     res.writeHead(200, headers);
     res.addTrailers(trailers);
     if (body === undefined) res.end();

@@ -3,7 +3,7 @@ import type * as http2 from "node:http2";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema, MetadataService, Reason, ReasonSchema } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { SERVER_ID_HEADER } from "../../protocol/headers.js";
+import { LOG_POSITION, SERVER_ID_HEADER } from "../../protocol/headers.js";
 import { codeName, type Edge } from "../../service/edge.js";
 import { httpStatusOf, reasonOf } from "../../service/error-table.js";
 import { parseJsonObject } from "../../service/json/json-body.js";
@@ -46,6 +46,7 @@ export function jsonRouter(calls: MetadataCalls, edge: Edge, routes: readonly Js
     let reply: JsonReply;
     try {
       reply = await edge.call(route.name, { body: req, decode: parseJsonObject }, (body) => run(calls, route, body, params, left.signal));
+      if (edge.position !== undefined) reply = { ...reply, headers: { ...reply.headers, [LOG_POSITION]: String(edge.position()) } };
     } catch (error) {
       reply = errorReply(error as ConnectError); // the edge throws nothing else
       // A relay's error carries the id of the server that gave it (a server's own id is on every response already).

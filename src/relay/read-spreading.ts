@@ -1,0 +1,79 @@
+import { type CallOptions, createClient, type Transport } from "@connectrpc/connect";
+import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
+import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import type { Method } from "../client/leader-following.js";
+import { LOG_POSITION, MIN_POSITION, SERVER_ID_HEADER } from "../protocol/headers.js";
+
+/** SPREAD are the calls the relay spreads over a cluster's caught-up members (reads a standby may answer: StandbyReads). */
+const SPREAD: ReadonlySet<Method> = new Set(["batchExists", "getStats"]);
+
+/** READ_TIMEOUT_MS bounds a read sent to one member: one that does not answer by then (paused) leaves the read to the leader. */
+const READ_TIMEOUT_MS = 1_000;
+
+/**
+ * ReadSpreading sends a cluster's reads (BatchExists, GetStats) to its
+ * caught-up members in turn instead of all to the leader: a standby answers
+ * them itself while it holds the log within its --standby-read-lag, and
+ * passes them to the leader otherwise. Every read names the highest log
+ * position of the answers the relay passed back (MIN_POSITION), so no
+ * caller of the relay reads before a write the relay acknowledged. Members
+ * count as caught up while their health ("": loaded and caught up) said
+ * SERVING at the last probe; a read a member fails goes to the leader.
+ */
+export class ReadSpreading {
+  private readable: string[] = [];
+  private next = 0;
+  private position = 0;
+
+  constructor(private readonly transportFor: (url: string) => Transport) {}
+
+  /** heard notes an answer's log position (LOG_POSITION), from any member. */
+  heard(headers: Headers): void {
+    const position = Number(headers.get(LOG_POSITION));
+    if (position > this.position) this.position = position;
+  }
+
+  /** probe asks every member whether it is loaded and caught up (health ""). */
+  async probe(urls: readonly string[]): Promise<void> {
+    const answers = await Promise.all(
+      urls.map((url) =>
+        createClient(Health, this.transportFor(url))
+          .check({ service: "" }, { timeoutMs: READ_TIMEOUT_MS })
+          .then(({ status }) => status === ServingStatus.SERVING)
+          .catch(() => false),
+      ),
+    );
+    this.readable = urls.filter((_, i) => answers[i]);
+  }
+
+  /**
+   * read sends a read to the next caught-up member, with the relay's
+   * position; undefined when the call is not one to spread, no member is
+   * known to be caught up, or the member failed it (the caller then sends
+   * it to the leader as any call).
+   */
+  async read(
+    method: Method,
+    request: unknown,
+    options: Pick<CallOptions, "signal" | "timeoutMs">,
+  ): Promise<{ response: unknown; serverId?: string } | undefined> {
+    if (!SPREAD.has(method) || this.readable.length < 2) return undefined;
+    const url = this.readable[this.next++ % this.readable.length]!;
+    let serverId: string | undefined;
+    try {
+      const client = createClient(MetadataService, this.transportFor(url));
+      const response = await (client[method] as (r: unknown, o: CallOptions) => Promise<unknown>)(request, {
+        signal: options.signal,
+        timeoutMs: Math.min(options.timeoutMs ?? READ_TIMEOUT_MS, READ_TIMEOUT_MS),
+        headers: this.position > 0 ? { [MIN_POSITION]: String(this.position) } : {},
+        onHeader: (headers) => {
+          serverId = headers.get(SERVER_ID_HEADER) ?? undefined;
+          this.heard(headers);
+        },
+      });
+      return { response, serverId };
+    } catch {
+      return undefined;
+    }
+  }
+}

@@ -1,0 +1,160 @@
+import type { CallOptions } from "@grpc/grpc-js";
+import type { Etcd3 } from "etcd3";
+import type { StateReads } from "../core/index.js";
+import { MIN_POSITION } from "../protocol/headers.js";
+import { Notifier } from "../service/notifier.js";
+import type { ClusterKeys } from "./cluster-keys.js";
+import { sleep } from "./sleep.js";
+import { attempts } from "./within.js";
+
+/** READ_PATHS are the calls a caught-up standby answers itself, by path: BatchExists and GetStats in every framing, vLLM's and SGLang's exists. */
+const READ_PATHS = [/^\/hf3fs\.metadata\.v1\.MetadataService\/(BatchExists|GetStats)$/, /^\/keys\/batch_exists$/, /^\/\d+\/exists$/];
+
+/** READ_METHODS are the same calls by the name the edge knows them by. */
+const READ_METHODS = new Set(["BatchExists", "GetStats", "vllm.batch_exists", "sglang.exists"]);
+
+/** StandbyReadCounts are a standby's reads since it started: answered here, forwarded for lag, forwarded for a minimum position not yet applied. */
+export interface StandbyReadCounts {
+  local: number;
+  lagging: number;
+  behind: number;
+}
+
+type Headers = Record<string, string | string[] | undefined>;
+
+/** ASKING_MS is how long after its last read a standby keeps asking etcd whether it holds the log's end. */
+const ASKING_MS = 10_000;
+
+/** Decision is how a standby takes one read: here, or to the leader (for lag, or for a position not applied yet, MIN_POSITION). */
+interface Decision {
+  here: boolean;
+  /** min is the position the read needs: its own MIN_POSITION, or the last write this standby passed to the leader. */
+  min: number;
+}
+
+/**
+ * StandbyReads lets a standby answer reads (BatchExists, GetStats) from the
+ * state it replays while it is known to hold the log's end within lagMs
+ * (--standby-read-lag): every lagMs / 2 it asks etcd (a linearizable read)
+ * whether an entry follows the one it applied; none does, and every write
+ * acknowledged before that question was sent is in its state. A read is
+ * answered here when that last happened within lagMs and the position it
+ * needs is applied: its MIN_POSITION, and the last write this standby
+ * passed to the leader (so a client that writes and reads through one
+ * standby reads its writes). A read decided once, when it arrives; one
+ * whose position is not applied yet waits for it up to lagMs (catchUp),
+ * then goes to the leader.
+ */
+export class StandbyReads {
+  private freshSentAt = Number.NEGATIVE_INFINITY;
+  private lastReadAt = Number.NEGATIVE_INFINITY;
+  private written = 0;
+  private readonly decided = new WeakMap<object, Decision>();
+  private readonly appliedNotice = new Notifier();
+  readonly counts: StandbyReadCounts = { local: 0, lagging: 0, behind: 0 };
+
+  constructor(
+    readonly lagMs: number,
+    private readonly appliedSeq: () => number,
+    private readonly replica: () => StateReads | undefined,
+    private readonly client: Etcd3,
+    private readonly keys: ClusterKeys,
+  ) {}
+
+  /** staleMs is how long ago this member last knew it held the log's end (Infinity: never). */
+  staleMs(): number {
+    return performance.now() - this.freshSentAt;
+  }
+
+  /** applied hears that the replayed state applied another group of the log. */
+  applied(): void {
+    this.appliedNotice.notify();
+  }
+
+  /** wrote hears of the position of a write this standby passed to the leader (its answer's LOG_POSITION). */
+  wrote(position: number): void {
+    if (position > this.written) this.written = position;
+  }
+
+  /** takesPath tells whether a request is a read that this member answers itself now (decided once per request, and counted). */
+  takesPath(path: string, request: object, headers: Headers): boolean {
+    return READ_PATHS.some((pattern) => pattern.test(path)) && this.decide(request, headers).here && this.replica() !== undefined;
+  }
+
+  /** takesMethod is takesPath for the edge, which knows a call by its method. */
+  takesMethod(method: string, request: object, headers: Headers): boolean {
+    return READ_METHODS.has(method) && this.decide(request, headers).here && this.replica() !== undefined;
+  }
+
+  /**
+   * catchUp waits, up to lagMs, for a read that needs a position not
+   * applied yet (a write it follows); true once it is, and the read is
+   * then answered here. False at once for any other request.
+   */
+  async catchUp(request: object): Promise<boolean> {
+    const decision = this.decided.get(request);
+    if (decision === undefined || decision.here || decision.min === 0) return false;
+    const until = AbortSignal.timeout(this.lagMs);
+    while (this.appliedSeq() < decision.min && !until.aborted) await this.appliedNotice.next(until);
+    if (this.appliedSeq() < decision.min || !this.fresh()) return false;
+    decision.here = true;
+    this.counts.behind--;
+    this.counts.local++;
+    return true;
+  }
+
+  private fresh(): boolean {
+    return this.lagMs > 0 && this.replica() !== undefined && this.staleMs() <= this.lagMs;
+  }
+
+  private decide(request: object, headers: Headers): Decision {
+    let decision = this.decided.get(request);
+    if (decision !== undefined) return decision;
+    this.lastReadAt = performance.now();
+    decision = { here: false, min: Math.max(minPosition(headers), this.written) };
+    if (!this.fresh()) this.counts.lagging++;
+    else if (this.appliedSeq() < decision.min) this.counts.behind++;
+    else {
+      this.counts.local++;
+      decision.here = true;
+    }
+    this.decided.set(request, decision);
+    return decision;
+  }
+
+  /**
+   * run asks etcd whether the log goes on past the applied entry, every
+   * lagMs / 2, until signal aborts; off when lagMs is 0. It asks only while
+   * this member follows and reads came in the last ASKING_MS (asking all
+   * the time cost an idle member several times its other work:
+   * docs/performance.md): the first read after a quiet spell goes to the
+   * leader while the standby learns where it stands.
+   */
+  async run(signal: AbortSignal, leading: () => boolean): Promise<void> {
+    if (this.lagMs <= 0) return;
+    while (!signal.aborted) {
+      if (leading() || performance.now() - this.lastReadAt > ASKING_MS) {
+        await sleep(this.lagMs / 2, signal);
+        continue;
+      }
+      const sentAt = performance.now();
+      const applied = this.appliedSeq();
+      try {
+        const res = await attempts(this.lagMs, (options: CallOptions) =>
+          this.client.kv.range({ key: this.keys.logEntry(applied + 1), range_end: this.keys.logEnd, limit: 1, keys_only: true }, options),
+        );
+        if (res.kvs.length === 0) this.freshSentAt = Math.max(this.freshSentAt, sentAt);
+      } catch {
+        // Unanswered: the reads go to the leader once the last answer is lagMs old.
+      }
+      await sleep(Math.max(1, this.lagMs / 2 - (performance.now() - sentAt)), signal);
+    }
+  }
+}
+
+/** minPosition reads MIN_POSITION (0 when absent or not a position). */
+function minPosition(headers: Headers): number {
+  const value = headers[MIN_POSITION];
+  const position = Number(Array.isArray(value) ? value[0] : value);
+  return Number.isSafeInteger(position) && position > 0 ? position : 0;
+}

@@ -1,0 +1,139 @@
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { describe, expect, it } from "vitest";
+import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { LOG_POSITION, MIN_POSITION } from "../../src/protocol/headers.js";
+import { startChildRelay } from "../support/child-server.js";
+import { lacking } from "../support/debian-packages.js";
+import { startEtcdCluster } from "../support/etcd-cluster.js";
+import { type Server, startServer, waitForLeader } from "../support/ha-cluster.js";
+
+const missing = lacking("the standby reads tests", "etcd");
+
+/** Counts are a member's standby reads by outcome (StandbyReads). */
+interface Counts {
+  local: number;
+  lagging: number;
+  behind: number;
+}
+
+/** readCounts reads a member's standby reads by outcome from its /metrics. */
+async function readCounts(server: Server): Promise<Counts> {
+  const text = await (await fetch(`${server.url}/metrics`)).text();
+  const counts: Counts = { local: 0, lagging: 0, behind: 0 };
+  for (const [, outcome, value] of text.matchAll(/^hf3fs_metadata_standby_reads_total\{outcome="(\w+)"\} (\d+)$/gm))
+    counts[outcome as keyof Counts] = Number(value);
+  return counts;
+}
+
+const grpc = (server: Server) => createClient(MetadataService, createGrpcTransport({ baseUrl: server.url }));
+
+/** untilLocal asks a standby BatchExists until it answers one itself (it learns it holds the log's end within --standby-read-lag). */
+async function untilLocal(standby: Server, namespace: string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  const from = (await readCounts(standby)).local;
+  while ((await readCounts(standby)).local === from) {
+    if (Date.now() > deadline) throw new Error("the standby never answered a read itself");
+    await grpc(standby).batchExists({ namespace, keys: ["probe"] });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describe.skipIf(missing !== "")("reads on caught-up standbys", () => {
+  it("a standby answers BatchExists itself; a client that writes through it reads its writes, and one that names its write's position too", async () => {
+    const etcd = await startEtcdCluster(1);
+    const servers = await Promise.all([0, 1].map(() => startServer(etcd)));
+    const leader = await waitForLeader(servers);
+    const standby = servers.find((s) => s !== leader)!;
+    await grpc(leader).initializeRank({ namespace: "r", rank: 0, numPages: 10_000, worldSize: 1 });
+    await untilLocal(standby, "r");
+
+    // Written and read through the standby (vLLM's client given one member): every read sees the write before it.
+    const before = await readCounts(standby);
+    const through = grpc(standby);
+    for (let i = 0; i < 40; i++) {
+      const keys = [`via-${i}`];
+      const { pages } = await through.batchAllocate({ namespace: "r", rank: 0, keys });
+      await through.confirmWrite({ namespace: "r", rank: 0, keys, pages });
+      expect((await through.batchExists({ namespace: "r", keys })).exists).toEqual([true]);
+    }
+    const after = await readCounts(standby);
+    // Most reads are answered by the standby itself: after a brief wait for the write's entry, or at once.
+    expect(after.local - before.local).toBeGreaterThan(20);
+
+    // Written on the leader, read on the standby with the write's position: never before it.
+    for (let i = 0; i < 40; i++) {
+      const keys = [`lead-${i}`];
+      const { pages } = await grpc(leader).batchAllocate({ namespace: "r", rank: 0, keys });
+      let position = "";
+      await grpc(leader).confirmWrite({ namespace: "r", rank: 0, keys, pages }, { onHeader: (h) => (position = h.get(LOG_POSITION) ?? "") });
+      expect(Number(position)).toBeGreaterThan(0);
+      let answeredAt = "";
+      const { exists } = await grpc(standby).batchExists(
+        { namespace: "r", keys },
+        { headers: { [MIN_POSITION]: position }, onHeader: (h) => (answeredAt = h.get(LOG_POSITION) ?? "") },
+      );
+      expect(exists).toEqual([true]);
+      expect(Number(answeredAt)).toBeGreaterThanOrEqual(Number(position));
+    }
+    // A position the log has not reached: the standby waits the lag for it, then passes the read to the leader.
+    const behind = (await readCounts(standby)).behind;
+    await grpc(standby).batchExists({ namespace: "r", keys: ["lead-0"] }, { headers: { [MIN_POSITION]: "1000000000" } });
+    expect((await readCounts(standby)).behind).toBe(behind + 1);
+  }, 60_000);
+
+  it("a standby paused past the lag (SIGSTOP for 2 s) passes reads to the leader, and answers them again once caught up", async () => {
+    const etcd = await startEtcdCluster(1);
+    const servers = await Promise.all([0, 1].map(() => startServer(etcd)));
+    const leader = await waitForLeader(servers);
+    const standby = servers.find((s) => s !== leader)!;
+    await grpc(leader).initializeRank({ namespace: "p", rank: 0, numPages: 1_000, worldSize: 1 });
+    await untilLocal(standby, "p");
+    const before = await readCounts(standby);
+    standby.process.child.kill("SIGSTOP");
+    // Written while it sleeps: on waking, its state lacks them until it reads the log.
+    const keys = Array.from({ length: 20 }, (_, i) => `while-paused-${i}`);
+    const { pages } = await grpc(leader).batchAllocate({ namespace: "p", rank: 0, keys });
+    await grpc(leader).confirmWrite({ namespace: "p", rank: 0, keys, pages });
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    // Sent while it sleeps: the first thing it meets on waking, before etcd can tell it that it holds the log's end.
+    const read = grpc(standby).batchExists({ namespace: "p", keys });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    standby.process.child.kill("SIGCONT");
+    expect((await read).exists.every(Boolean)).toBe(true);
+    const woke = await readCounts(standby);
+    expect(woke.lagging - before.lagging).toBe(1);
+    expect(woke.local).toBe(before.local);
+    await untilLocal(standby, "p");
+    const local = (await readCounts(standby)).local;
+    expect((await grpc(standby).batchExists({ namespace: "p", keys })).exists.every(Boolean)).toBe(true);
+    expect((await readCounts(standby)).local).toBe(local + 1);
+  }, 60_000);
+
+  it("a relay spreads reads over the caught-up members: the standbys answer most, and no reader through it reads before a write it acknowledged", async () => {
+    const etcd = await startEtcdCluster(1);
+    const servers = await Promise.all([0, 1, 2].map(() => startServer(etcd)));
+    const leader = await waitForLeader(servers);
+    const standbys = servers.filter((s) => s !== leader);
+    const relay = await startChildRelay(["--upstream", servers.map((s) => s.url).join(",")]);
+    // A worker and a scheduler, each its own connection to the relay, as vLLM runs them.
+    const worker = createClient(MetadataService, createGrpcTransport({ baseUrl: relay.url }));
+    const scheduler = createClient(MetadataService, createGrpcTransport({ baseUrl: relay.url }));
+    await worker.initializeRank({ namespace: "s", rank: 0, numPages: 10_000, worldSize: 1 });
+    for (const standby of standbys) await untilLocal(standby, "s");
+    const before = await Promise.all(standbys.map(readCounts));
+    for (let i = 0; i < 60; i++) {
+      const keys = [`k${i}`];
+      const { pages } = await worker.batchAllocate({ namespace: "s", rank: 0, keys });
+      await worker.confirmWrite({ namespace: "s", rank: 0, keys, pages });
+      // The scheduler's reads of everything written so far: never one missing.
+      const written = Array.from({ length: i + 1 }, (_, k) => `k${k}`);
+      expect((await scheduler.batchExists({ namespace: "s", keys: written })).exists.every(Boolean)).toBe(true);
+      await scheduler.batchExists({ namespace: "s", keys: ["absent"] });
+    }
+    const after = await Promise.all(standbys.map(readCounts));
+    const local = after.reduce((sum, c, i) => sum + c.local - before[i]!.local, 0);
+    // 120 reads over 3 members in turn: the standbys' two thirds, answered by them after a brief wait for the write, or passed on.
+    expect(local).toBeGreaterThan(40);
+  }, 60_000);
+});
