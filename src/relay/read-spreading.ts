@@ -1,4 +1,4 @@
-import { type CallOptions, createClient, type Transport } from "@connectrpc/connect";
+import { type CallOptions, Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { Method } from "../client/leader-following.js";
@@ -6,6 +6,9 @@ import { LOG_POSITION, MIN_POSITION, SERVER_ID_HEADER } from "../protocol/header
 
 /** SPREAD are the calls the relay spreads over a cluster's caught-up members (reads a standby may answer: StandbyReads). */
 const SPREAD: ReadonlySet<Method> = new Set(["batchExists", "getStats"]);
+
+/** PASSED_ON are the failures of a read at a member that send it to the leader: the member, not the read, failed. */
+const PASSED_ON: ReadonlySet<Code> = new Set([Code.Unavailable, Code.DeadlineExceeded, Code.Unknown, Code.Internal, Code.ResourceExhausted]);
 
 /** READ_TIMEOUT_MS bounds a read sent to one member: one that does not answer by then (paused) leaves the read to the leader. */
 const READ_TIMEOUT_MS = 1_000;
@@ -18,7 +21,8 @@ const READ_TIMEOUT_MS = 1_000;
  * position of the answers the relay passed back (MIN_POSITION), so no
  * caller of the relay reads before a write the relay acknowledged. Members
  * count as caught up while their health ("": loaded and caught up) said
- * SERVING at the last probe; a read a member fails goes to the leader.
+ * SERVING at the last probe; a read a member fails (unavailable, no answer
+ * within READ_TIMEOUT_MS) goes to the leader.
  */
 export class ReadSpreading {
   private readable: string[] = [];
@@ -72,7 +76,10 @@ export class ReadSpreading {
         },
       });
       return { response, serverId };
-    } catch {
+    } catch (e) {
+      // The member's own answer (a bad request, a rank not initialized) is the leader's too: it goes back as it is.
+      const error = ConnectError.from(e);
+      if (!PASSED_ON.has(error.code) || options.signal?.aborted) throw error;
       return undefined;
     }
   }

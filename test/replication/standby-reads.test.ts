@@ -135,5 +135,15 @@ describe.skipIf(missing !== "")("reads on caught-up standbys", () => {
     const local = after.reduce((sum, c, i) => sum + c.local - before[i]!.local, 0);
     // 120 reads over 3 members in turn: the standbys' two thirds, answered by them after a brief wait for the write, or passed on.
     expect(local).toBeGreaterThan(40);
+    // A read a standby refuses (a rank never initialized) comes back as its answer: the leader sees only the reads sent to it.
+    const refusedAtLeader = async () => {
+      const text = await (await fetch(`${leader.url}/metrics`)).text();
+      return Number(/^hf3fs_metadata_calls_total\{method="BatchExists",code="failed_precondition"\} (\d+)$/m.exec(text)?.[1] ?? 0);
+    };
+    const refusedBefore = await refusedAtLeader();
+    for (let i = 0; i < 6; i++) {
+      await expect(scheduler.batchExists({ namespace: "s", keys: ["k0"], callerRank: 7 })).rejects.toThrow(/rank 7 of namespace "s" is not initialized/);
+    }
+    expect((await refusedAtLeader()) - refusedBefore).toBeLessThan(6);
   }, 60_000);
 });
