@@ -3,9 +3,7 @@ import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../.
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { Method } from "../client/leader-following.js";
 import { LOG_POSITION, MIN_POSITION, SERVER_ID_HEADER } from "../protocol/headers.js";
-
-/** SPREAD are the calls the relay spreads over a cluster's caught-up members (reads a standby may answer: StandbyReads). */
-const SPREAD: ReadonlySet<Method> = new Set(["batchExists", "getStats"]);
+import { READS } from "../service/metadata-calls.js";
 
 /** PASSED_ON are the failures of a read at a member that send it to the leader: the member, not the read, failed. */
 const PASSED_ON: ReadonlySet<Code> = new Set([Code.Unavailable, Code.DeadlineExceeded, Code.Unknown, Code.Internal, Code.ResourceExhausted]);
@@ -61,7 +59,7 @@ export class ReadSpreading {
     request: unknown,
     options: Pick<CallOptions, "signal" | "timeoutMs">,
   ): Promise<{ response: unknown; serverId?: string } | undefined> {
-    if (!SPREAD.has(method) || this.readable.length < 2) return undefined;
+    if (!READS.has(method) || this.readable.length < 2) return undefined;
     const url = this.readable[this.next++ % this.readable.length]!;
     let serverId: string | undefined;
     try {

@@ -7,12 +7,6 @@ import type { ClusterKeys } from "./cluster-keys.js";
 import { sleep } from "./sleep.js";
 import { attempts } from "./within.js";
 
-/** READ_PATHS are the calls a caught-up standby answers itself, by path: BatchExists and GetStats in every framing, vLLM's and SGLang's exists. */
-const READ_PATHS = [/^\/hf3fs\.metadata\.v1\.MetadataService\/(BatchExists|GetStats)$/, /^\/keys\/batch_exists$/, /^\/\d+\/exists$/];
-
-/** READ_METHODS are the same calls by the name the edge knows them by. */
-const READ_METHODS = new Set(["BatchExists", "GetStats", "vllm.batch_exists", "sglang.exists"]);
-
 /** StandbyReadCounts are a standby's reads since it started: answered here, forwarded for lag, forwarded for a minimum position not yet applied. */
 export interface StandbyReadCounts {
   local: number;
@@ -76,14 +70,9 @@ export class StandbyReads {
     if (position > this.written) this.written = position;
   }
 
-  /** takesPath tells whether a request is a read that this member answers itself now (decided once per request, and counted). */
-  takesPath(path: string, request: object, headers: Headers): boolean {
-    return READ_PATHS.some((pattern) => pattern.test(path)) && this.decide(request, headers).here && this.replica() !== undefined;
-  }
-
-  /** takesMethod is takesPath for the edge, which knows a call by its method. */
-  takesMethod(method: string, request: object, headers: Headers): boolean {
-    return READ_METHODS.has(method) && this.decide(request, headers).here && this.replica() !== undefined;
+  /** takes tells whether this member answers a read (READS, in any framing) itself now: decided once per request, and counted. */
+  takes(request: object, headers: Headers): boolean {
+    return this.decide(request, headers).here && this.replica() !== undefined;
   }
 
   /**

@@ -77,14 +77,18 @@ export class LeaderForward {
   /**
    * @param holdMs is how long a call waits for a leader (--startup-hold).
    * @param maxBodyBytes bounds a body kept for resending (--max-body-bytes and the envelope).
-   * @param admits is the edge's check of the caller's token for a request: one it refuses is answered here, by the edge, not forwarded.
+   * @param callName names a request's call as the edge does (callNameOf).
+   * @param admits is the edge's check of the caller's token for a call: one it refuses is answered here, by the edge, not forwarded.
+   * @param isRead tells a call that only reads (READS): a caught-up standby answers it itself.
    */
   constructor(
     private readonly leadership: Leadership,
     private readonly holdMs: number,
     private readonly maxBodyBytes: number,
     private readonly limits: ForwardLimits,
-    private readonly admits: (req: Request) => boolean,
+    private readonly callName: (req: Request) => string,
+    private readonly admits: (name: string, req: Request) => boolean,
+    private readonly isRead: (name: string) => boolean,
     private readonly peerTls?: PeerTls,
   ) {
     this.budget = new BodyBudget(limits.maxBufferedBytes, limits.maxBufferedBytesPerConnection);
@@ -100,9 +104,10 @@ export class LeaderForward {
     if (this.closed || this.leadership.refusal === undefined || req.headers[FORWARDED] !== undefined) return false;
     const path = req.url ?? "/";
     if (LOCAL_PREFIXES.some((prefix) => path.startsWith(prefix))) return false;
+    const name = this.callName(req);
     // A read this standby holds fresh enough is answered here (StandbyReads).
-    if (this.leadership.reads?.takesPath(path.split("?", 1)[0]!, req, req.headers) === true) return false;
-    return this.admits(req);
+    if (this.isRead(name) && this.leadership.reads?.takes(req, req.headers) === true) return false;
+    return this.admits(name, req);
   }
 
   /**

@@ -5,7 +5,7 @@ import { GrpcUnaryFastPath } from "../framing/grpc/grpc-unary-fast-path.js";
 import { HttpBodyReader } from "../framing/http/body-reader.js";
 import type { ListenerTls } from "../framing/http/dual-protocol-listener.js";
 import type { EarlyPort } from "../framing/http/early-port.js";
-import { callNameOf } from "../framing/json/json-router.js";
+import { callNameOf, methodOfCall } from "../framing/json/json-router.js";
 import { ENVELOPE_BYTES } from "../protocol/envelope.js";
 import type { PeerTls } from "../protocol/peer-tls.js";
 import { type ReplicationSource, replicationService } from "../replication/replication-service.js";
@@ -20,7 +20,7 @@ import type { Leadership } from "../service/leadership.js";
 import { commit, type Ledger } from "../service/ledger.js";
 import { Lifecycle } from "../service/lifecycle.js";
 import { type LagSampler, LoadShedder, loopLagSampler } from "../service/load-shedder.js";
-import type { MetadataCalls } from "../service/metadata-calls.js";
+import { type MetadataCalls, READS } from "../service/metadata-calls.js";
 import { localCalls, metadataService, routedService } from "../service/metadata-service.js";
 import { shardCalls, shardRouter } from "../service/shard-router.js";
 import type { CurrentLoad } from "../store/load-progress.js";
@@ -126,6 +126,12 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
   const observe = metrics.observeCall.bind(metrics);
   const { access } = parts;
   const refusalLog = new RefusalLog(logger);
+  const routes = [...vllmRoutes({ worldSize: options.vllmWorldSize, namespace: options.vllmNamespace }), ...sglangRoutes];
+  // The calls that only read, in every framing: a caught-up standby answers them itself (StandbyReads).
+  const isRead = (name: string) => {
+    const method = methodOfCall(name, routes);
+    return method !== undefined && READS.has(method);
+  };
   const edge = new Edge({
     ledger: instrumented,
     lifecycle,
@@ -138,6 +144,7 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
     shedder,
     leadership: parts.leadership,
     position: parts.position,
+    isRead,
   });
   const failed = ledger.store.failed.then((error) => {
     lifecycle.refuse(error instanceof MetadataError ? error : new MetadataError(Reason.STORE_UNAVAILABLE, error.message));
@@ -152,7 +159,6 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
   const service = routing === undefined ? local : routedService(calls);
   // A single node is its shard's one member and leader; a member reads the cluster's shards from etcd.
   const topology = (url: string) => peers?.topology() ?? singleNodeTopology({ count: options.shards, index: options.shard }, url);
-  const routes = [...vllmRoutes({ worldSize: options.vllmWorldSize, namespace: options.vllmNamespace }), ...sglangRoutes];
   // A standby passes calls to its leader unless told to refuse them (--standby-calls).
   const forward =
     parts.leadership !== undefined && options.standbyCalls === "forward"
@@ -161,7 +167,9 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
           options.startupHoldMs,
           options.maxBodyBytes + ENVELOPE_BYTES,
           options,
-          (req) => edge.admitsToken(callNameOf(req.url ?? "/", routes), req),
+          (req) => callNameOf(req.url ?? "/", routes),
+          (name, req) => edge.admitsToken(name, req),
+          isRead,
           parts.peerTls,
         )
       : undefined;

@@ -48,6 +48,8 @@ export interface EdgeOptions extends Readonly<Pick<LimitOptions, "maxBodyBytes" 
   readonly shedder?: LoadShedder;
   /** position is the replicated log's position an answer reflects (a cluster member's; LOG_POSITION): undefined on a single node. */
   readonly position?: () => number;
+  /** isRead tells a call, by its name, that only reads (READS): a caught-up standby may answer it (Leadership.refusalFor); undefined: none. */
+  readonly isRead?: (method: string) => boolean;
 }
 
 /**
@@ -279,7 +281,9 @@ class Rules {
     this.options.access?.check(method, headerOf(body.headers, "authorization"));
     if (admission === "token") return;
     const lifecycle = this.options.lifecycle;
-    const refusal = lifecycle.refusal ?? (this.options.leadership?.leaderless === true ? undefined : this.options.leadership?.refusalFor(method, body));
+    const refusal =
+      lifecycle.refusal ??
+      (this.options.leadership?.leaderless === true ? undefined : this.options.leadership?.refusalFor(this.options.isRead?.(method) === true, body));
     if (refusal !== undefined) throw refusal;
     this.options.shedder?.admit();
   }
@@ -289,7 +293,9 @@ class Rules {
     const lifecycle = this.options.lifecycle;
     if (lifecycle.starting) return true;
     const leadership = this.options.leadership;
-    return lifecycle.refusal === undefined && leadership?.leaderless === true && leadership.refusalFor(method, body) !== undefined;
+    return (
+      lifecycle.refusal === undefined && leadership?.leaderless === true && leadership.refusalFor(this.options.isRead?.(method) === true, body) !== undefined
+    );
   }
 
   /**
@@ -319,7 +325,7 @@ class Rules {
    */
   beforeCore(deadline: AbortSignal | undefined, method: string, body: RequestBody): void {
     checkDeadline(deadline);
-    const refusal = this.options.lifecycle.refusal ?? this.options.leadership?.refusalFor(method, body);
+    const refusal = this.options.lifecycle.refusal ?? this.options.leadership?.refusalFor(this.options.isRead?.(method) === true, body);
     if (refusal !== undefined) throw refusal;
     this.options.shedder?.admit();
   }

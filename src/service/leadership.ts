@@ -4,10 +4,8 @@ import { Notifier } from "./notifier.js";
 
 /** ReadGate decides whether a standby answers a read itself (StandbyReads, src/replication/standby-reads.ts), once per request. */
 export interface ReadGate {
-  /** takesMethod tells whether this member answers a call itself, by its method (the edge). */
-  takesMethod(method: string, request: object, headers: RequestBody["headers"]): boolean;
-  /** takesPath is the same by the request's path (the forward, before the edge). */
-  takesPath(path: string, request: object, headers: RequestBody["headers"]): boolean;
+  /** takes tells whether this member answers a read itself (decided once per request). */
+  takes(request: object, headers: RequestBody["headers"]): boolean;
   /** catchUp waits briefly for a read that follows a write not applied yet; true: it is answered here now. */
   catchUp(request: object): Promise<boolean>;
   /** wrote hears of a write passed to the leader, by its answer's log position. */
@@ -42,11 +40,11 @@ export class Leadership {
   /** reads lets a standby answer the reads it holds fresh; undefined: it answers none. */
   reads: ReadGate | undefined;
 
-  /** refusalFor is the refusal of one call: none for a read that this member, a standby, answers itself (ReadGate). */
-  refusalFor(method: string, request: RequestBody): MetadataError | undefined {
+  /** refusalFor is the refusal of one call: none for a read (READS) that this member, a standby, answers itself (ReadGate). */
+  refusalFor(read: boolean, request: RequestBody): MetadataError | undefined {
     const refusal = this.refusal;
-    if (refusal === undefined || this.reads === undefined) return refusal;
-    return this.reads.takesMethod(method, request, request.headers) ? undefined : refusal;
+    if (refusal === undefined || !read || this.reads === undefined) return refusal;
+    return this.reads.takes(request, request.headers) ? undefined : refusal;
   }
 
   /** leaderless is true while this member does not lead and knows no leader: calls then wait for one (Edge) rather than fail. */

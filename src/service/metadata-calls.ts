@@ -4,6 +4,9 @@ import type { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js
 /** MethodName is a MetadataService method by its local name, e.g. "batchExists". */
 export type MethodName = keyof typeof MetadataService.method;
 
+/** READS are the calls that only read: a caught-up standby may answer them itself (StandbyReads), and a relay spreads them over the members. */
+export const READS: ReadonlySet<MethodName> = new Set(["batchExists", "getStats"]);
+
 /** RequestOf is a method's request message. */
 export type RequestOf<M extends MethodName> = MessageShape<(typeof MetadataService.method)[M]["input"]>;
 

@@ -35,7 +35,15 @@ async function leader(answer: (call: number, stream: http2.ServerHttp2Stream, bo
 async function standby(leaderUrl: string, holdMs = 2_000): Promise<string> {
   const leadership = new Leadership();
   leadership.follow(leaderUrl, true);
-  const forward = new LeaderForward(leadership, holdMs, 1 << 16, LIMITS, () => true);
+  const forward = new LeaderForward(
+    leadership,
+    holdMs,
+    1 << 16,
+    LIMITS,
+    (req) => req.url ?? "/",
+    () => true,
+    () => false,
+  );
   const server = http.createServer((req, res) => {
     expect(forward.takes(req)).toBe(true);
     void forward.forward(req, res, () => res.writeHead(500).end("answered here"));

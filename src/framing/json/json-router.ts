@@ -9,7 +9,7 @@ import { httpStatusOf, reasonOf } from "../../service/error-table.js";
 import { parseJsonObject } from "../../service/json/json-body.js";
 import type { JsonReply, JsonRoute } from "../../service/json/json-route.js";
 import { checkWireIntegers } from "../../service/json/wire-integers.js";
-import type { MetadataCalls } from "../../service/metadata-calls.js";
+import type { MetadataCalls, MethodName } from "../../service/metadata-calls.js";
 
 type Request = http.IncomingMessage | http2.Http2ServerRequest;
 type Response = http.ServerResponse | http2.Http2ServerResponse;
@@ -81,6 +81,14 @@ export function callNameOf(path: string, routes: readonly JsonRoute[]): string {
   const prefix = `/${MetadataService.typeName}/`;
   if (path.startsWith(prefix)) return path.slice(prefix.length);
   return match(routes, path.split("?")[0]!).route?.name ?? path;
+}
+
+/** methodOfCall is the MetadataService method of a call by its name at the edge (callNameOf): a JSON route's, or an RPC's own; undefined for any other call. */
+export function methodOfCall(name: string, routes: readonly JsonRoute[]): MethodName | undefined {
+  const route = routes.find((r) => r.name === name);
+  if (route !== undefined) return route.method;
+  const method = `${name.charAt(0).toLowerCase()}${name.slice(1)}`;
+  return method in MetadataService.method && MetadataService.method[method as MethodName].name === name ? (method as MethodName) : undefined;
 }
 
 /** match finds the route of a path and its path parameters. */

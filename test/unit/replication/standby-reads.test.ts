@@ -25,7 +25,7 @@ function standbyReads(applied: { seq: number }, past = () => false) {
 
 /** fresh runs a standby's etcd polls until it learned it holds the log's end once. */
 async function fresh(reads: StandbyReads): Promise<void> {
-  reads.takesPath(PATH, {}, {}); // a read: the standby asks etcd from now on
+  reads.takes({}, {}); // a read: the standby asks etcd from now on
   const stop = new AbortController();
   const running = reads.run(stop.signal, () => false);
   while (reads.staleMs() > 100) await new Promise((resolve) => setTimeout(resolve, 1));
@@ -33,30 +33,27 @@ async function fresh(reads: StandbyReads): Promise<void> {
   await running;
 }
 
-const PATH = "/hf3fs.metadata.v1.MetadataService/BatchExists";
-
 describe("a standby's reads (StandbyReads)", () => {
   it("are answered here only once etcd said the standby holds the log's end", async () => {
     const reads = standbyReads({ seq: 5 });
-    expect(reads.takesPath(PATH, {}, {})).toBe(false);
+    expect(reads.takes({}, {})).toBe(false);
     expect(reads.counts).toEqual({ local: 0, lagging: 1, behind: 0 });
     await fresh(reads);
-    expect(reads.takesPath(PATH, {}, {})).toBe(true);
-    expect(reads.takesMethod("vllm.batch_exists", {}, {})).toBe(true);
-    expect(reads.takesPath("/hf3fs.metadata.v1.MetadataService/ConfirmWrite", {}, {})).toBe(false);
+    expect(reads.takes({}, {})).toBe(true);
+    expect(reads.takes({}, {})).toBe(true);
     expect(reads.counts).toEqual({ local: 2, lagging: 2, behind: 0 });
   });
 
   it("stay with the leader while etcd holds an entry the standby has not applied", async () => {
     const reads = standbyReads({ seq: 5 }, () => true);
-    reads.takesPath(PATH, {}, {});
+    reads.takes({}, {});
     const stop = new AbortController();
     const running = reads.run(stop.signal, () => false);
     await new Promise((resolve) => setTimeout(resolve, 30));
     stop.abort();
     await running;
     expect(reads.staleMs()).toBe(Number.POSITIVE_INFINITY);
-    expect(reads.takesPath(PATH, {}, {})).toBe(false);
+    expect(reads.takes({}, {})).toBe(false);
   });
 
   it("decide a request once: the edge and the forward see the same decision, counted once", async () => {
@@ -64,8 +61,8 @@ describe("a standby's reads (StandbyReads)", () => {
     await fresh(reads);
     const request = {};
     const local = reads.counts.local;
-    expect(reads.takesPath(PATH, request, {})).toBe(true);
-    expect(reads.takesMethod("BatchExists", request, {})).toBe(true);
+    expect(reads.takes(request, {})).toBe(true);
+    expect(reads.takes(request, {})).toBe(true);
     expect(reads.counts.local).toBe(local + 1);
   });
 
@@ -75,21 +72,21 @@ describe("a standby's reads (StandbyReads)", () => {
     await fresh(reads);
     reads.counts.lagging = 0; // the read that woke its questions
     const named = {};
-    expect(reads.takesPath(PATH, named, { [MIN_POSITION]: "7" })).toBe(false);
+    expect(reads.takes(named, { [MIN_POSITION]: "7" })).toBe(false);
     expect(reads.counts).toEqual({ local: 0, lagging: 0, behind: 1 });
     const waited = reads.catchUp(named);
     applied.seq = 7;
     reads.applied();
     expect(await waited).toBe(true);
-    expect(reads.takesMethod("BatchExists", named, {})).toBe(true);
+    expect(reads.takes(named, {})).toBe(true);
     expect(reads.counts).toEqual({ local: 1, lagging: 0, behind: 0 });
 
     reads.wrote(9);
     const after = {};
-    expect(reads.takesPath(PATH, after, {})).toBe(false);
+    expect(reads.takes(after, {})).toBe(false);
     // Not applied within the lag: the read goes to the leader.
     expect(await reads.catchUp(after)).toBe(false);
-    expect(reads.takesMethod("BatchExists", after, {})).toBe(false);
+    expect(reads.takes(after, {})).toBe(false);
     expect(reads.counts).toEqual({ local: 1, lagging: 0, behind: 1 });
   });
 });
