@@ -100,7 +100,7 @@ export const FLAGS: { readonly [F in keyof ServerOptions | keyof RelayOptions]: 
   leaderLeaseMs: { flag: "leader-lease", help: "TTL of each member's etcd lease (whole seconds): how long a dead leader is waited for" },
   standbyReadLagMs: {
     flag: "standby-read-lag",
-    help: "how far behind the log's end a standby may be and still answer BatchExists and GetStats itself (it asks etcd every half of it whether it holds the log's end; a read that names a later position, or reaches a standby further behind, goes to the leader); 0: every read goes to the leader",
+    help: "how far behind the log's end a standby may be and still answer BatchExists and GetStats itself (while reads come, it asks etcd every half of it whether it holds the log's end; the first read after 10 s without any goes to the leader, as does a read that names a later position or reaches a standby further behind); 0: every read goes to the leader",
   },
   etcdCa: { flag: "etcd-ca", help: "PEM CA that etcd's certificate must be signed by (https:// endpoints)" },
   etcdCert: { flag: "etcd-cert", help: "PEM client certificate for etcd (its --client-cert-auth)" },
