@@ -29,8 +29,9 @@ interface Decision {
 /**
  * StandbyReads lets a standby answer reads (BatchExists, GetStats) from the
  * state it replays while it is known to hold the log's end within lagMs
- * (--standby-read-lag): every lagMs / 2 it asks etcd (a linearizable read)
- * whether an entry follows the one it applied; none does, and every write
+ * (--standby-read-lag): every lagMs / 2, while reads come and it follows
+ * (run), it asks etcd (a linearizable read) whether an entry follows the
+ * one it applied; none does, and every write
  * acknowledged before that question was sent is in its state. A read is
  * answered here when that last happened within lagMs and the position it
  * needs is applied: its MIN_POSITION, and the last write this standby

@@ -281,9 +281,7 @@ class Rules {
     this.options.access?.check(method, headerOf(body.headers, "authorization"));
     if (admission === "token") return;
     const lifecycle = this.options.lifecycle;
-    const refusal =
-      lifecycle.refusal ??
-      (this.options.leadership?.leaderless === true ? undefined : this.options.leadership?.refusalFor(this.options.isRead?.(method) === true, body));
+    const refusal = lifecycle.refusal ?? (this.options.leadership?.leaderless === true ? undefined : this.leaderRefusal(method, body));
     if (refusal !== undefined) throw refusal;
     this.options.shedder?.admit();
   }
@@ -293,9 +291,7 @@ class Rules {
     const lifecycle = this.options.lifecycle;
     if (lifecycle.starting) return true;
     const leadership = this.options.leadership;
-    return (
-      lifecycle.refusal === undefined && leadership?.leaderless === true && leadership.refusalFor(this.options.isRead?.(method) === true, body) !== undefined
-    );
+    return lifecycle.refusal === undefined && leadership?.leaderless === true && this.leaderRefusal(method, body) !== undefined;
   }
 
   /**
@@ -325,9 +321,16 @@ class Rules {
    */
   beforeCore(deadline: AbortSignal | undefined, method: string, body: RequestBody): void {
     checkDeadline(deadline);
-    const refusal = this.options.lifecycle.refusal ?? this.options.leadership?.refusalFor(this.options.isRead?.(method) === true, body);
+    const refusal = this.options.lifecycle.refusal ?? this.leaderRefusal(method, body);
     if (refusal !== undefined) throw refusal;
     this.options.shedder?.admit();
+  }
+
+  /** leaderRefusal is NOT_LEADER for a call on a member that does not lead, unless it answers that read itself; what a call is, is asked only then (a leader's calls pass first). */
+  private leaderRefusal(method: string, body: RequestBody): MetadataError | undefined {
+    const leadership = this.options.leadership;
+    if (leadership?.refusal === undefined) return undefined;
+    return leadership.refusalFor(this.options.isRead?.(method) === true, body);
   }
 
   /** settle commits the call's changes (unless `durable` is that commit, issued already) and reports its success; the reply waits for both. */
