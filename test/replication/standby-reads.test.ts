@@ -42,14 +42,20 @@ async function untilLocal(standby: Server, namespace: string): Promise<void> {
   }
 }
 
+/** leaderAndStandby starts a member pair on one etcd, defines namespace's rank 0, and returns once the standby answers reads itself. */
+async function leaderAndStandby(namespace: string, numPages: number): Promise<{ leader: Server; standby: Server }> {
+  const etcd = await startEtcdCluster(1);
+  const servers = await Promise.all([0, 1].map(() => startServer(etcd, undefined, LAG)));
+  const leader = await waitForLeader(servers);
+  const standby = servers.find((s) => s !== leader)!;
+  await grpc(leader).initializeRank({ namespace, rank: 0, numPages, worldSize: 1 });
+  await untilLocal(standby, namespace);
+  return { leader, standby };
+}
+
 describe.skipIf(missing !== "")("reads on caught-up standbys", () => {
   it("a standby answers BatchExists itself; a client that writes through it reads its writes, and one that names its write's position too", async () => {
-    const etcd = await startEtcdCluster(1);
-    const servers = await Promise.all([0, 1].map(() => startServer(etcd, undefined, LAG)));
-    const leader = await waitForLeader(servers);
-    const standby = servers.find((s) => s !== leader)!;
-    await grpc(leader).initializeRank({ namespace: "r", rank: 0, numPages: 10_000, worldSize: 1 });
-    await untilLocal(standby, "r");
+    const { leader, standby } = await leaderAndStandby("r", 10_000);
 
     // Written and read through the standby (vLLM's client given one member): every read sees the write before it.
     const before = await readCounts(standby);
@@ -88,12 +94,7 @@ describe.skipIf(missing !== "")("reads on caught-up standbys", () => {
   }, 60_000);
 
   it("a standby paused past the lag (SIGSTOP for 2 s) passes reads to the leader, and answers them again once caught up", async () => {
-    const etcd = await startEtcdCluster(1);
-    const servers = await Promise.all([0, 1].map(() => startServer(etcd, undefined, LAG)));
-    const leader = await waitForLeader(servers);
-    const standby = servers.find((s) => s !== leader)!;
-    await grpc(leader).initializeRank({ namespace: "p", rank: 0, numPages: 1_000, worldSize: 1 });
-    await untilLocal(standby, "p");
+    const { leader, standby } = await leaderAndStandby("p", 1_000);
     const before = await readCounts(standby);
     standby.process.child.kill("SIGSTOP");
     // Written while it sleeps: on waking, its state lacks them until it reads the log.
