@@ -95,7 +95,7 @@ export const FLAGS: { readonly [F in keyof ServerOptions | keyof RelayOptions]: 
   advertiseUrl: { flag: "advertise-url", help: "URL at which clients and the other members reach this member (empty: the URL it listens on)" },
   standbyCalls: {
     flag: "standby-calls",
-    help: "what a standby does with a call: forward it to the leader (holding it while none is known), or refuse it (NOT_LEADER naming the leader; the JSON routes answer 307) for clients that route themselves",
+    help: "what a standby does with a call: forward it to the leader (holding it while none is known), or refuse it (NOT_LEADER naming the leader; the JSON routes answer 307) for clients that route themselves; either way a standby answers the reads it holds within --standby-read-lag itself",
   },
   leaderLeaseMs: { flag: "leader-lease", help: "TTL of each member's etcd lease (whole seconds): how long a dead leader is waited for" },
   standbyReadLagMs: {
