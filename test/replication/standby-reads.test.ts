@@ -1,4 +1,4 @@
-import { createClient } from "@connectrpc/connect";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
@@ -7,6 +7,7 @@ import { startChildRelay } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { type Server, startServer, waitForLeader } from "../support/ha-cluster.js";
+import { existsAtPositions, readLog } from "../support/log-replay.js";
 
 const missing = lacking("the standby reads tests", "etcd");
 
@@ -37,7 +38,10 @@ async function untilLocal(standby: Server, namespace: string): Promise<void> {
   const from = (await readCounts(standby)).local;
   while ((await readCounts(standby)).local === from) {
     if (Date.now() > deadline) throw new Error("the standby never answered a read itself");
-    await grpc(standby).batchExists({ namespace, keys: ["probe"] });
+    // Refused (--standby-calls refuse) or passed to the leader while it learns where it stands.
+    await grpc(standby)
+      .batchExists({ namespace, keys: ["probe"] })
+      .catch(() => undefined);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
@@ -152,4 +156,97 @@ describe.skipIf(missing !== "")("reads on caught-up standbys", () => {
     }
     expect((await refusedAtLeader()) - refusedBefore).toBeLessThan(6);
   }, 60_000);
+
+  it("every answer is the log's state at the position it names (a checker replays the log), and no standby answers from further behind than the lag", async () => {
+    const etcd = await startEtcdCluster(1);
+    // Standbys that refuse what they do not answer themselves: every answer from a standby is its own, read at its position.
+    const servers = await Promise.all([0, 1, 2].map(() => startServer(etcd, undefined, [...LAG, "--standby-calls", "refuse"])));
+    const leader = await waitForLeader(servers);
+    const standbys = servers.filter((s) => s !== leader);
+    await grpc(leader).initializeRank({ namespace: "c", rank: 0, numPages: 100_000, worldSize: 1 });
+    for (const standby of standbys) await untilLocal(standby, "c");
+
+    // The writer: keys k0, k1, ... allocated and confirmed on the leader, every third step the oldest four deleted.
+    // acks are the positions acknowledged to it, with when (this process's clock).
+    const acks: { at: number; position: number }[] = [];
+    let written = 0;
+    let deleted = 0;
+    const positionOf = (h: Headers) => Number(h.get(LOG_POSITION));
+    const writer = (async () => {
+      for (let step = 0; step < 150; step++) {
+        const keys = [0, 1, 2, 3].map((i) => `k${written + i}`);
+        const { pages } = await grpc(leader).batchAllocate({ namespace: "c", rank: 0, keys });
+        await grpc(leader).confirmWrite(
+          { namespace: "c", rank: 0, keys, pages },
+          { onHeader: (h) => acks.push({ at: performance.now(), position: positionOf(h) }) },
+        );
+        written += 4;
+        if (step % 3 === 2) {
+          const old = [0, 1, 2, 3].map((i) => `k${deleted + i}`);
+          await grpc(leader).deleteKeys({ namespace: "c", keys: old }, { onHeader: (h) => acks.push({ at: performance.now(), position: positionOf(h) }) });
+          deleted += 4;
+        }
+      }
+    })();
+    // Readers on every member at once, each read of keys around the writer's front: deleted, complete, and not yet written.
+    interface Read {
+      keys: string[];
+      exists: boolean[];
+      position: number;
+      standby: boolean;
+      /** acked is the highest position acknowledged to the writer before the read was sent; ackedLagAgo, before the lag. */
+      acked: number;
+      ackedLagAgo: number;
+    }
+    const reads: Read[] = [];
+    let refused = 0;
+    let done = false;
+    void writer.finally(() => (done = true));
+    const highestBefore = (t: number) => acks.reduce((max, a) => (a.at < t ? Math.max(max, a.position) : max), 0);
+    const reader = async (member: Server) => {
+      while (!done) {
+        const keys = Array.from({ length: 8 }, () => `k${Math.max(0, written - 24 + Math.floor(Math.random() * 32))}`);
+        const sent = performance.now();
+        const acked = highestBefore(sent);
+        const ackedLagAgo = highestBefore(sent - 1_000);
+        let position = 0;
+        try {
+          const { exists } = await grpc(member).batchExists({ namespace: "c", keys }, { onHeader: (h) => (position = positionOf(h)) });
+          reads.push({ keys, exists, position, standby: member !== leader, acked, ackedLagAgo });
+        } catch (error) {
+          expect(ConnectError.from(error).code).toBe(Code.Unavailable); // NOT_LEADER: a standby not known to hold the log within the lag
+          refused++;
+        }
+      }
+    };
+    // A standby paused past the lag, halfway: once it wakes, it must not answer from where it stopped.
+    const pause = (async () => {
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      standbys[0]!.process.child.kill("SIGSTOP");
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      standbys[0]!.process.child.kill("SIGCONT");
+    })();
+    await Promise.all([writer, pause, ...servers.map(reader)]);
+
+    const universe = Array.from({ length: written + 8 }, (_, i) => `k${i}`); // the readers ask up to 8 past the writer's front
+    const states = existsAtPositions(await readLog(etcd), "c", universe);
+    const positions = [...states.keys()];
+    const existsAt = (position: number, key: string) => states.get(position)![Number(key.slice(1))]!;
+    let standbyReads = 0;
+    for (const read of reads) {
+      expect(states.has(read.position), `position ${read.position} is a group's end in the log`).toBe(true);
+      // A standby's answer is the log's state at exactly its position; the leader's, at one between what it had
+      // acknowledged when the read was sent and its position (writes applied meanwhile may show).
+      const candidates = read.standby ? [read.position] : positions.filter((p) => p >= Math.min(read.acked, read.position) && p <= read.position);
+      const matches = candidates.some((p) => read.keys.every((key, i) => existsAt(p, key) === read.exists[i]));
+      expect(matches, `${read.standby ? "standby" : "leader"} read at ${read.position}: ${JSON.stringify(read)}`).toBe(true);
+      // Every write acknowledged more than the lag before the read was sent is in the answer.
+      expect(read.position).toBeGreaterThanOrEqual(read.ackedLagAgo);
+      if (read.standby) standbyReads++;
+    }
+    // The check saw the standbys' answers, and the keys' whole lives: complete, then deleted.
+    expect(standbyReads).toBeGreaterThan(50);
+    expect(reads.some((r) => r.exists.some(Boolean)) && reads.some((r) => r.exists.some((e) => !e))).toBe(true);
+    expect(refused).toBeGreaterThan(0); // the paused standby's reads after it woke
+  }, 90_000);
 });
