@@ -2,7 +2,8 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { LOG_POSITION, MIN_POSITION } from "../../src/protocol/headers.js";
+import { keyShard } from "../../src/core/index.js";
+import { LOG_POSITION, MIN_POSITION, SHARD_LOCAL_HEADER } from "../../src/protocol/headers.js";
 import { startChildRelay } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
@@ -32,15 +33,15 @@ const LAG = ["--standby-read-lag", "1s"];
 
 const grpc = (server: Server) => createClient(MetadataService, createGrpcTransport({ baseUrl: server.url }));
 
-/** untilLocal asks a standby BatchExists until it answers one itself (it learns it holds the log's end within --standby-read-lag). */
-async function untilLocal(standby: Server, namespace: string): Promise<void> {
+/** untilLocal asks a standby BatchExists until it answers one itself (it learns it holds the log's end within --standby-read-lag); headers go with each. */
+async function untilLocal(standby: Server, namespace: string, headers: Record<string, string> = {}): Promise<void> {
   const deadline = Date.now() + 10_000;
   const from = (await readCounts(standby)).local;
   while ((await readCounts(standby)).local === from) {
     if (Date.now() > deadline) throw new Error("the standby never answered a read itself");
     // Refused (--standby-calls refuse) or passed to the leader while it learns where it stands.
     await grpc(standby)
-      .batchExists({ namespace, keys: ["probe"] })
+      .batchExists({ namespace, keys: ["probe"] }, { headers })
       .catch(() => undefined);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
@@ -156,6 +157,34 @@ describe.skipIf(missing !== "")("reads on caught-up standbys", () => {
     }
     expect((await refusedAtLeader()) - refusedBefore).toBeLessThan(6);
   }, 60_000);
+
+  it("a relay in front of 2 shards spreads each shard's part of a read over that shard's caught-up members, and reads every write it acknowledged", async () => {
+    const etcd = await startEtcdCluster(1);
+    const args = (shard: number) => [...LAG, "--cluster-name", "split", "--shards", "2", "--shard", String(shard)];
+    const shards = await Promise.all([0, 1].map((shard) => Promise.all([0, 1].map(() => startServer(etcd, undefined, args(shard))))));
+    const leaders = await Promise.all(shards.map((members) => waitForLeader(members)));
+    const standbys = shards.map((members, shard) => members.find((m) => m !== leaders[shard])!);
+    const relay = await startChildRelay(["--upstream", shards.map((members) => members.map((m) => m.url).join(",")).join(";")]);
+    const worker = createClient(MetadataService, createGrpcTransport({ baseUrl: relay.url }));
+    const scheduler = createClient(MetadataService, createGrpcTransport({ baseUrl: relay.url }));
+    await worker.initializeRank({ namespace: "t", rank: 0, numPages: 10_000, worldSize: 1 });
+    // Each standby asked its shard's own part (as a relay sends it) until it answers itself.
+    for (const standby of standbys) await untilLocal(standby, "t", { [SHARD_LOCAL_HEADER]: "1" });
+    const before = await Promise.all(standbys.map(readCounts));
+    const written: string[] = [];
+    for (let i = 0; i < 40; i++) {
+      const keys = [`a${i}`, `b${i}`, `c${i}`, `d${i}`];
+      const { pages } = await worker.batchAllocate({ namespace: "t", rank: 0, keys });
+      await worker.confirmWrite({ namespace: "t", rank: 0, keys, pages });
+      written.push(...keys);
+      // The scheduler's reads of every key written so far, on both shards, and of one never written.
+      expect((await scheduler.batchExists({ namespace: "t", keys: [...written, "never"] })).exists).toEqual([...written.map(() => true), false]);
+    }
+    expect(new Set(written.map((key) => keyShard("t", key, 2))).size).toBe(2);
+    const after = await Promise.all(standbys.map(readCounts));
+    // 40 reads, each split in two parts, each shard's parts over its 2 members in turn: each standby took some itself.
+    for (const [shard, counts] of after.entries()) expect(counts.local - before[shard]!.local, `shard ${shard}'s standby`).toBeGreaterThan(5);
+  }, 90_000);
 
   it("every answer is the log's state at the position it names (a checker replays the log), and no standby answers from further behind than the lag", async () => {
     const etcd = await startEtcdCluster(1);
