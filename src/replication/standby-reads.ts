@@ -30,8 +30,8 @@ interface Decision {
  * StandbyReads lets a standby answer reads (BatchExists, GetStats) from the
  * state it replays while it is known to hold the log's end within lagMs
  * (--standby-read-lag): every lagMs / 2, while reads come and it follows
- * (run), it asks etcd (a linearizable read) whether an entry follows the
- * one it applied; none does, and every write
+ * (run), it asks etcd (a linearizable read) for the log's last entry;
+ * once it applied that far (at once, or within lagMs), every write
  * acknowledged before that question was sent is in its state. A read is
  * answered here when that last happened within lagMs and the position it
  * needs is applied: its MIN_POSITION, and the last write this standby
@@ -113,7 +113,7 @@ export class StandbyReads {
   }
 
   /**
-   * run asks etcd whether the log goes on past the applied entry, every
+   * run asks etcd where the log ends past the applied entry, every
    * lagMs / 2, until signal aborts; off when lagMs is 0. It asks only while
    * this member follows and reads came in the last ASKING_MS (asking all
    * the time cost an idle member several times its other work:
@@ -130,10 +130,20 @@ export class StandbyReads {
       const sentAt = performance.now();
       const applied = this.appliedSeq();
       try {
+        // The log's last entry past the applied one, if any: a write acknowledged before sentAt is at or before it.
         const res = await attempts(this.lagMs, (options: CallOptions) =>
-          this.client.kv.range({ key: this.keys.logEntry(applied + 1), range_end: this.keys.logEnd, limit: 1, keys_only: true }, options),
+          this.client.kv.range(
+            { key: this.keys.logEntry(applied + 1), range_end: this.keys.logEnd, sort_order: "Descend", sort_target: "Key", limit: 1, keys_only: true },
+            options,
+          ),
         );
-        if (res.kvs.length === 0) this.freshSentAt = Math.max(this.freshSentAt, sentAt);
+        const end = res.kvs.length === 0 ? applied : this.keys.seqOf(res.kvs[0]!.key);
+        // Under steady writes the log has always moved on by the time etcd answers: wait (within the lag) to apply as far as it was.
+        if (this.appliedSeq() < end) {
+          const within = AbortSignal.any([signal, AbortSignal.timeout(Math.ceil(Math.max(1, this.lagMs - (performance.now() - sentAt))))]);
+          while (this.appliedSeq() < end && !within.aborted) await this.appliedNotice.next(within);
+        }
+        if (this.appliedSeq() >= end) this.freshSentAt = Math.max(this.freshSentAt, sentAt);
       } catch {
         // Unanswered: the reads go to the leader once the last answer is lagMs old.
       }

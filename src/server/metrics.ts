@@ -148,7 +148,7 @@ export class Metrics {
       });
       new Gauge({
         name: "hf3fs_metadata_standby_read_staleness_seconds",
-        help: "How long ago this standby last knew it held the log's end (etcd told it no entry follows its applied one); it answers reads while this is within --standby-read-lag. 0 while it leads.",
+        help: "How long ago this standby last knew it held the log's end (it had applied as far as the log's last entry etcd named); it answers reads while this is within --standby-read-lag. 0 while it leads.",
         registers: [this.registry],
         collect() {
           const stale = cluster.leading() ? 0 : reads.staleMs() / 1_000;

@@ -2,15 +2,16 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { keyShard } from "../../src/core/index.js";
+import { DEFAULT_NAMESPACE, keyShard } from "../../src/core/index.js";
 import { LOG_POSITION, MIN_POSITION, SHARD_LOCAL_HEADER } from "../../src/protocol/headers.js";
 import { startChildRelay } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { type Server, startServer, waitForLeader } from "../support/ha-cluster.js";
 import { existsAtPositions, readLog } from "../support/log-replay.js";
+import { VllmEngine } from "../support/vllm-worker.js";
 
-const missing = lacking("the standby reads tests", "etcd");
+const missing = lacking("the standby reads tests", "etcd", "requests");
 
 /** Counts are a member's standby reads by outcome (StandbyReads). */
 interface Counts {
@@ -184,6 +185,33 @@ describe.skipIf(missing !== "")("reads on caught-up standbys", () => {
     const after = await Promise.all(standbys.map(readCounts));
     // 40 reads, each split in two parts, each shard's parts over its 2 members in turn: each standby took some itself.
     for (const [shard, counts] of after.entries()) expect(counts.local - before[shard]!.local, `shard ${shard}'s standby`).toBeGreaterThan(5);
+  }, 90_000);
+
+  it("vLLM's own calls through a relay (a scheduler asking BatchExists, two TP workers writing, each its own session): no error, and the standbys answer most reads", async () => {
+    const etcd = await startEtcdCluster(1);
+    const servers = await Promise.all([0, 1, 2].map(() => startServer(etcd, undefined, LAG)));
+    const leader = await waitForLeader(servers);
+    const standbys = servers.filter((s) => s !== leader);
+    const relay = await startChildRelay(["--upstream", servers.map((s) => s.url).join(",")]);
+    // Past the first reads of a quiet spell, which go to the leader while a standby learns where it stands.
+    for (const standby of standbys) await untilLocal(standby, DEFAULT_NAMESPACE);
+    const before = await Promise.all(standbys.map(readCounts));
+    const reads = async () => {
+      const text = await (await fetch(`${relay.url}/metrics`)).text();
+      return Number(/^hf3fs_relay_calls_total\{method="vllm.batch_exists",code="ok"\} (\d+)$/m.exec(text)?.[1] ?? 0);
+    };
+    const readsBefore = await reads();
+    const engine = VllmEngine.start(relay.url, 2, 4_096, 0.02);
+    for (let i = 0; i < 4; i++) await engine.progress(10);
+    const { errors, complete } = await engine.stop();
+    expect(errors).toEqual([]);
+    expect(complete.length).toBeGreaterThan(30);
+    const after = await Promise.all(standbys.map(readCounts));
+    const local = after.reduce((sum, c, i) => sum + c.local - before[i]!.local, 0);
+    const asked = (await reads()) - readsBefore;
+    console.log(`vLLM's scheduler through a relay: ${asked} BatchExists, ${local} answered by the standbys`);
+    // Members in turn: two of three reads reach a standby, which answers it itself unless it has not yet learned it holds the log.
+    expect(local).toBeGreaterThan(asked / 2);
   }, 90_000);
 
   it("every answer is the log's state at the position it names (a checker replays the log), and no standby answers from further behind than the lag", async () => {

@@ -6,9 +6,10 @@ import { ClusterKeys } from "../../../src/replication/cluster-keys.js";
 import { StandbyReads } from "../../../src/replication/standby-reads.js";
 import { FakeClock } from "../../support/fake-clock.js";
 
-/** etcdSaying is an etcd client whose log holds no entry past the applied one (`past` false) or one (true). */
-function etcdSaying(past: () => boolean): Etcd3 {
-  return { kv: { range: async () => ({ kvs: past() ? [{ key: Buffer.from("x") }] : [] }) } } as unknown as Etcd3;
+/** etcdSaying is an etcd client whose log ends at the applied entry (`past` false) or one entry past it (true). */
+function etcdSaying(past: () => boolean, applied: { seq: number }): Etcd3 {
+  const keys = new ClusterKeys("test");
+  return { kv: { range: async () => ({ kvs: past() ? [{ key: keys.logEntry(applied.seq + 1) }] : [] }) } } as unknown as Etcd3;
 }
 
 /** standbyReads is a standby's reads over a replayed state at `applied`, told by etcd whether the log goes on. */
@@ -18,7 +19,7 @@ function standbyReads(applied: { seq: number }, past = () => false) {
     100,
     () => applied.seq,
     () => replica,
-    etcdSaying(past),
+    etcdSaying(past, applied),
     new ClusterKeys("test"),
   );
 }
@@ -54,6 +55,22 @@ describe("a standby's reads (StandbyReads)", () => {
     await running;
     expect(reads.staleMs()).toBe(Number.POSITIVE_INFINITY);
     expect(reads.takes({}, {})).toBe(false);
+  });
+
+  it("under steady writes (etcd always names an entry past the applied one) are answered here once the standby applied as far as etcd named", async () => {
+    const applied = { seq: 5 };
+    const reads = standbyReads(applied, () => true);
+    reads.takes({}, {});
+    const stop = new AbortController();
+    const running = reads.run(stop.signal, () => false);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(reads.staleMs()).toBe(Number.POSITIVE_INFINITY); // waiting for entry 6
+    applied.seq = 6;
+    reads.applied();
+    while (reads.staleMs() > 100) await new Promise((resolve) => setTimeout(resolve, 1));
+    stop.abort();
+    await running;
+    expect(reads.takes({}, {})).toBe(true);
   });
 
   it("decide a request once: the edge and the forward see the same decision, counted once", async () => {
