@@ -115,7 +115,7 @@ export const FLAGS: { readonly [F in keyof ServerOptions | keyof RelayOptions]: 
   holdMs: { flag: "hold", help: "how long a call waits for the upstream to answer (failovers, restarts, elections) before UNAVAILABLE (503)" },
   reads: {
     flag: "reads",
-    help: "where a cluster's reads (BatchExists, GetStats) go: to its caught-up members in turn (members: a standby answers those it holds within its --standby-read-lag, never before a write the relay acknowledged), or all to the leader (leader)",
+    help: "where a cluster's reads (BatchExists, GetStats) go: to its caught-up standbys in turn, sparing the leader (members: a standby answers those it holds within its --standby-read-lag, never before a write the relay acknowledged), or all to the leader (leader)",
   },
   upstreamTokenFile: {
     flag: "upstream-token-file",

@@ -13,7 +13,8 @@ const READ_TIMEOUT_MS = 1_000;
 
 /**
  * ReadSpreading sends a cluster's reads (BatchExists, GetStats) to its
- * caught-up members in turn instead of all to the leader: a standby answers
+ * caught-up standbys in turn instead of to the leader, whose one event
+ * loop every write needs: a standby answers
  * them itself while it holds the log within its --standby-read-lag, and
  * passes them to the leader otherwise. Every read names the highest log
  * position of the answers the relay passed back (MIN_POSITION), so no
@@ -27,7 +28,11 @@ export class ReadSpreading {
   private next = 0;
   private position = 0;
 
-  constructor(private readonly transportFor: (url: string) => Transport) {}
+  constructor(
+    private readonly transportFor: (url: string) => Transport,
+    /** leader is the member calls go to now ("" while unknown): reads go to the others. */
+    private readonly leader: () => string,
+  ) {}
 
   /** heard notes an answer's log position (LOG_POSITION), from any member. */
   heard(headers: Headers): void {
@@ -49,9 +54,9 @@ export class ReadSpreading {
   }
 
   /**
-   * read sends a read to the next caught-up member, with the relay's
-   * position; undefined when the call is not one to spread, no member is
-   * known to be caught up, or the member failed it (the caller then sends
+   * read sends a read to the next caught-up standby, with the relay's
+   * position; undefined when the call is not one to spread, no standby is
+   * known to be caught up, or the standby failed it (the caller then sends
    * it to the leader as any call).
    */
   async read(
@@ -60,7 +65,10 @@ export class ReadSpreading {
     options: Pick<CallOptions, "signal" | "timeoutMs">,
   ): Promise<{ response: unknown; serverId?: string } | undefined> {
     if (!READS.has(method) || this.readable.length < 2) return undefined;
-    const url = this.readable[this.next++ % this.readable.length]!;
+    const leader = this.leader();
+    const standbys = this.readable.filter((url) => url !== leader);
+    if (standbys.length === 0) return undefined;
+    const url = standbys[this.next++ % standbys.length]!;
     let serverId: string | undefined;
     try {
       const client = createClient(MetadataService, this.transportFor(url));

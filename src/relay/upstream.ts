@@ -33,7 +33,7 @@ export interface UpstreamConfig {
   readonly metrics: RelayMetrics;
   /** shardLocal: the servers are one shard of a cluster split into shards, sent each its own part (SHARD_LOCAL_HEADER: not routed again). */
   readonly shardLocal?: boolean;
-  /** spreadReads sends reads to the caught-up members in turn rather than all to the leader (ReadSpreading). */
+  /** spreadReads sends reads to the caught-up standbys in turn rather than to the leader (ReadSpreading). */
   readonly spreadReads?: boolean;
 }
 
@@ -51,7 +51,7 @@ export class Upstream {
   readonly reach = new Reach();
   private readonly transports: LeanTransports;
   private readonly following: LeaderFollowing;
-  /** reads spreads a cluster's reads over its caught-up members (--spread-reads). */
+  /** reads spreads a cluster's reads over its caught-up standbys (--reads members). */
   private readonly reads: ReadSpreading | undefined;
   private urls: string[];
   private readonly probing: NodeJS.Timeout;
@@ -69,7 +69,12 @@ export class Upstream {
       onRetry: () => config.metrics.retried(),
       onServer: () => config.metrics.moved(),
     });
-    this.reads = config.spreadReads ? new ReadSpreading((url) => this.transports.of(url)) : undefined;
+    this.reads = config.spreadReads
+      ? new ReadSpreading(
+          (url) => this.transports.of(url),
+          () => this.following.current,
+        )
+      : undefined;
     this.probing = setInterval(() => void this.probe(), PROBE_MS);
     this.probing.unref();
     void this.probe();
