@@ -74,18 +74,31 @@ describe("a member's local copy", () => {
     await store.close();
   });
 
-  it("writes the leader's group at once, after the groups pending before it", async () => {
+  it("writes the leader's groups in its shorter window, after the groups pending before them, and at once past its few changes", async () => {
     const store = await LmdbStore.open(tempDir());
-    const copy = new LocalCopy(store);
-    const made = groups(3);
+    const copy = new LocalCopy(store, { delayMs: FLUSH_MS, maxChanges: 1_000 }, { delayMs: 50, maxChanges: 16 });
+    const made = groups(5);
+    const sizes = made.map((g) => g.length);
+    expect(sizes[0]! + sizes[1]!).toBeLessThan(16);
     copy.add(made[0]!, 1);
-    copy.add(made[1]!, 2);
+    const before = store.transactions();
+    copy.write(made[1]!, 2);
+    vi.advanceTimersByTime(49);
     expect(copy.waiting).toBe(2);
-    copy.write(made[2]!, 3);
+    vi.advanceTimersByTime(1);
     expect(copy.waiting).toBe(0);
     await copy.flush();
-    expect(store.appliedSeq).toBe(3);
-    expect(copy.storedSeq).toBe(3);
+    expect(store.transactions() - before).toBe(1);
+    expect(store.appliedSeq).toBe(2);
+    expect([sizes[2]! + sizes[3]! < 16, sizes[2]! + sizes[3]! + sizes[4]! >= 16]).toEqual([true, true]);
+    copy.write(made[2]!, 3);
+    copy.write(made[3]!, 4);
+    expect(copy.waiting).toBe(2);
+    copy.write(made[4]!, 5);
+    expect(copy.waiting).toBe(0);
+    await copy.flush();
+    expect(store.appliedSeq).toBe(5);
+    expect(copy.storedSeq).toBe(5);
     await expectRecordsOf(store, made);
     await store.close();
   });
