@@ -32,7 +32,7 @@ export {
 export { actedRank, askedRank } from "./rank-view.js";
 export type { Restoring } from "./recovery.js";
 export { ReplayState } from "./replay-state.js";
-export { keyShard, pageShard, type ShardPart } from "./shards.js";
+export { keyShard, keyShards, pageShard, type ShardPart } from "./shards.js";
 export { KeyScope, MetadataState, type NamespaceStatsView } from "./state.js";
 export { checkShard, checkWatermarks, DEFAULT_NAMESPACE, defaultStateOptions, STATE_OPTIONS, type StateOptions } from "./state-options.js";
 export type { StateReads } from "./state-reads.js";

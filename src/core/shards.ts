@@ -1,4 +1,5 @@
-import { hashKey } from "./key-table.js";
+import { KeyList, type Keys } from "./key-list.js";
+import { hashKey, viewOf } from "./key-table.js";
 import { DEFAULT_NAMESPACE } from "./state-options.js";
 
 /**
@@ -18,8 +19,17 @@ export const WHOLE: ShardPart = { count: 1, index: 0 };
 /** SHARD_HASH_SEPARATOR joins a namespace and a key in what keyShard hashes (a namespace cannot hold it). */
 const SHARD_HASH_SEPARATOR = 0x1f;
 
-/** hashInput is keyShard's buffer, grown as keys need: one encoding per key, no allocation per call. */
+/** hashInput is keyShard's buffer, grown as keys need: one encoding per key, no allocation per call; hashView reads it. */
 let hashInput = Buffer.allocUnsafe(4096);
+let hashView = viewOf(hashInput);
+
+/** room grows hashInput to hold size bytes; true when it did (its contents are then gone). */
+function room(size: number): boolean {
+  if (size <= hashInput.length) return false;
+  hashInput = Buffer.allocUnsafe(Math.max(size, 2 * hashInput.length));
+  hashView = viewOf(hashInput);
+  return true;
+}
 
 /**
  * keyShard is the shard a key belongs to, in any language: MurmurHash3
@@ -31,12 +41,41 @@ let hashInput = Buffer.allocUnsafe(4096);
 export function keyShard(namespace: string, key: string, count: number): number {
   if (count === 1) return 0;
   if (namespace === "") namespace = DEFAULT_NAMESPACE;
-  const size = Buffer.byteLength(namespace, "utf8") + 1 + Buffer.byteLength(key, "utf8");
-  if (size > hashInput.length) hashInput = Buffer.allocUnsafe(Math.max(size, 2 * hashInput.length));
+  room(Buffer.byteLength(namespace, "utf8") + 1 + Buffer.byteLength(key, "utf8"));
   let at = hashInput.write(namespace, 0, "utf8");
   hashInput[at++] = SHARD_HASH_SEPARATOR;
   at += hashInput.write(key, at, "utf8");
-  return (hashKey(hashInput, 0, at, 0) >>> 0) % count;
+  return (hashKey(hashInput, 0, at, 0, hashView) >>> 0) % count;
+}
+
+/**
+ * keyShards is keyShard of every key of a call: the namespace is encoded
+ * once, and keys that arrived as bytes (a decoded request's KeyList) are
+ * hashed from those bytes, with no string made or encoded again.
+ */
+export function keyShards(namespace: string, keys: Keys, count: number): number[] {
+  const shards = new Array<number>(keys.length).fill(0);
+  if (count === 1) return shards;
+  if (!(keys instanceof KeyList)) {
+    for (let i = 0; i < keys.length; i++) shards[i] = keyShard(namespace, keys[i]!, count);
+    return shards;
+  }
+  if (namespace === "") namespace = DEFAULT_NAMESPACE;
+  const prefix = Buffer.byteLength(namespace, "utf8") + 1;
+  const bytes = keys.bytes;
+  for (let i = 0; i < keys.length; i++) {
+    const start = keys.starts[i]!;
+    const end = keys.ends[i]!;
+    if (room(prefix + end - start) || i === 0) {
+      hashInput.write(namespace, 0, "utf8");
+      hashInput[prefix - 1] = SHARD_HASH_SEPARATOR;
+    }
+    // A loop: Buffer.copy's argument checks cost more than moving a key of tens of bytes.
+    let at = prefix;
+    for (let b = start; b < end; b++) hashInput[at++] = bytes[b]!;
+    shards[i] = (hashKey(hashInput, 0, at, 0, hashView) >>> 0) % count;
+  }
+  return shards;
 }
 
 /** pageShard is the shard a rank's page belongs to. */

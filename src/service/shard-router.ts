@@ -1,6 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { AllocationStatus, MetadataService, type NamespaceStats, type RankStats } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { keyShard, NAMESPACE_COUNTERS, pageShard } from "../core/index.js";
+import { type Keys, keyShards, NAMESPACE_COUNTERS, pageShard } from "../core/index.js";
+import { keysOf } from "./key-bytes.js";
 import type { Answer, MetadataCalls, MethodName, RequestOf, ResponseOf } from "./metadata-calls.js";
 
 /**
@@ -78,7 +79,7 @@ class Router {
 
   /** batchAllocate splits keys (and their prefix keys) by shard, and merges pages and statuses. */
   private batchAllocate(request: RequestOf<"batchAllocate">, signal?: AbortSignal): Promise<Answer<"batchAllocate">> {
-    const parts = this.partsOf(request.namespace, request.keys);
+    const parts = this.partsOf(request.namespace, keysOf(request, "keys"));
     const prefixed = request.prefixKeys.length === request.keys.length;
     return this.send(
       "batchAllocate",
@@ -103,7 +104,8 @@ class Router {
     const count = this.shards.length;
     const writes = new Map<number, number[]>();
     const releases = new Map<number, number[]>();
-    for (let i = 0; i < request.keys.length; i++) push(writes, keyShard(request.namespace, request.keys[i]!, count), i);
+    const shardOf = keyShards(request.namespace, keysOf(request, "keys"), count);
+    for (let i = 0; i < shardOf.length; i++) push(writes, shardOf[i]!, i);
     for (let i = 0; i < request.pagesToRelease.length; i++) push(releases, pageShard(request.pagesToRelease[i]!, count), i);
     const shards = [...new Set([...writes.keys(), ...releases.keys()])].sort((a, b) => a - b);
     if (shards.length <= 1) return this.shards[shards[0] ?? 0]!("confirmWrite", request, signal);
@@ -137,7 +139,7 @@ class Router {
     signal: AbortSignal | undefined,
     merge: (answers: ResponseOf<M>[], parts: Part[], n: number) => object,
   ): Promise<Answer<M>> {
-    const parts = this.partsOf(request.namespace, request.keys);
+    const parts = this.partsOf(request.namespace, keysOf(request, "keys"));
     return this.send(
       method,
       parts,
@@ -184,10 +186,10 @@ class Router {
   }
 
   /** partsOf groups the positions of keys by the shard each key belongs to, in shard order. */
-  private partsOf(namespace: string, keys: readonly string[]): Part[] {
-    const count = this.shards.length;
+  private partsOf(namespace: string, keys: Keys): Part[] {
+    const shards = keyShards(namespace, keys, this.shards.length);
     const byShard = new Map<number, number[]>();
-    for (let i = 0; i < keys.length; i++) push(byShard, keyShard(namespace, keys[i]!, count), i);
+    for (let i = 0; i < shards.length; i++) push(byShard, shards[i]!, i);
     return [...byShard].sort(([a], [b]) => a - b).map(([shard, positions]) => ({ shard, positions }));
   }
 }

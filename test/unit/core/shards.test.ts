@@ -3,7 +3,8 @@ import fc from "fast-check";
 import murmurhash from "murmurhash";
 import { describe, expect, it } from "vitest";
 import { AllocationStatus } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { firstOwnedFrom, keyShard, ownedPages, type ShardPart } from "../../../src/core/shards.js";
+import { KeyList, keyListOf } from "../../../src/core/key-list.js";
+import { firstOwnedFrom, keyShard, keyShards, ownedPages, type ShardPart } from "../../../src/core/shards.js";
 import { MetadataState } from "../../../src/core/state.js";
 import { FakeClock } from "../../support/fake-clock.js";
 
@@ -39,6 +40,26 @@ describe("keyShard, the shard of a key", () => {
         fc.integer({ min: 1, max: 64 }),
         (ns, key, count) => {
           expect(keyShard(ns, key, count)).toBe(reference(ns, key, count));
+        },
+      ),
+    );
+  });
+});
+
+describe("keyShards, the shards of a call's keys", () => {
+  it("are keyShard of each key, whether the keys come as strings or as a request's bytes", () => {
+    fc.assert(
+      fc.property(
+        fc.string({ unit: "grapheme" }),
+        fc.array(fc.string({ maxLength: 3_000, unit: "grapheme" }), { maxLength: 20 }),
+        fc.integer({ min: 1, max: 64 }),
+        (ns, keys, count) => {
+          const expected = keys.map((key) => keyShard(ns, key, count));
+          expect(keyShards(ns, keys, count)).toEqual(expected);
+          // Bytes after others in one buffer, as a decoded request holds them.
+          const list = keyListOf(["x", ...keys]);
+          const bytes = new KeyList(list.bytes, list.starts.slice(1), list.ends.slice(1));
+          expect(keyShards(ns, bytes, count)).toEqual(expected);
         },
       ),
     );
