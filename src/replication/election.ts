@@ -80,20 +80,32 @@ export class Election {
     return res.succeeded ? res.header.revision : undefined;
   }
 
-  /** leaderKeyChange resolves when the leader key changes after `revision`, the lease lapses, or the member stops. */
+  /**
+   * leaderKeyChange resolves when the leader key changes after `revision`,
+   * LEADER_RECHECK_MS passed, the lease lapses, or the member stops. The
+   * recheck counts from the start, not from when etcd confirmed the watch:
+   * a watch on a stalled etcd member takes up to OPEN_MS to open or fail,
+   * and a standby that waited for it named a leader gone for that long,
+   * holding the calls it forwards.
+   */
   private async leaderKeyChange(revision: string, session: EtcdSession): Promise<void> {
     let changed!: () => void;
     const change = new Promise<void>((resolve) => (changed = resolve));
-    const close = await this.watches.open((client) => watchAfter(client.watch().key(this.keys.leader), revision), {
+    const opening = this.watches.open((client) => watchAfter(client.watch().key(this.keys.leader), revision), {
       put: changed,
       delete: changed,
       ended: changed,
     });
+    // A watch that did not open is a reason to read the key again soon (Watches renewed its client).
+    opening.catch(() => sleep(CAMPAIGN_RETRY_MS, this.stop).then(changed));
     try {
-      // Read the key again at least every LEADER_RECHECK_MS, whatever the watch says: a silent watch must not keep a member from campaigning.
       await Promise.race([change, session.lost, this.stopped, sleep(LEADER_RECHECK_MS, this.stop)]);
     } finally {
-      await close();
+      // Closed once it opened, without waiting for it: the next read must not wait on a stalled member either.
+      void opening.then(
+        (close) => close(),
+        () => undefined,
+      );
     }
   }
 }
