@@ -22,6 +22,8 @@ const ASKING_MS = 10_000;
 /** Decision is how a standby takes one read: here, or to the leader (for lag, or for a position not applied yet, MIN_POSITION). */
 interface Decision {
   here: boolean;
+  /** counted is the outcome the read is counted under (StandbyReadCounts), moved to local if it is answered here after all. */
+  counted: keyof StandbyReadCounts;
   /** min is the position the read needs: its own MIN_POSITION, or the last write this standby passed to the leader. */
   min: number;
 }
@@ -88,8 +90,9 @@ export class StandbyReads {
     while (this.appliedSeq() < decision.min && !until.aborted) await this.appliedNotice.next(until);
     if (this.appliedSeq() < decision.min || !this.fresh()) return false;
     decision.here = true;
-    this.counts.behind--;
+    this.counts[decision.counted]--;
     this.counts.local++;
+    decision.counted = "local";
     return true;
   }
 
@@ -101,13 +104,11 @@ export class StandbyReads {
     let decision = this.decided.get(request);
     if (decision !== undefined) return decision;
     this.lastReadAt = performance.now();
-    decision = { here: false, min: Math.max(minPosition(headers), this.written) };
-    if (!this.fresh()) this.counts.lagging++;
-    else if (this.appliedSeq() < decision.min) this.counts.behind++;
-    else {
-      this.counts.local++;
-      decision.here = true;
-    }
+    decision = { here: false, counted: "local", min: Math.max(minPosition(headers), this.written) };
+    if (!this.fresh()) decision.counted = "lagging";
+    else if (this.appliedSeq() < decision.min) decision.counted = "behind";
+    else decision.here = true;
+    this.counts[decision.counted]++;
     this.decided.set(request, decision);
     return decision;
   }

@@ -83,6 +83,24 @@ describe("a standby's reads (StandbyReads)", () => {
     expect(reads.counts.local).toBe(local + 1);
   });
 
+  it("move a read counted lagging to local when it is answered here after its wait: no count goes below zero", async () => {
+    const applied = { seq: 5 };
+    const reads = standbyReads(applied);
+    const request = {};
+    expect(reads.takes(request, { [MIN_POSITION]: "6" })).toBe(false); // never known fresh yet: lagging
+    expect(reads.counts).toEqual({ local: 0, lagging: 1, behind: 0 });
+    const stop = new AbortController();
+    const running = reads.run(stop.signal, () => false);
+    while (reads.staleMs() > 100) await new Promise((resolve) => setTimeout(resolve, 1));
+    const waited = reads.catchUp(request);
+    applied.seq = 6;
+    reads.applied();
+    expect(await waited).toBe(true);
+    stop.abort();
+    await running;
+    expect(reads.counts).toEqual({ local: 1, lagging: 0, behind: 0 });
+  });
+
   it("wait for the position a read names, or for a write this standby passed on, then answer it here", async () => {
     const applied = { seq: 5 };
     const reads = standbyReads(applied);
