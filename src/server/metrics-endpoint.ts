@@ -17,7 +17,15 @@ export async function serveMetrics(
     res.end(`${(error as Error).message}\n`);
     return;
   }
-  const body = await registry.metrics();
+  let body: string;
+  try {
+    body = await registry.metrics();
+  } catch (error) {
+    // A collector that throws fails this scrape, not the process (an unhandled rejection would end it).
+    res.writeHead(500, { "content-type": "text/plain" });
+    res.end(`metrics could not be collected: ${(error as Error).message}\n`);
+    return;
+  }
   res.writeHead(200, { "content-type": registry.contentType });
   res.end(body);
 }
