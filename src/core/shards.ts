@@ -31,6 +31,18 @@ function room(size: number): boolean {
   return true;
 }
 
+/** writePrefix writes what keyShard hashes before the key: the namespace as the server names it ("" is "kv") and the separator; it answers the key's offset. */
+function writePrefix(namespace: string): number {
+  const at = hashInput.write(namespace === "" ? DEFAULT_NAMESPACE : namespace, 0, "utf8");
+  hashInput[at] = SHARD_HASH_SEPARATOR;
+  return at + 1;
+}
+
+/** prefixBytes is the length of writePrefix's bytes. */
+function prefixBytes(namespace: string): number {
+  return Buffer.byteLength(namespace === "" ? DEFAULT_NAMESPACE : namespace, "utf8") + 1;
+}
+
 /**
  * keyShard is the shard a key belongs to, in any language: MurmurHash3
  * (x86, 32 bits, seed 0) of the UTF-8 bytes of the namespace (as the
@@ -40,10 +52,8 @@ function room(size: number): boolean {
  */
 export function keyShard(namespace: string, key: string, count: number): number {
   if (count === 1) return 0;
-  if (namespace === "") namespace = DEFAULT_NAMESPACE;
-  room(Buffer.byteLength(namespace, "utf8") + 1 + Buffer.byteLength(key, "utf8"));
-  let at = hashInput.write(namespace, 0, "utf8");
-  hashInput[at++] = SHARD_HASH_SEPARATOR;
+  room(prefixBytes(namespace) + Buffer.byteLength(key, "utf8"));
+  let at = writePrefix(namespace);
   at += hashInput.write(key, at, "utf8");
   return (hashKey(hashInput, 0, at, 0, hashView) >>> 0) % count;
 }
@@ -60,16 +70,12 @@ export function keyShards(namespace: string, keys: Keys, count: number): number[
     for (let i = 0; i < keys.length; i++) shards[i] = keyShard(namespace, keys[i]!, count);
     return shards;
   }
-  if (namespace === "") namespace = DEFAULT_NAMESPACE;
-  const prefix = Buffer.byteLength(namespace, "utf8") + 1;
+  const prefix = prefixBytes(namespace);
   const bytes = keys.bytes;
   for (let i = 0; i < keys.length; i++) {
     const start = keys.starts[i]!;
     const end = keys.ends[i]!;
-    if (room(prefix + end - start) || i === 0) {
-      hashInput.write(namespace, 0, "utf8");
-      hashInput[prefix - 1] = SHARD_HASH_SEPARATOR;
-    }
+    if (room(prefix + end - start) || i === 0) writePrefix(namespace);
     // A loop: Buffer.copy's argument checks cost more than moving a key of tens of bytes.
     let at = prefix;
     for (let b = start; b < end; b++) hashInput[at++] = bytes[b]!;
