@@ -166,13 +166,25 @@ describe.skipIf(missingCluster !== "")("unmodified vLLM clients in front of 2 sh
       expect(summary.lost).toBe(0);
     }
 
-    // status, and a member's status page, show both shards and their leaders: the leaders of now (on 2 busy cores a
-    // lease may lapse and a shard elect again after the test last looked), as the members' health says.
-    for (const [shard, members] of shards.entries()) leaders[shard] = await waitForLeader(members);
-    const status = await runCli(["status", "--server", straight.url, "--json"]);
-    expect(JSON.parse(status.stdout).shards).toEqual(leaders.map((leader, shard) => ({ shard, leader: leader.url, members: expect.any(Array) })));
-    const page = (await (await fetch(`${straight.url}/status.json`)).json()) as { shards: { members: { url: string; leader: boolean }[] }[] };
-    expect(page.shards.map((shard) => shard.members.find((m) => m.leader)?.url)).toEqual(leaders.map((leader) => leader.url));
+    // status, and a member's status page, show both shards and their leaders: the leaders of now, as the members'
+    // health says. status reads etcd's leader keys (a member reads them each second) and health asks each member, so
+    // the two agree once no shard is mid-election: on 2 busy cores a lease may lapse and a shard elect again between
+    // the two looks, so the test looks again until they agree, and fails if they never do.
+    let shown: { status: unknown; page: (string | undefined)[] } = { status: undefined, page: [] };
+    const agreed = await until(async () => {
+      for (const [shard, members] of shards.entries()) leaders[shard] = await waitForLeader(members);
+      const status = await runCli(["status", "--server", straight.url, "--json"]);
+      const page = (await (await fetch(`${straight.url}/status.json`)).json()) as { shards: { members: { url: string; leader: boolean }[] }[] };
+      shown = { status: JSON.parse(status.stdout).shards, page: page.shards.map((shard) => shard.members.find((m) => m.leader)?.url) };
+      const now = leaders.map((leader) => leader.url);
+      return (
+        JSON.stringify((shown.status as { leader: string }[]).map((s) => s.leader)) === JSON.stringify(now) &&
+        JSON.stringify(shown.page) === JSON.stringify(now)
+      );
+    }, 30_000).catch(() => "never");
+    console.log(`status and the status page agree with the members' health on each shard's leader after ${agreed} ms`);
+    expect(shown.status).toEqual(leaders.map((leader, shard) => ({ shard, leader: leader.url, members: expect.any(Array) })));
+    expect(shown.page).toEqual(leaders.map((leader) => leader.url));
 
     // A call of shard 1's keys sent to shard 0's leader is answered right: the keys land on shard 1 alone.
     const misrouted = KEYS.filter((key) => keyShard("misrouted", key, 2) === 1);
