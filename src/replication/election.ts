@@ -58,7 +58,16 @@ export class Election {
         continue;
       }
       const leader = JSON.parse(current.value.toString()) as LeaderRecord;
-      this.leaderUrl = leader.memberId === this.record().memberId ? "" : leader.url;
+      if (leader.memberId === this.record().memberId) {
+        // This member's own key: under this lease, a campaign that won though its answer was lost; under another, a
+        // term of this member that is over (this process stepped down; or it is the process restarted after a kill,
+        // and the data dir's lock says the old one is gone). Waiting for that lease to expire would leave the
+        // cluster without a leader for its TTL, longer while etcd elects (each election renews every lease).
+        if (current.lease === session.id) return current.create_revision;
+        await this.resign(session, current.create_revision);
+        continue;
+      }
+      this.leaderUrl = leader.url;
       this.leadership.follow(this.leaderUrl, this.leadership.caughtUp);
       await this.leaderKeyChange(res.header.revision, session);
     }
@@ -78,6 +87,19 @@ export class Election {
       ),
     );
     return res.succeeded ? res.header.revision : undefined;
+  }
+
+  /** resign deletes the leader key of a term of this member's that is over, unless another term has put it since (its create revision). */
+  private async resign(session: EtcdSession, createRevision: string): Promise<void> {
+    await session.call((options) =>
+      this.client.kv.txn(
+        {
+          compare: [this.keys.heldBy(createRevision)],
+          success: [{ request_delete_range: { key: this.keys.leader } }],
+        },
+        options,
+      ),
+    );
   }
 
   /**

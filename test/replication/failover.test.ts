@@ -1,7 +1,9 @@
 import { ConnectError } from "@connectrpc/connect";
+import { Etcd3 } from "etcd3";
 import { afterEach, describe, expect, it } from "vitest";
 import { AllocationStatus } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { createMetadataClient, type MetadataClient } from "../../src/client/index.js";
+import { ClusterKeys } from "../../src/replication/cluster-keys.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, restartServer, type Server, startServer, waitForConvergence, waitForLeader } from "../support/ha-cluster.js";
@@ -91,4 +93,27 @@ describe.skipIf(missing !== "")("high availability on etcd: failover", () => {
     });
     expect(converged.records.filter((r) => r.includes('"kind":"key"'))).toHaveLength(keys.length);
   }, 180_000);
+
+  it("a leader killed -9 and restarted at once by its supervisor ends its own term: the others need not wait for its lease", async () => {
+    const etcd = await startEtcdCluster(1);
+    // A lease far longer than the test may wait: only the restarted member's own resignation can let another lead in time.
+    servers = await Promise.all([0, 1].map(() => startServer(etcd, undefined, ["--leader-lease", "120s"])));
+    const leader = await waitForLeader(servers);
+    const client = new Etcd3({ hosts: etcd.endpoints.split(",") });
+    try {
+      const keys = new ClusterKeys("default");
+      const before = (await client.kv.range({ key: keys.leader })).kvs[0]!;
+      await kill9(leader);
+      await restartServer(leader);
+      const next = await waitForLeader(servers, 60_000);
+      const after = (await client.kv.range({ key: keys.leader })).kvs[0]!;
+      expect(after.create_revision).not.toBe(before.create_revision);
+      expect(after.lease).not.toBe(before.lease);
+      // The killed process's lease is still alive in etcd: the new term did not come from its expiry.
+      expect(Number((await client.leaseClient.leaseTimeToLive({ ID: before.lease })).TTL)).toBeGreaterThan(0);
+      expect(servers).toContain(next);
+    } finally {
+      client.close();
+    }
+  }, 120_000);
 });

@@ -80,3 +80,97 @@ describe("a member waiting for its turn (Election)", () => {
     expect(await turn).toBeUndefined();
   });
 });
+
+/** LeaderKey is the leader key as a fake etcd holds it. */
+interface LeaderKey {
+  memberId: string;
+  lease: string;
+  createRevision: string;
+}
+
+/** etcdHolding is an etcd client with one leader key (or none), whose txns apply create-revision compares, puts and deletes to it. */
+function etcdHolding(initial: LeaderKey | undefined): { client: Etcd3; key: () => LeaderKey | undefined; deletes: string[] } {
+  let key = initial;
+  let revision = 100;
+  const deletes: string[] = [];
+  const kv = {
+    range: async () => ({
+      header: { revision: String(revision) },
+      kvs:
+        key === undefined
+          ? []
+          : [
+              {
+                value: Buffer.from(JSON.stringify({ memberId: key.memberId, url: `http://${key.memberId}` })),
+                lease: key.lease,
+                create_revision: key.createRevision,
+              },
+            ],
+    }),
+    txn: async (req: { compare: { create_revision: number | string }[]; success: Record<string, { lease?: string; value?: Buffer }>[] }) => {
+      const held = key?.createRevision ?? 0;
+      if (!req.compare.every((c) => String(c.create_revision) === String(held))) return { succeeded: false, header: { revision: String(revision) } };
+      revision++;
+      for (const op of req.success) {
+        if (op.request_put)
+          key = { memberId: JSON.parse(op.request_put.value!.toString()).memberId, lease: op.request_put.lease!, createRevision: String(revision) };
+        if (op.request_delete_range) {
+          deletes.push(key!.createRevision);
+          key = undefined;
+        }
+      }
+      return { succeeded: true, header: { revision: String(revision) } };
+    },
+  };
+  return { client: { kv } as unknown as Etcd3, key: () => key, deletes };
+}
+
+describe("a member that finds the leader key naming itself (Election)", () => {
+  const mine = { ...session, id: "lease-now" } as unknown as EtcdSession;
+  const watches = { open: () => new Promise(() => undefined) } as unknown as Watches;
+  const caughtUp = () => {
+    const leadership = new Leadership();
+    leadership.follow("", true);
+    return leadership;
+  };
+
+  it("under an earlier lease (a term of its that is over, or the process before a kill -9): deletes it at once and campaigns, not waiting for that lease to expire", async () => {
+    const etcd = etcdHolding({ memberId: "me", lease: "lease-before", createRevision: "7" });
+    const election = new Election(
+      etcd.client,
+      watches,
+      new ClusterKeys("test"),
+      () => ({ memberId: "me", url: "http://me" }),
+      caughtUp(),
+      new AbortController().signal,
+    );
+    const won = await election.awaitTurn(mine);
+    expect(etcd.deletes).toEqual(["7"]);
+    expect(etcd.key()).toEqual({ memberId: "me", lease: "lease-now", createRevision: won });
+  });
+
+  it("under its own lease (a campaign that won, its answer lost and its repeat refused): leads, with that key's revision as its fence", async () => {
+    const etcd = etcdHolding({ memberId: "me", lease: "lease-now", createRevision: "9" });
+    const election = new Election(
+      etcd.client,
+      watches,
+      new ClusterKeys("test"),
+      () => ({ memberId: "me", url: "http://me" }),
+      caughtUp(),
+      new AbortController().signal,
+    );
+    expect(await election.awaitTurn(mine)).toBe("9");
+    expect(etcd.deletes).toEqual([]);
+  });
+
+  it("leaves another member's key alone, and names that member", async () => {
+    const etcd = etcdHolding({ memberId: "other", lease: "lease-other", createRevision: "5" });
+    const stop = new AbortController();
+    const election = new Election(etcd.client, watches, new ClusterKeys("test"), () => ({ memberId: "me", url: "http://me" }), caughtUp(), stop.signal);
+    const turn = election.awaitTurn(mine);
+    await vi.waitFor(() => expect(election.leaderUrl).toBe("http://other"));
+    stop.abort();
+    expect(await turn).toBeUndefined();
+    expect(etcd.deletes).toEqual([]);
+  });
+});
