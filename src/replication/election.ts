@@ -58,11 +58,13 @@ export class Election {
         continue;
       }
       const leader = JSON.parse(current.value.toString()) as LeaderRecord;
-      if (leader.memberId === this.record().memberId) {
+      const own = this.record();
+      if (leader.memberId === own.memberId && (current.lease === session.id || leader.url === own.url)) {
         // This member's own key: under this lease, a campaign that won though its answer was lost; under another, a
-        // term of this member that is over (this process stepped down; or it is the process restarted after a kill,
-        // and the data dir's lock says the old one is gone). Waiting for that lease to expire would leave the
-        // cluster without a leader for its TTL, longer while etcd elects (each election renews every lease).
+        // term of this member at this address that is over (this process stepped down, or it is the process restarted
+        // after a kill: the data dir's lock and the port say the old one is gone). Waiting for that lease to expire
+        // would leave the cluster without a leader for its TTL, longer while etcd elects (each election renews every
+        // lease). A copy of this data dir serving elsewhere names another URL, and is waited for as any leader.
         if (current.lease === session.id) return current.create_revision;
         await this.resign(session, current.create_revision);
         continue;

@@ -88,8 +88,8 @@ interface LeaderKey {
   createRevision: string;
 }
 
-/** etcdHolding is an etcd client with one leader key (or none), whose txns apply create-revision compares, puts and deletes to it. */
-function etcdHolding(initial: LeaderKey | undefined): { client: Etcd3; key: () => LeaderKey | undefined; deletes: string[] } {
+/** etcdHolding is an etcd client with one leader key (or none; its record names `url`, else http://<member id>), whose txns apply create-revision compares, puts and deletes to it. */
+function etcdHolding(initial: LeaderKey | undefined, url?: string): { client: Etcd3; key: () => LeaderKey | undefined; deletes: string[] } {
   let key = initial;
   let revision = 100;
   const deletes: string[] = [];
@@ -101,7 +101,7 @@ function etcdHolding(initial: LeaderKey | undefined): { client: Etcd3; key: () =
           ? []
           : [
               {
-                value: Buffer.from(JSON.stringify({ memberId: key.memberId, url: `http://${key.memberId}` })),
+                value: Buffer.from(JSON.stringify({ memberId: key.memberId, url: url ?? `http://${key.memberId}` })),
                 lease: key.lease,
                 create_revision: key.createRevision,
               },
@@ -160,6 +160,17 @@ describe("a member that finds the leader key naming itself (Election)", () => {
       new AbortController().signal,
     );
     expect(await election.awaitTurn(mine)).toBe("9");
+    expect(etcd.deletes).toEqual([]);
+  });
+
+  it("under an earlier lease at another address (a copy of its data dir serving elsewhere): leaves it alone, and names that address", async () => {
+    const etcd = etcdHolding({ memberId: "me", lease: "lease-before", createRevision: "7" }, "http://copy");
+    const stop = new AbortController();
+    const election = new Election(etcd.client, watches, new ClusterKeys("test"), () => ({ memberId: "me", url: "http://me" }), caughtUp(), stop.signal);
+    const turn = election.awaitTurn(mine);
+    await vi.waitFor(() => expect(election.leaderUrl).toBe("http://copy"));
+    stop.abort();
+    expect(await turn).toBeUndefined();
     expect(etcd.deletes).toEqual([]);
   });
 
