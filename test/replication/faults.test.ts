@@ -110,7 +110,12 @@ describe.skipIf(missing !== "")("high availability under randomized faults", () 
       const etcd = await startEtcdCluster(3);
       const servers: Server[] = await Promise.all([0, 1, 2].map(() => startServer(etcd)));
       await waitForLeader(servers);
-      const client = createMetadataClient({ baseUrl: servers.map((s) => s.url).join(","), retry: { deadlineMs: 30_000 } });
+      // The writers retry every 100 ms at most (the default backs off up to 2 s): a pause then measures how long the
+      // cluster acknowledged nothing, not how long a client's backoff outlasted it.
+      const client = createMetadataClient({
+        baseUrl: servers.map((s) => s.url).join(","),
+        retry: { deadlineMs: 30_000, initialBackoffMs: 50, maxBackoffMs: 100 },
+      });
       await client.initializeRank({ namespace: NS, rank: 0, numPages: 1 << 20, worldSize: 1 });
 
       const confirmed = new Map<string, number>();
