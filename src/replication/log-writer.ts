@@ -1,10 +1,14 @@
 import type { Etcd3 } from "etcd3";
+import type { Logger } from "pino";
 import type { Change } from "../core/index.js";
 import { MetadataError, Reason } from "../core/index.js";
 import type { ClusterKeys } from "./cluster-keys.js";
 import type { EtcdSession } from "./etcd-session.js";
 import type { LocalCopy } from "./local-copy.js";
 import { encodeGroup, splitGroup } from "./log-codec.js";
+
+/** SLOW_APPEND_MS is how long an append may take before the leader logs it: half a failover, when calls start to wait long. */
+const SLOW_APPEND_MS = 1_000;
 
 interface Pending {
   changes: readonly Change[];
@@ -45,6 +49,8 @@ export class LogWriter {
     private readonly termRevision: string,
     private nextSeq: number,
     private readonly local: LocalCopy,
+    /** logger hears of appends slower than SLOW_APPEND_MS (etcd electing, an endpoint that stopped answering). */
+    private readonly logger?: Pick<Logger, "warn">,
   ) {
     void session.lost.then(() => this.end("its etcd lease lapsed"));
   }
@@ -95,7 +101,11 @@ export class LogWriter {
       const batch = this.queue.splice(0);
       const changes = batch.length === 1 ? batch[0]!.changes : batch.flatMap((p) => p.changes);
       try {
+        const started = performance.now();
         if (changes.length > 0) await this.append(changes);
+        const tookMs = performance.now() - started;
+        if (tookMs > SLOW_APPEND_MS)
+          this.logger?.warn({ tookMs: Math.round(tookMs), calls: batch.length, lastSeq: this.lastSeq }, "cluster: a slow append to the log");
         if (!this.session.valid()) throw new Error("its etcd lease lapsed before the append was acknowledged");
       } catch (error) {
         this.end((error as Error).message);

@@ -252,7 +252,7 @@ export class Member {
     const hot = this.standby.loaded;
     const state = await this.standby.takeOver();
     if (!session.valid()) return;
-    const writer = new LogWriter(this.client, this.keys, session, termRevision, lastSeq + 1, this.copy);
+    const writer = new LogWriter(this.client, this.keys, session, termRevision, lastSeq + 1, this.copy, this.logger);
     this.ledger.state = state;
     this.writer = writer;
     this.election.leaderUrl = "";
