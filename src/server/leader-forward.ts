@@ -27,6 +27,15 @@ const FORWARDED = "hf3fs-forwarded-by";
 /** RETRY_MS is the pause before a call whose connection broke before its answer is sent again. */
 const RETRY_MS = 100;
 
+/**
+ * REACH_AGAIN_MS is how soon a leader that could not be reached is tried
+ * again while the member names no other: restarted by its supervisor, a
+ * leader comes back at the same address and may lead again there (its
+ * own earlier term ended by itself), a change of term that leaves the URL
+ * the same.
+ */
+const REACH_AGAIN_MS = 250;
+
 /** Unanswered is a call that failed before its answer began: it may be sent again (to the next leader, if this one is gone). */
 class Unanswered extends Error {}
 
@@ -217,18 +226,20 @@ export class LeaderForward {
 
   /**
    * leaderAfter waits until this member names a leader other than `tried`
-   * (the one it could not reach), and returns its URL; "" when this member
-   * leads, or once `deadline` passed.
+   * (the one it could not reach), or names `tried` still REACH_AGAIN_MS
+   * later, and returns its URL; "" when this member leads, or once
+   * `deadline` passed.
    */
   private async leaderAfter(tried: string, deadline: number): Promise<string> {
+    const again = Date.now() + REACH_AGAIN_MS;
     for (;;) {
       const refusal = this.leadership.refusal;
       if (refusal === undefined) return "";
       const url = refusal.subject.leaderUrl ?? "";
-      if (url !== "" && url !== tried) return url;
+      if (url !== "" && (url !== tried || Date.now() >= again)) return url;
       const left = deadline - Date.now();
       if (left <= 0 || this.closed) return "";
-      const signal = AbortSignal.timeout(left);
+      const signal = AbortSignal.timeout(url === "" ? left : Math.min(left, again - Date.now()));
       await this.leadership.next(signal);
     }
   }

@@ -16,8 +16,8 @@ afterEach(() => {
   for (const close of closing.splice(0)) close();
 });
 
-/** leader starts an HTTP/2 server that answers each call with `answer` (given the call's number from 0), and returns its URL. */
-async function leader(answer: (call: number, stream: http2.ServerHttp2Stream, body: string) => void): Promise<string> {
+/** leader starts an HTTP/2 server (on `port`, else any) that answers each call with `answer` (given the call's number from 0), and returns its URL. */
+async function leader(answer: (call: number, stream: http2.ServerHttp2Stream, body: string) => void, port = 0): Promise<string> {
   let calls = 0;
   const server = http2.createServer();
   server.on("stream", (stream) => {
@@ -26,7 +26,7 @@ async function leader(answer: (call: number, stream: http2.ServerHttp2Stream, bo
     stream.on("data", (chunk: Buffer) => chunks.push(chunk));
     stream.on("end", () => answer(calls++, stream, Buffer.concat(chunks).toString()));
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
   closing.push(() => server.close());
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
@@ -92,6 +92,20 @@ describe("a standby's forwarding of calls (LeaderForward)", () => {
     await expect(post(url, "k")).rejects.toThrow();
     // The standby goes on serving: the next call is forwarded too (and broken off by this leader the same way).
     await expect(post(url, "k")).rejects.toThrow();
+  });
+
+  it("sends a held call to a leader that comes back at the address it could not reach (restarted by its supervisor), not only to another", async () => {
+    const port = await freePort();
+    const url = await standby(`http://127.0.0.1:${port}`, 10_000);
+    const answered = post(url, "held");
+    // The leader is down for a while (the standby tries, fails, and holds the call), then back at the same address.
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    await leader((_, stream, body) => {
+      stream.respond({ ":status": 200 });
+      stream.end(`back: ${body}`);
+    }, port);
+    // Answered by it: held for a leader at another address, the call would have run out its hold and failed (503).
+    expect(await answered).toEqual([200, "back: held"]);
   });
 
   it("answers UNAVAILABLE in the call's framing when no leader can be reached within the hold", async () => {
