@@ -71,7 +71,8 @@ type Response = http.ServerResponse | http2.Http2ServerResponse;
  * while none is known the call waits for one, at most `holdMs`, and then
  * gets the member's own answer (NOT_LEADER or UNAVAILABLE, as without
  * forwarding), as it does when this member leads by then. A call whose
- * leader cannot be reached waits for the next the same way. A call whose
+ * leader cannot be reached waits for the next the same way, or for that
+ * one to answer again at its address (REACH_AGAIN_MS). A call whose
  * answer began is never sent again: its outcome is the leader's.
  */
 export class LeaderForward {
