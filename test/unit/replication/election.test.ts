@@ -2,9 +2,9 @@ import type { Etcd3 } from "etcd3";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ClusterKeys } from "../../../src/replication/cluster-keys.js";
 import { Election } from "../../../src/replication/election.js";
-import type { EtcdSession } from "../../../src/replication/etcd-session.js";
 import type { Watches } from "../../../src/replication/watch.js";
 import { Leadership } from "../../../src/service/leadership.js";
+import { heldSession } from "../../support/held-session.js";
 
 /** etcdNaming is an etcd client whose leader key names, at each read, the next of `urls` (the last one from then on). */
 function etcdNaming(urls: string[]): Etcd3 {
@@ -16,12 +16,7 @@ function etcdNaming(urls: string[]): Etcd3 {
   return { kv: { range } } as unknown as Etcd3;
 }
 
-/** A session whose lease always holds. */
-const session = {
-  valid: () => true,
-  call: <T>(make: (options: object) => Promise<T>) => make({}),
-  lost: new Promise(() => undefined),
-} as unknown as EtcdSession;
+const session = heldSession();
 
 describe("a member waiting for its turn (Election)", () => {
   beforeEach(() => {
@@ -126,60 +121,40 @@ function etcdHolding(initial: LeaderKey | undefined, url?: string): { client: Et
 }
 
 describe("a member that finds the leader key naming itself (Election)", () => {
-  const mine = { ...session, id: "lease-now" } as unknown as EtcdSession;
   const watches = { open: () => new Promise(() => undefined) } as unknown as Watches;
-  const caughtUp = () => {
+  /** electing is the election of member "me" at http://me, caught up, on `etcd`. */
+  const electing = (etcd: Etcd3, stop = new AbortController().signal) => {
     const leadership = new Leadership();
     leadership.follow("", true);
-    return leadership;
+    return new Election(etcd, watches, new ClusterKeys("test"), () => ({ memberId: "me", url: "http://me" }), leadership, stop);
   };
 
   it("under an earlier lease (a term of its that is over, or the process before a kill -9): deletes it at once and campaigns, not waiting for that lease to expire", async () => {
     const etcd = etcdHolding({ memberId: "me", lease: "lease-before", createRevision: "7" });
-    const election = new Election(
-      etcd.client,
-      watches,
-      new ClusterKeys("test"),
-      () => ({ memberId: "me", url: "http://me" }),
-      caughtUp(),
-      new AbortController().signal,
-    );
-    const won = await election.awaitTurn(mine);
+    const won = await electing(etcd.client).awaitTurn(session);
     expect(etcd.deletes).toEqual(["7"]);
     expect(etcd.key()).toEqual({ memberId: "me", lease: "lease-now", createRevision: won });
   });
 
   it("under its own lease (a campaign that won, its answer lost and its repeat refused): leads, with that key's revision as its fence", async () => {
     const etcd = etcdHolding({ memberId: "me", lease: "lease-now", createRevision: "9" });
-    const election = new Election(
-      etcd.client,
-      watches,
-      new ClusterKeys("test"),
-      () => ({ memberId: "me", url: "http://me" }),
-      caughtUp(),
-      new AbortController().signal,
-    );
-    expect(await election.awaitTurn(mine)).toBe("9");
+    expect(await electing(etcd.client).awaitTurn(session)).toBe("9");
     expect(etcd.deletes).toEqual([]);
   });
 
-  it("under an earlier lease at another address (a copy of its data dir serving elsewhere): leaves it alone, and names that address", async () => {
-    const etcd = etcdHolding({ memberId: "me", lease: "lease-before", createRevision: "7" }, "http://copy");
+  it.each([
+    [
+      "an earlier lease of its own id at another address (a copy of its data dir serving elsewhere)",
+      { memberId: "me", lease: "lease-before", createRevision: "7" },
+      "http://copy",
+    ],
+    ["another member's key", { memberId: "other", lease: "lease-other", createRevision: "5" }, "http://other"],
+  ])("under %s: leaves it alone, and names that address", async (_, key, url) => {
+    const etcd = etcdHolding(key, url);
     const stop = new AbortController();
-    const election = new Election(etcd.client, watches, new ClusterKeys("test"), () => ({ memberId: "me", url: "http://me" }), caughtUp(), stop.signal);
-    const turn = election.awaitTurn(mine);
-    await vi.waitFor(() => expect(election.leaderUrl).toBe("http://copy"));
-    stop.abort();
-    expect(await turn).toBeUndefined();
-    expect(etcd.deletes).toEqual([]);
-  });
-
-  it("leaves another member's key alone, and names that member", async () => {
-    const etcd = etcdHolding({ memberId: "other", lease: "lease-other", createRevision: "5" });
-    const stop = new AbortController();
-    const election = new Election(etcd.client, watches, new ClusterKeys("test"), () => ({ memberId: "me", url: "http://me" }), caughtUp(), stop.signal);
-    const turn = election.awaitTurn(mine);
-    await vi.waitFor(() => expect(election.leaderUrl).toBe("http://other"));
+    const election = electing(etcd.client, stop.signal);
+    const turn = election.awaitTurn(session);
+    await vi.waitFor(() => expect(election.leaderUrl).toBe(url));
     stop.abort();
     expect(await turn).toBeUndefined();
     expect(etcd.deletes).toEqual([]);

@@ -2,9 +2,9 @@ import type { Etcd3 } from "etcd3";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { Change } from "../../../src/core/index.js";
 import { ClusterKeys } from "../../../src/replication/cluster-keys.js";
-import type { EtcdSession } from "../../../src/replication/etcd-session.js";
 import type { LocalCopy } from "../../../src/replication/local-copy.js";
 import { LogWriter } from "../../../src/replication/log-writer.js";
+import { heldSession } from "../../support/held-session.js";
 
 /** etcdAnsweringAfter is an etcd client whose appends succeed after `ms` each. */
 function etcdAnsweringAfter(ms: number): Etcd3 {
@@ -12,11 +12,7 @@ function etcdAnsweringAfter(ms: number): Etcd3 {
   return { kv: { txn } } as unknown as Etcd3;
 }
 
-const session = {
-  valid: () => true,
-  call: <T>(make: (options: object) => Promise<T>) => make({}),
-  lost: new Promise(() => undefined),
-} as unknown as EtcdSession;
+const session = heldSession();
 const local = { write: () => undefined } as unknown as LocalCopy;
 const change: Change = { kind: "unreserve", namespace: "kv", rank: 0, page: 3 };
 
