@@ -105,13 +105,12 @@ describe.skipIf(missing !== "")("high availability on etcd: failover", () => {
       const before = (await client.kv.range({ key: keys.leader })).kvs[0]!;
       await kill9(leader);
       await restartServer(leader);
-      const next = await waitForLeader(servers, 60_000);
+      await waitForLeader(servers, 60_000);
       const after = (await client.kv.range({ key: keys.leader })).kvs[0]!;
       expect(after.create_revision).not.toBe(before.create_revision);
       expect(after.lease).not.toBe(before.lease);
       // The killed process's lease is still alive in etcd: the new term did not come from its expiry.
       expect(Number((await client.leaseClient.leaseTimeToLive({ ID: before.lease })).TTL)).toBeGreaterThan(0);
-      expect(servers).toContain(next);
     } finally {
       client.close();
     }
