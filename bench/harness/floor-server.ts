@@ -14,6 +14,7 @@ import { HttpBodyReader } from "../../dist/src/framing/http/body-reader.js";
 import { DualProtocolListener } from "../../dist/src/framing/http/dual-protocol-listener.js";
 import { requestHandler } from "../../dist/src/server/request-handler.js";
 import { defaultServerOptions } from "../../dist/src/server/server-options.js";
+import { runBatch } from "../../dist/src/service/batch-calls.js";
 import { Edge } from "../../dist/src/service/edge.js";
 import { KeyBytesMessage } from "../../dist/src/service/key-bytes.js";
 import { Lifecycle } from "../../dist/src/service/lifecycle.js";
@@ -54,6 +55,8 @@ const canned: ServiceImpl<typeof MetadataService> = {
   getStats: async () => ({}),
   dropRank: async () => ({}),
   resetNamespace: async () => ({}),
+  // A Batch is the calls it carries, each answered by its canned handler.
+  batch: async (req) => runBatch(req, (method, one) => (canned[method] as unknown as (r: typeof one) => Promise<never>)(one)),
 };
 const ledger = { state: new MetadataState(() => Date.now(), {}, false), store: new MemoryStore() };
 // The limits of `serve` by default, as the real server has them.

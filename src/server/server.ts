@@ -126,6 +126,8 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
   const observe = metrics.observeCall.bind(metrics);
   const { access } = parts;
   const refusalLog = new RefusalLog(logger);
+  // The refusals engines cannot show, of calls alone (the edge) and of a Batch's calls (the handlers).
+  const refused = refusalLog.note.bind(refusalLog);
   const routes = [...vllmRoutes({ worldSize: options.vllmWorldSize, namespace: options.vllmNamespace }), ...sglangRoutes];
   // The calls that only read, in every framing: a caught-up standby answers them itself (StandbyReads).
   const isRead = (name: string) => {
@@ -137,7 +139,7 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
     lifecycle,
     serverId,
     observe,
-    refused: refusalLog.note.bind(refusalLog),
+    refused,
     ...options,
     reader: new HttpBodyReader(options),
     access,
@@ -152,11 +154,11 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
   });
 
   // Split into shards: every call goes through the router, which runs this shard's part here and sends the others' to their leaders.
-  const local = metadataService(ledger, serverId);
+  const local = metadataService(ledger, serverId, refused);
   const { peers } = parts;
   const routing = peers !== undefined && options.shards > 1 ? peers : undefined;
   const calls = routing === undefined ? localCalls(local) : shardRouter(shardCalls(options.shards, options.shard, localCalls(local), routing));
-  const service = routing === undefined ? local : routedService(calls);
+  const service = routing === undefined ? local : routedService(calls, refused);
   // A single node is its shard's one member and leader; a member reads the cluster's shards from etcd.
   const topology = (url: string) => peers?.topology() ?? singleNodeTopology({ count: options.shards, index: options.shard }, url);
   // A standby passes calls to its leader unless told to refuse them (--standby-calls).

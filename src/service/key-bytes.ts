@@ -16,6 +16,8 @@ export class KeyBytesMessage {
   #prefixKeys: string[] | undefined;
   #keyLists: Partial<Record<KeyField, KeyList>> = {};
   #released = false;
+  /** #adopted are the messages decoded from this one's bytes (a Batch's calls), released with it. */
+  #adopted: KeyBytesMessage[] | undefined;
 
   constructor(bytes: Buffer) {
     this.#bytes = bytes;
@@ -51,6 +53,13 @@ export class KeyBytesMessage {
   release(): void {
     this.#released = true;
     this.#keyLists = {};
+    if (this.#adopted !== undefined) for (const message of this.#adopted) message.release();
+  }
+
+  /** adopt has `message`, decoded from this one's bytes, released with it. */
+  adopt(message: KeyBytesMessage): void {
+    this.#adopted ??= [];
+    this.#adopted.push(message);
   }
 }
 

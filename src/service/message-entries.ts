@@ -29,30 +29,41 @@ const FIXED_WIDTH: Partial<Record<ScalarType, number>> = {
 };
 
 /**
- * checkMessageEntries counts the top-level fields of a binary message, and
- * the values of its packed fields, without decoding them (as the batch
- * codecs count while decoding), and throws
+ * checkMessageEntries counts the fields of a binary message, the values of
+ * its packed fields, and the entries of the messages it holds, together
+ * (a Batch's calls carry at most what one call may), without decoding
+ * them (as the batch codecs count while decoding), and throws
  * LIMIT_EXCEEDED past maxEntries. Malformed input is left to the decoder.
  */
 export function checkMessageEntries(schema: DescMessage, bytes: Uint8Array, maxEntries: number): void {
-  const reader = new BinaryReader(bytes);
-  let entries = 0;
   try {
-    while (reader.pos < reader.len) {
-      const [number, wireType] = reader.tag();
-      const start = reader.pos;
-      reader.skip(wireType, number);
-      const field = wireType === WireType.LengthDelimited ? schema.fields.find((f) => f.number === number) : undefined;
-      entries++;
-      if (field?.fieldKind === "list" && field.listKind === "scalar" && field.scalar !== ScalarType.STRING && field.scalar !== ScalarType.BYTES) {
-        entries += packedCount(bytes, start, reader.pos, field.scalar);
-      }
-      if (entries > maxEntries) throw tooManyEntries(maxEntries);
-    }
+    countEntries(schema, bytes, 0, maxEntries);
   } catch (error) {
     if (error instanceof MetadataError) throw error;
     // Malformed: the decoder says why.
   }
+}
+
+/** countEntries adds a message's entries to `entries` and returns the sum, throwing past maxEntries. */
+function countEntries(schema: DescMessage, bytes: Uint8Array, entries: number, maxEntries: number): number {
+  const reader = new BinaryReader(bytes);
+  while (reader.pos < reader.len) {
+    const [number, wireType] = reader.tag();
+    const field = wireType === WireType.LengthDelimited ? schema.fields.find((f) => f.number === number) : undefined;
+    entries++;
+    const nested = field?.fieldKind === "message" ? field.message : field?.fieldKind === "list" && field.listKind === "message" ? field.message : undefined;
+    if (nested !== undefined) {
+      entries = countEntries(nested, reader.bytes(), entries, maxEntries);
+    } else {
+      const start = reader.pos;
+      reader.skip(wireType, number);
+      if (field?.fieldKind === "list" && field.listKind === "scalar" && field.scalar !== ScalarType.STRING && field.scalar !== ScalarType.BYTES) {
+        entries += packedCount(bytes, start, reader.pos, field.scalar);
+      }
+    }
+    if (entries > maxEntries) throw tooManyEntries(maxEntries);
+  }
+  return entries;
 }
 
 /** packedCount is the number of values of a packed run (from its length prefix at start to end): its varints' last bytes, or its length over the fixed width. */

@@ -1,6 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { AllocationStatus, MetadataService, type NamespaceStats, type RankStats } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { type Keys, keyShards, NAMESPACE_COUNTERS, pageShard } from "../core/index.js";
+import { runBatch } from "./batch-calls.js";
 import { keysOf } from "./key-bytes.js";
 import type { Answer, MetadataCalls, MethodName, RequestOf, ResponseOf } from "./metadata-calls.js";
 
@@ -72,6 +73,9 @@ class Router {
         })) as never;
       case "getStats":
         return this.everywhere("getStats", r, signal, mergedStats) as never;
+      case "batch":
+        // Each call of a Batch is routed as it would be alone, and has its own result.
+        return runBatch(r, async (m, one) => (await this.call(m, one, signal)).response).then((response) => answer("batch", response)) as never;
       default:
         throw new TypeError(`no route for ${method}`);
     }

@@ -1,5 +1,8 @@
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
+import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { invalidArgument, MetadataError, Reason } from "../../src/core/errors.js";
 import { RefusalLog } from "../../src/server/refusal-log.js";
 import { startTestServer } from "../support/test-server.js";
@@ -52,6 +55,17 @@ describe("the log of refusals engines cannot show", () => {
     expect(refused.status).toBe(409);
     expect(lines.filter((l) => l.msg === "refused an engine's call")).toEqual([
       expect.objectContaining({ method: "vllm.initialize", namespace: "kv", rank: 0, detail: expect.stringContaining("has world_size 2, not 4") }),
+    ]);
+  });
+
+  it("logs the refused calls of a Batch (a relay's gathered calls) as calls alone", async () => {
+    const { logger, lines } = capture();
+    const server = await startTestServer({}, undefined, 0, {}, logger);
+    const client = createClient(MetadataService, createGrpcTransport({ baseUrl: server.url }));
+    const { results } = await client.batch({ calls: [{ call: { case: "batchAllocate", value: { namespace: "m", rank: 3, keys: ["k"] } } }] });
+    expect(results[0]!.result.case).toBe("error");
+    expect(lines.filter((l) => l.msg === "refused an engine's call")).toEqual([
+      expect.objectContaining({ method: "BatchAllocate", namespace: "m", rank: 3, reason: "REASON_RANK_NOT_INITIALIZED" }),
     ]);
   });
 });

@@ -1,15 +1,20 @@
 import { isAscii } from "node:buffer";
 import { create, type DescMessage, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
-import type {
-  BatchAllocateRequest,
-  BatchAllocateResponse,
-  BatchExistsRequest,
-  BatchExistsResponse,
-  ConfirmWriteRequest,
-  ConfirmWriteResponse,
-  GetLocationsRequest,
-  GetLocationsResponse,
+import {
+  type BatchAllocateRequest,
+  type BatchAllocateResponse,
+  type BatchCall,
+  type BatchExistsRequest,
+  type BatchExistsResponse,
+  type BatchRequest,
+  BatchRequestSchema,
+  type BatchResponse,
+  CallErrorSchema,
+  type ConfirmWriteRequest,
+  type ConfirmWriteResponse,
+  type GetLocationsRequest,
+  type GetLocationsResponse,
 } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { ENVELOPE_BYTES, envelope, framed } from "../../protocol/envelope.js";
 import { KeyBytesMessage, type KeyField } from "../../service/key-bytes.js";
@@ -56,7 +61,72 @@ export const BATCH_CODECS: Readonly<Record<string, MessageCodec>> = {
   ConfirmWrite: handCodec(decodeConfirmWrite, (m) => encodeConfirmWrite(m as ConfirmWriteResponse)),
   BatchExists: handCodec(decodeBatchExists, (m) => encodeBatchExists(m as BatchExistsResponse)),
   GetLocations: handCodec(decodeGetLocations, (m) => encodeGetLocations(m as GetLocationsResponse)),
+  Batch: handCodec(decodeBatch, (m) => encodeBatch(m as BatchResponse)),
 };
+
+/** BATCH_CASES are the cases of a BatchCall and a BatchResult by field number, each with its method's codec. */
+const BATCH_CASES = [
+  { field: 1, case: "batchAllocate", decode: decodeBatchAllocate, method: "BatchAllocate" },
+  { field: 2, case: "confirmWrite", decode: decodeConfirmWrite, method: "ConfirmWrite" },
+  { field: 3, case: "batchExists", decode: decodeBatchExists, method: "BatchExists" },
+  { field: 4, case: "getLocations", decode: decodeGetLocations, method: "GetLocations" },
+] as const;
+
+/** BATCH_ERROR is the field of a BatchResult's error. */
+const BATCH_ERROR = 15;
+
+/**
+ * decodeBatch reads a Batch: its entries counted together first (one
+ * Batch carries at most what one call may: checkMessageEntries), then each
+ * call by its method's codec over its own bytes; the calls' keys stay
+ * bytes, released with the Batch (KeyBytesMessage.adopt).
+ */
+function decodeBatch(bytes: Buffer, maxEntries: number): BatchRequest {
+  checkMessageEntries(BatchRequestSchema, bytes, maxEntries);
+  const message = Object.assign(new KeyBytesMessage(bytes), { $typeName: "hf3fs.metadata.v1.BatchRequest" as const, calls: [] as BatchCall[] });
+  const reader = new FieldReader(bytes, Number.POSITIVE_INFINITY);
+  while (reader.pos < reader.len) {
+    const field = reader.fieldTag();
+    if (field !== 1) {
+      reader.skip(reader.wireType, field);
+      continue;
+    }
+    const call: BatchCall = { $typeName: "hf3fs.metadata.v1.BatchCall", call: { case: undefined } };
+    const inner = new FieldReader(reader.messageField(), Number.POSITIVE_INFINITY);
+    while (inner.pos < inner.len) {
+      const number = inner.fieldTag();
+      const known = BATCH_CASES.find((c) => c.field === number);
+      if (known === undefined) {
+        inner.skip(inner.wireType, number);
+        continue;
+      }
+      const value = known.decode(inner.messageField(), maxEntries);
+      message.adopt(value as unknown as KeyBytesMessage);
+      call.call = { case: known.case, value } as BatchCall["call"]; // a oneof's last field wins
+    }
+    message.calls.push(call);
+  }
+  return message;
+}
+
+/** encodeBatch writes a Batch's results, each response by its method's codec and each error as protobuf-es writes it. */
+function encodeBatch(message: Partial<BatchResponse>): Buffer {
+  const bodies = (message.results ?? []).map(({ result }) => {
+    if (result.case === "error") return { field: BATCH_ERROR, bytes: toBinary(CallErrorSchema, create(CallErrorSchema, result.value)) };
+    const known = BATCH_CASES.find((c) => c.case === result.case);
+    if (known === undefined) return undefined; // a result of no case: an empty BatchResult
+    return { field: known.field, bytes: BATCH_CODECS[known.method]!.encode(result.value) };
+  });
+  const resultLength = (body: (typeof bodies)[number]) => (body === undefined ? 0 : 1 + varintLength(body.bytes.length) + body.bytes.length);
+  let length = 0;
+  for (const body of bodies) length += 1 + varintLength(resultLength(body)) + resultLength(body);
+  const writer = new FrameWriter(length);
+  for (const body of bodies) {
+    writer.tag(1, WireType.LengthDelimited).varint(resultLength(body));
+    if (body !== undefined) writer.tag(body.field, WireType.LengthDelimited).varint(body.bytes.length).bytes(body.bytes);
+  }
+  return writer.frame;
+}
 
 function handCodec(decode: MessageCodec["decode"], frame: MessageCodec["frame"]): MessageCodec {
   return { decode, frame, encode: (message) => frame(message).subarray(5) };
@@ -204,6 +274,12 @@ class FrameWriter {
     return this;
   }
 
+  bytes(value: Uint8Array): this {
+    this.frame.set(value, this.pos);
+    this.pos += value.length;
+    return this;
+  }
+
   tag(field: number, wireType: WireType): this {
     return this.varint((field << 3) | wireType);
   }
@@ -301,6 +377,12 @@ class FieldReader extends BinaryReader {
     if (end > this.len) throw new RangeError("premature EOF");
     this.pos = end;
     return start;
+  }
+
+  /** messageField reads a message field's bytes (a view of the request's). */
+  messageField(): Buffer {
+    const start = this.lengthDelimited();
+    return this.buffer.subarray(start, this.pos);
   }
 
   /**

@@ -9,6 +9,8 @@ import {
   type BatchExistsRequest,
   BatchExistsRequestSchema,
   BatchExistsResponseSchema,
+  BatchRequestSchema,
+  BatchResponseSchema,
   ConfirmWriteRequestSchema,
   ConfirmWriteResponseSchema,
   DeleteKeysRequestSchema,
@@ -20,7 +22,7 @@ import type { MetadataError } from "../../../src/core/errors.js";
 import { KeyList } from "../../../src/core/key-list.js";
 import { BATCH_CODECS } from "../../../src/framing/grpc/batch-codecs.js";
 import { keepLeadingByteOrderMark } from "../../../src/framing/http/utf8-text.js";
-import { keysOf } from "../../../src/service/key-bytes.js";
+import { type KeyBytesMessage, keysOf } from "../../../src/service/key-bytes.js";
 import { checkMessageEntries } from "../../../src/service/message-entries.js";
 
 // As the server does: protobuf-es then keeps a leading U+FEFF, as the batch codecs do.
@@ -58,6 +60,31 @@ const REQUESTS = {
   },
 } as const;
 
+/** BATCHED are a Batch's cases, each with its method in the tables here. */
+const BATCHED = [
+  ["batchAllocate", "BatchAllocate"],
+  ["confirmWrite", "ConfirmWrite"],
+  ["batchExists", "BatchExists"],
+  ["getLocations", "GetLocations"],
+] as const;
+
+/** batchOf is an arbitrary Batch message of `table`'s messages (a call or result of no case included), and `more` cases. */
+function batchOf(field: string, table: Record<string, { init: fc.Arbitrary<unknown> }>, more: fc.Arbitrary<unknown>[] = []) {
+  const one = fc.oneof(
+    fc.constant({ case: undefined }),
+    ...BATCHED.map(([name, method]) => table[method]!.init.map((value) => ({ case: name, value }))),
+    ...more,
+  );
+  return fc.record({
+    [field]: fc.array(
+      one.map((v) => ({ [field === "calls" ? "call" : "result"]: v })),
+      { maxLength: 4 },
+    ),
+  });
+}
+
+const ALL_REQUESTS = { ...REQUESTS, Batch: { schema: BatchRequestSchema, init: batchOf("calls", REQUESTS) } };
+
 const RESPONSES = {
   BatchAllocate: {
     schema: BatchAllocateResponseSchema,
@@ -74,11 +101,23 @@ const RESPONSES = {
   GetLocations: { schema: GetLocationsResponseSchema, init: fc.record({ pages: int32s }) },
 } as const;
 
-const METHODS = Object.keys(REQUESTS) as (keyof typeof REQUESTS)[];
+const CALL_ERROR = fc.record({
+  code: fc.integer({ min: -1, max: 20 }),
+  message: text,
+  info: fc.option(fc.record({ reason: fc.constantFrom(Reason.UNSPECIFIED, Reason.NOT_LEADER), namespace: text, rank: fc.option(uint32, { nil: undefined }) }), {
+    nil: undefined,
+  }),
+});
+const ALL_RESPONSES = {
+  ...RESPONSES,
+  Batch: { schema: BatchResponseSchema, init: batchOf("results", RESPONSES, [CALL_ERROR.map((value) => ({ case: "error", value }))]) },
+};
+
+const METHODS = Object.keys(ALL_REQUESTS) as (keyof typeof ALL_REQUESTS)[];
 
 /** decodesLike asserts that the hand-written codec and protobuf-es agree on bytes: the same message, or both refuse them. */
-function decodesLike(method: keyof typeof REQUESTS, bytes: Uint8Array): void {
-  const schema: DescMessage = REQUESTS[method].schema;
+function decodesLike(method: keyof typeof ALL_REQUESTS, bytes: Uint8Array): void {
+  const schema: DescMessage = ALL_REQUESTS[method].schema;
   let expected: ReturnType<typeof fromBinary> | Error;
   try {
     expected = fromBinary(schema, bytes);
@@ -97,7 +136,10 @@ function decodesLike(method: keyof typeof REQUESTS, bytes: Uint8Array): void {
 describe("the hand-written codecs of the cycle's messages", () => {
   it("cover every field of their messages (a new field in the contract must be added to src/framing/grpc/batch-codecs.ts)", () => {
     const fieldsOf = (schema: DescMessage) => schema.fields.map((f) => `${f.number} ${f.name}`);
-    expect(Object.fromEntries(METHODS.map((m) => [m, [fieldsOf(REQUESTS[m].schema), fieldsOf(RESPONSES[m].schema)]]))).toEqual({
+    const batched = (schema: DescMessage) => fieldsOf(schema.fields[0]!.message!);
+    expect(batched(BatchRequestSchema)).toEqual(["1 batch_allocate", "2 confirm_write", "3 batch_exists", "4 get_locations"]);
+    expect(batched(BatchResponseSchema)).toEqual(["1 batch_allocate", "2 confirm_write", "3 batch_exists", "4 get_locations", "15 error"]);
+    expect(Object.fromEntries(METHODS.map((m) => [m, [fieldsOf(ALL_REQUESTS[m].schema), fieldsOf(ALL_RESPONSES[m].schema)]]))).toEqual({
       BatchAllocate: [
         ["1 namespace", "2 rank", "3 keys", "4 prefix_keys"],
         ["1 pages", "2 statuses"],
@@ -108,11 +150,12 @@ describe("the hand-written codecs of the cycle's messages", () => {
       ],
       BatchExists: [["1 namespace", "2 keys", "3 rank", "4 caller_rank"], ["1 exists"]],
       GetLocations: [["1 namespace", "2 rank", "3 keys", "4 include_incomplete"], ["1 pages"]],
+      Batch: [["1 calls"], ["1 results"]],
     });
   });
 
   it.each(METHODS)("decode %s requests as protobuf-es does", (method) => {
-    const { schema, init } = REQUESTS[method];
+    const { schema, init } = ALL_REQUESTS[method];
     fc.assert(
       fc.property(init, (message) => decodesLike(method, toBinary(schema as DescMessage, create(schema as DescMessage, message as never)))),
       { numRuns: 300 },
@@ -120,7 +163,7 @@ describe("the hand-written codecs of the cycle's messages", () => {
   });
 
   it.each(METHODS)("decode every prefix of a %s request as protobuf-es does (truncated input is refused)", (method) => {
-    const { schema, init } = REQUESTS[method];
+    const { schema, init } = ALL_REQUESTS[method];
     fc.assert(
       fc.property(init, (message) => {
         const bytes = toBinary(schema as DescMessage, create(schema as DescMessage, message as never));
@@ -188,7 +231,7 @@ describe("the hand-written codecs of the cycle's messages", () => {
   });
 
   it.each(METHODS)("encode %s responses that protobuf-es reads back, byte for byte as it writes them", (method) => {
-    const { schema, init } = RESPONSES[method];
+    const { schema, init } = ALL_RESPONSES[method];
     fc.assert(
       fc.property(init, (message) => {
         const expected = toBinary(schema as DescMessage, create(schema as DescMessage, message as MessageInitShape<DescMessage>));
@@ -231,5 +274,25 @@ describe("the hand-written codecs of the cycle's messages", () => {
     expect(limitOf(() => checkMessageEntries(DeleteKeysRequestSchema, deleteKeys(5), 4))).toBe(Reason.LIMIT_EXCEEDED);
     expect(limitOf(() => checkMessageEntries(ConfirmWriteRequestSchema, confirm(0, 4), 4))).toBe(Reason.LIMIT_EXCEEDED);
     expect(() => checkMessageEntries(ConfirmWriteRequestSchema, confirm(2, 1), 4)).not.toThrow();
+    // A Batch's calls count together: a field for each call, one for its case, then the call's own (namespace empty: none).
+    const batch = (calls: number) =>
+      Buffer.from(
+        toBinary(
+          BatchRequestSchema,
+          create(BatchRequestSchema, { calls: Array.from({ length: calls }, () => ({ call: { case: "batchExists" as const, value: { keys: ["a", "b"] } } })) }),
+        ),
+      );
+    expect(limitOf(() => BATCH_CODECS.Batch!.decode(batch(2), 8))).toBeUndefined();
+    expect(limitOf(() => BATCH_CODECS.Batch!.decode(batch(3), 8))).toBe(Reason.LIMIT_EXCEEDED);
+    expect(limitOf(() => BATCH_CODECS.Batch!.decode(batch(3), 12))).toBeUndefined();
+  });
+
+  it("release the keys of a Batch's calls with the Batch", () => {
+    const bytes = Buffer.from(toBinary(BatchRequestSchema, create(BatchRequestSchema, { calls: [{ call: { case: "batchExists", value: { keys: ["k"] } } }] })));
+    const batch = BATCH_CODECS.Batch!.decode(bytes, NO_LIMIT) as KeyBytesMessage & { calls: { call: { value: BatchExistsRequest } }[] };
+    const call = batch.calls[0]!.call.value;
+    expect(keysOf(call, "keys")).toBeInstanceOf(KeyList);
+    batch.release();
+    expect(() => keysOf(call, "keys")).toThrow(/after its call ended/);
   });
 });

@@ -33,7 +33,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file hf3fs/metadata/v1/metadata.proto.
  */
 export const file_hf3fs_metadata_v1_metadata: GenFile = /*@__PURE__*/
-  fileDesc("CiBoZjNmcy9tZXRhZGF0YS92MS9tZXRhZGF0YS5wcm90bxIRaGYzZnMubWV0YWRhdGEudjEiigIKFUluaXRpYWxpemVSYW5rUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEcmFuaxgCIAEoDRIRCgludW1fcGFnZXMYAyABKA0SEgoKd29ybGRfc2l6ZRgEIAEoDRIlCgRyb2xlGAUgASgOMhcuaGYzZnMubWV0YWRhdGEudjEuUm9sZRIuCglrZXlfc2NvcGUYBiABKA4yGy5oZjNmcy5tZXRhZGF0YS52MS5LZXlTY29wZRIyCg1uZXdfa2V5X3Njb3BlGAcgASgOMhsuaGYzZnMubWV0YWRhdGEudjEuS2V5U2NvcGUSEwoGbGF5b3V0GAggASgJSACIAQFCCQoHX2xheW91dCJ5ChZJbml0aWFsaXplUmFua1Jlc3BvbnNlEg8KB2NyZWF0ZWQYASABKAgSEQoJbnVtX3BhZ2VzGAIgASgNEhIKCmZyZWVfcGFnZXMYAyABKA0SEQoJc2VydmVyX2lkGAQgASgJEhQKDHJlc2l6ZWRfZnJvbRgFIAEoDSJaChRCYXRjaEFsbG9jYXRlUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEcmFuaxgCIAEoDRIMCgRrZXlzGAMgAygJEhMKC3ByZWZpeF9rZXlzGAQgAygJIl0KFUJhdGNoQWxsb2NhdGVSZXNwb25zZRINCgVwYWdlcxgBIAMoBRI1CghzdGF0dXNlcxgCIAMoDjIjLmhmM2ZzLm1ldGFkYXRhLnYxLkFsbG9jYXRpb25TdGF0dXMihgEKE0NvbmZpcm1Xcml0ZVJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBHJhbmsYAiABKA0SDAoEa2V5cxgDIAMoCRINCgVwYWdlcxgEIAMoBRIYChBwYWdlc190b19yZWxlYXNlGAUgAygFEhcKD2tleXNfdG9fcmVsZWFzZRgGIAMoCSJOChRDb25maXJtV3JpdGVSZXNwb25zZRIRCgljb25maXJtZWQYASABKA0SEAoIcmVsZWFzZWQYAiABKA0SEQoJY29tcGxldGVkGAMgAygNInsKEkJhdGNoRXhpc3RzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoCRIRCgRyYW5rGAMgASgNSACIAQESGAoLY2FsbGVyX3JhbmsYBCABKA1IAYgBAUIHCgVfcmFua0IOCgxfY2FsbGVyX3JhbmsiJQoTQmF0Y2hFeGlzdHNSZXNwb25zZRIOCgZleGlzdHMYASADKAgiYAoTR2V0TG9jYXRpb25zUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEcmFuaxgCIAEoDRIMCgRrZXlzGAMgAygJEhoKEmluY2x1ZGVfaW5jb21wbGV0ZRgEIAEoCCIlChRHZXRMb2NhdGlvbnNSZXNwb25zZRINCgVwYWdlcxgBIAMoBSJ6ChFEZWxldGVLZXlzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoCRIRCgRyYW5rGAMgASgNSACIAQESGAoLY2FsbGVyX3JhbmsYBCABKA1IAYgBAUIHCgVfcmFua0IOCgxfY2FsbGVyX3JhbmsiJQoSRGVsZXRlS2V5c1Jlc3BvbnNlEg8KB2RlbGV0ZWQYASABKA0ifwoMQ2xlYXJSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIWCg5hbGxfbmFtZXNwYWNlcxgCIAEoCBIRCgRyYW5rGAMgASgNSACIAQESGAoLY2FsbGVyX3JhbmsYBCABKA1IAYgBAUIHCgVfcmFua0IOCgxfY2FsbGVyX3JhbmsiDwoNQ2xlYXJSZXNwb25zZSJjCg9HZXRTdGF0c1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhYKDmFsbF9uYW1lc3BhY2VzGAIgASgIEhEKCXBhZ2Vfc2l6ZRgDIAEoDRISCgpwYWdlX3Rva2VuGAQgASgJImIKEEdldFN0YXRzUmVzcG9uc2USNQoKbmFtZXNwYWNlcxgBIAMoCzIhLmhmM2ZzLm1ldGFkYXRhLnYxLk5hbWVzcGFjZVN0YXRzEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKAAwoOTmFtZXNwYWNlU3RhdHMSEQoJbmFtZXNwYWNlGAEgASgJEhIKCndvcmxkX3NpemUYAiABKA0SKwoFcmFua3MYAyADKAsyHC5oZjNmcy5tZXRhZGF0YS52MS5SYW5rU3RhdHMSDAoEa2V5cxgEIAEoBBIVCg1jb21wbGV0ZV9rZXlzGAUgASgEEhEKCWV2aWN0aW9ucxgGIAEoBBIcChRleHBpcmVkX3Jlc2VydmF0aW9ucxgHIAEoBBIhChlyZWNsYWltZWRfaW5jb21wbGV0ZV9rZXlzGAggASgEEhgKEG9ycGhhbl9ldmljdGlvbnMYCSABKAQSFgoObGVhZl9ldmljdGlvbnMYCiABKAQSFQoNbHJ1X2V2aWN0aW9ucxgLIAEoBBIYChBpbmxpbmVfZXZpY3Rpb25zGAwgASgEEi4KCWtleV9zY29wZRgNIAEoDjIbLmhmM2ZzLm1ldGFkYXRhLnYxLktleVNjb3BlEg4KBmxheW91dBgOIAEoCSJsCglSYW5rU3RhdHMSDAoEcmFuaxgBIAEoDRIRCgludW1fcGFnZXMYAiABKA0SEgoKZnJlZV9wYWdlcxgDIAEoDRIWCg5yZXNlcnZlZF9wYWdlcxgEIAEoDRISCgp1c2VkX3BhZ2VzGAUgASgNIrEBCglFcnJvckluZm8SKQoGcmVhc29uGAEgASgOMhkuaGYzZnMubWV0YWRhdGEudjEuUmVhc29uEhEKCW5hbWVzcGFjZRgCIAEoCRIRCgRyYW5rGAMgASgNSACIAQESCwoDa2V5GAQgASgJEhEKBHBhZ2UYBSABKAVIAYgBARINCgVmaWVsZBgGIAEoCRISCgpsZWFkZXJfdXJsGAcgASgJQgcKBV9yYW5rQgcKBV9wYWdlIlEKFVJlc2V0TmFtZXNwYWNlUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSFgoOYWxsX25hbWVzcGFjZXMYAiABKAgSDQoFZm9yY2UYAyABKAgiUwoWUmVzZXROYW1lc3BhY2VSZXNwb25zZRISCgpuYW1lc3BhY2VzGAEgASgNEg0KBXJhbmtzGAIgASgNEhYKDmZvcmdvdHRlbl9rZXlzGAMgASgNIjIKD0Ryb3BSYW5rUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEcmFuaxgCIAEoDSIqChBEcm9wUmFua1Jlc3BvbnNlEhYKDmZvcmdvdHRlbl9rZXlzGAEgASgNKkEKBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg8KC1JPTEVfV09SS0VSEAESEgoOUk9MRV9TQ0hFRFVMRVIQAipSCghLZXlTY29wZRIZChVLRVlfU0NPUEVfVU5TUEVDSUZJRUQQABIXChNLRVlfU0NPUEVfTkFNRVNQQUNFEAESEgoOS0VZX1NDT1BFX1JBTksQAiqwAQoQQWxsb2NhdGlvblN0YXR1cxIhCh1BTExPQ0FUSU9OX1NUQVRVU19VTlNQRUNJRklFRBAAEhkKFUFMTE9DQVRJT05fU1RBVFVTX05FVxABEh4KGkFMTE9DQVRJT05fU1RBVFVTX1JFU0VSVkVEEAISHgoaQUxMT0NBVElPTl9TVEFUVVNfRVhJU1RJTkcQAxIeChpBTExPQ0FUSU9OX1NUQVRVU19OT19TUEFDRRAEKq8ECgZSZWFzb24SFgoSUkVBU09OX1VOU1BFQ0lGSUVEEAASGwoXUkVBU09OX0lOVkFMSURfQVJHVU1FTlQQARIZChVSRUFTT05fTElNSVRfRVhDRUVERUQQAhIcChhSRUFTT05fUEFHRV9PVVRfT0ZfUkFOR0UQAxIfChtSRUFTT05fUkFOS19OT1RfSU5JVElBTElaRUQQBBIfChtSRUFTT05fUkFOS19DT05GSUdfTUlTTUFUQ0gQBRIgChxSRUFTT05fUkVTRVJWQVRJT05fTk9UX0ZPVU5EEAYSFgoSUkVBU09OX1BBR0VfSU5fVVNFEAcSGAoUUkVBU09OX1NIVVRUSU5HX0RPV04QCBIcChhSRUFTT05fU1RPUkVfVU5BVkFJTEFCTEUQCRITCg9SRUFTT05fSU5URVJOQUwQChIaChZSRUFTT05fVU5BVVRIRU5USUNBVEVEEAsSHAoYUkVBU09OX1BFUk1JU1NJT05fREVOSUVEEAwSFQoRUkVBU09OX09WRVJMT0FERUQQDRIVChFSRUFTT05fTk9UX0xFQURFUhAOEhMKD1JFQVNPTl9TVEFSVElORxAPEh8KG1JFQVNPTl9VUFNUUkVBTV9VTkFWQUlMQUJMRRAQEhYKElJFQVNPTl9SRUFEX0xFQVNFRBAREhsKF1JFQVNPTl9XUklURVNfSU5fRkxJR0hUEBISGwoXUkVBU09OX05BTUVTUEFDRV9JTl9VU0UQEzLcBwoPTWV0YWRhdGFTZXJ2aWNlEmoKDkluaXRpYWxpemVSYW5rEiguaGYzZnMubWV0YWRhdGEudjEuSW5pdGlhbGl6ZVJhbmtSZXF1ZXN0GikuaGYzZnMubWV0YWRhdGEudjEuSW5pdGlhbGl6ZVJhbmtSZXNwb25zZSIDkAICEmcKDUJhdGNoQWxsb2NhdGUSJy5oZjNmcy5tZXRhZGF0YS52MS5CYXRjaEFsbG9jYXRlUmVxdWVzdBooLmhmM2ZzLm1ldGFkYXRhLnYxLkJhdGNoQWxsb2NhdGVSZXNwb25zZSIDkAICEmQKDENvbmZpcm1Xcml0ZRImLmhmM2ZzLm1ldGFkYXRhLnYxLkNvbmZpcm1Xcml0ZVJlcXVlc3QaJy5oZjNmcy5tZXRhZGF0YS52MS5Db25maXJtV3JpdGVSZXNwb25zZSIDkAICEmEKC0JhdGNoRXhpc3RzEiUuaGYzZnMubWV0YWRhdGEudjEuQmF0Y2hFeGlzdHNSZXF1ZXN0GiYuaGYzZnMubWV0YWRhdGEudjEuQmF0Y2hFeGlzdHNSZXNwb25zZSIDkAIBEmQKDEdldExvY2F0aW9ucxImLmhmM2ZzLm1ldGFkYXRhLnYxLkdldExvY2F0aW9uc1JlcXVlc3QaJy5oZjNmcy5tZXRhZGF0YS52MS5HZXRMb2NhdGlvbnNSZXNwb25zZSIDkAICEl4KCkRlbGV0ZUtleXMSJC5oZjNmcy5tZXRhZGF0YS52MS5EZWxldGVLZXlzUmVxdWVzdBolLmhmM2ZzLm1ldGFkYXRhLnYxLkRlbGV0ZUtleXNSZXNwb25zZSIDkAICEk8KBUNsZWFyEh8uaGYzZnMubWV0YWRhdGEudjEuQ2xlYXJSZXF1ZXN0GiAuaGYzZnMubWV0YWRhdGEudjEuQ2xlYXJSZXNwb25zZSIDkAICElgKCEdldFN0YXRzEiIuaGYzZnMubWV0YWRhdGEudjEuR2V0U3RhdHNSZXF1ZXN0GiMuaGYzZnMubWV0YWRhdGEudjEuR2V0U3RhdHNSZXNwb25zZSIDkAIBElMKCERyb3BSYW5rEiIuaGYzZnMubWV0YWRhdGEudjEuRHJvcFJhbmtSZXF1ZXN0GiMuaGYzZnMubWV0YWRhdGEudjEuRHJvcFJhbmtSZXNwb25zZRJlCg5SZXNldE5hbWVzcGFjZRIoLmhmM2ZzLm1ldGFkYXRhLnYxLlJlc2V0TmFtZXNwYWNlUmVxdWVzdBopLmhmM2ZzLm1ldGFkYXRhLnYxLlJlc2V0TmFtZXNwYWNlUmVzcG9uc2ViBnByb3RvMw");
+  fileDesc("CiBoZjNmcy9tZXRhZGF0YS92MS9tZXRhZGF0YS5wcm90bxIRaGYzZnMubWV0YWRhdGEudjEiigIKFUluaXRpYWxpemVSYW5rUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEcmFuaxgCIAEoDRIRCgludW1fcGFnZXMYAyABKA0SEgoKd29ybGRfc2l6ZRgEIAEoDRIlCgRyb2xlGAUgASgOMhcuaGYzZnMubWV0YWRhdGEudjEuUm9sZRIuCglrZXlfc2NvcGUYBiABKA4yGy5oZjNmcy5tZXRhZGF0YS52MS5LZXlTY29wZRIyCg1uZXdfa2V5X3Njb3BlGAcgASgOMhsuaGYzZnMubWV0YWRhdGEudjEuS2V5U2NvcGUSEwoGbGF5b3V0GAggASgJSACIAQFCCQoHX2xheW91dCJ5ChZJbml0aWFsaXplUmFua1Jlc3BvbnNlEg8KB2NyZWF0ZWQYASABKAgSEQoJbnVtX3BhZ2VzGAIgASgNEhIKCmZyZWVfcGFnZXMYAyABKA0SEQoJc2VydmVyX2lkGAQgASgJEhQKDHJlc2l6ZWRfZnJvbRgFIAEoDSJaChRCYXRjaEFsbG9jYXRlUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEcmFuaxgCIAEoDRIMCgRrZXlzGAMgAygJEhMKC3ByZWZpeF9rZXlzGAQgAygJIl0KFUJhdGNoQWxsb2NhdGVSZXNwb25zZRINCgVwYWdlcxgBIAMoBRI1CghzdGF0dXNlcxgCIAMoDjIjLmhmM2ZzLm1ldGFkYXRhLnYxLkFsbG9jYXRpb25TdGF0dXMihgEKE0NvbmZpcm1Xcml0ZVJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBHJhbmsYAiABKA0SDAoEa2V5cxgDIAMoCRINCgVwYWdlcxgEIAMoBRIYChBwYWdlc190b19yZWxlYXNlGAUgAygFEhcKD2tleXNfdG9fcmVsZWFzZRgGIAMoCSJOChRDb25maXJtV3JpdGVSZXNwb25zZRIRCgljb25maXJtZWQYASABKA0SEAoIcmVsZWFzZWQYAiABKA0SEQoJY29tcGxldGVkGAMgAygNInsKEkJhdGNoRXhpc3RzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoCRIRCgRyYW5rGAMgASgNSACIAQESGAoLY2FsbGVyX3JhbmsYBCABKA1IAYgBAUIHCgVfcmFua0IOCgxfY2FsbGVyX3JhbmsiJQoTQmF0Y2hFeGlzdHNSZXNwb25zZRIOCgZleGlzdHMYASADKAgiYAoTR2V0TG9jYXRpb25zUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEcmFuaxgCIAEoDRIMCgRrZXlzGAMgAygJEhoKEmluY2x1ZGVfaW5jb21wbGV0ZRgEIAEoCCIlChRHZXRMb2NhdGlvbnNSZXNwb25zZRINCgVwYWdlcxgBIAMoBSJ6ChFEZWxldGVLZXlzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoCRIRCgRyYW5rGAMgASgNSACIAQESGAoLY2FsbGVyX3JhbmsYBCABKA1IAYgBAUIHCgVfcmFua0IOCgxfY2FsbGVyX3JhbmsiJQoSRGVsZXRlS2V5c1Jlc3BvbnNlEg8KB2RlbGV0ZWQYASABKA0ifwoMQ2xlYXJSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIWCg5hbGxfbmFtZXNwYWNlcxgCIAEoCBIRCgRyYW5rGAMgASgNSACIAQESGAoLY2FsbGVyX3JhbmsYBCABKA1IAYgBAUIHCgVfcmFua0IOCgxfY2FsbGVyX3JhbmsiDwoNQ2xlYXJSZXNwb25zZSJjCg9HZXRTdGF0c1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhYKDmFsbF9uYW1lc3BhY2VzGAIgASgIEhEKCXBhZ2Vfc2l6ZRgDIAEoDRISCgpwYWdlX3Rva2VuGAQgASgJImIKEEdldFN0YXRzUmVzcG9uc2USNQoKbmFtZXNwYWNlcxgBIAMoCzIhLmhmM2ZzLm1ldGFkYXRhLnYxLk5hbWVzcGFjZVN0YXRzEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKAAwoOTmFtZXNwYWNlU3RhdHMSEQoJbmFtZXNwYWNlGAEgASgJEhIKCndvcmxkX3NpemUYAiABKA0SKwoFcmFua3MYAyADKAsyHC5oZjNmcy5tZXRhZGF0YS52MS5SYW5rU3RhdHMSDAoEa2V5cxgEIAEoBBIVCg1jb21wbGV0ZV9rZXlzGAUgASgEEhEKCWV2aWN0aW9ucxgGIAEoBBIcChRleHBpcmVkX3Jlc2VydmF0aW9ucxgHIAEoBBIhChlyZWNsYWltZWRfaW5jb21wbGV0ZV9rZXlzGAggASgEEhgKEG9ycGhhbl9ldmljdGlvbnMYCSABKAQSFgoObGVhZl9ldmljdGlvbnMYCiABKAQSFQoNbHJ1X2V2aWN0aW9ucxgLIAEoBBIYChBpbmxpbmVfZXZpY3Rpb25zGAwgASgEEi4KCWtleV9zY29wZRgNIAEoDjIbLmhmM2ZzLm1ldGFkYXRhLnYxLktleVNjb3BlEg4KBmxheW91dBgOIAEoCSJsCglSYW5rU3RhdHMSDAoEcmFuaxgBIAEoDRIRCgludW1fcGFnZXMYAiABKA0SEgoKZnJlZV9wYWdlcxgDIAEoDRIWCg5yZXNlcnZlZF9wYWdlcxgEIAEoDRISCgp1c2VkX3BhZ2VzGAUgASgNIrEBCglFcnJvckluZm8SKQoGcmVhc29uGAEgASgOMhkuaGYzZnMubWV0YWRhdGEudjEuUmVhc29uEhEKCW5hbWVzcGFjZRgCIAEoCRIRCgRyYW5rGAMgASgNSACIAQESCwoDa2V5GAQgASgJEhEKBHBhZ2UYBSABKAVIAYgBARINCgVmaWVsZBgGIAEoCRISCgpsZWFkZXJfdXJsGAcgASgJQgcKBV9yYW5rQgcKBV9wYWdlIlEKFVJlc2V0TmFtZXNwYWNlUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSFgoOYWxsX25hbWVzcGFjZXMYAiABKAgSDQoFZm9yY2UYAyABKAgiUwoWUmVzZXROYW1lc3BhY2VSZXNwb25zZRISCgpuYW1lc3BhY2VzGAEgASgNEg0KBXJhbmtzGAIgASgNEhYKDmZvcmdvdHRlbl9rZXlzGAMgASgNIjIKD0Ryb3BSYW5rUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEcmFuaxgCIAEoDSIqChBEcm9wUmFua1Jlc3BvbnNlEhYKDmZvcmdvdHRlbl9rZXlzGAEgASgNIjsKDEJhdGNoUmVxdWVzdBIrCgVjYWxscxgBIAMoCzIcLmhmM2ZzLm1ldGFkYXRhLnYxLkJhdGNoQ2FsbCKXAgoJQmF0Y2hDYWxsEkEKDmJhdGNoX2FsbG9jYXRlGAEgASgLMicuaGYzZnMubWV0YWRhdGEudjEuQmF0Y2hBbGxvY2F0ZVJlcXVlc3RIABI/Cg1jb25maXJtX3dyaXRlGAIgASgLMiYuaGYzZnMubWV0YWRhdGEudjEuQ29uZmlybVdyaXRlUmVxdWVzdEgAEj0KDGJhdGNoX2V4aXN0cxgDIAEoCzIlLmhmM2ZzLm1ldGFkYXRhLnYxLkJhdGNoRXhpc3RzUmVxdWVzdEgAEj8KDWdldF9sb2NhdGlvbnMYBCABKAsyJi5oZjNmcy5tZXRhZGF0YS52MS5HZXRMb2NhdGlvbnNSZXF1ZXN0SABCBgoEY2FsbCJACg1CYXRjaFJlc3BvbnNlEi8KB3Jlc3VsdHMYASADKAsyHi5oZjNmcy5tZXRhZGF0YS52MS5CYXRjaFJlc3VsdCLOAgoLQmF0Y2hSZXN1bHQSQgoOYmF0Y2hfYWxsb2NhdGUYASABKAsyKC5oZjNmcy5tZXRhZGF0YS52MS5CYXRjaEFsbG9jYXRlUmVzcG9uc2VIABJACg1jb25maXJtX3dyaXRlGAIgASgLMicuaGYzZnMubWV0YWRhdGEudjEuQ29uZmlybVdyaXRlUmVzcG9uc2VIABI+CgxiYXRjaF9leGlzdHMYAyABKAsyJi5oZjNmcy5tZXRhZGF0YS52MS5CYXRjaEV4aXN0c1Jlc3BvbnNlSAASQAoNZ2V0X2xvY2F0aW9ucxgEIAEoCzInLmhmM2ZzLm1ldGFkYXRhLnYxLkdldExvY2F0aW9uc1Jlc3BvbnNlSAASLQoFZXJyb3IYDyABKAsyHC5oZjNmcy5tZXRhZGF0YS52MS5DYWxsRXJyb3JIAEIICgZyZXN1bHQiVgoJQ2FsbEVycm9yEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCRIqCgRpbmZvGAMgASgLMhwuaGYzZnMubWV0YWRhdGEudjEuRXJyb3JJbmZvKkEKBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg8KC1JPTEVfV09SS0VSEAESEgoOUk9MRV9TQ0hFRFVMRVIQAipSCghLZXlTY29wZRIZChVLRVlfU0NPUEVfVU5TUEVDSUZJRUQQABIXChNLRVlfU0NPUEVfTkFNRVNQQUNFEAESEgoOS0VZX1NDT1BFX1JBTksQAiqwAQoQQWxsb2NhdGlvblN0YXR1cxIhCh1BTExPQ0FUSU9OX1NUQVRVU19VTlNQRUNJRklFRBAAEhkKFUFMTE9DQVRJT05fU1RBVFVTX05FVxABEh4KGkFMTE9DQVRJT05fU1RBVFVTX1JFU0VSVkVEEAISHgoaQUxMT0NBVElPTl9TVEFUVVNfRVhJU1RJTkcQAxIeChpBTExPQ0FUSU9OX1NUQVRVU19OT19TUEFDRRAEKq8ECgZSZWFzb24SFgoSUkVBU09OX1VOU1BFQ0lGSUVEEAASGwoXUkVBU09OX0lOVkFMSURfQVJHVU1FTlQQARIZChVSRUFTT05fTElNSVRfRVhDRUVERUQQAhIcChhSRUFTT05fUEFHRV9PVVRfT0ZfUkFOR0UQAxIfChtSRUFTT05fUkFOS19OT1RfSU5JVElBTElaRUQQBBIfChtSRUFTT05fUkFOS19DT05GSUdfTUlTTUFUQ0gQBRIgChxSRUFTT05fUkVTRVJWQVRJT05fTk9UX0ZPVU5EEAYSFgoSUkVBU09OX1BBR0VfSU5fVVNFEAcSGAoUUkVBU09OX1NIVVRUSU5HX0RPV04QCBIcChhSRUFTT05fU1RPUkVfVU5BVkFJTEFCTEUQCRITCg9SRUFTT05fSU5URVJOQUwQChIaChZSRUFTT05fVU5BVVRIRU5USUNBVEVEEAsSHAoYUkVBU09OX1BFUk1JU1NJT05fREVOSUVEEAwSFQoRUkVBU09OX09WRVJMT0FERUQQDRIVChFSRUFTT05fTk9UX0xFQURFUhAOEhMKD1JFQVNPTl9TVEFSVElORxAPEh8KG1JFQVNPTl9VUFNUUkVBTV9VTkFWQUlMQUJMRRAQEhYKElJFQVNPTl9SRUFEX0xFQVNFRBAREhsKF1JFQVNPTl9XUklURVNfSU5fRkxJR0hUEBISGwoXUkVBU09OX05BTUVTUEFDRV9JTl9VU0UQEzKtCAoPTWV0YWRhdGFTZXJ2aWNlEmoKDkluaXRpYWxpemVSYW5rEiguaGYzZnMubWV0YWRhdGEudjEuSW5pdGlhbGl6ZVJhbmtSZXF1ZXN0GikuaGYzZnMubWV0YWRhdGEudjEuSW5pdGlhbGl6ZVJhbmtSZXNwb25zZSIDkAICEmcKDUJhdGNoQWxsb2NhdGUSJy5oZjNmcy5tZXRhZGF0YS52MS5CYXRjaEFsbG9jYXRlUmVxdWVzdBooLmhmM2ZzLm1ldGFkYXRhLnYxLkJhdGNoQWxsb2NhdGVSZXNwb25zZSIDkAICEmQKDENvbmZpcm1Xcml0ZRImLmhmM2ZzLm1ldGFkYXRhLnYxLkNvbmZpcm1Xcml0ZVJlcXVlc3QaJy5oZjNmcy5tZXRhZGF0YS52MS5Db25maXJtV3JpdGVSZXNwb25zZSIDkAICEmEKC0JhdGNoRXhpc3RzEiUuaGYzZnMubWV0YWRhdGEudjEuQmF0Y2hFeGlzdHNSZXF1ZXN0GiYuaGYzZnMubWV0YWRhdGEudjEuQmF0Y2hFeGlzdHNSZXNwb25zZSIDkAIBEmQKDEdldExvY2F0aW9ucxImLmhmM2ZzLm1ldGFkYXRhLnYxLkdldExvY2F0aW9uc1JlcXVlc3QaJy5oZjNmcy5tZXRhZGF0YS52MS5HZXRMb2NhdGlvbnNSZXNwb25zZSIDkAICEl4KCkRlbGV0ZUtleXMSJC5oZjNmcy5tZXRhZGF0YS52MS5EZWxldGVLZXlzUmVxdWVzdBolLmhmM2ZzLm1ldGFkYXRhLnYxLkRlbGV0ZUtleXNSZXNwb25zZSIDkAICEk8KBUNsZWFyEh8uaGYzZnMubWV0YWRhdGEudjEuQ2xlYXJSZXF1ZXN0GiAuaGYzZnMubWV0YWRhdGEudjEuQ2xlYXJSZXNwb25zZSIDkAICElgKCEdldFN0YXRzEiIuaGYzZnMubWV0YWRhdGEudjEuR2V0U3RhdHNSZXF1ZXN0GiMuaGYzZnMubWV0YWRhdGEudjEuR2V0U3RhdHNSZXNwb25zZSIDkAIBElMKCERyb3BSYW5rEiIuaGYzZnMubWV0YWRhdGEudjEuRHJvcFJhbmtSZXF1ZXN0GiMuaGYzZnMubWV0YWRhdGEudjEuRHJvcFJhbmtSZXNwb25zZRJlCg5SZXNldE5hbWVzcGFjZRIoLmhmM2ZzLm1ldGFkYXRhLnYxLlJlc2V0TmFtZXNwYWNlUmVxdWVzdBopLmhmM2ZzLm1ldGFkYXRhLnYxLlJlc2V0TmFtZXNwYWNlUmVzcG9uc2USTwoFQmF0Y2gSHy5oZjNmcy5tZXRhZGF0YS52MS5CYXRjaFJlcXVlc3QaIC5oZjNmcy5tZXRhZGF0YS52MS5CYXRjaFJlc3BvbnNlIgOQAgJiBnByb3RvMw");
 
 /**
  * InitializeRankRequest declares a rank's page file.
@@ -1062,6 +1062,201 @@ export const DropRankResponseSchema: GenMessage<DropRankResponse> = /*@__PURE__*
   messageDesc(file_hf3fs_metadata_v1_metadata, 22);
 
 /**
+ * BatchRequest carries the calls of one Batch.
+ *
+ * @generated from message hf3fs.metadata.v1.BatchRequest
+ */
+export type BatchRequest = Message<"hf3fs.metadata.v1.BatchRequest"> & {
+  /**
+   * calls are run each as if it had come alone; their results come in this
+   * order. None is INVALID_ARGUMENT.
+   *
+   * @generated from field: repeated hf3fs.metadata.v1.BatchCall calls = 1;
+   */
+  calls: BatchCall[];
+};
+
+/**
+ * Describes the message hf3fs.metadata.v1.BatchRequest.
+ * Use `create(BatchRequestSchema)` to create a new message.
+ */
+export const BatchRequestSchema: GenMessage<BatchRequest> = /*@__PURE__*/
+  messageDesc(file_hf3fs_metadata_v1_metadata, 23);
+
+/**
+ * BatchCall is one call of a Batch: a request of the write-and-read cycle.
+ *
+ * @generated from message hf3fs.metadata.v1.BatchCall
+ */
+export type BatchCall = Message<"hf3fs.metadata.v1.BatchCall"> & {
+  /**
+   * call is the request, by its method; none set is INVALID_ARGUMENT.
+   *
+   * @generated from oneof hf3fs.metadata.v1.BatchCall.call
+   */
+  call: {
+    /**
+     * batch_allocate is a BatchAllocate call.
+     *
+     * @generated from field: hf3fs.metadata.v1.BatchAllocateRequest batch_allocate = 1;
+     */
+    value: BatchAllocateRequest;
+    case: "batchAllocate";
+  } | {
+    /**
+     * confirm_write is a ConfirmWrite call.
+     *
+     * @generated from field: hf3fs.metadata.v1.ConfirmWriteRequest confirm_write = 2;
+     */
+    value: ConfirmWriteRequest;
+    case: "confirmWrite";
+  } | {
+    /**
+     * batch_exists is a BatchExists call.
+     *
+     * @generated from field: hf3fs.metadata.v1.BatchExistsRequest batch_exists = 3;
+     */
+    value: BatchExistsRequest;
+    case: "batchExists";
+  } | {
+    /**
+     * get_locations is a GetLocations call.
+     *
+     * @generated from field: hf3fs.metadata.v1.GetLocationsRequest get_locations = 4;
+     */
+    value: GetLocationsRequest;
+    case: "getLocations";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message hf3fs.metadata.v1.BatchCall.
+ * Use `create(BatchCallSchema)` to create a new message.
+ */
+export const BatchCallSchema: GenMessage<BatchCall> = /*@__PURE__*/
+  messageDesc(file_hf3fs_metadata_v1_metadata, 24);
+
+/**
+ * BatchResponse holds one result per call of a Batch, in the calls' order.
+ *
+ * @generated from message hf3fs.metadata.v1.BatchResponse
+ */
+export type BatchResponse = Message<"hf3fs.metadata.v1.BatchResponse"> & {
+  /**
+   * results are the calls' results, results[i] that of calls[i].
+   *
+   * @generated from field: repeated hf3fs.metadata.v1.BatchResult results = 1;
+   */
+  results: BatchResult[];
+};
+
+/**
+ * Describes the message hf3fs.metadata.v1.BatchResponse.
+ * Use `create(BatchResponseSchema)` to create a new message.
+ */
+export const BatchResponseSchema: GenMessage<BatchResponse> = /*@__PURE__*/
+  messageDesc(file_hf3fs_metadata_v1_metadata, 25);
+
+/**
+ * BatchResult is the result of one call of a Batch: its response, of the
+ * call's method, or its error.
+ *
+ * @generated from message hf3fs.metadata.v1.BatchResult
+ */
+export type BatchResult = Message<"hf3fs.metadata.v1.BatchResult"> & {
+  /**
+   * result is the call's response or its error.
+   *
+   * @generated from oneof hf3fs.metadata.v1.BatchResult.result
+   */
+  result: {
+    /**
+     * batch_allocate answers a BatchAllocate call.
+     *
+     * @generated from field: hf3fs.metadata.v1.BatchAllocateResponse batch_allocate = 1;
+     */
+    value: BatchAllocateResponse;
+    case: "batchAllocate";
+  } | {
+    /**
+     * confirm_write answers a ConfirmWrite call.
+     *
+     * @generated from field: hf3fs.metadata.v1.ConfirmWriteResponse confirm_write = 2;
+     */
+    value: ConfirmWriteResponse;
+    case: "confirmWrite";
+  } | {
+    /**
+     * batch_exists answers a BatchExists call.
+     *
+     * @generated from field: hf3fs.metadata.v1.BatchExistsResponse batch_exists = 3;
+     */
+    value: BatchExistsResponse;
+    case: "batchExists";
+  } | {
+    /**
+     * get_locations answers a GetLocations call.
+     *
+     * @generated from field: hf3fs.metadata.v1.GetLocationsResponse get_locations = 4;
+     */
+    value: GetLocationsResponse;
+    case: "getLocations";
+  } | {
+    /**
+     * error is the call's error, as the call alone would have failed.
+     *
+     * @generated from field: hf3fs.metadata.v1.CallError error = 15;
+     */
+    value: CallError;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message hf3fs.metadata.v1.BatchResult.
+ * Use `create(BatchResultSchema)` to create a new message.
+ */
+export const BatchResultSchema: GenMessage<BatchResult> = /*@__PURE__*/
+  messageDesc(file_hf3fs_metadata_v1_metadata, 26);
+
+/**
+ * CallError is the error of one call of a Batch: the gRPC status it would
+ * have failed with alone.
+ *
+ * @generated from message hf3fs.metadata.v1.CallError
+ */
+export type CallError = Message<"hf3fs.metadata.v1.CallError"> & {
+  /**
+   * code is the status code (google.rpc.Code: 3 INVALID_ARGUMENT, 9
+   * FAILED_PRECONDITION, ...).
+   *
+   * @generated from field: int32 code = 1;
+   */
+  code: number;
+
+  /**
+   * message is the status message.
+   *
+   * @generated from field: string message = 2;
+   */
+  message: string;
+
+  /**
+   * info is the status's ErrorInfo detail.
+   *
+   * @generated from field: hf3fs.metadata.v1.ErrorInfo info = 3;
+   */
+  info?: ErrorInfo | undefined;
+};
+
+/**
+ * Describes the message hf3fs.metadata.v1.CallError.
+ * Use `create(CallErrorSchema)` to create a new message.
+ */
+export const CallErrorSchema: GenMessage<CallError> = /*@__PURE__*/
+  messageDesc(file_hf3fs_metadata_v1_metadata, 27);
+
+/**
  * Role says what an InitializeRank caller is.
  *
  * @generated from enum hf3fs.metadata.v1.Role
@@ -1532,6 +1727,27 @@ export const MetadataService: GenService<{
     methodKind: "unary";
     input: typeof ResetNamespaceRequestSchema;
     output: typeof ResetNamespaceResponseSchema;
+  },
+  /**
+   * Batch makes several calls of the write-and-read cycle in one: each runs
+   * as if it had come alone (the same checks, answer and error), and each
+   * has its own result, in the order of the calls. A relay sends the parts
+   * of concurrent calls bound for one shard this way, so that the shard
+   * pays what a call costs whatever its size once for all of them. The
+   * answer comes once every call's changes are durable. It needs the token
+   * of the calls it carries (a worker's). Errors of the Batch as a whole:
+   * INVALID_ARGUMENT (malformed, no call, a call of no method; limits: a
+   * Batch carries at most the entries of one call at the per-call key
+   * limit, and each call is held to the limits of a call alone), and what
+   * refuses any call before it runs (UNAUTHENTICATED, NOT_LEADER,
+   * OVERLOADED, ...).
+   *
+   * @generated from rpc hf3fs.metadata.v1.MetadataService.Batch
+   */
+  batch: {
+    methodKind: "unary";
+    input: typeof BatchRequestSchema;
+    output: typeof BatchResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_hf3fs_metadata_v1_metadata, 0);

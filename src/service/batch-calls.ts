@@ -1,0 +1,67 @@
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import {
+  type BatchCall,
+  type BatchRequest,
+  type BatchResponseSchema,
+  type BatchResult,
+  type CallError,
+  ErrorInfoSchema,
+  type MetadataService,
+  MetadataService as MetadataServiceDesc,
+} from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { DEFAULT_NAMESPACE, invalidArgument } from "../core/index.js";
+import { toConnectError } from "./error-table.js";
+import type { RequestOf } from "./metadata-calls.js";
+
+/** BATCHED are the methods a Batch may carry: the calls of the write-and-read cycle (a worker's, never an admin's). */
+export const BATCHED = ["batchAllocate", "confirmWrite", "batchExists", "getLocations"] as const;
+
+/** BatchedMethod is a method a Batch may carry, named as its BatchCall case. */
+export type BatchedMethod = (typeof BATCHED)[number];
+
+/** Refused hears of a call of a Batch that failed: its method (e.g. "BatchAllocate") and its error (the edge's EdgeOptions.refused). */
+export type Refused = (method: string, error: unknown) => void;
+
+/** CallOne makes one call of a Batch as if it had come alone: its response, or it throws what that call would have failed with. */
+export type CallOne = <M extends BatchedMethod>(method: M, request: RequestOf<M>) => Promise<MessageInitShape<(typeof MetadataService.method)[M]["output"]>>;
+
+/**
+ * runBatch answers a Batch: every call through `call` at once, each
+ * result its response or its error (the code, message and ErrorInfo the
+ * call alone would have failed with). A Batch without calls, or with a
+ * call of no method, is INVALID_ARGUMENT as a whole. Durability is the
+ * edge's, for the Batch as one call: its answer waits for every change.
+ * `refused` hears of each call that failed, as the edge's of a call alone.
+ */
+export async function runBatch(request: BatchRequest, call: CallOne, refused?: Refused): Promise<MessageInitShape<typeof BatchResponseSchema>> {
+  if (request.calls.length === 0) throw invalidArgument("calls", "a Batch carries at least one call");
+  for (const [i, one] of request.calls.entries()) {
+    if (one.call.case === undefined) throw invalidArgument("calls", `call ${i} of the Batch names no method`);
+  }
+  const results = await Promise.all(
+    request.calls.map((one) => {
+      const { case: method, value } = one.call as Exclude<BatchCall["call"], { case: undefined }>;
+      return call(method, value as never).then(
+        (response) => ({ result: { case: method, value: response } }) as BatchResult,
+        (error: unknown) => {
+          refused?.(MetadataServiceDesc.method[method].name, error);
+          return { result: { case: "error", value: callError(error, value.namespace) } } as BatchResult;
+        },
+      );
+    }),
+  );
+  return { results };
+}
+
+/** callError is the CallError of a call that failed with `error` (mapped as the edge maps a call's error: toConnectError). */
+function callError(error: unknown, namespace: string) {
+  const answer = toConnectError(error, namespace || DEFAULT_NAMESPACE);
+  return { code: answer.code, message: answer.rawMessage, info: answer.findDetails(ErrorInfoSchema)[0] ?? create(ErrorInfoSchema) };
+}
+
+/** errorOfResult is the error a call answered by `error` in a Batch throws to its caller: the same code, message and ErrorInfo, and `metadata` (the server id). */
+export function errorOfResult(error: CallError, metadata?: Headers): ConnectError {
+  const code = error.code in Code && error.code !== 0 ? (error.code as Code) : Code.Unknown;
+  return new ConnectError(error.message, code, metadata, error.info === undefined ? [] : [{ desc: ErrorInfoSchema, value: error.info }]);
+}
