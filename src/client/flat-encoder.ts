@@ -9,15 +9,14 @@ import { ENVELOPE_BYTES, envelope, framed } from "../protocol/envelope.js";
  * (TextEncoder per string, a chunk per field) was the largest share of a
  * relay's CPU in its profile (bench/README.md, the relay); this takes the
  * flat messages of MetadataService's requests (strings, 32-bit integers,
- * booleans, enums, and lists of them) and hands any other message to
- * toBinary. test/client/flat-encoder.test.ts holds its bytes to toBinary's.
+ * booleans, enums, and lists of them; and messages of such messages, as a
+ * Batch's) and hands any other message to toBinary. test/client/flat-encoder.test.ts holds its bytes to toBinary's.
  */
 export function encodeFramed<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>): Buffer {
   const plan = planOf(schema);
   if (plan === undefined) return envelope(toBinary(schema, message));
   const values = message as unknown as Record<string, unknown>;
-  let size = 0;
-  for (const field of plan) size += field.size(values[field.name]);
+  const size = bodySize(plan, values);
   const out = framed(size);
   let at = ENVELOPE_BYTES;
   for (const field of plan) at = field.write(values[field.name], out, at);
@@ -37,11 +36,67 @@ const plans = new WeakMap<DescMessage, FieldPlan[] | null>();
 function planOf(schema: DescMessage): FieldPlan[] | undefined {
   let plan = plans.get(schema);
   if (plan === undefined) {
+    plans.set(schema, null); // a message that holds itself is not flat
     const fields = [...schema.fields].sort((a, b) => a.number - b.number).map(fieldPlan);
     plan = fields.every((f) => f !== undefined) ? (fields as FieldPlan[]) : null;
     plans.set(schema, plan);
   }
   return plan ?? undefined;
+}
+
+/** sizes holds the size of each nested message from the sizing pass to the writing pass of one encode. */
+const sizes = new WeakMap<object, number>();
+
+/** bodySize is a flat message's encoded size, kept for its writing pass. */
+function bodySize(plan: FieldPlan[], message: object): number {
+  const values = message as Record<string, unknown>;
+  let size = 0;
+  for (const field of plan) size += field.size(values[field.name]);
+  sizes.set(message, size);
+  return size;
+}
+
+/**
+ * messagePlan is the plan of a field holding flat messages (Batch's calls:
+ * a list of messages each holding one request in a oneof), or undefined.
+ * A oneof's member reads the oneof's {case, value} and writes only its case.
+ */
+function messagePlan(field: DescField): FieldPlan | undefined {
+  if (field.message === undefined) return undefined;
+  const nested = planOf(field.message);
+  if (nested === undefined) return undefined;
+  const tag = tagOf(field.number, 2);
+  const one = (m: object) => {
+    const size = bodySize(nested, m);
+    return varintSize(tag) + varintSize(size) + size;
+  };
+  const write = (m: object, out: Buffer, at: number) => {
+    const values = m as Record<string, unknown>;
+    let next = writeVarint(sizes.get(m)!, out, writeVarint(tag, out, at));
+    for (const plan of nested) next = plan.write(values[plan.name], out, next);
+    return next;
+  };
+  if (field.fieldKind === "list") {
+    return {
+      name: field.localName,
+      size: (v) => (v as object[]).reduce((sum, m) => sum + one(m), 0),
+      write: (v, out, at) => (v as object[]).reduce((next, m) => write(m, out, next), at),
+    };
+  }
+  if (field.oneof !== undefined) {
+    const name = field.localName;
+    const mine = (v: unknown) => (v as { case?: string } | undefined)?.case === name;
+    return {
+      name: field.oneof.localName,
+      size: (v) => (mine(v) ? one((v as { value: object }).value) : 0),
+      write: (v, out, at) => (mine(v) ? write((v as { value: object }).value, out, at) : at),
+    };
+  }
+  return {
+    name: field.localName,
+    size: (v) => (v === undefined ? 0 : one(v as object)),
+    write: (v, out, at) => (v === undefined ? at : write(v as object, out, at)),
+  };
 }
 
 /** SCALARS are the scalar types a flat message may hold, as varints (but STRING). */
@@ -53,6 +108,8 @@ function fieldPlan(field: DescField): FieldPlan | undefined {
   const lengthTag = tagOf(field.number, 2);
   const varintTag = tagOf(field.number, 0);
   const implicit = field.presence === FeatureSet_FieldPresence.IMPLICIT;
+  if (field.fieldKind === "message" || (field.fieldKind === "list" && field.listKind === "message")) return messagePlan(field);
+  if (field.oneof !== undefined) return undefined;
   if (field.fieldKind === "scalar" && field.scalar === ScalarType.STRING) {
     return {
       name,

@@ -1,6 +1,7 @@
 import { type CallOptions, Code, ConnectError, createClient } from "@connectrpc/connect";
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { ErrorInfoSchema, MetadataService, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { Gathering } from "../client/gathering.js";
 import { LeaderFollowing, type Method } from "../client/leader-following.js";
 import { callHeader, LeanTransports } from "../client/lean-transports.js";
 import type { ClientTls } from "../client/metadata-client.js";
@@ -35,6 +36,8 @@ export interface UpstreamConfig {
   readonly shardLocal?: boolean;
   /** spreadReads sends reads to the caught-up standbys in turn rather than to the leader (ReadSpreading). */
   readonly spreadReads?: boolean;
+  /** maxKeysPerCall is the per-call key limit the servers hold calls to: a Batch of gathered calls carries at most what one such call may (Gathering). */
+  readonly maxKeysPerCall: number;
 }
 
 /**
@@ -51,6 +54,8 @@ export class Upstream {
   readonly reach = new Reach();
   private readonly transports: LeanTransports;
   private readonly following: LeaderFollowing;
+  /** gathering sends the calls that come while others are on their way together, as Batches. */
+  private readonly gathering: Gathering;
   /** reads spreads a cluster's reads over its caught-up standbys (--reads members). */
   private readonly reads: ReadSpreading | undefined;
   private urls: string[];
@@ -69,6 +74,11 @@ export class Upstream {
       onRetry: () => config.metrics.retried(),
       onServer: () => config.metrics.moved(),
     });
+    this.gathering = new Gathering(
+      (method, request, options, holdMs) => this.following.call(method, request, options, holdMs),
+      config.maxKeysPerCall,
+      config.holdMs,
+    );
     this.reads = config.spreadReads
       ? new ReadSpreading(
           (url) => this.transports.of(url),
@@ -127,7 +137,7 @@ export class Upstream {
       }
       // The caller's deadline goes upstream; without one, none: a connection that stops answering fails its calls by its pings.
       const heard = this.reads === undefined ? options : { ...options, onHeader: (headers: Headers) => this.reads!.heard(headers) };
-      const { response, serverId, attempts } = await this.following.call(method, request, heard, holdMs);
+      const { response, serverId, attempts } = await this.gathering.call(method, request, heard, holdMs);
       this.config.metrics.observeUpstream(method, (performance.now() - started) / 1_000, attempts > 1);
       this.reach.set(true, this.config.metrics);
       return { response, serverId: serverId ?? undefined };

@@ -64,7 +64,14 @@ export async function serveMember({ options, security, port, stopped, logger }: 
     });
     // Every member answers the cluster's topology; split into shards, its leader sends the keys of the other shards to their leaders.
     const etcd = shardEtcd(shardEtcdEndpoints(options), options.etcdEndpoints, client, (hosts) => etcdClient({ ...clientOptions, hosts }));
-    peers = new ShardPeers(etcd, { clusterName: options.clusterName, part, holdMs: options.startupHoldMs, token: snapshotToken(options), tls: peerTls });
+    peers = new ShardPeers(etcd, {
+      clusterName: options.clusterName,
+      part,
+      holdMs: options.startupHoldMs,
+      token: snapshotToken(options),
+      tls: peerTls,
+      maxKeysPerCall: options.maxKeysPerCall,
+    });
   } catch (error) {
     return cannotStart(logger, error as Error);
   }

@@ -1,4 +1,5 @@
 import type { Etcd3 } from "etcd3";
+import { Gathering } from "../client/gathering.js";
 import { LeaderFollowing, type Method } from "../client/leader-following.js";
 import { callHeader, LeanTransports } from "../client/lean-transports.js";
 import type { ClientTls } from "../client/metadata-client.js";
@@ -28,6 +29,8 @@ export interface PeerOptions {
   /** token is sent on every call (the member's admin token, when the members have token files); undefined: none. */
   readonly token?: string;
   readonly tls?: ClientTls;
+  /** maxKeysPerCall is the per-call key limit: a Batch of gathered parts carries at most what one such call may (Gathering). */
+  readonly maxKeysPerCall: number;
 }
 
 /**
@@ -38,10 +41,12 @@ export interface PeerOptions {
  * cluster's topology (its own shard too), and calls to another shard's leader through
  * LeaderFollowing (NOT_LEADER names it, the next member after a failure),
  * held through its failovers within holdMs, over one multiplexed HTTP/2
- * connection per member.
+ * connection per member, gathered into Batches as a relay's (Gathering).
  */
 export class ShardPeers {
   private readonly followings: (LeaderFollowing | undefined)[];
+  /** gatherings send each other shard's parts, together as Batches when they come faster than that shard answers. */
+  private readonly gatherings: (Gathering | undefined)[];
   private readonly transports: LeanTransports;
   private readonly reading: NodeJS.Timeout | undefined;
   /** members are each shard's members as last read (none before the first read). */
@@ -74,6 +79,10 @@ export class ShardPeers {
             random: Math.random,
           }),
     );
+    this.gatherings = this.followings.map(
+      (following) =>
+        following && new Gathering((method, request, o, holdMs) => following.call(method, request, o, holdMs), options.maxKeysPerCall, options.holdMs),
+    );
     // Only a cluster split into shards routes calls by what it reads: one of one shard reads when asked (topology).
     if (count > 1) {
       this.reading = setInterval(() => void this.read(), PEERS_MS);
@@ -84,10 +93,10 @@ export class ShardPeers {
 
   /** calls are the calls to `shard`'s leader. */
   calls(shard: number): MetadataCalls {
-    const following = this.followings[shard];
-    if (following === undefined) throw new RangeError(`shard ${shard} is this member's own`);
+    const gathering = this.gatherings[shard];
+    if (gathering === undefined) throw new RangeError(`shard ${shard} is this member's own`);
     return async (method, request, signal) => {
-      const { response, serverId } = await following.call(method as Method, request, { signal });
+      const { response, serverId } = await gathering.call(method as Method, request, { signal }, this.options.holdMs);
       return { response: response as never, serverId: serverId ?? undefined };
     };
   }

@@ -13,14 +13,21 @@ function arbitraryOf(field: DescField): fc.Arbitrary<unknown> {
     if (type === ScalarType.UINT32) return fc.oneof(fc.constant(0), fc.constant(4_294_967_295), fc.nat());
     return fc.oneof(fc.constant(0), fc.constant(-1), fc.constant(-2_147_483_648), fc.constant(2_147_483_647), fc.integer());
   };
+  if (field.fieldKind === "list" && field.listKind === "message") return fc.array(initOf(field.message), { maxLength: 4 });
+  if (field.fieldKind === "message") return initOf(field.message);
   if (field.fieldKind === "list") return fc.array(scalar(field.scalar), { maxLength: 12 });
   if (field.fieldKind === "enum") return fc.constantFrom(...field.enum.values.map((v) => v.number));
   return scalar(field.scalar);
 }
 
-/** initOf is an arbitrary init of a message: each field set, or left out (an optional one then stays unset). */
+/** initOf is an arbitrary init of a message: each field set, or left out (an optional one then stays unset); a oneof one of its cases, or none. */
 function initOf(schema: DescMessage): fc.Arbitrary<Record<string, unknown>> {
-  return fc.record(Object.fromEntries(schema.fields.map((f) => [f.localName, arbitraryOf(f)])), { requiredKeys: [] });
+  const members = schema.members.map((m) => {
+    if (m.kind === "field") return [m.localName, arbitraryOf(m)] as const;
+    const cases = m.fields.map((f) => arbitraryOf(f).map((value) => ({ case: f.localName, value })));
+    return [m.localName, fc.oneof(fc.constant({ case: undefined }), ...cases)] as const;
+  });
+  return fc.record(Object.fromEntries(members), { requiredKeys: [] });
 }
 
 describe("the flat encoder of requests (the relay's, in place of toBinary for speed)", () => {

@@ -1,0 +1,164 @@
+import { create } from "@bufbuild/protobuf";
+import { type CallOptions, Code, ConnectError } from "@connectrpc/connect";
+import { BatchRequestSchema, type BatchResponse } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { SERVER_ID_HEADER } from "../protocol/headers.js";
+import { BATCHED, type BatchedMethod, errorOfResult } from "../service/batch-calls.js";
+import { maxEntriesFor } from "../service/message-entries.js";
+import type { Method } from "./leader-following.js";
+
+/** Sent is an upstream's answer to one call: its response, the server that gave it, and how many sends it took. */
+export interface Sent {
+  readonly response: unknown;
+  readonly serverId: string | null;
+  readonly attempts: number;
+}
+
+/** Send sends one call upstream, held within `holdMs` (LeaderFollowing.call). */
+export type Send = (method: Method, request: unknown, options: CallOptions | undefined, holdMs: number) => Promise<Sent>;
+
+/** WIDTH is how many calls (or Batches) go to one upstream at once before the next wait to leave together. */
+const WIDTH = 2;
+
+/** MAX_CALLS bounds the calls of one Batch. */
+const MAX_CALLS = 64;
+
+/** UNSUPPORTED_MS is how long calls go alone after a server answered that it does not know Batch (an older member). */
+const UNSUPPORTED_MS = 60_000;
+
+/** Waiting is a call queued to leave in the next Batch. */
+interface Waiting {
+  readonly method: BatchedMethod;
+  readonly request: { namespace: string };
+  readonly entries: number;
+  readonly options: CallOptions | undefined;
+  readonly holdMs: number;
+  resolve(sent: Sent): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * Gathering sends one upstream's calls: each at once while fewer than
+ * WIDTH are on their way; past that, the calls of the write-and-read
+ * cycle wait, and leave together as one Batch as soon as one comes back.
+ * So a shard pays what a call costs whatever its size (its stream, its
+ * frames, its commit) once for many when calls come faster than it
+ * answers, and no call waits while it keeps up. A Batch holds at most
+ * MAX_CALLS calls and the entries of one call at the per-call key limit;
+ * each call gets its own result. A Batch refused as a whole is sent again
+ * call by call, each then getting its own answer, except when the hold was
+ * spent (UNAVAILABLE, which every call would meet again); a server that
+ * does not know Batch gets calls alone for UNSUPPORTED_MS.
+ */
+export class Gathering {
+  private inFlight = 0;
+  private queue: Waiting[] = [];
+  private readonly maxEntries: number;
+  private unsupportedUntil = 0;
+
+  constructor(
+    private readonly send: Send,
+    maxKeysPerCall: number,
+    private readonly holdMs: number,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.maxEntries = maxEntriesFor(maxKeysPerCall);
+  }
+
+  /** call sends a call, at once or in the next Batch, and answers what its server answered for it. */
+  call(method: Method, request: unknown, options: CallOptions | undefined, holdMs: number): Promise<Sent> {
+    if (this.inFlight < WIDTH || !BATCHED.includes(method as BatchedMethod) || this.now() < this.unsupportedUntil) {
+      return this.alone(method, request, options, holdMs);
+    }
+    const entries = entriesOf(request as never);
+    if (entries > this.maxEntries) return this.alone(method, request, options, holdMs);
+    return new Promise<Sent>((resolve, reject) => {
+      const waiting: Waiting = { method: method as BatchedMethod, request: request as Waiting["request"], entries, options, holdMs, resolve, reject };
+      const signal = options?.signal;
+      if (signal == null) return void this.queue.push(waiting);
+      const onAbort = () => {
+        this.queue = this.queue.filter((w) => w !== waiting);
+        reject(new ConnectError("the call was canceled", Code.Canceled));
+      };
+      signal.addEventListener("abort", onAbort, { once: true });
+      const done = () => signal.removeEventListener("abort", onAbort);
+      waiting.resolve = (sent) => {
+        done();
+        resolve(sent);
+      };
+      waiting.reject = (error) => {
+        done();
+        reject(error);
+      };
+      this.queue.push(waiting);
+    });
+  }
+
+  private async alone(method: Method, request: unknown, options: CallOptions | undefined, holdMs: number): Promise<Sent> {
+    this.inFlight++;
+    try {
+      return await this.send(method, request, options, holdMs);
+    } finally {
+      this.inFlight--;
+      this.flush();
+    }
+  }
+
+  /** flush sends what waits while there is room: one call alone, more as a Batch. */
+  private flush(): void {
+    while (this.inFlight < WIDTH && this.queue.length > 0) {
+      let entries = 0;
+      let taken = 0;
+      while (taken < this.queue.length && taken < MAX_CALLS && (taken === 0 || entries + this.queue[taken]!.entries <= this.maxEntries)) {
+        entries += this.queue[taken]!.entries;
+        taken++;
+      }
+      const parts = this.queue.slice(0, taken);
+      this.queue = this.queue.slice(taken);
+      if (parts.length === 1) {
+        const [one] = parts as [Waiting];
+        this.alone(one.method, one.request, one.options, one.holdMs).then(one.resolve, one.reject);
+      } else void this.batch(parts);
+    }
+  }
+
+  /** batch sends parts as one Batch and gives each its result. */
+  private async batch(parts: Waiting[]): Promise<void> {
+    this.inFlight++;
+    try {
+      const request = create(BatchRequestSchema, { calls: parts.map((p) => ({ call: { case: p.method, value: p.request as never } })) });
+      // The Batch has no deadline of its own (each call keeps its own signal, above); the reads' header hook is the same on every call.
+      const onHeader = parts[0]!.options?.onHeader;
+      const sent = await this.send("batch", request, onHeader === undefined ? undefined : { onHeader }, this.holdMs);
+      const { results } = sent.response as BatchResponse;
+      if (results.length !== parts.length) throw new ConnectError(`a Batch of ${parts.length} calls got ${results.length} results`, Code.Internal);
+      const metadata = sent.serverId === null ? undefined : new Headers({ [SERVER_ID_HEADER]: sent.serverId });
+      for (const [i, part] of parts.entries()) {
+        const { result } = results[i]!;
+        if (result.case === "error") part.reject(errorOfResult(result.value, metadata));
+        else if (result.case === part.method) part.resolve({ response: result.value, serverId: sent.serverId, attempts: sent.attempts });
+        else part.reject(new ConnectError(`a ${part.method} call of a Batch got a ${result.case ?? "missing"} result`, Code.Internal));
+      }
+    } catch (e) {
+      const error = ConnectError.from(e);
+      if (error.code === Code.Unavailable) {
+        for (const part of parts) part.reject(error);
+        return;
+      }
+      if (error.code === Code.Unimplemented) this.unsupportedUntil = this.now() + UNSUPPORTED_MS;
+      for (const part of parts) this.alone(part.method, part.request, part.options, part.holdMs).then(part.resolve, part.reject);
+    } finally {
+      this.inFlight--;
+      this.flush();
+    }
+  }
+}
+
+/**
+ * entriesOf is at least what a call adds to a Batch's entries, as the
+ * server counts them (checkMessageEntries): its lists' values, and room
+ * for its scalar fields and the Batch's own.
+ */
+function entriesOf(request: { keys?: unknown[]; prefixKeys?: unknown[]; pages?: unknown[]; pagesToRelease?: unknown[]; keysToRelease?: unknown[] }): number {
+  const { keys, prefixKeys, pages, pagesToRelease, keysToRelease } = request;
+  return 8 + (keys?.length ?? 0) + (prefixKeys?.length ?? 0) + (pages?.length ?? 0) + (pagesToRelease?.length ?? 0) + (keysToRelease?.length ?? 0);
+}

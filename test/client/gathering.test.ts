@@ -1,0 +1,178 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { describe, expect, it } from "vitest";
+import { type BatchRequest, BatchResponseSchema, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { Gathering, type Sent } from "../../src/client/gathering.js";
+import type { Method } from "../../src/client/leader-following.js";
+
+/** Upstream is a fake upstream: each send waits until the test answers it. */
+class Upstream {
+  readonly sends: { method: Method; request: unknown; answer(sent: Partial<Sent>): void; fail(error: unknown): void }[] = [];
+  now = 0;
+  readonly gathering = new Gathering(
+    (method, request) =>
+      new Promise<Sent>((resolve, reject) =>
+        this.sends.push({ method, request, answer: (sent) => resolve({ serverId: "s1", attempts: 1, response: undefined, ...sent }), fail: reject }),
+      ),
+    16,
+    1_000,
+    () => this.now,
+  );
+
+  call(method: Method, request: object, signal?: AbortSignal): Promise<Sent> {
+    return this.gathering.call(method, request, signal && { signal }, 1_000);
+  }
+
+  /** answerBatch answers the Batch sent `at` with each call's response (every key exists, at page 7), or an error for the keys named "bad". */
+  answerBatch(at: number): void {
+    const { request, answer } = this.sends[at]!;
+    const results = (request as BatchRequest).calls.map(({ call }) =>
+      (call.value as { keys: string[] }).keys.includes("bad")
+        ? {
+            result: {
+              case: "error" as const,
+              value: { code: Code.FailedPrecondition, message: "rank 9 is not initialized", info: { reason: Reason.RANK_NOT_INITIALIZED } },
+            },
+          }
+        : call.case === "batchExists"
+          ? { result: { case: call.case, value: { exists: call.value.keys.map(() => true) } } }
+          : { result: { case: call.case!, value: { pages: (call.value as { keys: string[] }).keys.map(() => 7) } } },
+    );
+    answer({ response: create(BatchResponseSchema, { results: results as never }) });
+  }
+}
+
+const exists = (...keys: string[]) => ({ namespace: "kv", keys });
+const flush = () => new Promise((resolve) => setImmediate(resolve));
+
+describe("Gathering (a relay's calls to one shard)", () => {
+  it("sends calls at once while two are on their way, and the ones after them together as one Batch when one comes back", async () => {
+    const up = new Upstream();
+    const calls = [
+      up.call("batchExists", exists("a")),
+      up.call("batchExists", exists("b")),
+      up.call("batchExists", exists("c")),
+      up.call("getLocations", exists("d")),
+    ];
+    expect(up.sends.map((s) => s.method)).toEqual(["batchExists", "batchExists"]);
+    up.sends[0]!.answer({ response: "a's answer" });
+    await flush();
+    expect(up.sends.map((s) => s.method)).toEqual(["batchExists", "batchExists", "batch"]);
+    expect((up.sends[2]!.request as BatchRequest).calls.map((c) => [c.call.case, (c.call.value as { keys: string[] }).keys])).toEqual([
+      ["batchExists", ["c"]],
+      ["getLocations", ["d"]],
+    ]);
+    up.sends[1]!.answer({ response: "b's answer" });
+    up.answerBatch(2);
+    const answers = await Promise.all(calls);
+    expect(answers.map((a) => a.response)).toEqual([
+      "a's answer",
+      "b's answer",
+      expect.objectContaining({ exists: [true] }),
+      expect.objectContaining({ pages: [7] }),
+    ]);
+    expect(answers[3]!.serverId).toBe("s1");
+  });
+
+  it("gives a call of a Batch its own error (code, message, ErrorInfo, server id), and the others their answers", async () => {
+    const up = new Upstream();
+    void up.call("batchExists", exists("a"));
+    void up.call("batchExists", exists("b"));
+    const good = up.call("batchExists", exists("c"));
+    const bad = up.call("batchAllocate", { namespace: "kv", rank: 9, keys: ["bad"] });
+    up.sends[0]!.answer({});
+    await flush();
+    up.answerBatch(2);
+    expect((await good).response).toMatchObject({ exists: [true] });
+    const error = await bad.catch((e: unknown) => e as ConnectError);
+    expect(error).toBeInstanceOf(ConnectError);
+    expect([(error as ConnectError).code, (error as ConnectError).rawMessage, (error as ConnectError).metadata.get("hf3fs-server-id")]).toEqual([
+      Code.FailedPrecondition,
+      "rank 9 is not initialized",
+      "s1",
+    ]);
+  });
+
+  it("never holds back the calls a Batch does not carry (InitializeRank, the admin calls)", () => {
+    const up = new Upstream();
+    void up.call("batchExists", exists("a"));
+    void up.call("batchExists", exists("b"));
+    void up.call("initializeRank", { namespace: "kv", rank: 0 });
+    void up.call("clear", { namespace: "kv" });
+    expect(up.sends.map((s) => s.method)).toEqual(["batchExists", "batchExists", "initializeRank", "clear"]);
+  });
+
+  it("holds a Batch to MAX_CALLS calls and to the entries of one call at the key limit, and sends a call larger than that alone", async () => {
+    const up = new Upstream(); // 16 keys per call: 4 * 16 + 64 = 128 entries, each call of 20 keys counted 28
+    void up.call("batchExists", exists("a"));
+    void up.call("batchExists", exists("b"));
+    const twenty = Array.from({ length: 20 }, (_, i) => `k${i}`);
+    for (let i = 0; i < 5; i++) void up.call("batchExists", exists(...twenty));
+    void up.call("batchExists", exists(...Array.from({ length: 130 }, (_, i) => `k${i}`)));
+    expect(up.sends).toHaveLength(3); // the 130 keys went alone (the key limit is the server's to refuse)
+    up.sends[0]!.answer({});
+    up.sends[2]!.answer({});
+    await flush();
+    expect((up.sends[3]!.request as BatchRequest).calls).toHaveLength(4); // 4 * 28 = 112 <= 128 < 140
+    up.sends[1]!.answer({});
+    await flush();
+    expect(up.sends[4]!.method).toBe("batchExists"); // the fifth, alone
+  });
+
+  it("sends again call by call a Batch refused as a whole, and calls alone for a minute after a server that does not know Batch", async () => {
+    const up = new Upstream();
+    void up.call("batchExists", exists("a"));
+    void up.call("batchExists", exists("b"));
+    const c = up.call("batchExists", exists("c"));
+    const d = up.call("batchExists", exists("d"));
+    up.sends[0]!.answer({});
+    await flush();
+    up.sends[2]!.fail(new ConnectError("unknown method hf3fs.metadata.v1.MetadataService/Batch", Code.Unimplemented));
+    await flush();
+    expect(up.sends.slice(3).map((s) => [s.method, (s.request as { keys: string[] }).keys])).toEqual([
+      ["batchExists", ["c"]],
+      ["batchExists", ["d"]],
+    ]);
+    up.sends[3]!.answer({ response: "c alone" });
+    up.sends[4]!.answer({ response: "d alone" });
+    expect([(await c).response, (await d).response]).toEqual(["c alone", "d alone"]);
+    // Within the minute, calls past the two on their way still go alone.
+    void up.call("batchExists", exists("e"));
+    expect(up.sends.at(-1)!.method).toBe("batchExists");
+    up.now = 60_001;
+    void up.call("batchExists", exists("f"));
+    void up.call("batchExists", exists("g"));
+    const sent = up.sends.length;
+    up.sends[1]!.answer({});
+    await flush();
+    expect(up.sends.slice(sent).map((s) => s.method)).toEqual(["batch"]);
+  });
+
+  it("fails every call of a Batch whose hold was spent (UNAVAILABLE), without sending them again", async () => {
+    const up = new Upstream();
+    void up.call("batchExists", exists("a"));
+    void up.call("batchExists", exists("b"));
+    const c = up.call("batchExists", exists("c"));
+    const d = up.call("batchExists", exists("d"));
+    up.sends[0]!.answer({});
+    await flush();
+    up.sends[2]!.fail(new ConnectError("relay: no server answered", Code.Unavailable));
+    await expect(c).rejects.toMatchObject({ code: Code.Unavailable });
+    await expect(d).rejects.toMatchObject({ code: Code.Unavailable });
+    expect(up.sends).toHaveLength(3);
+  });
+
+  it("drops a waiting call whose caller left (CANCELED), and sends the rest", async () => {
+    const up = new Upstream();
+    void up.call("batchExists", exists("a"));
+    void up.call("batchExists", exists("b"));
+    const left = new AbortController();
+    const gone = up.call("batchExists", exists("c"), left.signal);
+    void up.call("batchExists", exists("d"));
+    left.abort();
+    await expect(gone).rejects.toMatchObject({ code: Code.Canceled });
+    up.sends[0]!.answer({});
+    await flush();
+    expect([up.sends[2]!.method, (up.sends[2]!.request as { keys: string[] }).keys]).toEqual(["batchExists", ["d"]]);
+  });
+});
