@@ -8,7 +8,6 @@ import {
   type BatchExistsRequest,
   type BatchExistsResponse,
   type BatchRequest,
-  BatchRequestSchema,
   type BatchResponse,
   CallErrorSchema,
   type ConfirmWriteRequest,
@@ -76,31 +75,34 @@ const BATCH_CASES = [
 const BATCH_ERROR = 15;
 
 /**
- * decodeBatch reads a Batch: its entries counted together first (one
- * Batch carries at most what one call may: checkMessageEntries), then each
- * call by its method's codec over its own bytes; the calls' keys stay
- * bytes, released with the Batch (KeyBytesMessage.adopt).
+ * decodeBatch reads a Batch, each call by its method's codec over its own
+ * bytes, counting the entries of all of them together (one Batch carries
+ * at most what one call may, as checkMessageEntries counts them: a field
+ * for each call and one for its case, then the call's own); the calls'
+ * keys stay bytes, released with the Batch (KeyBytesMessage.adopt).
  */
 function decodeBatch(bytes: Buffer, maxEntries: number): BatchRequest {
-  checkMessageEntries(BatchRequestSchema, bytes, maxEntries);
   const message = Object.assign(new KeyBytesMessage(bytes), { $typeName: "hf3fs.metadata.v1.BatchRequest" as const, calls: [] as BatchCall[] });
-  const reader = new FieldReader(bytes, Number.POSITIVE_INFINITY);
+  const entries = new Entries(maxEntries);
+  const reader = new FieldReader(bytes, entries);
   while (reader.pos < reader.len) {
+    reader.count();
     const field = reader.fieldTag();
     if (field !== 1) {
       reader.skip(reader.wireType, field);
       continue;
     }
     const call: BatchCall = { $typeName: "hf3fs.metadata.v1.BatchCall", call: { case: undefined } };
-    const inner = new FieldReader(reader.messageField(), Number.POSITIVE_INFINITY);
+    const inner = new FieldReader(reader.messageField(), entries);
     while (inner.pos < inner.len) {
+      inner.count();
       const number = inner.fieldTag();
       const known = BATCH_CASES.find((c) => c.field === number);
       if (known === undefined) {
         inner.skip(inner.wireType, number);
         continue;
       }
-      const value = known.decode(inner.messageField(), maxEntries);
+      const value = known.decode(inner.messageField(), maxEntries, entries);
       message.adopt(value as unknown as KeyBytesMessage);
       call.call = { case: known.case, value } as BatchCall["call"]; // a oneof's last field wins
     }
@@ -132,9 +134,9 @@ function handCodec(decode: MessageCodec["decode"], frame: MessageCodec["frame"])
   return { decode, frame, encode: (message) => frame(message).subarray(5) };
 }
 
-function decodeBatchAllocate(bytes: Buffer, maxEntries: number): BatchAllocateRequest {
+function decodeBatchAllocate(bytes: Buffer, maxEntries: number, entries = new Entries(maxEntries)): BatchAllocateRequest {
   const message = Object.assign(new KeyBytesMessage(bytes), { $typeName: "hf3fs.metadata.v1.BatchAllocateRequest" as const, namespace: "", rank: 0 });
-  readFields(bytes, maxEntries, message, (field, reader) => {
+  readFields(bytes, entries, message, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) message.rank = reader.uint32Field();
     else if (field === 3) reader.keyField(message, "keys");
@@ -145,7 +147,7 @@ function decodeBatchAllocate(bytes: Buffer, maxEntries: number): BatchAllocateRe
   return message;
 }
 
-function decodeConfirmWrite(bytes: Buffer, maxEntries: number): ConfirmWriteRequest {
+function decodeConfirmWrite(bytes: Buffer, maxEntries: number, entries = new Entries(maxEntries)): ConfirmWriteRequest {
   const message = Object.assign(new KeyBytesMessage(bytes), {
     $typeName: "hf3fs.metadata.v1.ConfirmWriteRequest" as const,
     namespace: "",
@@ -154,7 +156,7 @@ function decodeConfirmWrite(bytes: Buffer, maxEntries: number): ConfirmWriteRequ
     pagesToRelease: [] as number[],
     keysToRelease: [] as string[],
   });
-  readFields(bytes, maxEntries, message, (field, reader) => {
+  readFields(bytes, entries, message, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) message.rank = reader.uint32Field();
     else if (field === 3) reader.keyField(message, "keys");
@@ -167,12 +169,12 @@ function decodeConfirmWrite(bytes: Buffer, maxEntries: number): ConfirmWriteRequ
   return message;
 }
 
-function decodeBatchExists(bytes: Buffer, maxEntries: number): BatchExistsRequest {
+function decodeBatchExists(bytes: Buffer, maxEntries: number, entries = new Entries(maxEntries)): BatchExistsRequest {
   const message: KeyBytesMessage & { $typeName: "hf3fs.metadata.v1.BatchExistsRequest"; namespace: string; rank?: number; callerRank?: number } = Object.assign(
     new KeyBytesMessage(bytes),
     { $typeName: "hf3fs.metadata.v1.BatchExistsRequest" as const, namespace: "" },
   );
-  readFields(bytes, maxEntries, message, (field, reader) => {
+  readFields(bytes, entries, message, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) reader.keyField(message, "keys");
     else if (field === 3) message.rank = reader.uint32Field();
@@ -183,14 +185,14 @@ function decodeBatchExists(bytes: Buffer, maxEntries: number): BatchExistsReques
   return message;
 }
 
-function decodeGetLocations(bytes: Buffer, maxEntries: number): GetLocationsRequest {
+function decodeGetLocations(bytes: Buffer, maxEntries: number, entries = new Entries(maxEntries)): GetLocationsRequest {
   const message = Object.assign(new KeyBytesMessage(bytes), {
     $typeName: "hf3fs.metadata.v1.GetLocationsRequest" as const,
     namespace: "",
     rank: 0,
     includeIncomplete: false,
   });
-  readFields(bytes, maxEntries, message, (field, reader) => {
+  readFields(bytes, entries, message, (field, reader) => {
     if (field === 1) message.namespace = reader.stringField();
     else if (field === 2) message.rank = reader.uint32Field();
     else if (field === 3) reader.keyField(message, "keys");
@@ -318,13 +320,13 @@ class FrameWriter {
 
 /**
  * readFields reads every field of a message from bytes into `message`,
- * counting them against maxEntries as it goes: readField reads the ones it
+ * counting them against the request's entries as it goes: readField reads the ones it
  * knows (with the FieldReader's methods, which check the wire type) and
  * returns false for the others, which are skipped. Then the keys are
  * checked to be UTF-8.
  */
-function readFields(bytes: Buffer, maxEntries: number, message: KeyBytesMessage, readField: (field: number, reader: FieldReader) => boolean): void {
-  const reader = new FieldReader(bytes, maxEntries);
+function readFields(bytes: Buffer, entries: Entries, message: KeyBytesMessage, readField: (field: number, reader: FieldReader) => boolean): void {
+  const reader = new FieldReader(bytes, entries);
   while (reader.pos < reader.len) {
     reader.count();
     const field = reader.fieldTag();
@@ -345,6 +347,18 @@ function checkUtf8(bytes: Buffer, start: number, end: number): void {
   }
 }
 
+/** Entries count a request's entries (fields, and values of packed runs) against its bound, across the messages it holds. */
+class Entries {
+  private count = 0;
+
+  constructor(private readonly max: number) {}
+
+  /** take counts one entry, and throws LIMIT_EXCEEDED past the bound. */
+  take(): void {
+    if (++this.count > this.max) throw tooManyEntries(this.max);
+  }
+}
+
 /** FieldReader is protobuf-es's BinaryReader over a request Buffer, with a reader per field type that checks the field's wire type. */
 class FieldReader extends BinaryReader {
   /** wireType is the wire type of the field about to be read. */
@@ -355,17 +369,15 @@ class FieldReader extends BinaryReader {
 
   constructor(
     private readonly buffer: Buffer,
-    /** maxEntries bounds every repeated field, so that decoding stops at the limit instead of after it. */
-    private readonly maxEntries: number,
+    /** entries bound the request's entries, so that decoding stops at the limit instead of after it. */
+    private readonly entries: Entries,
   ) {
     super(buffer);
   }
 
-  private entries = 0;
-
   /** count counts one entry of the request (a field, or a value of a packed run), and throws LIMIT_EXCEEDED past maxEntries. */
   count(): void {
-    if (++this.entries > this.maxEntries) throw tooManyEntries(this.maxEntries);
+    this.entries.take();
   }
 
   /** lengthDelimited reads a length-delimited field's header and returns where its bytes start; pos is left at their end. */
