@@ -1,7 +1,7 @@
 import * as http2 from "node:http2";
 import { create, type DescMessage, fromBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
-import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
+import { codeFromHttpStatus, findTrailerError } from "@connectrpc/connect/protocol-grpc";
 import { onlyMessage } from "../protocol/envelope.js";
 import { noSniForIp } from "../protocol/peer-tls.js";
 import { encodeFramed } from "./flat-encoder.js";
@@ -34,7 +34,8 @@ const PING_MS = 5_000;
  * (findTrailerError), and
  * test/client/lean-grpc-transport.test.ts holds its answers to
  * connect-node's. A broken connection, a refused one or a reset stream is
- * UNAVAILABLE (every call of this service is safe to send again).
+ * UNAVAILABLE (every call of this service is safe to send again); an HTTP
+ * error without a gRPC status is gRPC's HTTP mapping (codeFromHttpStatus).
  */
 export function createLeanGrpcTransport(options: LeanGrpcOptions): LeanGrpcTransport {
   let current: http2.ClientHttp2Session | undefined;
@@ -126,8 +127,12 @@ function answerOf(
   if (failed !== undefined) throw failed;
   const status = (trailers ?? head)?.["grpc-status"];
   if (status === undefined) {
-    const why = head === undefined ? "no answer" : `HTTP status ${head[":status"]} without a gRPC status`;
-    throw new ConnectError(`the server gave ${why} (stream reset ${rstCode})`, Code.Unavailable);
+    const http = Number(head?.[":status"] ?? 0);
+    const why = head === undefined ? "no answer" : `HTTP status ${http} without a gRPC status`;
+    // An HTTP error is what gRPC's mapping says (404: a server without the method, an older version: UNIMPLEMENTED), as
+    // connect-node's transport reads it; no answer, or a 200 cut short, is a broken call: UNAVAILABLE, sent again.
+    const code = head === undefined || http === 200 || rstCode !== 0 ? Code.Unavailable : codeFromHttpStatus(http);
+    throw new ConnectError(`the server gave ${why} (stream reset ${rstCode})`, code);
   }
   const header = webHeaders(head);
   const trailer = webHeaders(trailers);

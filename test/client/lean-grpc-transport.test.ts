@@ -1,4 +1,6 @@
 import { writeFileSync } from "node:fs";
+import * as http2 from "node:http2";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { Code, type ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
@@ -71,5 +73,40 @@ describe("the lean gRPC transport (the relay's, in place of connect-node's for s
     expect(await canceled).toBe(Code.Canceled);
     const nobody = createClient(MetadataService, createLeanGrpcTransport({ baseUrl: `http://127.0.0.1:${await freePort()}` }));
     expect(await code(nobody.batchExists({ keys: ["k"] }))).toBe(Code.Unavailable);
+  });
+
+  it("reads an HTTP error without a gRPC status as connect-node does: 404 (a server without the method) is UNIMPLEMENTED, not sent again", async () => {
+    // One bare HTTP/2 server per status, each answering every request with it alone.
+    const statuses = [404, 401, 403, 503, 502, 400, 500];
+    const servers = await Promise.all(
+      statuses.map(async (status) => {
+        const server = http2.createServer((_req, res) => {
+          res.writeHead(status);
+          res.end();
+        });
+        await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+        return server;
+      }),
+    );
+    try {
+      const codes = async (transport: (baseUrl: string) => Transport) => {
+        const out: Code[] = [];
+        for (const server of servers) {
+          const client = createClient(MetadataService, transport(`http://127.0.0.1:${(server.address() as AddressInfo).port}`));
+          out.push(
+            await client.batchExists({ keys: ["k"] }).then(
+              () => Code.Unknown as Code,
+              (e: ConnectError) => e.code,
+            ),
+          );
+        }
+        return out;
+      };
+      const lean = await codes((baseUrl) => createLeanGrpcTransport({ baseUrl }));
+      expect(lean).toEqual(await codes((baseUrl) => createGrpcTransport({ baseUrl })));
+      expect(lean[0]).toBe(Code.Unimplemented);
+    } finally {
+      for (const server of servers) server.close();
+    }
   });
 });

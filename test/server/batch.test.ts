@@ -1,4 +1,6 @@
 import { writeFileSync } from "node:fs";
+import * as http2 from "node:http2";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { create, toJson } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
@@ -69,6 +71,35 @@ async function alone(client: Client, calls: BatchCall["call"][]): Promise<unknow
   return outcomes;
 }
 
+/** olderMember passes every call on to `upstream` but Batch, which it answers as a server without the method does: HTTP 404, no gRPC status. */
+async function olderMember(upstream: string) {
+  const session = http2.connect(upstream);
+  let refused = 0;
+  const server = http2.createServer((req, res) => {
+    if (req.url.endsWith("/Batch")) {
+      refused++;
+      res.writeHead(404);
+      res.end();
+      return;
+    }
+    const headers = Object.fromEntries(Object.entries(req.headers).filter(([name]) => !name.startsWith(":") || name === ":method" || name === ":path"));
+    const call = session.request(headers);
+    req.pipe(call);
+    call.on("response", (head) => res.writeHead(Number(head[":status"]), Object.fromEntries(Object.entries(head).filter(([name]) => !name.startsWith(":")))));
+    call.on("trailers", (trailers) => res.addTrailers(trailers));
+    call.pipe(res);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    refusedBatches: () => refused,
+    close: () => {
+      server.close();
+      session.close();
+    },
+  };
+}
+
 describe("Batch", () => {
   it("answers each call as the call alone would have been answered, in the calls' order", async () => {
     const [one, other] = [await startTestServer({}), await startTestServer({})];
@@ -129,6 +160,21 @@ describe("Batch", () => {
       (e: unknown) => ConnectError.from(e).findDetails(ErrorInfoSchema)[0]?.reason,
     );
     expect(answer).toBe(Reason.STORE_UNAVAILABLE);
+  });
+
+  it("is not needed by a relay in front of a member that does not know it (an older version): every call is answered, alone", async () => {
+    const server = await startTestServer({});
+    const older = await olderMember(server.url);
+    const relay = await startTestRelay(older.url);
+    const callers = Array.from({ length: 20 }, () => grpc(relay.url));
+    await Promise.all(callers.map((client) => client.initializeRank({ rank: 0, numPages: 256 })));
+    const started = Date.now();
+    const pages = await Promise.all(callers.map((client, i) => client.batchAllocate({ rank: 0, keys: [`key-${i}`] }).then((r) => r.pages[0])));
+    expect(new Set(pages).size).toBe(20);
+    expect(older.refusedBatches()).toBeGreaterThan(0);
+    // Not held until the hold runs out: the member's 404 says it has no such method (UNIMPLEMENTED), which is not sent again.
+    expect(Date.now() - started).toBeLessThan(10_000);
+    older.close();
   });
 
   it("is what a relay sends for calls that come while others are on their way: each caller gets its own answer", async () => {
