@@ -1,7 +1,8 @@
-// ab.ts --root=DIR [--batch=B] [--rounds=N] [--seconds=S] [--transport=T]: the cycle (lean gRPC client unless T, C=16, 8 ranks
-// of 100,000 pages, in-memory) against this checkout's server and another checkout's (DIR), alternated
-// N times, each run on a fresh server; prints the server's CPU per key and per call of each run. How
-// the README's before/after figures of a change are measured. Run: node --import tsx bench/ab.ts --root=/tmp/before
+// ab.ts --root=DIR [--batch=B] [--rounds=N] [--seconds=S] [--transport=T] [--shards=K]: the cycle (lean gRPC client unless T, C=16,
+// 8 ranks of 100,000 pages, in-memory) against this checkout's server and another checkout's (DIR), alternated
+// N times, each run on a fresh server; prints the server's CPU per key and per call of each run. With
+// --shards=K, through a relay in front of K servers, one per shard, and the CPU is theirs and the relay's.
+// How the README's before/after figures of a change are measured. Run: node --import tsx bench/ab.ts --root=/tmp/before
 import { existsSync } from "node:fs";
 import { relative, resolve } from "node:path";
 import type { TransportName } from "./harness/cycle-clients.js";
@@ -15,18 +16,31 @@ const batch = Number(option("batch", "512"));
 const rounds = Number(option("rounds", "3"));
 const seconds = Number(option("seconds", "4"));
 const transport = option("transport", "lean-grpc") as TransportName;
+const shards = Number(option("shards", "0"));
 
 async function run(root: string): Promise<string> {
   const serve = ["serve", "--in-memory", "--host", "127.0.0.1", "--port", "0", "--read-lease-ttl", "50ms"];
   // Checkouts from before src/cli/ kept the CLI in src/server/.
-  const main = existsSync(`${root}/src/cli/main.ts`) ? `${root}/src/cli/main.ts` : `${root}/src/server/main.ts`;
-  const server = await startProcess(relative(here, main), serve);
-  const config = cycleConfig(server.url, { batch, transport, connections: transport === "lean-grpc" ? 2 : 1, durationMs: seconds * 1_000 });
-  const { result, serverCpuMs } = await runLoad<LoadResult>(config, server.pid);
-  await server.stop();
-  const perKey = (serverCpuMs * 1_000) / Math.max(1, result.keys);
-  const perCall = (serverCpuMs * 1_000) / (result.cycles * 4);
-  return `${perKey.toFixed(2)} µs/key, ${perCall.toFixed(0)} µs/call, ${Math.round(result.keys / seconds)} keys/s`;
+  const main = relative(here, existsSync(`${root}/src/cli/main.ts`) ? `${root}/src/cli/main.ts` : `${root}/src/server/main.ts`);
+  const servers = await Promise.all(
+    Array.from({ length: Math.max(1, shards) }, (_, k) =>
+      startProcess(main, shards > 1 ? [...serve, "--shards", String(shards), "--shard", String(k)] : serve),
+    ),
+  );
+  const relay =
+    shards > 0 ? await startProcess(main, ["relay", "--host", "127.0.0.1", "--port", "0", "--upstream", servers.map((s) => s.url).join(";")]) : undefined;
+  const config = cycleConfig((relay ?? servers[0]!).url, { batch, transport, connections: transport === "lean-grpc" ? 2 : 1, durationMs: seconds * 1_000 });
+  const others = [...servers.slice(1), ...(relay === undefined ? [] : [relay])];
+  const { result, serverCpuMs, otherCpuMs } = await runLoad<LoadResult>(
+    config,
+    servers[0]!.pid,
+    others.map((p) => p.pid),
+  );
+  await Promise.all([...servers, ...others].map((p) => p.stop()));
+  const cpuMs = serverCpuMs + otherCpuMs.reduce((a, b) => a + b, 0);
+  const perKey = (cpuMs * 1_000) / Math.max(1, result.keys);
+  const perCall = (cpuMs * 1_000) / (result.cycles * 4);
+  return `${perKey.toFixed(2)} µs/key, ${perCall.toFixed(0)} µs/call, ${Math.round(result.keys / seconds)} keys/s${relay === undefined ? "" : ` (servers and relay, ${shards} shard${shards > 1 ? "s" : ""})`}`;
 }
 
 for (let round = 0; round < rounds; round++) {
