@@ -4,7 +4,8 @@
 // two alternated R times (2) on the same cluster. Each row runs C (4) loops of vLLM's pattern for S
 // seconds (5): a worker's BatchAllocate and ConfirmWrite of B (128) new keys, then 3 BatchExists of
 // the same keys (the scheduler asking for the waiting requests), all through the relay, paced at N
-// (10) cycles a second in all, so that both rows do the same work when they keep up. It prints,
+// (10) cycles a second in all, so that both rows do the same work when they keep up (`--modes=`
+// also takes `idle`: no calls, the CPU per the N × S cycles of the other rows). It prints,
 // per row, the cycles done and the CPU of the leader and of the standbys per cycle (from /proc). With
 // `--pin=yes` (the default, on 2 cores or more) the leader runs alone on core 0 and every other process
 // on core 1 (taskset).
@@ -24,7 +25,7 @@ const rounds = numberOption("rounds", 2);
 const batch = numberOption("batch", 128);
 const clients = numberOption("clients", 4);
 const rate = numberOption("rate", 10);
-const modes = option("modes", "members,leader").split(",") as ("members" | "leader")[];
+const modes = option("modes", "members,leader").split(",") as ("members" | "leader" | "idle")[];
 const profileDir = option("profile", "");
 const pinned = option("pin", "yes") === "yes" && availableParallelism() >= 2;
 
@@ -43,11 +44,23 @@ try {
   const setup = createClient(MetadataService, createGrpcTransport({ baseUrl: leader.process.url }));
   await setup.initializeRank({ namespace: "bench", rank: 0, numPages: 1 << 22, worldSize: 1 });
   let next = 0;
-  const rows: Record<string, { cycles: number; leaderMs: number; standbysMs: number }[]> = { members: [], leader: [] };
+  const rows: Record<string, { cycles: number; leaderMs: number; standbysMs: number }[]> = { members: [], leader: [], idle: [] };
   // Round 0 warms the leader up (its first seconds' CPU is the JIT's) and is not counted; then the order alternates (ABBA).
   for (let round = 0; round <= rounds; round++) {
     for (const reads of round % 2 === 1 ? modes : [...modes].reverse()) {
-      const relay = await startProcess(SERVER, ["relay", "--host", "127.0.0.1", "--port", "0", "--upstream", cluster.urls.join(","), "--reads", reads]);
+      // "idle": a relay (--reads members) and no calls, the CPU counted per the cycles the other rows do in as long (rate × seconds).
+      const idle = reads === "idle";
+      const relay = await startProcess(SERVER, [
+        "relay",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--upstream",
+        cluster.urls.join(","),
+        "--reads",
+        idle ? "members" : reads,
+      ]);
       if (pinned) execFileSync("taskset", ["-pc", "1", String(relay.pid)]);
       try {
         await new Promise((resolve) => setTimeout(resolve, 1_500)); // its probes find the caught-up members
@@ -59,7 +72,7 @@ try {
         let slot = 0;
         await Promise.all(
           Array.from({ length: clients }, async () => {
-            while (performance.now() < end) {
+            while (performance.now() < end && !idle) {
               // Paced: both rows do the same cycles when they keep up, so the CPU per cycle compares the same work.
               const due = start + (slot++ * 1_000) / rate;
               if (due > performance.now()) await new Promise((resolve) => setTimeout(resolve, due - performance.now()));
@@ -72,6 +85,10 @@ try {
             }
           }),
         );
+        if (idle) {
+          await new Promise((resolve) => setTimeout(resolve, end - performance.now()));
+          cycles = rate * seconds;
+        }
         const leaderMs = cpuMs(leader.process.pid) - before.leader;
         const standbysMs = standbys.reduce((sum, m) => sum + cpuMs(m.process.pid), 0) - before.standbys;
         if (round > 0) rows[reads]!.push({ cycles, leaderMs, standbysMs });

@@ -59,6 +59,8 @@ export class Gathering {
     private readonly send: Send,
     maxKeysPerCall: number,
     private readonly holdMs: number,
+    /** onBatch hears of each Batch sent, with its number of calls (a relay's metrics). */
+    private readonly onBatch: (calls: number) => void = () => undefined,
     private readonly now: () => number = Date.now,
   ) {
     this.maxEntries = maxEntriesFor(maxKeysPerCall);
@@ -124,6 +126,7 @@ export class Gathering {
   /** batch sends parts as one Batch and gives each its result. */
   private async batch(parts: Waiting[]): Promise<void> {
     this.inFlight++;
+    this.onBatch(parts.length);
     try {
       const request = create(BatchRequestSchema, { calls: parts.map((p) => ({ call: { case: p.method, value: p.request as never } })) });
       // The Batch has no deadline of its own (each call keeps its own signal, above); the reads' header hook is the same on every call.

@@ -43,6 +43,12 @@ export class RelayMetrics {
     buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30, 60],
     registers: [this.registry],
   });
+  private readonly batches = new Histogram({
+    name: "hf3fs_relay_batch_calls",
+    help: "Batches the relay sent upstream, by the calls each gathered (its callers' calls, or their parts for one shard, that came while two were on their way there).",
+    buckets: [2, 4, 8, 16, 32, 64],
+    registers: [this.registry],
+  });
   private readonly reachable = new Gauge({
     name: "hf3fs_relay_upstream_reachable",
     help: "1 while the relay reaches a server that answers calls (a single server, or a cluster's leader), else 0.",
@@ -74,6 +80,11 @@ export class RelayMetrics {
   /** moved counts a change of the upstream server calls go to. */
   moved(): void {
     this.changes.inc();
+  }
+
+  /** gathered records a Batch sent upstream with `calls` calls. */
+  gathered(calls: number): void {
+    this.batches.observe(calls);
   }
 
   /** reach sets whether the upstream answers calls. */

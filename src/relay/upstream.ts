@@ -78,6 +78,7 @@ export class Upstream {
       (method, request, options, holdMs) => this.following.call(method, request, options, holdMs),
       config.maxKeysPerCall,
       config.holdMs,
+      (calls) => config.metrics.gathered(calls),
     );
     this.reads = config.spreadReads
       ? new ReadSpreading(

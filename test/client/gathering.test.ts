@@ -9,6 +9,8 @@ import type { Method } from "../../src/client/leader-following.js";
 class Upstream {
   readonly sends: { method: Method; request: unknown; answer(sent: Partial<Sent>): void; fail(error: unknown): void }[] = [];
   now = 0;
+  /** batches are the sizes of the Batches sent, as onBatch heard them. */
+  readonly batches: number[] = [];
   readonly gathering = new Gathering(
     (method, request) =>
       new Promise<Sent>((resolve, reject) =>
@@ -16,6 +18,7 @@ class Upstream {
       ),
     16,
     1_000,
+    (calls) => this.batches.push(calls),
     () => this.now,
   );
 
@@ -72,6 +75,7 @@ describe("Gathering (a relay's calls to one shard)", () => {
       expect.objectContaining({ pages: [7] }),
     ]);
     expect(answers[3]!.serverId).toBe("s1");
+    expect(up.batches).toEqual([2]);
   });
 
   it("gives a call of a Batch its own error (code, message, ErrorInfo, server id), and the others their answers", async () => {

@@ -100,6 +100,11 @@ async function olderMember(upstream: string) {
   };
 }
 
+/** refusedAlone is the BatchAllocate calls a server's metrics count as refused alone (not in a Batch). */
+function refusedAlone(metrics: string): number {
+  return Number(/hf3fs_metadata_calls_total\{method="BatchAllocate",code="failed_precondition"\} (\d+)/.exec(metrics)?.[1] ?? 0);
+}
+
 describe("Batch", () => {
   it("answers each call as the call alone would have been answered, in the calls' order", async () => {
     const [one, other] = [await startTestServer({}), await startTestServer({})];
@@ -203,5 +208,9 @@ describe("Batch", () => {
     const allocates = Number(/hf3fs_metadata_calls_total\{method="BatchAllocate",code="ok"\} (\d+)/.exec(metrics)?.[1] ?? 0);
     expect(batches).toBeGreaterThan(0);
     expect(allocates).toBeLessThan(19);
+    // The relay counts them: as many Batches, and the calls they gathered (every allocate but those alone, the one refused included).
+    const relayMetrics = await (await fetch(`${relay.url}/metrics`)).text();
+    expect(Number(/hf3fs_relay_batch_calls_count (\d+)/.exec(relayMetrics)?.[1])).toBe(batches);
+    expect(Number(/hf3fs_relay_batch_calls_sum (\d+)/.exec(relayMetrics)?.[1])).toBe(20 - allocates - refusedAlone(metrics));
   });
 });
