@@ -102,7 +102,9 @@ try {
     }
   }
   const perCycle = (list: { cycles: number; leaderMs: number }[]) => list.reduce((s, r) => s + r.leaderMs, 0) / list.reduce((s, r) => s + r.cycles, 0);
-  if (modes.length === 2) console.log(`the leader's CPU per cycle, members against leader: ${(perCycle(rows.members!) / perCycle(rows.leader!)).toFixed(2)}×`);
+  if (rows.members!.length > 0 && rows.leader!.length > 0)
+    console.log(`the leader's CPU per cycle, members against leader: ${(perCycle(rows.members!) / perCycle(rows.leader!)).toFixed(2)}×`);
+  if (rows.idle!.length > 0) console.log(`the leader's CPU idle, per the cycles of a row: ${(perCycle(rows.idle!) * 1_000).toFixed(0)} µs`);
 } finally {
   await cluster.stop();
 }
