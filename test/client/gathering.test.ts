@@ -22,6 +22,16 @@ class Upstream {
     () => this.now,
   );
 
+  /** gathered makes two calls, which go at once, then one per key, which wait; the first call is answered, and the waiting ones leave as a Batch (sends[2]). */
+  async gathered(...keys: string[]): Promise<Promise<Sent>[]> {
+    void this.call("batchExists", exists("a"));
+    void this.call("batchExists", exists("b"));
+    const waiting = keys.map((key) => this.call("batchExists", exists(key)));
+    this.sends[0]!.answer({});
+    await flush();
+    return waiting;
+  }
+
   call(method: Method, request: object, signal?: AbortSignal): Promise<Sent> {
     return this.gathering.call(method, request, signal && { signal }, 1_000);
   }
@@ -125,12 +135,7 @@ describe("Gathering (a relay's calls to one shard)", () => {
 
   it("sends again call by call a Batch refused as a whole, and calls alone for a minute after a server that does not know Batch", async () => {
     const up = new Upstream();
-    void up.call("batchExists", exists("a"));
-    void up.call("batchExists", exists("b"));
-    const c = up.call("batchExists", exists("c"));
-    const d = up.call("batchExists", exists("d"));
-    up.sends[0]!.answer({});
-    await flush();
+    const [c, d] = await up.gathered("c", "d");
     up.sends[2]!.fail(new ConnectError("unknown method hf3fs.metadata.v1.MetadataService/Batch", Code.Unimplemented));
     await flush();
     expect(up.sends.slice(3).map((s) => [s.method, (s.request as { keys: string[] }).keys])).toEqual([
@@ -139,7 +144,7 @@ describe("Gathering (a relay's calls to one shard)", () => {
     ]);
     up.sends[3]!.answer({ response: "c alone" });
     up.sends[4]!.answer({ response: "d alone" });
-    expect([(await c).response, (await d).response]).toEqual(["c alone", "d alone"]);
+    expect([(await c!).response, (await d!).response]).toEqual(["c alone", "d alone"]);
     // Within the minute, calls past the two on their way still go alone.
     void up.call("batchExists", exists("e"));
     expect(up.sends.at(-1)!.method).toBe("batchExists");
@@ -154,12 +159,7 @@ describe("Gathering (a relay's calls to one shard)", () => {
 
   it("fails every call of a Batch whose hold was spent (UNAVAILABLE), without sending them again", async () => {
     const up = new Upstream();
-    void up.call("batchExists", exists("a"));
-    void up.call("batchExists", exists("b"));
-    const c = up.call("batchExists", exists("c"));
-    const d = up.call("batchExists", exists("d"));
-    up.sends[0]!.answer({});
-    await flush();
+    const [c, d] = await up.gathered("c", "d");
     up.sends[2]!.fail(new ConnectError("relay: no server answered", Code.Unavailable));
     await expect(c).rejects.toMatchObject({ code: Code.Unavailable });
     await expect(d).rejects.toMatchObject({ code: Code.Unavailable });
