@@ -73,6 +73,7 @@ export type Op =
   | { op: "drop"; rank: number }
   | { op: "reset" }
   | { op: "stats" }
+  | { op: "batch"; rank: number; keys: string[] }
   | { op: "tick"; ms: number };
 
 const rank = fc.integer({ min: 0, max: 1 });
@@ -89,6 +90,7 @@ export const OP: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ op: fc.constant("drop" as const), rank }),
   fc.record({ op: fc.constant("reset" as const) }),
   fc.record({ op: fc.constant("stats" as const) }),
+  { weight: 2, arbitrary: fc.record({ op: fc.constant("batch" as const), rank, keys }) },
   fc.record({ op: fc.constant("tick" as const), ms: fc.constantFrom(1_000, 11_000, 61_000) }),
 );
 
@@ -124,19 +126,7 @@ export async function step(model: Model, op: Op, worldSize: number): Promise<unk
     case "allocate": {
       const prefixKeys = op.prefixed ? op.keys.map((_, i) => (i === 0 ? "" : op.keys[i - 1]!)) : [];
       const answer = await call(model, "batchAllocate", { namespace: "kv", rank: op.rank, keys: op.keys, prefixKeys });
-      if ("error" in answer) return answer;
-      op.keys.forEach((key, i) => {
-        const page = answer.pages[i]!;
-        const status = answer.statuses[i]!;
-        const at = `${op.rank}/${key}`;
-        if (page < 0) return;
-        // A reservation given again keeps its time; a new one, or a key already written, starts now.
-        const known = model.held.get(at);
-        const reservedAt = status === AllocationStatus.RESERVED && known?.page === page ? known.reservedAt : now;
-        model.held.set(at, { page, reservedAt, confirmed: status === AllocationStatus.EXISTING });
-        model.pages.set(at, page);
-      });
-      return { statuses: answer.statuses, placed: answer.pages.map((p) => p >= 0) };
+      return "error" in answer ? answer : allocated(model, op.rank, op.keys, answer, now);
     }
     case "confirm": {
       const held = live(op.rank, op.keys);
@@ -179,9 +169,42 @@ export async function step(model: Model, op: Op, worldSize: number): Promise<unk
       const answer = await call(model, "getStats", { allNamespaces: true });
       return "error" in answer ? answer : answer.namespaces.map((ns) => ({ ...ns, $typeName: undefined }));
     }
+    case "batch": {
+      // A Batch of calls that may come at once (their order is not promised): an allocate and two reads, each with its own result.
+      const answer = await call(model, "batch", {
+        calls: [
+          { call: { case: "batchAllocate", value: { namespace: "kv", rank: op.rank, keys: op.keys } } },
+          { call: { case: "batchExists", value: { namespace: "kv", keys: op.keys } } },
+          { call: { case: "getLocations", value: { namespace: "kv", rank: op.rank, keys: op.keys } } },
+        ],
+      });
+      if ("error" in answer) return answer;
+      return answer.results.map(({ result }) => {
+        if (result.case === "error") return { error: result.value.info?.reason };
+        if (result.case === "batchAllocate") return allocated(model, op.rank, op.keys, result.value, now);
+        if (result.case === "getLocations") return result.value.pages.map((p) => p >= 0);
+        return result.value;
+      });
+    }
     case "tick":
       return undefined;
   }
+}
+
+/** allocated notes the pages an allocate gave on `rank` and gives what must be the same everywhere: statuses, and which keys got a page. */
+function allocated(model: Model, rank: number, keys: string[], answer: ResponseOf<"batchAllocate">, now: number) {
+  keys.forEach((key, i) => {
+    const page = answer.pages[i]!;
+    const status = answer.statuses[i]!;
+    const at = `${rank}/${key}`;
+    if (page < 0) return;
+    // A reservation given again keeps its time; a new one, or a key already written, starts now.
+    const known = model.held.get(at);
+    const reservedAt = status === AllocationStatus.RESERVED && known?.page === page ? known.reservedAt : now;
+    model.held.set(at, { page, reservedAt, confirmed: status === AllocationStatus.EXISTING });
+    model.pages.set(at, page);
+  });
+  return { statuses: answer.statuses, placed: answer.pages.map((p) => p >= 0) };
 }
 
 function strip(answer: object, fields: string[]): object {

@@ -1731,7 +1731,8 @@ export const MetadataService: GenService<{
   /**
    * Batch makes several calls of the write-and-read cycle in one: each runs
    * as if it had come alone (the same checks, answer and error), and each
-   * has its own result, in the order of the calls. A relay sends the parts
+   * has its own result, in the order of the calls; no order is promised
+   * between the calls themselves (they came at once). A relay sends the parts
    * of concurrent calls bound for one shard this way, so that the shard
    * pays what a call costs whatever its size once for all of them. The
    * answer comes once every call's changes are durable. It needs the token
