@@ -19,7 +19,7 @@ export type Send = (method: Method, request: unknown, options: CallOptions | und
 /** WIDTH is how many calls (or Batches) go to one upstream at once before the next wait to leave together. */
 const WIDTH = 2;
 
-/** MAX_CALLS bounds the calls of one Batch. */
+/** MAX_CALLS bounds the calls of one Batch (within the server's MAX_BATCH_CALLS). */
 const MAX_CALLS = 64;
 
 /** UNSUPPORTED_MS is how long calls go alone after a server answered that it does not know Batch (an older member). */

@@ -10,9 +10,12 @@ import {
   type MetadataService,
   MetadataService as MetadataServiceDesc,
 } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { DEFAULT_NAMESPACE, invalidArgument } from "../core/index.js";
+import { DEFAULT_NAMESPACE, invalidArgument, limitExceeded } from "../core/index.js";
 import { toConnectError } from "./error-table.js";
 import type { RequestOf } from "./metadata-calls.js";
+
+/** MAX_BATCH_CALLS bounds the calls of one Batch: past it, a Batch of many empty calls would hold the event loop longer than the largest call. */
+export const MAX_BATCH_CALLS = 1_024;
 
 /** BATCHED are the methods a Batch may carry: the calls of the write-and-read cycle (a worker's, never an admin's). */
 export const BATCHED = ["batchAllocate", "confirmWrite", "batchExists", "getLocations"] as const;
@@ -30,12 +33,14 @@ export type CallOne = <M extends BatchedMethod>(method: M, request: RequestOf<M>
  * runBatch answers a Batch: every call through `call` at once, each
  * result its response or its error (the code, message and ErrorInfo the
  * call alone would have failed with). A Batch without calls, or with a
- * call of no method, is INVALID_ARGUMENT as a whole. Durability is the
+ * call of no method, is INVALID_ARGUMENT as a whole, and one of more than
+ * MAX_BATCH_CALLS calls LIMIT_EXCEEDED. Durability is the
  * edge's, for the Batch as one call: its answer waits for every change.
  * `refused` hears of each call that failed, as the edge's of a call alone.
  */
 export async function runBatch(request: BatchRequest, call: CallOne, refused?: Refused): Promise<MessageInitShape<typeof BatchResponseSchema>> {
   if (request.calls.length === 0) throw invalidArgument("calls", "a Batch carries at least one call");
+  if (request.calls.length > MAX_BATCH_CALLS) throw limitExceeded("calls", `a Batch carries at most ${MAX_BATCH_CALLS} calls, not ${request.calls.length}`);
   for (const [i, one] of request.calls.entries()) {
     if (one.call.case === undefined) throw invalidArgument("calls", `call ${i} of the Batch names no method`);
   }

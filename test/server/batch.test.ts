@@ -134,6 +134,11 @@ describe("Batch", () => {
     const exists = (n: number) => ({ call: { case: "batchExists" as const, value: { keys: Array.from({ length: n }, (_, i) => `k${i}`) } } });
     expect(await refusal(client.batch({ calls: [] }))).toEqual([Code.InvalidArgument, Reason.INVALID_ARGUMENT]);
     expect(await refusal(client.batch({ calls: [{}] }))).toEqual([Code.InvalidArgument, Reason.INVALID_ARGUMENT]);
+    // At most 1,024 calls, however small (here within the entries: a call of no key counts 2).
+    const empty = { call: { case: "batchExists" as const, value: {} } };
+    const many = createClient(MetadataService, createGrpcTransport({ baseUrl: (await startTestServer({})).url }));
+    expect(await refusal(many.batch({ calls: Array.from({ length: 1_024 }, () => empty) }))).toBeUndefined();
+    expect(await refusal(many.batch({ calls: Array.from({ length: 1_025 }, () => empty) }))).toEqual([Code.InvalidArgument, Reason.LIMIT_EXCEEDED]);
     // A Batch carries at most what one call may: 4 * 8 + 64 = 96 entries; a call of 8 keys counts 10 here.
     expect(await refusal(client.batch({ calls: Array.from({ length: 9 }, () => exists(8)) }))).toBeUndefined();
     expect(await refusal(client.batch({ calls: Array.from({ length: 10 }, () => exists(8)) }))).toEqual([Code.InvalidArgument, Reason.LIMIT_EXCEEDED]);

@@ -1738,8 +1738,9 @@ export const MetadataService: GenService<{
    * answer comes once every call's changes are durable. It needs the token
    * of the calls it carries (a worker's). Errors of the Batch as a whole:
    * INVALID_ARGUMENT (malformed, no call, a call of no method; limits: a
-   * Batch carries at most the entries of one call at the per-call key
-   * limit, and each call is held to the limits of a call alone), and what
+   * Batch carries at most 1,024 calls and the entries of one call at the
+   * per-call key limit, and each call is held to the limits of a call
+   * alone), and what
    * refuses any call before it runs (UNAUTHENTICATED, NOT_LEADER,
    * OVERLOADED, ...).
    *
