@@ -183,6 +183,17 @@ export class Metrics {
 
   /** observeCall counts one call of method that ended with code ("ok" or a gRPC code name), and its latency. */
   observeCall(method: string, code: string, seconds: number): void {
+    this.countCall(method, code);
+    let histogram = this.latencyChildren.get(method);
+    if (histogram === undefined) {
+      histogram = this.latency.labels({ method });
+      this.latencyChildren.set(method, histogram);
+    }
+    histogram.observe(seconds);
+  }
+
+  /** countCall counts one call of method that ended with code, without a latency of its own (a call of a Batch: the Batch has the latency). */
+  countCall(method: string, code: string): void {
     const key = `${method}\u0000${code}`;
     let counter = this.callChildren.get(key);
     if (counter === undefined) {
@@ -190,12 +201,6 @@ export class Metrics {
       this.callChildren.set(key, counter);
     }
     counter.inc();
-    let histogram = this.latencyChildren.get(method);
-    if (histogram === undefined) {
-      histogram = this.latency.labels({ method });
-      this.latencyChildren.set(method, histogram);
-    }
-    histogram.observe(seconds);
   }
 
   /** instrument wraps a store so that every commit's latency and size are recorded. */

@@ -11,6 +11,7 @@ import type { PeerTls } from "../protocol/peer-tls.js";
 import { type ReplicationSource, replicationService } from "../replication/replication-service.js";
 import type { AccessPolicy } from "../service/access-policy.js";
 import { BackgroundEviction } from "../service/background-eviction.js";
+import type { CallHeard } from "../service/batch-calls.js";
 import { singleNodeTopology, type Topology } from "../service/cluster-service.js";
 import { Edge } from "../service/edge.js";
 import { healthService } from "../service/health-service.js";
@@ -126,8 +127,12 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
   const observe = metrics.observeCall.bind(metrics);
   const { access } = parts;
   const refusalLog = new RefusalLog(logger);
-  // The refusals engines cannot show, of calls alone (the edge) and of a Batch's calls (the handlers).
+  // The refusals engines cannot show, of calls alone (the edge) and of a Batch's calls (the handlers), which are counted too.
   const refused = refusalLog.note.bind(refusalLog);
+  const heard: CallHeard = (method, code, error) => {
+    metrics.countCall(method, code);
+    if (error !== undefined) refused(method, error);
+  };
   const routes = [...vllmRoutes({ worldSize: options.vllmWorldSize, namespace: options.vllmNamespace }), ...sglangRoutes];
   // The calls that only read, in every framing: a caught-up standby answers them itself (StandbyReads).
   const isRead = (name: string) => {
@@ -154,11 +159,11 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
   });
 
   // Split into shards: every call goes through the router, which runs this shard's part here and sends the others' to their leaders.
-  const local = metadataService(ledger, serverId, refused);
+  const local = metadataService(ledger, serverId, heard);
   const { peers } = parts;
   const routing = peers !== undefined && options.shards > 1 ? peers : undefined;
   const calls = routing === undefined ? localCalls(local) : shardRouter(shardCalls(options.shards, options.shard, localCalls(local), routing));
-  const service = routing === undefined ? local : routedService(calls, refused);
+  const service = routing === undefined ? local : routedService(calls, heard);
   // A single node is its shard's one member and leader; a member reads the cluster's shards from etcd.
   const topology = (url: string) => peers?.topology() ?? singleNodeTopology({ count: options.shards, index: options.shard }, url);
   // A standby passes calls to its leader unless told to refuse them (--standby-calls).

@@ -11,6 +11,7 @@ import {
   MetadataService as MetadataServiceDesc,
 } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { DEFAULT_NAMESPACE, invalidArgument, limitExceeded } from "../core/index.js";
+import { codeName } from "./edge.js";
 import { toConnectError } from "./error-table.js";
 import type { RequestOf } from "./metadata-calls.js";
 
@@ -23,8 +24,13 @@ export const BATCHED = ["batchAllocate", "confirmWrite", "batchExists", "getLoca
 /** BatchedMethod is a method a Batch may carry, named as its BatchCall case. */
 export type BatchedMethod = (typeof BATCHED)[number];
 
-/** Refused hears of a call of a Batch that failed: its method (e.g. "BatchAllocate") and its error (the edge's EdgeOptions.refused). */
-export type Refused = (method: string, error: unknown) => void;
+/**
+ * CallHeard hears of each call of a Batch once it settled, as the edge
+ * hears of a call alone (its observer, and the log of refusals): its
+ * method (e.g. "BatchAllocate"), its code ("ok" or a gRPC code name) and,
+ * when it failed, its error.
+ */
+export type CallHeard = (method: string, code: string, error?: unknown) => void;
 
 /** CallOne makes one call of a Batch as if it had come alone: its response, or it throws what that call would have failed with. */
 export type CallOne = <M extends BatchedMethod>(method: M, request: RequestOf<M>) => Promise<MessageInitShape<(typeof MetadataService.method)[M]["output"]>>;
@@ -36,9 +42,9 @@ export type CallOne = <M extends BatchedMethod>(method: M, request: RequestOf<M>
  * call of no method, is INVALID_ARGUMENT as a whole, and one of more than
  * MAX_BATCH_CALLS calls LIMIT_EXCEEDED. Durability is the
  * edge's, for the Batch as one call: its answer waits for every change.
- * `refused` hears of each call that failed, as the edge's of a call alone.
+ * `heard` hears of each call once it settled (CallHeard).
  */
-export async function runBatch(request: BatchRequest, call: CallOne, refused?: Refused): Promise<MessageInitShape<typeof BatchResponseSchema>> {
+export async function runBatch(request: BatchRequest, call: CallOne, heard?: CallHeard): Promise<MessageInitShape<typeof BatchResponseSchema>> {
   if (request.calls.length === 0) throw invalidArgument("calls", "a Batch carries at least one call");
   if (request.calls.length > MAX_BATCH_CALLS) throw limitExceeded("calls", `a Batch carries at most ${MAX_BATCH_CALLS} calls, not ${request.calls.length}`);
   for (const [i, one] of request.calls.entries()) {
@@ -47,11 +53,16 @@ export async function runBatch(request: BatchRequest, call: CallOne, refused?: R
   const results = await Promise.all(
     request.calls.map((one) => {
       const { case: method, value } = one.call as Exclude<BatchCall["call"], { case: undefined }>;
+      const name = MetadataServiceDesc.method[method].name;
       return call(method, value as never).then(
-        (response) => ({ result: { case: method, value: response } }) as BatchResult,
+        (response) => {
+          heard?.(name, "ok");
+          return { result: { case: method, value: response } } as BatchResult;
+        },
         (error: unknown) => {
-          refused?.(MetadataServiceDesc.method[method].name, error);
-          return { result: { case: "error", value: callError(error, value.namespace) } } as BatchResult;
+          const answer = toConnectError(error, value.namespace || DEFAULT_NAMESPACE);
+          heard?.(name, codeName(answer.code), error);
+          return { result: { case: "error", value: callError(answer) } } as BatchResult;
         },
       );
     }),
@@ -59,9 +70,8 @@ export async function runBatch(request: BatchRequest, call: CallOne, refused?: R
   return { results };
 }
 
-/** callError is the CallError of a call that failed with `error` (mapped as the edge maps a call's error: toConnectError). */
-function callError(error: unknown, namespace: string) {
-  const answer = toConnectError(error, namespace || DEFAULT_NAMESPACE);
+/** callError is the CallError of a call that failed with `answer` (its error mapped as the edge maps a call's: toConnectError). */
+function callError(answer: ConnectError) {
   return { code: answer.code, message: answer.rawMessage, info: answer.findDetails(ErrorInfoSchema)[0] ?? create(ErrorInfoSchema) };
 }
 

@@ -2,7 +2,7 @@ import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { MetadataService, type NamespaceStatsSchema } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { NamespaceStatsView } from "../core/index.js";
 import { actedRank, askedRank, NAMESPACE_COUNTERS } from "../core/index.js";
-import { type Refused, runBatch } from "./batch-calls.js";
+import { type CallHeard, runBatch } from "./batch-calls.js";
 import { keysOf } from "./key-bytes.js";
 import type { Ledger } from "./ledger.js";
 import type { MetadataCalls, MethodName, RequestOf } from "./metadata-calls.js";
@@ -19,7 +19,7 @@ export type LocalService = {
  * before the reply and maps errors to status codes, whichever framing
  * serves the call.
  */
-export function metadataService(ledger: Pick<Ledger, "state" | "reads">, serverId: string, refused?: Refused): LocalService {
+export function metadataService(ledger: Pick<Ledger, "state" | "reads">, serverId: string, heard?: CallHeard): LocalService {
   const service: LocalService = {
     async initializeRank(req) {
       return {
@@ -67,7 +67,7 @@ export function metadataService(ledger: Pick<Ledger, "state" | "reads">, serverI
     },
     // Each call of a Batch runs as the handler of its method; the edge commits them together, once, before the answer.
     async batch(req) {
-      return runBatch(req, (method, request) => (service[method] as unknown as (r: typeof request) => Promise<never>)(request), refused);
+      return runBatch(req, (method, request) => (service[method] as unknown as (r: typeof request) => Promise<never>)(request), heard);
     },
   };
   return service;
@@ -84,14 +84,14 @@ export function localCalls(service: LocalService): MetadataCalls {
 }
 
 /** routedService is MetadataService on calls that go elsewhere in part (a shard router's): each handler makes its call and answers its response. */
-export function routedService(calls: MetadataCalls, refused?: Refused): LocalService {
+export function routedService(calls: MetadataCalls, heard?: CallHeard): LocalService {
   // The caller's deadline (connect-node's context, the fast path's signal) ends the parts sent to other shards too.
   const handler = (method: MethodName) => async (request: RequestOf<MethodName>, context?: { signal?: AbortSignal }) =>
     (await calls(method, request, context?.signal)).response;
   const service = Object.fromEntries(MetadataService.methods.map((m) => [m.localName, handler(m.localName as MethodName)])) as unknown as LocalService;
   // A Batch's calls are routed each as it would be alone.
   service.batch = ((request: RequestOf<"batch">, context?: { signal?: AbortSignal }) =>
-    runBatch(request, async (method, one) => (await calls(method, one, context?.signal)).response, refused)) as LocalService["batch"];
+    runBatch(request, async (method, one) => (await calls(method, one, context?.signal)).response, heard)) as LocalService["batch"];
   return service;
 }
 

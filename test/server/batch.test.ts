@@ -100,11 +100,6 @@ async function olderMember(upstream: string) {
   };
 }
 
-/** refusedAlone is the BatchAllocate calls a server's metrics count as refused alone (not in a Batch). */
-function refusedAlone(metrics: string): number {
-  return Number(/hf3fs_metadata_calls_total\{method="BatchAllocate",code="failed_precondition"\} (\d+)/.exec(metrics)?.[1] ?? 0);
-}
-
 describe("Batch", () => {
   it("answers each call as the call alone would have been answered, in the calls' order", async () => {
     const [one, other] = [await startTestServer({}), await startTestServer({})];
@@ -209,13 +204,15 @@ describe("Batch", () => {
     expect(new Set(pages).size).toBe(19);
     expect(pages.every((p) => typeof p === "number" && p >= 0 && p < 256)).toBe(true);
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
-    const batches = Number(/hf3fs_metadata_calls_total\{method="Batch",code="ok"\} (\d+)/.exec(metrics)?.[1] ?? 0);
-    const allocates = Number(/hf3fs_metadata_calls_total\{method="BatchAllocate",code="ok"\} (\d+)/.exec(metrics)?.[1] ?? 0);
+    const count = (method: string, code: string) =>
+      Number(new RegExp(`hf3fs_metadata_calls_total\\{method="${method}",code="${code}"\\} (\\d+)`).exec(metrics)?.[1] ?? 0);
+    const batches = count("Batch", "ok");
     expect(batches).toBeGreaterThan(0);
-    expect(allocates).toBeLessThan(19);
-    // The relay counts them: as many Batches, and the calls they gathered (every allocate but those alone, the one refused included).
+    // Each call is counted by its method and code, alone or in a Batch: the server's dashboards see the engines' calls either way.
+    expect([count("BatchAllocate", "ok"), count("BatchAllocate", "failed_precondition")]).toEqual([19, 1]);
+    // The relay counts the Batches it sent, and the calls they gathered (at least two each).
     const relayMetrics = await (await fetch(`${relay.url}/metrics`)).text();
     expect(Number(/hf3fs_relay_batch_calls_count (\d+)/.exec(relayMetrics)?.[1])).toBe(batches);
-    expect(Number(/hf3fs_relay_batch_calls_sum (\d+)/.exec(relayMetrics)?.[1])).toBe(20 - allocates - refusedAlone(metrics));
+    expect(Number(/hf3fs_relay_batch_calls_sum (\d+)/.exec(relayMetrics)?.[1])).toBeGreaterThanOrEqual(2 * batches);
   });
 });
