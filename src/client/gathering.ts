@@ -44,10 +44,11 @@ interface Waiting {
  * frames, its commit) once for many when calls come faster than it
  * answers, and no call waits while it keeps up. A Batch holds at most
  * MAX_CALLS calls and the entries of one call at the per-call key limit;
- * each call gets its own result. A Batch refused as a whole is sent again
- * call by call, each then getting its own answer, except when the hold was
- * spent (UNAVAILABLE, which every call would meet again); a server that
- * does not know Batch gets calls alone for UNSUPPORTED_MS.
+ * each call gets its own result, but one UNAVAILABLE there, which goes
+ * again alone (held, as a call alone is). A Batch refused as a whole is
+ * sent again call by call, each then getting its own answer, except when
+ * the hold was spent (UNAVAILABLE, which every call would meet again); a
+ * server that does not know Batch gets calls alone for UNSUPPORTED_MS.
  */
 export class Gathering {
   private inFlight = 0;
@@ -116,11 +117,14 @@ export class Gathering {
       }
       const parts = this.queue.slice(0, taken);
       this.queue = this.queue.slice(taken);
-      if (parts.length === 1) {
-        const [one] = parts as [Waiting];
-        this.alone(one.method, one.request, one.options, one.holdMs).then(one.resolve, one.reject);
-      } else void this.batch(parts);
+      if (parts.length === 1) this.sendAlone(parts[0]!);
+      else void this.batch(parts);
     }
+  }
+
+  /** sendAlone sends a waiting call alone (or again, out of a Batch), and gives it that answer. */
+  private sendAlone(part: Waiting): void {
+    this.alone(part.method, part.request, part.options, part.holdMs).then(part.resolve, part.reject);
   }
 
   /** batch sends parts as one Batch and gives each its result. */
@@ -137,7 +141,9 @@ export class Gathering {
       const metadata = sent.serverId === null ? undefined : new Headers({ [SERVER_ID_HEADER]: sent.serverId });
       for (const [i, part] of parts.entries()) {
         const { result } = results[i]!;
-        if (result.case === "error") part.reject(errorOfResult(result.value, metadata));
+        // A call UNAVAILABLE in the Batch (a shard behind a routing member, out of reach) goes again alone, held as any call.
+        if (result.case === "error" && result.value.code === Code.Unavailable) this.sendAlone(part);
+        else if (result.case === "error") part.reject(errorOfResult(result.value, metadata));
         else if (result.case === part.method) part.resolve({ response: result.value, serverId: sent.serverId, attempts: sent.attempts });
         else part.reject(new ConnectError(`a ${part.method} call of a Batch got a ${result.case ?? "missing"} result`, Code.Internal));
       }
@@ -148,7 +154,7 @@ export class Gathering {
         return;
       }
       if (error.code === Code.Unimplemented) this.unsupportedUntil = this.now() + UNSUPPORTED_MS;
-      for (const part of parts) this.alone(part.method, part.request, part.options, part.holdMs).then(part.resolve, part.reject);
+      for (const part of parts) this.sendAlone(part);
     } finally {
       this.inFlight--;
       this.flush();

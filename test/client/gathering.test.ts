@@ -107,6 +107,24 @@ describe("Gathering (a relay's calls to one shard)", () => {
     ]);
   });
 
+  it("sends again alone, held as any call, a call of a Batch that was UNAVAILABLE there", async () => {
+    const up = new Upstream();
+    const [c, d] = await up.gathered("c", "d");
+    const { answer } = up.sends[2]!;
+    answer({
+      response: create(BatchResponseSchema, {
+        results: [
+          { result: { case: "error", value: { code: Code.Unavailable, message: "shard 1 unreachable", info: { reason: Reason.UPSTREAM_UNAVAILABLE } } } },
+          { result: { case: "batchExists", value: { exists: [true] } } },
+        ],
+      }),
+    });
+    expect((await d!).response).toMatchObject({ exists: [true] });
+    expect([up.sends[3]!.method, (up.sends[3]!.request as { keys: string[] }).keys]).toEqual(["batchExists", ["c"]]);
+    up.sends[3]!.answer({ response: "c alone" });
+    expect((await c!).response).toBe("c alone");
+  });
+
   it("never holds back the calls a Batch does not carry (InitializeRank, the admin calls)", () => {
     const up = new Upstream();
     void up.call("batchExists", exists("a"));
