@@ -69,7 +69,7 @@ export class Gathering {
 
   /** call sends a call, at once or in the next Batch, and answers what its server answered for it. */
   call(method: Method, request: unknown, options: CallOptions | undefined, holdMs: number): Promise<Sent> {
-    if (this.inFlight < WIDTH || !BATCHED.includes(method as BatchedMethod) || this.now() < this.unsupportedUntil) {
+    if (this.inFlight < WIDTH || !BATCHED.has(method) || this.now() < this.unsupportedUntil) {
       return this.alone(method, request, options, holdMs);
     }
     const entries = entriesOf(request as never);

@@ -2,6 +2,7 @@ import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import {
   type BatchCall,
+  BatchCallSchema,
   type BatchRequest,
   type BatchResponseSchema,
   type BatchResult,
@@ -18,11 +19,11 @@ import type { RequestOf } from "./metadata-calls.js";
 /** MAX_BATCH_CALLS bounds the calls of one Batch: past it, a Batch of many empty calls would hold the event loop longer than the largest call. */
 export const MAX_BATCH_CALLS = 1_024;
 
-/** BATCHED are the methods a Batch may carry: the calls of the write-and-read cycle (a worker's, never an admin's). */
-export const BATCHED = ["batchAllocate", "confirmWrite", "batchExists", "getLocations"] as const;
+/** BatchedMethod is a method a Batch may carry (a case of BatchCall's oneof): a call of the write-and-read cycle, a worker's, never an admin's. */
+export type BatchedMethod = Exclude<BatchCall["call"]["case"], undefined>;
 
-/** BatchedMethod is a method a Batch may carry, named as its BatchCall case. */
-export type BatchedMethod = (typeof BATCHED)[number];
+/** BATCHED are the methods a Batch may carry, as the contract's BatchCall names them. */
+export const BATCHED: ReadonlySet<string> = new Set(BatchCallSchema.fields.map((field) => field.localName));
 
 /**
  * CallHeard hears of each call of a Batch once it settled, as the edge

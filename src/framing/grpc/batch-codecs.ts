@@ -5,17 +5,21 @@ import {
   type BatchAllocateRequest,
   type BatchAllocateResponse,
   type BatchCall,
+  BatchCallSchema,
   type BatchExistsRequest,
   type BatchExistsResponse,
   type BatchRequest,
   type BatchResponse,
+  BatchResultSchema,
   CallErrorSchema,
   type ConfirmWriteRequest,
   type ConfirmWriteResponse,
   type GetLocationsRequest,
   type GetLocationsResponse,
+  MetadataService,
 } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { ENVELOPE_BYTES, envelope, framed } from "../../protocol/envelope.js";
+import type { BatchedMethod } from "../../service/batch-calls.js";
 import { KeyBytesMessage, type KeyField } from "../../service/key-bytes.js";
 import { checkMessageEntries, tooManyEntries } from "../../service/message-entries.js";
 import { varintLength } from "./varint.js";
@@ -63,16 +67,32 @@ export const BATCH_CODECS: Readonly<Record<string, MessageCodec>> = {
   Batch: handCodec(decodeBatch, (m) => encodeBatch(m as BatchResponse)),
 };
 
-/** BATCH_CASES are the cases of a BatchCall and a BatchResult by field number, each with its method's codec. */
-const BATCH_CASES = [
-  { field: 1, case: "batchAllocate", decode: decodeBatchAllocate, method: "BatchAllocate" },
-  { field: 2, case: "confirmWrite", decode: decodeConfirmWrite, method: "ConfirmWrite" },
-  { field: 3, case: "batchExists", decode: decodeBatchExists, method: "BatchExists" },
-  { field: 4, case: "getLocations", decode: decodeGetLocations, method: "GetLocations" },
-] as const;
+/** DECODERS are the request decoders of the methods a Batch carries, by their BatchCall case. */
+const DECODERS: Record<BatchedMethod, (bytes: Buffer, maxEntries: number, entries: Entries) => unknown> = {
+  batchAllocate: decodeBatchAllocate,
+  confirmWrite: decodeConfirmWrite,
+  batchExists: decodeBatchExists,
+  getLocations: decodeGetLocations,
+};
+
+/**
+ * BATCH_CASES are the cases of a BatchCall, with their field numbers there
+ * and in a BatchResult (the contract's), their decoders and their
+ * methods' codecs (by the method's name).
+ */
+const BATCH_CASES = BatchCallSchema.fields.map((field) => {
+  const name = field.localName as BatchedMethod;
+  return {
+    case: name,
+    field: field.number,
+    resultField: BatchResultSchema.field[name].number,
+    decode: DECODERS[name],
+    method: MetadataService.method[name].name,
+  };
+});
 
 /** BATCH_ERROR is the field of a BatchResult's error. */
-const BATCH_ERROR = 15;
+const BATCH_ERROR = BatchResultSchema.field.error.number;
 
 /**
  * decodeBatch reads a Batch, each call by its method's codec over its own
@@ -117,7 +137,7 @@ function encodeBatch(message: Partial<BatchResponse>): Buffer {
     if (result.case === "error") return { field: BATCH_ERROR, bytes: toBinary(CallErrorSchema, create(CallErrorSchema, result.value)) };
     const known = BATCH_CASES.find((c) => c.case === result.case);
     if (known === undefined) return undefined; // a result of no case: an empty BatchResult
-    return { field: known.field, bytes: BATCH_CODECS[known.method]!.encode(result.value) };
+    return { field: known.resultField, bytes: BATCH_CODECS[known.method]!.encode(result.value) };
   });
   const resultLength = (body: (typeof bodies)[number]) => (body === undefined ? 0 : 1 + varintLength(body.bytes.length) + body.bytes.length);
   let length = 0;
@@ -375,7 +395,7 @@ class FieldReader extends BinaryReader {
     super(buffer);
   }
 
-  /** count counts one entry of the request (a field, or a value of a packed run), and throws LIMIT_EXCEEDED past maxEntries. */
+  /** count counts one entry of the request (a field, or a value of a packed run), and throws LIMIT_EXCEEDED past its bound (Entries). */
   count(): void {
     this.entries.take();
   }
