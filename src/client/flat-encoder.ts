@@ -10,7 +10,8 @@ import { ENVELOPE_BYTES, envelope, framed } from "../protocol/envelope.js";
  * relay's CPU in its profile (bench/README.md, the relay); this takes the
  * flat messages of MetadataService's requests (strings, 32-bit integers,
  * booleans, enums, and lists of them; and messages of such messages, as a
- * Batch's) and hands any other message to toBinary. test/client/flat-encoder.test.ts holds its bytes to toBinary's.
+ * Batch's) and hands any other message to toBinary.
+ * test/client/flat-encoder.test.ts holds its bytes to toBinary's.
  */
 export function encodeFramed<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>): Buffer {
   const plan = planOf(schema);
