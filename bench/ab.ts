@@ -8,7 +8,7 @@ import { relative, resolve } from "node:path";
 import type { TransportName } from "./harness/cycle-clients.js";
 import type { LoadResult } from "./harness/load.js";
 import { option } from "./harness/options.js";
-import { cycleConfig, runLoad, startProcess } from "./harness/processes.js";
+import { cycleConfig, runLoad, startProcess, startShards } from "./harness/processes.js";
 
 const here = resolve(new URL("..", import.meta.url).pathname);
 const other = resolve(option("root", here));
@@ -22,13 +22,9 @@ async function run(root: string): Promise<string> {
   const serve = ["serve", "--in-memory", "--host", "127.0.0.1", "--port", "0", "--read-lease-ttl", "50ms"];
   // Checkouts from before src/cli/ kept the CLI in src/server/.
   const main = relative(here, existsSync(`${root}/src/cli/main.ts`) ? `${root}/src/cli/main.ts` : `${root}/src/server/main.ts`);
-  const servers = await Promise.all(
-    Array.from({ length: Math.max(1, shards) }, (_, k) =>
-      startProcess(main, shards > 1 ? [...serve, "--shards", String(shards), "--shard", String(k)] : serve),
-    ),
-  );
-  const relay =
-    shards > 0 ? await startProcess(main, ["relay", "--host", "127.0.0.1", "--port", "0", "--upstream", servers.map((s) => s.url).join(";")]) : undefined;
+  const sharded = shards > 0 ? await startShards(main, serve, shards) : undefined;
+  const servers = sharded?.servers ?? [await startProcess(main, serve)];
+  const relay = sharded?.relay;
   const config = cycleConfig((relay ?? servers[0]!).url, { batch, transport, connections: transport === "lean-grpc" ? 2 : 1, durationMs: seconds * 1_000 });
   const others = [...servers.slice(1), ...(relay === undefined ? [] : [relay])];
   const { result, serverCpuMs, otherCpuMs } = await runLoad<LoadResult>(
@@ -36,7 +32,7 @@ async function run(root: string): Promise<string> {
     servers[0]!.pid,
     others.map((p) => p.pid),
   );
-  await Promise.all([...servers, ...others].map((p) => p.stop()));
+  await (sharded?.stop() ?? servers[0]!.stop());
   const cpuMs = serverCpuMs + otherCpuMs.reduce((a, b) => a + b, 0);
   const perKey = (cpuMs * 1_000) / Math.max(1, result.keys);
   const perCall = (cpuMs * 1_000) / (result.cycles * 4);

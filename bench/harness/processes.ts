@@ -52,6 +52,22 @@ export async function startProcess(entry: string, args: string[], nodeArgs: stri
   return { url, pid: child.pid!, stop: () => stopChild(child) };
 }
 
+/** ShardedProcesses are S servers, one per shard, and a relay in front of them. */
+export interface ShardedProcesses {
+  servers: ServerProcess[];
+  relay: ServerProcess;
+  stop(): Promise<void>;
+}
+
+/** startShards runs `count` servers of `entry` with serve's `serve` args (and --shards, --shard past one), and a relay of `entry` in front of them. */
+export async function startShards(entry: string, serve: string[], count: number): Promise<ShardedProcesses> {
+  const servers = await Promise.all(
+    Array.from({ length: count }, (_, shard) => startProcess(entry, count > 1 ? [...serve, "--shards", String(count), "--shard", String(shard)] : serve)),
+  );
+  const relay = await startProcess(entry, ["relay", "--host", "127.0.0.1", "--port", "0", "--upstream", servers.map((s) => s.url).join(";")]);
+  return { servers, relay, stop: async () => void (await Promise.all([relay, ...servers].map((p) => p.stop()))) };
+}
+
 async function stopChild(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null) return;
   const exited = new Promise((resolve) => child.once("exit", resolve));

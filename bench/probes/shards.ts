@@ -6,7 +6,7 @@
 // (its fan-out: the split, the parallel parts, the merge).
 
 import type { LoadResult } from "../harness/load.js";
-import { cycleConfig, runLoad, SERVER, serverArgs, startProcess } from "../harness/processes.js";
+import { cycleConfig, runLoad, SERVER, serverArgs, startShards } from "../harness/processes.js";
 
 /** ShardRow is one measured cluster of S shards, in one alternation (`round`). */
 export interface ShardRow {
@@ -27,12 +27,7 @@ export async function measureShards(counts: readonly number[], rounds: number, t
   let offset = 9e9;
   for (let round = 0; round < rounds; round++) {
     for (const count of counts) {
-      const servers = await Promise.all(
-        Array.from({ length: count }, (_, shard) =>
-          startProcess(SERVER, serverArgs(["--in-memory", ...(count > 1 ? ["--shards", String(count), "--shard", String(shard)] : [])])),
-        ),
-      );
-      const relay = await startProcess(SERVER, ["relay", "--host", "127.0.0.1", "--port", "0", "--upstream", servers.map((s) => s.url).join(";")]);
+      const { servers, relay, stop } = await startShards(SERVER, serverArgs(["--in-memory"]), count);
       try {
         offset += 1e9;
         const config = cycleConfig(relay.url, { transport: "lean-grpc", batch: 128, concurrency: 16, connections: 1, keyOffset: offset, ...timing });
@@ -57,7 +52,7 @@ export async function measureShards(counts: readonly number[], rounds: number, t
         );
         rows.push(row);
       } finally {
-        await Promise.all([relay.stop(), ...servers.map((s) => s.stop())]);
+        await stop();
       }
     }
   }
