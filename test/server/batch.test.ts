@@ -152,6 +152,19 @@ describe("Batch", () => {
     );
     expect(await refusal(connect.batch({ calls: Array.from({ length: 10 }, () => exists(8)) }))).toEqual([Code.InvalidArgument, Reason.LIMIT_EXCEEDED]);
     expect(await refusal(connect.batch({ calls: [exists(1)] }))).toBeUndefined();
+    // And in Connect's JSON, whose values are counted instead, nested ones included; a malformed one is refused too.
+    const json = createClient(
+      MetadataService,
+      createConnectTransport({ baseUrl: server.url, httpVersion: "1.1", useBinaryFormat: false, interceptors: [bearer("worker-token")] }),
+    );
+    expect(await refusal(json.batch({ calls: Array.from({ length: 20 }, () => exists(8)) }))).toEqual([Code.InvalidArgument, Reason.LIMIT_EXCEEDED]);
+    expect(await refusal(json.batch({ calls: [exists(1)] }))).toBeUndefined();
+    const malformed = await fetch(`${server.url}/hf3fs.metadata.v1.MetadataService/Batch`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: "Bearer worker-token" },
+      body: '{"calls": [{"batchExists": {"keys": 7}}]}',
+    });
+    expect([malformed.status, ((await malformed.json()) as { code: string }).code]).toEqual([400, "invalid_argument"]);
   });
 
   it("answers only once its calls' changes are durable: a store that fails its commit fails the Batch", async () => {
