@@ -25,11 +25,18 @@ const MAX_CALLS = 64;
 /** UNSUPPORTED_MS is how long calls go alone after a server answered that it does not know Batch (an older member). */
 const UNSUPPORTED_MS = 60_000;
 
+/** BatchLimits are what a server takes of one call, which a Batch of gathered calls stays within (its --max-keys-per-call and --max-body-bytes). */
+export interface BatchLimits {
+  readonly maxKeysPerCall: number;
+  readonly maxBodyBytes: number;
+}
+
 /** Waiting is a call queued to leave in the next Batch. */
 interface Waiting {
   readonly method: BatchedMethod;
   readonly request: { namespace: string };
   readonly entries: number;
+  readonly bytes: number;
   readonly options: CallOptions | undefined;
   readonly holdMs: number;
   resolve(sent: Sent): void;
@@ -43,7 +50,8 @@ interface Waiting {
  * So a shard pays what a call costs whatever its size (its stream, its
  * frames, its commit) once for many when calls come faster than it
  * answers, and no call waits while it keeps up. A Batch holds at most
- * MAX_CALLS calls and the entries of one call at the per-call key limit;
+ * MAX_CALLS calls, the entries of one call at the per-call key limit, and
+ * at most the server's body limit by an upper bound of its bytes;
  * each call gets its own result, but one UNAVAILABLE there, which goes
  * again alone (held, as a call alone is). A Batch refused as a whole is
  * sent again call by call, each then getting its own answer, except when
@@ -54,17 +62,19 @@ export class Gathering {
   private inFlight = 0;
   private queue: Waiting[] = [];
   private readonly maxEntries: number;
+  private readonly maxBytes: number;
   private unsupportedUntil = 0;
 
   constructor(
     private readonly send: Send,
-    maxKeysPerCall: number,
+    limits: BatchLimits,
     private readonly holdMs: number,
     /** onBatch hears of each Batch sent, with its number of calls (a relay's metrics). */
     private readonly onBatch: (calls: number) => void = () => undefined,
     private readonly now: () => number = Date.now,
   ) {
-    this.maxEntries = maxEntriesFor(maxKeysPerCall);
+    this.maxEntries = maxEntriesFor(limits.maxKeysPerCall);
+    this.maxBytes = limits.maxBodyBytes;
   }
 
   /** call sends a call, at once or in the next Batch, and answers what its server answered for it. */
@@ -73,9 +83,10 @@ export class Gathering {
       return this.alone(method, request, options, holdMs);
     }
     const entries = entriesOf(request as never);
-    if (entries > this.maxEntries) return this.alone(method, request, options, holdMs);
+    const bytes = bytesOf(request as never);
+    if (entries > this.maxEntries || bytes > this.maxBytes) return this.alone(method, request, options, holdMs);
     return new Promise<Sent>((resolve, reject) => {
-      const waiting: Waiting = { method: method as BatchedMethod, request: request as Waiting["request"], entries, options, holdMs, resolve, reject };
+      const waiting: Waiting = { method: method as BatchedMethod, request: request as Waiting["request"], entries, bytes, options, holdMs, resolve, reject };
       const signal = options?.signal;
       if (signal == null) return void this.queue.push(waiting);
       const onAbort = () => {
@@ -110,9 +121,13 @@ export class Gathering {
   private flush(): void {
     while (this.inFlight < WIDTH && this.queue.length > 0) {
       let entries = 0;
+      let bytes = 0;
       let taken = 0;
-      while (taken < this.queue.length && taken < MAX_CALLS && (taken === 0 || entries + this.queue[taken]!.entries <= this.maxEntries)) {
-        entries += this.queue[taken]!.entries;
+      while (taken < this.queue.length && taken < MAX_CALLS) {
+        const next = this.queue[taken]!;
+        if (taken > 0 && (entries + next.entries > this.maxEntries || bytes + next.bytes > this.maxBytes)) break;
+        entries += next.entries;
+        bytes += next.bytes;
         taken++;
       }
       const parts = this.queue.slice(0, taken);
@@ -162,12 +177,36 @@ export class Gathering {
   }
 }
 
+/** Lists are the repeated fields of the calls a Batch carries. */
+interface Lists {
+  keys?: unknown[];
+  prefixKeys?: unknown[];
+  pages?: unknown[];
+  pagesToRelease?: unknown[];
+  keysToRelease?: unknown[];
+}
+
 /**
  * entriesOf is at least what a call adds to a Batch's entries, as the
  * server counts them (checkMessageEntries): its lists' values, and room
  * for its scalar fields and the Batch's own.
  */
-function entriesOf(request: { keys?: unknown[]; prefixKeys?: unknown[]; pages?: unknown[]; pagesToRelease?: unknown[]; keysToRelease?: unknown[] }): number {
+function entriesOf(request: Lists): number {
   const { keys, prefixKeys, pages, pagesToRelease, keysToRelease } = request;
   return 8 + (keys?.length ?? 0) + (prefixKeys?.length ?? 0) + (pages?.length ?? 0) + (pagesToRelease?.length ?? 0) + (keysToRelease?.length ?? 0);
+}
+
+/**
+ * bytesOf is at least what a call adds to a Batch's encoding: 3 bytes per
+ * UTF-16 unit of its strings (UTF-8's most), 6 per string for its tag and
+ * length, 11 per page (a negative int32's varint and its tag), and 64 for
+ * its scalars and its place in the Batch. Reading lengths only, it costs
+ * the relay no encoding; with keys of ASCII it is about 3× the truth.
+ */
+export function bytesOf(request: Lists & { namespace?: string }): number {
+  let bytes = 64 + 3 * (request.namespace?.length ?? 0);
+  for (const list of [request.keys, request.prefixKeys, request.keysToRelease]) {
+    for (const key of list ?? []) bytes += 6 + 3 * (key as string).length;
+  }
+  return bytes + 11 * ((request.pages?.length ?? 0) + (request.pagesToRelease?.length ?? 0));
 }

@@ -88,7 +88,7 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
         metrics,
         shardLocal,
         spreadReads: options.reads === "members",
-        maxKeysPerCall: options.maxKeysPerCall,
+        limits: options,
       }),
     options.holdMs,
   );

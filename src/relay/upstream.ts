@@ -1,7 +1,7 @@
 import { type CallOptions, Code, ConnectError, createClient } from "@connectrpc/connect";
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { ErrorInfoSchema, MetadataService, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { Gathering } from "../client/gathering.js";
+import { type BatchLimits, Gathering } from "../client/gathering.js";
 import { LeaderFollowing, type Method } from "../client/leader-following.js";
 import { callHeader, LeanTransports } from "../client/lean-transports.js";
 import type { ClientTls } from "../client/metadata-client.js";
@@ -36,8 +36,8 @@ export interface UpstreamConfig {
   readonly shardLocal?: boolean;
   /** spreadReads sends reads to the caught-up standbys in turn rather than to the leader (ReadSpreading). */
   readonly spreadReads?: boolean;
-  /** maxKeysPerCall is the per-call key limit the servers hold calls to: a Batch of gathered calls carries at most what one such call may (Gathering). */
-  readonly maxKeysPerCall: number;
+  /** limits are what the servers take of one call (--max-keys-per-call, --max-body-bytes): a Batch of gathered calls stays within them (Gathering). */
+  readonly limits: BatchLimits;
 }
 
 /**
@@ -76,7 +76,7 @@ export class Upstream {
     });
     this.gathering = new Gathering(
       (method, request, options, holdMs) => this.following.call(method, request, options, holdMs),
-      config.maxKeysPerCall,
+      config.limits,
       config.holdMs,
       (calls) => config.metrics.gathered(calls),
     );

@@ -70,7 +70,7 @@ export async function serveMember({ options, security, port, stopped, logger }: 
       holdMs: options.startupHoldMs,
       token: snapshotToken(options),
       tls: peerTls,
-      maxKeysPerCall: options.maxKeysPerCall,
+      limits: options,
     });
   } catch (error) {
     return cannotStart(logger, error as Error);

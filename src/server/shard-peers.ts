@@ -1,5 +1,5 @@
 import type { Etcd3 } from "etcd3";
-import { Gathering } from "../client/gathering.js";
+import { type BatchLimits, Gathering } from "../client/gathering.js";
 import { LeaderFollowing, type Method } from "../client/leader-following.js";
 import { callHeader, LeanTransports } from "../client/lean-transports.js";
 import type { ClientTls } from "../client/metadata-client.js";
@@ -29,8 +29,8 @@ export interface PeerOptions {
   /** token is sent on every call (the member's admin token, when the members have token files); undefined: none. */
   readonly token?: string;
   readonly tls?: ClientTls;
-  /** maxKeysPerCall is the per-call key limit: a Batch of gathered parts carries at most what one such call may (Gathering). */
-  readonly maxKeysPerCall: number;
+  /** limits are what a member takes of one call (--max-keys-per-call, --max-body-bytes): a Batch of gathered parts stays within them (Gathering). */
+  readonly limits: BatchLimits;
 }
 
 /**
@@ -80,8 +80,7 @@ export class ShardPeers {
           }),
     );
     this.gatherings = this.followings.map(
-      (following) =>
-        following && new Gathering((method, request, o, holdMs) => following.call(method, request, o, holdMs), options.maxKeysPerCall, options.holdMs),
+      (following) => following && new Gathering((method, request, o, holdMs) => following.call(method, request, o, holdMs), options.limits, options.holdMs),
     );
     // Only a cluster split into shards routes calls by what it reads: one of one shard reads when asked (topology).
     if (count > 1) {

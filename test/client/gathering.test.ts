@@ -1,8 +1,9 @@
-import { create } from "@bufbuild/protobuf";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type BatchRequest, BatchResponseSchema, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { Gathering, type Sent } from "../../src/client/gathering.js";
+import { type BatchRequest, BatchRequestSchema, BatchResponseSchema, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { bytesOf, Gathering, type Sent } from "../../src/client/gathering.js";
 import type { Method } from "../../src/client/leader-following.js";
 
 /** Upstream is a fake upstream: each send waits until the test answers it. */
@@ -11,16 +12,20 @@ class Upstream {
   now = 0;
   /** batches are the sizes of the Batches sent, as onBatch heard them. */
   readonly batches: number[] = [];
-  readonly gathering = new Gathering(
-    (method, request) =>
-      new Promise<Sent>((resolve, reject) =>
-        this.sends.push({ method, request, answer: (sent) => resolve({ serverId: "s1", attempts: 1, response: undefined, ...sent }), fail: reject }),
-      ),
-    16,
-    1_000,
-    (calls) => this.batches.push(calls),
-    () => this.now,
-  );
+  readonly gathering: Gathering;
+
+  constructor(maxBodyBytes = 1 << 20) {
+    this.gathering = new Gathering(
+      (method, request) =>
+        new Promise<Sent>((resolve, reject) =>
+          this.sends.push({ method, request, answer: (sent) => resolve({ serverId: "s1", attempts: 1, response: undefined, ...sent }), fail: reject }),
+        ),
+      { maxKeysPerCall: 16, maxBodyBytes },
+      1_000,
+      (calls) => this.batches.push(calls),
+      () => this.now,
+    );
+  }
 
   /** gathered makes two calls, which go at once, then one per key, which wait; the first call is answered, and the waiting ones leave as a Batch (sends[2]). */
   async gathered(...keys: string[]): Promise<Promise<Sent>[]> {
@@ -151,6 +156,25 @@ describe("Gathering (a relay's calls to one shard)", () => {
     expect(up.sends[4]!.method).toBe("batchExists"); // the fifth, alone
   });
 
+  it("holds a Batch to the server's body limit by an upper bound of its bytes, and sends a call past it alone", async () => {
+    // A call of "kv" and two keys of 50 characters is bounded at 64 + 3 * 2 + 2 * (6 + 3 * 50) = 382 bytes: two fit in 1,000, three do not.
+    const up = new Upstream(1_000);
+    const key = (i: number) => String(i).padStart(50, "k");
+    void up.call("batchExists", exists("a"));
+    void up.call("batchExists", exists("b"));
+    for (let i = 0; i < 3; i++) void up.call("batchExists", exists(key(2 * i), key(2 * i + 1)));
+    void up.call("batchExists", exists(...Array.from({ length: 7 }, (_, i) => key(i)))); // 1,162 bytes: alone
+    expect(up.sends).toHaveLength(3);
+    expect((up.sends[2]!.request as { keys: string[] }).keys).toHaveLength(7);
+    up.sends[0]!.answer({});
+    up.sends[2]!.answer({});
+    await flush();
+    expect((up.sends[3]!.request as BatchRequest).calls).toHaveLength(2);
+    up.sends[1]!.answer({});
+    await flush();
+    expect((up.sends[4]!.request as { keys: string[] }).keys).toEqual([key(4), key(5)]); // the third, alone: a Batch of one is a call
+  });
+
   it("sends again call by call a Batch refused as a whole, and calls alone for a minute after a server that does not know Batch", async () => {
     const up = new Upstream();
     const [c, d] = await up.gathered("c", "d");
@@ -196,5 +220,36 @@ describe("Gathering (a relay's calls to one shard)", () => {
     up.sends[0]!.answer({});
     await flush();
     expect([up.sends[2]!.method, (up.sends[2]!.request as { keys: string[] }).keys]).toEqual(["batchExists", ["d"]]);
+  });
+});
+
+describe("bytesOf, the Batch's byte bound", () => {
+  it("is at least the bytes a call adds to a Batch as protobuf-es encodes it, whatever its strings and pages", () => {
+    const text = fc.string({ unit: "binary", maxLength: 40 }); // any code point, surrogate pairs included
+    const pages = fc.array(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), { maxLength: 20 });
+    const call = fc.oneof(
+      fc.record({
+        case: fc.constant("batchAllocate" as const),
+        value: fc.record({ namespace: text, rank: fc.nat(), keys: fc.array(text), prefixKeys: fc.array(text) }),
+      }),
+      fc.record({
+        case: fc.constant("confirmWrite" as const),
+        value: fc.record({ namespace: text, rank: fc.nat(), keys: fc.array(text), pages, pagesToRelease: pages, keysToRelease: fc.array(text) }),
+      }),
+      fc.record({
+        case: fc.constant("batchExists" as const),
+        value: fc.record({ namespace: text, keys: fc.array(text), rank: fc.nat(), callerRank: fc.nat() }),
+      }),
+      fc.record({
+        case: fc.constant("getLocations" as const),
+        value: fc.record({ namespace: text, rank: fc.nat(), keys: fc.array(text), includeIncomplete: fc.boolean() }),
+      }),
+    );
+    fc.assert(
+      fc.property(fc.array(call, { minLength: 1, maxLength: 4 }), (calls) => {
+        const encoded = toBinary(BatchRequestSchema, create(BatchRequestSchema, { calls: calls.map((c) => ({ call: c as never })) })).length;
+        expect(calls.reduce((sum, c) => sum + bytesOf(c.value), 0)).toBeGreaterThanOrEqual(encoded);
+      }),
+    );
   });
 });
