@@ -12,6 +12,7 @@ import {
   InitializeRankRequestSchema,
   MetadataService,
 } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { createMetadataClient } from "../../src/client/index.js";
 import { LeanGrpc } from "./lean-grpc.js";
 import { batchAllocateFrame, batchExistsFrame, confirmWriteFrame, getLocationsFrame } from "./request-frames.js";
 
@@ -25,7 +26,7 @@ export interface CycleClient {
   close(): void;
 }
 
-export const TRANSPORTS = ["lean-grpc", "connect-grpc", "grpc-js", "connect-binary", "connect-json", "vllm-json"] as const;
+export const TRANSPORTS = ["lean-grpc", "connect-grpc", "grpc-js", "connect-binary", "connect-json", "vllm-json", "ts-client", "ts-client-alone"] as const;
 export type TransportName = (typeof TRANSPORTS)[number];
 
 const path = (method: string) => `/${MetadataService.typeName}/${method}`;
@@ -39,6 +40,9 @@ export function cycleClient(transport: TransportName, url: string): CycleClient 
       return grpcJsClient(url);
     case "vllm-json":
       return vllmClient(url);
+    case "ts-client":
+    case "ts-client-alone":
+      return tsClient(url, transport === "ts-client-alone");
     default: {
       const t =
         transport === "connect-grpc"
@@ -108,6 +112,20 @@ function grpcJsClient(url: string): CycleClient {
     locate: async (namespace, rank, keys) =>
       void (await unary("GetLocations", toBinary(GetLocationsRequestSchema, create(GetLocationsRequestSchema, { namespace, rank, keys })), raw)),
     close: () => client.close(),
+  };
+}
+
+/** tsClient is the package's client, its calls gathered into Batches; `alone` gives each call options (no header), which keep it out of them. */
+function tsClient(url: string, alone: boolean): CycleClient {
+  const client = createMetadataClient({ baseUrl: url });
+  const o = alone ? { headers: {} } : undefined;
+  return {
+    init: async (namespace, rank, numPages) => void (await client.initializeRank({ namespace, rank, numPages, worldSize: 1 })),
+    allocate: async (namespace, rank, keys, prefixKeys) => (await client.batchAllocate({ namespace, rank, keys, prefixKeys }, o)).pages,
+    confirm: async (namespace, rank, keys, pages) => void (await client.confirmWrite({ namespace, rank, keys, pages }, o)),
+    exists: async (namespace, keys) => void (await client.batchExists({ namespace, keys }, o)),
+    locate: async (namespace, rank, keys) => void (await client.getLocations({ namespace, rank, keys }, o)),
+    close: () => undefined,
   };
 }
 

@@ -57,6 +57,11 @@ export class LeaderFollowing {
     return this.servers.url;
   }
 
+  /** deadlineMs is how long a call is retried unless it says otherwise (the policy's). */
+  get deadlineMs(): number {
+    return this.options.policy.deadlineMs;
+  }
+
   /** setServers replaces the servers (a relay that finds a cluster's members by DNS); calls stay where they go if that server is still listed. */
   setServers(urls: readonly string[]): void {
     this.servers.replace(urls);

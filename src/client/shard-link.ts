@@ -2,6 +2,8 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { type CallOptions, Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema, type InitializeRankRequestSchema, Reason, Role } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
+import { DEFAULT_CALL_LIMITS } from "../service/limit-options.js";
+import { Gathering } from "./gathering.js";
 import type { LeaderFollowing, Method } from "./leader-following.js";
 
 /** InitRequest is an InitializeRank call the client remembers. */
@@ -12,16 +14,28 @@ export type InitRequest = MessageInitShape<typeof InitializeRankRequestSchema>;
  * calls, retried and following the leader, and the server id it last
  * answered with; when that changes (the server restarted and lost its
  * state) or it answers RANK_NOT_INITIALIZED, the ranks initialized through
- * the client are initialized there again.
+ * the client are initialized there again. The calls of the cycle that
+ * come while two are on their way leave together as a Batch (Gathering,
+ * as a relay's), but those with call options besides a signal (a timeout,
+ * headers, header hooks), which a Batch would not keep. Its Batches stay
+ * within a default server's limits: a server of lower ones refuses one
+ * whole, and its calls go again alone.
  */
 export class ShardLink {
   private serverId: string | undefined;
+  private readonly gathering: Gathering;
 
   constructor(
     private readonly following: LeaderFollowing,
     private readonly initialized: Map<string, InitRequest>,
     private readonly seen: (serverId: string) => void,
-  ) {}
+  ) {
+    this.gathering = new Gathering(
+      (method, request, options, holdMs) => following.call(method, request, options, holdMs),
+      DEFAULT_CALL_LIMITS,
+      following.deadlineMs,
+    );
+  }
 
   /** call makes a call; RANK_NOT_INITIALIZED after a restart initializes the ranks again and sends it once more. */
   async call(method: Method, request: unknown, callOptions: CallOptions | undefined): Promise<unknown> {
@@ -40,8 +54,11 @@ export class ShardLink {
   /** attempt makes one call with retries on UNAVAILABLE; it notes the server id of every answer. */
   private async attempt<R>(method: Method, request: unknown, callOptions: CallOptions | undefined): Promise<{ response: R; restarted: boolean }> {
     try {
-      const { response, serverId: id } = await this.following.call<R>(method, request, callOptions);
-      return { response, restarted: this.noteServerId(id) };
+      const gathered = callOptions === undefined || Object.keys(callOptions).every((option) => option === "signal");
+      const { response, serverId: id } = gathered
+        ? await this.gathering.call(method, request, callOptions, this.following.deadlineMs)
+        : await this.following.call<R>(method, request, callOptions);
+      return { response: response as R, restarted: this.noteServerId(id) };
     } catch (e) {
       // An error's metadata merges headers and trailers: "id, id" over gRPC.
       if (e instanceof ConnectError) this.noteServerId(e.metadata.get(SERVER_ID_HEADER)?.split(",")[0]?.trim() ?? null);

@@ -20,6 +20,9 @@ export function bufferedBytesFor(maxBodyBytes: number): { maxBufferedBytes: numb
 
 const DEFAULT_BODY_BYTES = maxBodyBytesFor(defaultStateOptions);
 
+/** DEFAULT_CALL_LIMITS are what a server of default options takes of one call: its keys and its body. */
+export const DEFAULT_CALL_LIMITS = { maxKeysPerCall: defaultStateOptions.maxKeysPerCall, maxBodyBytes: DEFAULT_BODY_BYTES } as const;
+
 /** LIMIT_OPTIONS bound what the edge admits: bodies, the bytes held, the time to receive, the wait for a state, overload. */
 export const LIMIT_OPTIONS = optionTable({
   maxBodyBytes: {

@@ -76,6 +76,36 @@ describe("the TypeScript client with route: true, in front of a cluster of shard
     expect(stats!.ranks[0]!.reservedPages).toBe(KEYS.length);
   });
 
+  it("gathers the parts of calls made at once into Batches, each call its own answer, a shard that lost a rank initialized again", async () => {
+    const [zero, one] = await twoShards();
+    const client = createMetadataClient({ baseUrl: zero!.url, route: true });
+    await client.initializeRank({ namespace: "m", rank: 0, numPages: 256, worldSize: 1 });
+    const alone: Interceptor = (next) => (req) => {
+      req.header.set(SHARD_LOCAL_HEADER, "1");
+      return next(req);
+    };
+    await createClient(MetadataService, createGrpcTransport({ baseUrl: one!.url, interceptors: [alone] })).resetNamespace({ namespace: "m", force: true });
+    // Twenty calls at once of four keys each, one for a rank no one initialized: shard 1 answers its parts RANK_NOT_INITIALIZED first.
+    const keysOf = (i: number) => Array.from({ length: 4 }, (_, k) => `call-${i}-${k}`);
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        client.batchAllocate({ namespace: "m", rank: i === 7 ? 9 : 0, keys: keysOf(i) }).then(
+          (r) => r.pages,
+          (e: unknown) => (e as MetadataError).reason,
+        ),
+      ),
+    );
+    expect(answers[7]).toBe(Reason.RANK_NOT_INITIALIZED);
+    const pages = answers.filter((_, i) => i !== 7).flat() as number[];
+    expect(new Set(pages).size).toBe(19 * 4);
+    for (const [i, answer] of answers.entries()) {
+      if (i !== 7) for (const [k, page] of (answer as number[]).entries()) expect(page % 2).toBe(keyShard("m", keysOf(i)[k]!, 2));
+    }
+    const count = async (url: string, method: string) =>
+      Number(new RegExp(`hf3fs_metadata_calls_total\\{method="${method}",code="ok"\\} (\\d+)`).exec(await (await fetch(`${url}/metrics`)).text())?.[1] ?? 0);
+    expect((await count(zero!.url, "Batch")) + (await count(one!.url, "Batch"))).toBeGreaterThan(0);
+  });
+
   it("calls a cluster of one shard as without it", async () => {
     const server = await startTestServer();
     const client = createMetadataClient({ baseUrl: server.url, route: true });
