@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { type CallOptions, Code, ConnectError } from "@connectrpc/connect";
-import { BatchRequestSchema, type BatchResponse } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { BatchRequestSchema, type BatchResponse, ErrorInfoSchema, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
 import { BATCHED, type BatchedMethod, errorOfResult } from "../service/batch-calls.js";
 import { maxEntriesFor } from "../service/message-entries.js";
@@ -56,13 +56,15 @@ interface Waiting {
  * again alone (held, as a call alone is). A Batch refused as a whole is
  * sent again call by call, each then getting its own answer, except when
  * the hold was spent (UNAVAILABLE, which every call would meet again); a
- * server that does not know Batch gets calls alone for UNSUPPORTED_MS.
+ * server that does not know Batch gets calls alone for UNSUPPORTED_MS,
+ * and one whose limits a Batch passed (lower than those given) Batches of
+ * at most half its size from then on.
  */
 export class Gathering {
   private inFlight = 0;
   private queue: Waiting[] = [];
-  private readonly maxEntries: number;
-  private readonly maxBytes: number;
+  private maxEntries: number;
+  private maxBytes: number;
   private unsupportedUntil = 0;
 
   constructor(
@@ -169,12 +171,22 @@ export class Gathering {
         return;
       }
       if (error.code === Code.Unimplemented) this.unsupportedUntil = this.now() + UNSUPPORTED_MS;
+      // Past the server's limits (lower than the ones given): the next Batches hold at most half as much, until they fit.
+      if (isLimitExceeded(error)) {
+        this.maxEntries = Math.min(this.maxEntries, Math.floor(parts.reduce((sum, p) => sum + p.entries, 0) / 2));
+        this.maxBytes = Math.min(this.maxBytes, Math.floor(parts.reduce((sum, p) => sum + p.bytes, 0) / 2));
+      }
       for (const part of parts) this.sendAlone(part);
     } finally {
       this.inFlight--;
       this.flush();
     }
   }
+}
+
+/** isLimitExceeded is true for a refusal for size: REASON_LIMIT_EXCEEDED, or RESOURCE_EXHAUSTED (a body past the limit, refused before it is read). */
+function isLimitExceeded(error: ConnectError): boolean {
+  return error.code === Code.ResourceExhausted || error.findDetails(ErrorInfoSchema).some((info) => info.reason === Reason.LIMIT_EXCEEDED);
 }
 
 /** Lists are the repeated fields of the calls a Batch carries. */

@@ -71,6 +71,26 @@ describe("the client", () => {
     expect(second.state.stats("kv")[0]!.ranks).toMatchObject([{ rank: 0, numPages: 8 }]);
   });
 
+  it("answers every call made at once by a server of lower limits than a default one, its Batches made smaller until they fit", async () => {
+    const server = await startTestServer({ maxKeysPerCall: 16 }); // 128 entries a request; each call of 12 keys counts 20
+    const client = createMetadataClient({ baseUrl: server.url });
+    await client.initializeRank({ rank: 0, numPages: 1_024 });
+    const count = async (method: string, code: string) =>
+      Number(
+        new RegExp(`hf3fs_metadata_calls_total\\{method="${method}",code="${code}"\\} (\\d+)`).exec(await (await fetch(`${server.url}/metrics`)).text())?.[1] ??
+          0,
+      );
+    const keysOf = (round: number, i: number) => Array.from({ length: 12 }, (_, k) => `r${round}-c${i}-k${k}`);
+    for (let round = 0; round < 3; round++) {
+      const answers = await Promise.all(Array.from({ length: 24 }, (_, i) => client.batchAllocate({ rank: 0, keys: keysOf(round, i) })));
+      expect(answers.flatMap((a) => a.statuses).every((s) => s === AllocationStatus.NEW)).toBe(true);
+    }
+    expect(await count("BatchAllocate", "ok")).toBe(3 * 24);
+    // Refused whole at first (at most 6 such calls fit), then Batches that fit.
+    expect(await count("Batch", "invalid_argument")).toBeGreaterThan(0);
+    expect(await count("Batch", "ok")).toBeGreaterThan(0);
+  });
+
   it("does not retry an error that is not UNAVAILABLE", async () => {
     const server = await startTestServer();
     const client = createMetadataClient({ baseUrl: server.url, retry: { deadlineMs: 5_000 } });

@@ -2,7 +2,7 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type BatchRequest, BatchRequestSchema, BatchResponseSchema, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { type BatchRequest, BatchRequestSchema, BatchResponseSchema, ErrorInfoSchema, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { bytesOf, Gathering, type Sent } from "../../src/client/gathering.js";
 import type { Method } from "../../src/client/leader-following.js";
 
@@ -173,6 +173,33 @@ describe("Gathering (a relay's calls to one shard)", () => {
     up.sends[1]!.answer({});
     await flush();
     expect((up.sends[4]!.request as { keys: string[] }).keys).toEqual([key(4), key(5)]); // the third, alone: a Batch of one is a call
+  });
+
+  it("makes its Batches half as large after a server refused one for its size (its limits lower than the ones given)", async () => {
+    const up = new Upstream(); // 128 entries; each call of 20 keys counts 28
+    const twenty = Array.from({ length: 20 }, (_, i) => `k${i}`);
+    const gather = async (): Promise<BatchRequest> => {
+      const sent = up.sends.length;
+      void up.call("batchExists", exists("a"));
+      void up.call("batchExists", exists("b"));
+      for (let i = 0; i < 4; i++) void up.call("batchExists", exists(...twenty));
+      up.sends[sent]!.answer({});
+      await flush();
+      up.sends[sent + 1]!.answer({});
+      return up.sends[sent + 2]!.request as BatchRequest;
+    };
+    expect((await gather()).calls).toHaveLength(4);
+    const refused = new ConnectError("the request has more than 100 entries", Code.InvalidArgument, undefined, [
+      { desc: ErrorInfoSchema, value: { reason: Reason.LIMIT_EXCEEDED } },
+    ]);
+    up.sends[2]!.fail(refused);
+    await flush();
+    expect(up.sends.slice(3).map((s) => s.method)).toEqual(["batchExists", "batchExists", "batchExists", "batchExists"]); // each again, alone
+    for (const send of up.sends.slice(3)) send.answer({});
+    await flush();
+    // 112 entries refused: the next Batches hold at most 56, two such calls.
+    const next = await gather();
+    expect(next.calls).toHaveLength(2);
   });
 
   it("sends again call by call a Batch refused as a whole, and calls alone for a minute after a server that does not know Batch", async () => {
