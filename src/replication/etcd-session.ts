@@ -1,5 +1,6 @@
 import type { CallOptions } from "@grpc/grpc-js";
 import type { Etcd3, Lease } from "etcd3";
+import { KeepAliveStream } from "./keep-alive-stream.js";
 import { attempts, within } from "./within.js";
 
 /** VALID_FRACTION of a lease's TTL, counted from when its last keepalive was sent, is how long a member trusts it: room for clocks that run at slightly different rates. */
@@ -15,9 +16,10 @@ const KEEPALIVE_ATTEMPT_MS = 300;
 
 /**
  * EtcdSession is a member's etcd lease (a session, as etcd's own clients
- * call it: not to be confused with a key's read lease), kept alive by hand (the etcd3
- * package's automatic keepalive and Election helper are not used: a probe
- * saw Election report a leader that no longer held its lease). The member
+ * call it: not to be confused with a key's read lease), kept alive by hand
+ * on one stream (KeepAliveStream; the etcd3 package's automatic keepalive
+ * and Election helper are not used: a probe saw Election report a leader
+ * that no longer held its lease). The member
  * trusts the lease only until VALID_FRACTION of its TTL after the last
  * keepalive that etcd answered was sent; etcd cannot have expired it before.
  * A process that was paused (SIGSTOP) finds it lapsed when it wakes,
@@ -32,13 +34,17 @@ export class EtcdSession {
   /** lost resolves once the lease is no longer trusted. */
   readonly lost = new Promise<void>((resolve) => (this.onLost = resolve));
 
+  private readonly keepAlives: KeepAliveStream;
+
   private constructor(
+    client: Etcd3,
     private readonly lease: Lease,
     readonly id: string,
     private readonly ttlMs: number,
     grantedAt: number,
   ) {
     this.validUntil = grantedAt + ttlMs * VALID_FRACTION;
+    this.keepAlives = new KeepAliveStream(client, id);
     // Every eighth of the TTL: while etcd elects a leader, several keepalives are under way, each in its own attempts.
     this.timer = setInterval(() => void this.keepAlive(), Math.max(ttlMs / 8, 50));
   }
@@ -50,7 +56,7 @@ export class EtcdSession {
     lease.on("lost", () => undefined); // loss is read from validity; the package's own event only mirrors it
     const sentAt = performance.now();
     const id = await lease.grant();
-    return new EtcdSession(lease, id, ttlSeconds * 1_000, sentAt);
+    return new EtcdSession(client, lease, id, ttlSeconds * 1_000, sentAt);
   }
 
   /** valid is true while the lease is trusted; false for good once it lapsed. */
@@ -91,7 +97,7 @@ export class EtcdSession {
     try {
       const res = await attempts(
         () => this.remainingMs(),
-        (options) => this.lease.keepaliveOnce(options),
+        (options) => this.keepAlives.once(options),
         KEEPALIVE_ATTEMPT_MS,
       );
       if (Number(res.TTL) <= 0) return this.end();
@@ -106,6 +112,7 @@ export class EtcdSession {
     if (this.ended) return;
     this.ended = true;
     clearInterval(this.timer);
+    this.keepAlives.close();
     this.onLost();
   }
 }
