@@ -1,7 +1,8 @@
 // ha-cost.ts [--members=N] [--seconds=S] [--profile=DIR]: where HA's throughput goes. The cycle at
 // B=64, C=16 (lean gRPC client, 8 ranks of 100,000 pages) for S seconds (15) after 2 s of warm-up, on
-// N servers (3) on 3 etcd members, or with --members=0 on the single-node default (LMDB); prints
-// keys/s, call latency, each process's CPU (% of a core), the machine's user/sys/idle and the bytes
+// N servers (3) on 3 etcd members, or with --members=0 on the single-node default (LMDB; with --store=memory, in
+// memory, the issue's yardstick for an HA leader's cost); prints
+// keys/s, call latency, each process's CPU (% of a core; the leader's also per key), the machine's user/sys/idle and the bytes
 // each process wrote to disk. --members=1 is the leader alone on etcd: the most HA can reach with
 // standbys that cost nothing. --profile writes the servers' .cpuprofile files to DIR.
 // Run: node --import tsx bench/probes/ha-cost.ts --members=1
@@ -16,6 +17,7 @@ import { cpuMs, cycleConfig, runLoad, SERVER, serverArgs, startProcess } from ".
 const members = Number(option("members", "3"));
 const seconds = Number(option("seconds", "15"));
 const profile = option("profile", "");
+const store = option("store", "lmdb");
 const nodeArgs = profile === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${profile}`];
 
 /** written reads the bytes a process has written to disk so far (/proc/PID/io). */
@@ -42,9 +44,10 @@ async function measure(url: string, leaderPid: number, processes: Process[]): Pr
   const rows = processes.map(
     (p, i) => `${p.name} ${Math.round(((cpuMs(p.pid) - cpu0[i]!) / elapsed) * 100)}% ${((written(p.pid) - io0[i]!) / (elapsed / 1_000) / 1e6).toFixed(1)} MB/s`,
   );
+  const leaderUsPerKey = ((cpuMs(processes[0]!.pid) - cpu0[0]!) * 1_000) / Math.max(1, result.keys);
   const rpc = Object.values(result.rpc);
   return [
-    `${Math.round((result.keys / result.elapsedMs) * 1_000)} keys/s, call p99 ${Math.max(...rpc.map((r) => r.p99)).toFixed(0)} ms`,
+    `${Math.round((result.keys / result.elapsedMs) * 1_000)} keys/s, call p99 ${Math.max(...rpc.map((r) => r.p99)).toFixed(0)} ms, ${processes[0]!.name} ${leaderUsPerKey.toFixed(1)} µs/key`,
     `client ${Math.round((result.clientCpuMs / result.elapsedMs) * 100)}%`,
     ...rows,
     `machine user ${pct(0)}% sys ${pct(2)}% idle ${pct(3)}%`,
@@ -53,9 +56,9 @@ async function measure(url: string, leaderPid: number, processes: Process[]): Pr
 
 if (members === 0) {
   const dir = mkdtempSync(join(tmpdir(), "hf3fs-metadata-bench-single-"));
-  const server = await startProcess(SERVER, serverArgs(["--data-dir", dir]), nodeArgs);
+  const server = await startProcess(SERVER, serverArgs(store === "memory" ? ["--in-memory"] : ["--data-dir", dir]), nodeArgs);
   try {
-    console.log(`single-node: ${await measure(server.url, server.pid, [{ name: "server", pid: server.pid }])}`);
+    console.log(`single-node (${store}): ${await measure(server.url, server.pid, [{ name: "server", pid: server.pid }])}`);
   } finally {
     await server.stop();
     rmSync(dir, { recursive: true, force: true });
