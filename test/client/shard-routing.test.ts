@@ -36,6 +36,15 @@ async function twoShards() {
   return servers;
 }
 
+/** forget makes one shard forget a namespace (as a server that lost its state), through a call marked as its own part. */
+async function forget(url: string, namespace: string): Promise<void> {
+  const alone: Interceptor = (next) => (req) => {
+    req.header.set(SHARD_LOCAL_HEADER, "1");
+    return next(req);
+  };
+  await createClient(MetadataService, createGrpcTransport({ baseUrl: url, interceptors: [alone] })).resetNamespace({ namespace, force: true });
+}
+
 describe("the TypeScript client with route: true, in front of a cluster of shards", () => {
   it("sends each shard its part and merges the answers as one server gives them", async () => {
     const [zero] = await twoShards();
@@ -65,11 +74,7 @@ describe("the TypeScript client with route: true, in front of a cluster of shard
     const client = createMetadataClient({ baseUrl: zero!.url, route: true });
     await client.initializeRank({ namespace: "m", rank: 0, numPages: 64, worldSize: 1 });
     // Shard 1 forgets the namespace (as a server that lost its state): its part answers RANK_NOT_INITIALIZED once.
-    const alone: Interceptor = (next) => (req) => {
-      req.header.set(SHARD_LOCAL_HEADER, "1");
-      return next(req);
-    };
-    await createClient(MetadataService, createGrpcTransport({ baseUrl: one!.url, interceptors: [alone] })).resetNamespace({ namespace: "m", force: true });
+    await forget(one!.url, "m");
     const { pages } = await client.batchAllocate({ namespace: "m", rank: 0, keys: KEYS });
     expect(pages.every((page) => page >= 0)).toBe(true);
     const [stats] = (await client.getStats({ namespace: "m" })).namespaces;
@@ -80,11 +85,7 @@ describe("the TypeScript client with route: true, in front of a cluster of shard
     const [zero, one] = await twoShards();
     const client = createMetadataClient({ baseUrl: zero!.url, route: true });
     await client.initializeRank({ namespace: "m", rank: 0, numPages: 256, worldSize: 1 });
-    const alone: Interceptor = (next) => (req) => {
-      req.header.set(SHARD_LOCAL_HEADER, "1");
-      return next(req);
-    };
-    await createClient(MetadataService, createGrpcTransport({ baseUrl: one!.url, interceptors: [alone] })).resetNamespace({ namespace: "m", force: true });
+    await forget(one!.url, "m");
     // Twenty calls at once of four keys each, one for a rank no one initialized: shard 1 answers its parts RANK_NOT_INITIALIZED first.
     const keysOf = (i: number) => Array.from({ length: 4 }, (_, k) => `call-${i}-${k}`);
     const answers = await Promise.all(
