@@ -19,7 +19,7 @@ export type InitRequest = MessageInitShape<typeof InitializeRankRequestSchema>;
  * as a relay's), but those with call options besides a signal (a timeout,
  * headers, header hooks), which a Batch would not keep. Its Batches stay
  * within a default server's limits: a server of lower ones refuses one
- * whole, and its calls go again alone.
+ * whole, its calls go again alone, and the next Batches are half as large.
  */
 export class ShardLink {
   private serverId: string | undefined;
