@@ -148,16 +148,17 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
       history: history.view(),
     };
   };
+  const health = healthService(lifecycle, [MetadataService.typeName], undefined, shards);
   const surface = await listen(
     {
       edge,
       metadata: callsService(calls),
       // Plain gRPC skips connect-node's pipeline, as on a server: the relay's own per-call cost is most of a hop's.
-      front: (services) => requestHandler(undefined, new GrpcUnaryFastPath(calls, edge), services),
+      front: (services) => requestHandler(undefined, new GrpcUnaryFastPath(calls, edge, health), services),
       calls,
       routes: [...vllmRoutes({ worldSize: options.vllmWorldSize, namespace: options.vllmNamespace }), ...sglangRoutes],
       redirect: false,
-      health: healthService(lifecycle, [MetadataService.typeName], undefined, shards),
+      health,
       metrics: metrics.registry,
       sample: async () => ({ calls: await callCounts(metrics.calls), latency: {}, namespaces: [] }),
       statusSampleMs: parts.statusSampleMs,

@@ -7,7 +7,7 @@ import { breakOff, type LeaderForward } from "./leader-forward.js";
 /**
  * requestHandler stamps every response with the server id (a server's; a
  * relay's responses carry the upstream's), then hands plain
- * gRPC calls of MetadataService to the fast path and everything else to
+ * gRPC calls of MetadataService (and health checks) to the fast path and everything else to
  * `other` (the connect framing, which falls back to the JSON routes and
  * /metrics). On a standby of a cluster that forwards, calls go to the
  * leader instead (LeaderForward). In a cluster split into shards, a call

@@ -180,6 +180,7 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
           parts.peerTls,
         )
       : undefined;
+  const health = healthService(lifecycle, [MetadataService.typeName], shedder, parts.leadership);
   const surface = await listen(
     {
       edge,
@@ -187,12 +188,13 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
       calls,
       routes,
       redirect: options.standbyCalls === "refuse",
-      health: healthService(lifecycle, [MetadataService.typeName], shedder, parts.leadership),
+      health,
       more: (router) => {
         if (parts.cluster !== undefined) router.service(ReplicationService, replicationService(parts.cluster));
       },
       topology,
-      front: (services) => requestHandler(serverId, new GrpcUnaryFastPath(service, edge), services, forward, routing && new GrpcUnaryFastPath(local, edge)),
+      front: (services) =>
+        requestHandler(serverId, new GrpcUnaryFastPath(service, edge, health), services, forward, routing && new GrpcUnaryFastPath(local, edge)),
       metrics: metrics.registry,
       sample: async () => ({ calls: await callCounts(metrics.calls), latency: await metrics.latencyBuckets(), namespaces: statusNamespaces(ledger.state) }),
       statusSampleMs: parts.statusSampleMs,

@@ -1,9 +1,14 @@
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
-import { type Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
+import { type Health, type HealthCheckRequest, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import type { Leadership } from "./leadership.js";
 import type { Lifecycle } from "./lifecycle.js";
 import type { LoadShedder } from "./load-shedder.js";
 import { nextNotice } from "./notifier.js";
+
+/** HealthCheck is Health's Check as a framing calls it without connect-node (the gRPC fast path): the request alone. */
+export interface HealthCheck {
+  check(request: Pick<HealthCheckRequest, "service">): { status: ServingStatus };
+}
 
 /**
  * healthService implements grpc.health.v1.Health. The server ("") is
@@ -24,12 +29,12 @@ export function healthService(
   leaderServices: readonly string[],
   shedder?: LoadShedder,
   leadership?: Pick<Leadership, "caughtUp" | "refusal" | "next">,
-): ServiceImpl<typeof Health> {
+): ServiceImpl<typeof Health> & HealthCheck {
   const known = (service: string) => service === "" || leaderServices.includes(service);
   const running = () => !lifecycle.draining && !lifecycle.starting && (leadership?.caughtUp ?? true);
   const status = (service: string) => (running() && (service === "" || leadership?.refusal === undefined) ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
   return {
-    check(req) {
+    check(req: Pick<HealthCheckRequest, "service">) {
       if (!known(req.service)) throw new ConnectError(`unknown service "${req.service}"`, Code.NotFound);
       return { status: shedder?.overloaded === true ? ServingStatus.NOT_SERVING : status(req.service) };
     },

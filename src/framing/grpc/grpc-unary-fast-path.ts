@@ -2,10 +2,12 @@ import type * as http2 from "node:http2";
 import type { DescMessage, DescMethodUnary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { Health } from "../../../gen/grpc/health/v1/health_pb.js";
 import { MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataError } from "../../core/index.js";
 import { LOG_POSITION, SERVER_ID_HEADER } from "../../protocol/headers.js";
 import type { Edge } from "../../service/edge.js";
+import type { HealthCheck } from "../../service/health-service.js";
 import type { MetadataCalls, MethodName } from "../../service/metadata-calls.js";
 import { BATCH_CODECS, type MessageCodec, reflectiveCodec } from "./batch-codecs.js";
 import { unwrapEnvelope } from "./grpc-envelope.js";
@@ -21,6 +23,8 @@ interface Route {
   handler: UnaryHandler | undefined;
   answered: Answered | undefined;
   codec: MessageCodec;
+  /** open: a call of an open service (health), which the edge admits without a token, with a small body, and does not run as a MetadataService call. */
+  open?: true;
 }
 
 /**
@@ -31,7 +35,10 @@ interface Route {
  * through the hand-written BATCH_CODECS, the others through protobuf-es.
  * Why: connect-node's generic per-call pipeline costs many times the
  * service's own work per unary call (bench/README.md). Compressed gRPC,
- * gRPC-Web and Connect go through connect-node.
+ * gRPC-Web and Connect go through connect-node. Given `health`, it serves
+ * grpc.health.v1.Health/Check too, as an open service: a relay checks
+ * every member twice a second, which through connect-node cost a server
+ * about four fast calls (bench/probes/health-cost.ts).
  */
 export class GrpcUnaryFastPath {
   private readonly routes = new Map<string, Route>();
@@ -40,7 +47,19 @@ export class GrpcUnaryFastPath {
   constructor(
     impl: ServiceImpl<typeof MetadataService> | MetadataCalls,
     private readonly edge: Edge,
+    health?: HealthCheck,
   ) {
+    if (health !== undefined) {
+      const method = Health.method.check as DescMethodUnary<DescMessage, DescMessage>;
+      const handler: UnaryHandler = async (request) => health.check(request as never);
+      this.routes.set(`/${Health.typeName}/${method.name}`, {
+        method,
+        handler,
+        answered: undefined,
+        codec: reflectiveCodec(method.input, method.output),
+        open: true,
+      });
+    }
     for (const method of MetadataService.methods) {
       if (method.methodKind !== "unary") continue;
       const handler = typeof impl === "function" ? undefined : (impl as unknown as Record<string, UnaryHandler>)[method.localName]!;
@@ -63,6 +82,7 @@ export class GrpcUnaryFastPath {
 
   /** serve answers one call of route: the edge reads, decodes and runs it; the answer or the error (in the trailers) is written here. */
   async serve(route: Route, req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): Promise<void> {
+    if (route.open) return this.serveOpen(route, req, res);
     let body: Buffer | undefined;
     let trailers: http2.OutgoingHttpHeaders = OK_TRAILERS;
     let headers = RESPONSE_HEADERS;
@@ -80,11 +100,32 @@ export class GrpcUnaryFastPath {
     if (res.stream.destroyed) return;
     const position = this.edge.position;
     if (position !== undefined && body !== undefined) headers = { ...headers, [LOG_POSITION]: String(position()) };
-    res.writeHead(200, headers);
-    res.addTrailers(trailers);
-    if (body === undefined) res.end();
-    else res.end(body);
+    answer(res, headers, body, trailers);
   }
+
+  /** serveOpen answers a call of an open service: admitted and read by the edge as connect-node's path does, its handler run as is. */
+  private async serveOpen(route: Route, req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): Promise<void> {
+    const call = this.edge.enter(route.method.name, req, "open");
+    let body: Buffer | undefined;
+    let trailers: http2.OutgoingHttpHeaders = OK_TRAILERS;
+    try {
+      const message = decodeMessage(route, unwrapEnvelope(await call.read()), this.edge.maxEntries);
+      body = route.codec.frame(await route.handler!(message, {}));
+    } catch (error) {
+      trailers = trailersOf(ConnectError.from(error));
+    } finally {
+      call.release();
+    }
+    if (!res.stream.destroyed) answer(res, RESPONSE_HEADERS, body, trailers);
+  }
+}
+
+/** answer writes a unary gRPC answer: the headers, the framed message if any, the trailers. */
+function answer(res: http2.Http2ServerResponse, headers: http2.OutgoingHttpHeaders, body: Buffer | undefined, trailers: http2.OutgoingHttpHeaders): void {
+  res.writeHead(200, headers);
+  res.addTrailers(trailers);
+  if (body === undefined) res.end();
+  else res.end(body);
 }
 
 /** trailersOf is the gRPC trailers of an error, made once per error (a refusal is one error answered to every call it refuses). */

@@ -1,10 +1,25 @@
 import { execFile } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import * as http2 from "node:http2";
+import { join } from "node:path";
 import { promisify } from "node:util";
+import { gzipSync } from "node:zlib";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
-import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../../gen/grpc/health/v1/health_pb.js";
+import {
+  Health,
+  HealthCheckRequestSchema,
+  HealthCheckResponseSchema,
+  HealthCheckResponse_ServingStatus as ServingStatus,
+} from "../../../gen/grpc/health/v1/health_pb.js";
 import { createMetadataClient } from "../../../src/client/index.js";
+import { GrpcUnaryFastPath } from "../../../src/framing/grpc/grpc-unary-fast-path.js";
+import { AccessPolicy } from "../../../src/service/access-policy.js";
+import { OPEN_BODY_BYTES } from "../../../src/service/edge.js";
+import { healthService } from "../../../src/service/health-service.js";
+import { Lifecycle } from "../../../src/service/lifecycle.js";
 import { LmdbStore } from "../../../src/store/lmdb-store.js";
 import { FailingStore } from "../../support/failing-store.js";
 import { tempDir } from "../../support/temp-dir.js";
@@ -40,6 +55,60 @@ describe("gRPC health checking", () => {
     expect(seen).toEqual([ServingStatus.SERVING, ServingStatus.NOT_SERVING]);
     expect((await health.check({})).status).toBe(ServingStatus.NOT_SERVING);
     await store.close();
+  });
+});
+
+/** rawCheck sends one Health.Check over plain HTTP/2 (message bytes `message`, gzip-flagged when `gzip`) and reads what comes back. */
+async function rawCheck(url: string, message: Uint8Array, init: { gzip?: boolean; token?: string } = {}) {
+  const session = http2.connect(url);
+  try {
+    const body = init.gzip ? gzipSync(message) : message;
+    const frame = Buffer.alloc(5 + body.length);
+    frame[0] = init.gzip ? 1 : 0;
+    frame.writeUInt32BE(body.length, 1);
+    frame.set(body, 5);
+    const stream = session.request({
+      ":method": "POST",
+      ":path": `/${Health.typeName}/Check`,
+      "content-type": "application/grpc",
+      te: "trailers",
+      ...(init.gzip && { "grpc-encoding": "gzip" }),
+      ...(init.token && { authorization: `Bearer ${init.token}` }),
+    });
+    const [headers, trailers, chunks] = await new Promise<[http2.IncomingHttpHeaders, http2.IncomingHttpHeaders, Buffer[]]>((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      let headers: http2.IncomingHttpHeaders = {};
+      stream.on("response", (h) => (headers = h));
+      stream.on("data", (chunk: Buffer) => chunks.push(chunk));
+      stream.on("trailers", (t) => resolve([headers, t, chunks]));
+      stream.on("error", reject);
+      stream.end(frame);
+    });
+    const answer = Buffer.concat(chunks);
+    const status = answer.length > 5 ? fromBinary(HealthCheckResponseSchema, answer.subarray(5)).status : undefined;
+    return { status, code: Number(trailers["grpc-status"] ?? headers["grpc-status"]) };
+  } finally {
+    session.close();
+  }
+}
+
+describe("gRPC health checking on the fast path", () => {
+  it("answers a plain Check as connect-node answers a compressed one, without a token, within the open services' body limit", async () => {
+    const workerTokenFile = join(tempDir(), "workers");
+    writeFileSync(workerTokenFile, "worker-token\n");
+    const server = await startTestServer({}, undefined, 0, { access: new AccessPolicy({ workerTokenFile }) });
+    const check = (service: string) => toBinary(HealthCheckRequestSchema, create(HealthCheckRequestSchema, { service }));
+    // Plain gRPC is the fast path's; compressed, connect-node's: the same answers, no token asked.
+    const plain = { httpVersionMajor: 2, method: "POST", url: `/${Health.typeName}/Check`, headers: { "content-type": "application/grpc" } };
+    expect(new GrpcUnaryFastPath({} as never, undefined as never, healthService(new Lifecycle(), [])).route(plain as never)).toBeDefined();
+    expect(new GrpcUnaryFastPath({} as never, undefined as never).route(plain as never)).toBeUndefined();
+    for (const gzip of [false, true]) {
+      expect(await rawCheck(server.url, check(METADATA), { gzip })).toEqual({ code: 0, status: ServingStatus.SERVING });
+      expect(await rawCheck(server.url, check("no.Such"), { gzip })).toMatchObject({ code: Code.NotFound, status: undefined });
+    }
+    // A body past OPEN_BODY_BYTES is refused before it is decoded; a malformed one is INVALID_ARGUMENT.
+    expect((await rawCheck(server.url, check("x".repeat(OPEN_BODY_BYTES)))).code).toBe(Code.ResourceExhausted);
+    expect((await rawCheck(server.url, Buffer.from([0x0a, 0x05, 0x61]))).code).toBe(Code.InvalidArgument);
   });
 });
 
