@@ -1,7 +1,8 @@
-// ab.ts --root=DIR [--batch=B] [--rounds=N] [--seconds=S] [--transport=T] [--shards=K]: the cycle (lean gRPC client unless T, C=16,
+// ab.ts --root=DIR [--batch=B] [--rounds=N] [--seconds=S] [--warmup=S] [--transport=T] [--shards=K]: the cycle (lean gRPC client unless T, C=16,
 // 8 ranks of 100,000 pages, in-memory) against this checkout's server and another checkout's (DIR), alternated
 // N times, each run on a fresh server; prints the server's CPU per key and per call of each run. With
-// --shards=K, through a relay in front of K servers, one per shard, and the CPU is theirs and the relay's.
+// --shards=K, through a relay in front of K servers, one per shard, and the CPU is theirs and the relay's (the relay's also alone);
+// --warmup is the seconds of calls before the counting starts (0.7).
 // How the README's before/after figures of a change are measured. Run: node --import tsx bench/ab.ts --root=/tmp/before
 import { existsSync } from "node:fs";
 import { relative, resolve } from "node:path";
@@ -17,6 +18,7 @@ const rounds = Number(option("rounds", "3"));
 const seconds = Number(option("seconds", "4"));
 const transport = option("transport", "lean-grpc") as TransportName;
 const shards = Number(option("shards", "0"));
+const warmupMs = Number(option("warmup", "0.7")) * 1_000;
 
 async function run(root: string): Promise<string> {
   const serve = ["serve", "--in-memory", "--host", "127.0.0.1", "--port", "0", "--read-lease-ttl", "50ms"];
@@ -25,7 +27,13 @@ async function run(root: string): Promise<string> {
   const sharded = shards > 0 ? await startShards(main, serve, shards) : undefined;
   const servers = sharded?.servers ?? [await startProcess(main, serve)];
   const relay = sharded?.relay;
-  const config = cycleConfig((relay ?? servers[0]!).url, { batch, transport, connections: transport === "lean-grpc" ? 2 : 1, durationMs: seconds * 1_000 });
+  const config = cycleConfig((relay ?? servers[0]!).url, {
+    batch,
+    transport,
+    connections: transport === "lean-grpc" ? 2 : 1,
+    warmupMs,
+    durationMs: seconds * 1_000,
+  });
   const others = [...servers.slice(1), ...(relay === undefined ? [] : [relay])];
   const { result, serverCpuMs, otherCpuMs } = await runLoad<LoadResult>(
     config,
@@ -36,7 +44,8 @@ async function run(root: string): Promise<string> {
   const cpuMs = serverCpuMs + otherCpuMs.reduce((a, b) => a + b, 0);
   const perKey = (cpuMs * 1_000) / Math.max(1, result.keys);
   const perCall = (cpuMs * 1_000) / (result.cycles * 4);
-  return `${perKey.toFixed(2)} µs/key, ${perCall.toFixed(0)} µs/call, ${Math.round(result.keys / seconds)} keys/s${relay === undefined ? "" : ` (servers and relay, ${shards} shard${shards > 1 ? "s" : ""})`}`;
+  const relayPerKey = relay === undefined ? "" : `, the relay ${((otherCpuMs.at(-1)! * 1_000) / Math.max(1, result.keys)).toFixed(2)} µs/key`;
+  return `${perKey.toFixed(2)} µs/key, ${perCall.toFixed(0)} µs/call, ${Math.round(result.keys / seconds)} keys/s${relay === undefined ? "" : ` (servers and relay, ${shards} shard${shards > 1 ? "s" : ""}${relayPerKey})`}`;
 }
 
 for (let round = 0; round < rounds; round++) {

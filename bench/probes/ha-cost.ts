@@ -1,5 +1,5 @@
-// ha-cost.ts [--members=N] [--seconds=S] [--profile=DIR]: where HA's throughput goes. The cycle at
-// B=64, C=16 (lean gRPC client, 8 ranks of 100,000 pages) for S seconds (15) after 2 s of warm-up, on
+// ha-cost.ts [--members=N] [--seconds=S] [--concurrency=C] [--profile=DIR]: where HA's throughput goes. The cycle at
+// B=64, C (16; fewer calls in flight, a lower rate: a server's CPU per key rises as its rate falls) (lean gRPC client, 8 ranks of 100,000 pages) for S seconds (15) after 2 s of warm-up, on
 // N servers (3) on 3 etcd members, or with --members=0 on the single-node default (LMDB; with --store=memory, in
 // memory, the issue's yardstick for an HA leader's cost); prints
 // keys/s, call latency, each process's CPU (% of a core; the leader's also per key), the machine's user/sys/idle and the bytes
@@ -18,6 +18,7 @@ const members = Number(option("members", "3"));
 const seconds = Number(option("seconds", "15"));
 const profile = option("profile", "");
 const store = option("store", "lmdb");
+const concurrency = Number(option("concurrency", "16"));
 const nodeArgs = profile === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${profile}`];
 
 /** written reads the bytes a process has written to disk so far (/proc/PID/io). */
@@ -36,7 +37,10 @@ async function measure(url: string, leaderPid: number, processes: Process[]): Pr
   const io0 = processes.map((p) => written(p.pid));
   const machine0 = machine();
   const started = performance.now();
-  const { result } = await runLoad<LoadResult>(cycleConfig(url, { batch: 64, warmupMs: 2_000, durationMs: seconds * 1_000, keyOffset: 1e9 }), leaderPid);
+  const { result } = await runLoad<LoadResult>(
+    cycleConfig(url, { batch: 64, concurrency, warmupMs: 2_000, durationMs: seconds * 1_000, keyOffset: 1e9 }),
+    leaderPid,
+  );
   const elapsed = performance.now() - started;
   const ticks = machine().map((t, i) => t - machine0[i]!);
   const total = ticks.reduce((a, b) => a + b, 0);

@@ -1,6 +1,7 @@
 import { type DescField, type DescMessage, type MessageShape, ScalarType, toBinary } from "@bufbuild/protobuf";
 import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
 import { ENVELOPE_BYTES, envelope, framed } from "../protocol/envelope.js";
+import { type KeyBytes, keyBytesOf } from "../service/key-bytes.js";
 
 /**
  * encodeFramed writes a request message in its gRPC frame (the 5-byte
@@ -10,18 +11,24 @@ import { ENVELOPE_BYTES, envelope, framed } from "../protocol/envelope.js";
  * relay's CPU in its profile (bench/README.md, the relay); this takes the
  * flat messages of MetadataService's requests (strings, 32-bit integers,
  * booleans, enums, and lists of them; and messages of such messages, as a
- * Batch's) and hands any other message to toBinary.
+ * Batch's) and hands any other message to toBinary. Keys a codec left as
+ * bytes (a relay's or a routing member's requests: keyBytesOf) are copied
+ * as they came, never made strings and encoded again.
  * test/client/flat-encoder.test.ts holds its bytes to toBinary's.
  */
 export function encodeFramed<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>): Buffer {
   const plan = planOf(schema);
   if (plan === undefined) return envelope(toBinary(schema, message));
-  const values = message as unknown as Record<string, unknown>;
-  const size = bodySize(plan, values);
+  const size = bodySize(plan, message);
   const out = framed(size);
   let at = ENVELOPE_BYTES;
-  for (const field of plan) at = field.write(values[field.name], out, at);
+  for (const field of plan) at = field.write(fieldOf(message, field.name), out, at);
   return out;
+}
+
+/** fieldOf is a field of a message: its keys as bytes where a codec left them (keyBytesOf), else the field. */
+function fieldOf(message: object, name: string): unknown {
+  return keyBytesOf(message, name) ?? (message as Record<string, unknown>)[name];
 }
 
 /** FieldPlan sizes and writes one field of a flat message (nothing for a value protobuf leaves out). */
@@ -50,9 +57,8 @@ const sizes = new WeakMap<object, number>();
 
 /** bodySize is a flat message's encoded size, kept for its writing pass. */
 function bodySize(plan: FieldPlan[], message: object): number {
-  const values = message as Record<string, unknown>;
   let size = 0;
-  for (const field of plan) size += field.size(values[field.name]);
+  for (const field of plan) size += field.size(fieldOf(message, field.name));
   sizes.set(message, size);
   return size;
 }
@@ -72,9 +78,8 @@ function messagePlan(field: DescField): FieldPlan | undefined {
     return varintSize(tag) + varintSize(size) + size;
   };
   const write = (m: object, out: Buffer, at: number) => {
-    const values = m as Record<string, unknown>;
     let next = writeVarint(sizes.get(m)!, out, writeVarint(tag, out, at));
-    for (const plan of nested) next = plan.write(values[plan.name], out, next);
+    for (const plan of nested) next = plan.write(fieldOf(m, plan.name), out, next);
     return next;
   };
   if (field.fieldKind === "list") {
@@ -129,8 +134,9 @@ function fieldPlan(field: DescField): FieldPlan | undefined {
   if (field.fieldKind === "list" && field.listKind === "scalar" && field.scalar === ScalarType.STRING) {
     return {
       name,
-      size: (v) => (v as string[]).reduce((sum, s) => sum + stringSize(lengthTag, s), 0),
-      write: (v, out, at) => (v as string[]).reduce((next, s) => writeString(lengthTag, s, out, next), at),
+      size: (v) => (Array.isArray(v) ? v.reduce((sum, s) => sum + stringSize(lengthTag, s), 0) : keyBytesSize(lengthTag, v as KeyBytes)),
+      write: (v, out, at) =>
+        Array.isArray(v) ? v.reduce((next, s) => writeString(lengthTag, s, out, next), at) : writeKeyBytes(lengthTag, v as KeyBytes, out, at),
     };
   }
   if (field.fieldKind === "list" && field.listKind === "scalar" && VARINTS.has(field.scalar) && field.packed) {
@@ -174,6 +180,29 @@ function writeString(tag: number, value: string, out: Buffer, at: number): numbe
   const bytes = Buffer.byteLength(value, "utf8");
   const start = writeVarint(bytes, out, writeVarint(tag, out, at));
   return start + out.write(value, start, bytes, "utf8");
+}
+
+function keyBytesSize(tag: number, keys: KeyBytes): number {
+  let size = 0;
+  for (let i = 0; i < keys.length; i++) {
+    const bytes = keys.ends[i]! - keys.starts[i]!;
+    size += varintSize(tag) + varintSize(bytes) + bytes;
+  }
+  return size;
+}
+
+function writeKeyBytes(tag: number, keys: KeyBytes, out: Buffer, at: number): number {
+  const bytes = keys.bytes;
+  let next = at;
+  for (let i = 0; i < keys.length; i++) {
+    const start = keys.starts[i]!;
+    const end = keys.ends[i]!;
+    next = writeVarint(end - start, out, writeVarint(tag, out, next));
+    // A short key by a loop: Buffer.copy's fixed cost is about that of moving 40 bytes one by one.
+    if (end - start > 40) next += bytes.copy(out, next, start, end);
+    else for (let b = start; b < end; b++) out[next++] = bytes[b]!;
+  }
+  return next;
 }
 
 /** varintSize is the bytes of a varint: a negative int32 takes 10, sign-extended to 64 bits as protobuf writes it. */

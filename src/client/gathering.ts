@@ -3,6 +3,7 @@ import { type CallOptions, Code, ConnectError } from "@connectrpc/connect";
 import { BatchRequestSchema, type BatchResponse, ErrorInfoSchema, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
 import { BATCHED, type BatchedMethod, errorOfResult } from "../service/batch-calls.js";
+import { keyBytesOf } from "../service/key-bytes.js";
 import { maxEntriesFor } from "../service/message-entries.js";
 import type { Method } from "./leader-following.js";
 
@@ -204,21 +205,37 @@ interface Lists {
  * for its scalar fields and the Batch's own.
  */
 function entriesOf(request: Lists): number {
-  const { keys, prefixKeys, pages, pagesToRelease, keysToRelease } = request;
-  return 8 + (keys?.length ?? 0) + (prefixKeys?.length ?? 0) + (pages?.length ?? 0) + (pagesToRelease?.length ?? 0) + (keysToRelease?.length ?? 0);
+  const { pages, pagesToRelease, keysToRelease } = request;
+  return 8 + keyCount(request, "keys") + keyCount(request, "prefixKeys") + (pages?.length ?? 0) + (pagesToRelease?.length ?? 0) + (keysToRelease?.length ?? 0);
+}
+
+/** keyCount is the number of keys in a key field, read from its bytes where a codec left them (no string made). */
+function keyCount(request: Lists, field: "keys" | "prefixKeys"): number {
+  return keyBytesOf(request, field)?.length ?? request[field]?.length ?? 0;
 }
 
 /**
  * bytesOf is at least what a call adds to a Batch's encoding: 3 bytes per
  * UTF-16 unit of its strings (UTF-8's most), 6 per string for its tag and
  * length, 11 per page (a negative int32's varint and its tag), and 64 for
- * its scalars and its place in the Batch. Reading lengths only, it costs
- * the relay no encoding; with keys of ASCII it is about 3× the truth.
+ * its scalars and its place in the Batch; keys that came as bytes
+ * (keyBytesOf) count as many as they are. Reading lengths only, it costs
+ * the relay no encoding; with keys of ASCII as strings it is about 3× the truth.
  */
 export function bytesOf(request: Lists & { namespace?: string }): number {
-  let bytes = 64 + 3 * (request.namespace?.length ?? 0);
-  for (const list of [request.keys, request.prefixKeys, request.keysToRelease]) {
-    for (const key of list ?? []) bytes += 6 + 3 * (key as string).length;
-  }
+  const bytes =
+    64 + 3 * (request.namespace?.length ?? 0) + stringBytes(request, "keys") + stringBytes(request, "prefixKeys") + stringBytes(request, "keysToRelease");
   return bytes + 11 * ((request.pages?.length ?? 0) + (request.pagesToRelease?.length ?? 0));
+}
+
+/** stringBytes is bytesOf's bound for one list of strings. */
+function stringBytes(request: Lists, field: "keys" | "prefixKeys" | "keysToRelease"): number {
+  let bytes = 0;
+  const keys = keyBytesOf(request, field);
+  if (keys !== undefined) {
+    for (let i = 0; i < keys.length; i++) bytes += 6 + keys.ends[i]! - keys.starts[i]!;
+    return bytes;
+  }
+  for (const key of request[field] ?? []) bytes += 6 + 3 * (key as string).length;
+  return bytes;
 }

@@ -75,6 +75,13 @@ export class KeyList {
     return this.strings?.[i] ?? this.bytes.toString("utf8", this.starts[i], this.ends[i]);
   }
 
+  /** pick is the list of the keys at `positions`, over the same bytes (a shard's part of a call's keys). */
+  pick(positions: readonly number[]): KeyList {
+    const starts = positions.map((i) => this.keyStarts[i]!);
+    const ends = positions.map((i) => this.keyEnds[i]!);
+    return new KeyList(this.bytes, starts, ends, this.strings === undefined ? undefined : positions.map((i) => this.strings![i]!));
+  }
+
   /** toStrings is every key as a string. */
   toStrings(): string[] {
     return Array.from({ length: this.length }, (_, i) => this.key(i));

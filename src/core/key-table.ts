@@ -20,23 +20,81 @@ export const KEY_HASH_SEED = crypto.getRandomValues(new Uint32Array(1))[0]!;
 export function hashKey(bytes: Uint8Array, start: number, end: number, seed = KEY_HASH_SEED, view = viewOf(bytes)): number {
   let h = seed | 0;
   let i = start;
-  for (; i + 4 <= end; i += 4) {
-    let k = view.getInt32(i, true);
-    k = Math.imul(k, 0xcc9e2d51);
-    k = Math.imul((k << 15) | (k >>> 17), 0x1b873593);
-    h ^= k;
-    h = (h << 13) | (h >>> 19);
-    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  }
+  for (; i + 4 <= end; i += 4) h = mixBlock(h, view.getInt32(i, true));
   const rest = end - i;
+  let k = 0;
+  if (rest > 0) k = bytes[i]!;
+  if (rest > 1) k |= bytes[i + 1]! << 8;
+  if (rest > 2) k |= bytes[i + 2]! << 16;
+  return finish(h, k, rest, end - start);
+}
+
+/**
+ * PrefixedHash is hashKey (seed 0) of a prefix followed by each key, with
+ * the prefix's whole blocks mixed once and no copy of prefix and key
+ * together: a shard's keys are hashed after their namespace (keyShards).
+ */
+export class PrefixedHash {
+  /** h is the state after the prefix's whole blocks; tail and tailBytes are its last, partial block. */
+  private readonly h: number;
+  private readonly tail: number;
+  private readonly tailBytes: number;
+
+  constructor(private readonly prefix: Uint8Array) {
+    const whole = prefix.length & ~3;
+    this.h = whole === 0 ? 0 : hashBlocks(prefix, 0, whole);
+    this.tailBytes = prefix.length - whole;
+    let tail = 0;
+    for (let i = 0; i < this.tailBytes; i++) tail |= prefix[whole + i]! << (8 * i);
+    this.tail = tail;
+  }
+
+  /** of is hashKey of the prefix and bytes[start .. end); `view` is a DataView of `bytes`. */
+  of(bytes: Uint8Array, start: number, end: number, view: DataView): number {
+    let h = this.h;
+    let k = this.tail;
+    let n = this.tailBytes;
+    let i = start;
+    if (n > 0) {
+      for (; n < 4 && i < end; n++) k |= bytes[i++]! << (8 * n);
+      if (n === 4) {
+        h = mixBlock(h, k);
+        k = 0;
+        n = 0;
+      }
+    }
+    if (n === 0) {
+      for (; i + 4 <= end; i += 4) h = mixBlock(h, view.getInt32(i, true));
+      for (; i < end; n++) k |= bytes[i++]! << (8 * n);
+    }
+    return finish(h, k, n, this.prefix.length + end - start);
+  }
+}
+
+/** hashBlocks is the state of hashKey (seed 0) after the whole blocks of bytes[start .. end), a multiple of 4 long. */
+function hashBlocks(bytes: Uint8Array, start: number, end: number): number {
+  const view = viewOf(bytes);
+  let h = 0;
+  for (let i = start; i < end; i += 4) h = mixBlock(h, view.getInt32(i, true));
+  return h;
+}
+
+/** mixBlock is MurmurHash3's step for one 4-byte block k. */
+function mixBlock(h: number, block: number): number {
+  let k = Math.imul(block, 0xcc9e2d51);
+  k = Math.imul((k << 15) | (k >>> 17), 0x1b873593);
+  h ^= k;
+  h = (h << 13) | (h >>> 19);
+  return (Math.imul(h, 5) + 0xe6546b64) | 0;
+}
+
+/** finish is MurmurHash3's end: the last `rest` bytes (k, little-endian), the length, the final mix. */
+function finish(h: number, k: number, rest: number, length: number): number {
   if (rest > 0) {
-    let k = bytes[i]!;
-    if (rest > 1) k |= bytes[i + 1]! << 8;
-    if (rest > 2) k |= bytes[i + 2]! << 16;
     k = Math.imul(k, 0xcc9e2d51);
     h ^= Math.imul((k << 15) | (k >>> 17), 0x1b873593);
   }
-  h ^= end - start;
+  h ^= length;
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;

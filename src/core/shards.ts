@@ -1,5 +1,5 @@
-import { KeyList, type Keys } from "./key-list.js";
-import { hashKey, viewOf } from "./key-table.js";
+import { KeyList, type Keys, keyListOf } from "./key-list.js";
+import { PrefixedHash } from "./key-table.js";
 import { DEFAULT_NAMESPACE } from "./state-options.js";
 
 /**
@@ -17,31 +17,7 @@ export interface ShardPart {
 export const WHOLE: ShardPart = { count: 1, index: 0 };
 
 /** SHARD_HASH_SEPARATOR joins a namespace and a key in what keyShard hashes (a namespace cannot hold it). */
-const SHARD_HASH_SEPARATOR = 0x1f;
-
-/** hashInput is keyShard's buffer, grown as keys need: one encoding per key, no allocation per call; hashView reads it. */
-let hashInput = Buffer.allocUnsafe(4096);
-let hashView = viewOf(hashInput);
-
-/** room grows hashInput to hold size bytes; true when it did (its contents are then gone). */
-function room(size: number): boolean {
-  if (size <= hashInput.length) return false;
-  hashInput = Buffer.allocUnsafe(Math.max(size, 2 * hashInput.length));
-  hashView = viewOf(hashInput);
-  return true;
-}
-
-/** writePrefix writes what keyShard hashes before the key: the namespace as the server names it ("" is "kv") and the separator; it answers the key's offset. */
-function writePrefix(namespace: string): number {
-  const at = hashInput.write(namespace === "" ? DEFAULT_NAMESPACE : namespace, 0, "utf8");
-  hashInput[at] = SHARD_HASH_SEPARATOR;
-  return at + 1;
-}
-
-/** prefixBytes is the length of writePrefix's bytes. */
-function prefixBytes(namespace: string): number {
-  return Buffer.byteLength(namespace === "" ? DEFAULT_NAMESPACE : namespace, "utf8") + 1;
-}
+const SHARD_HASH_SEPARATOR = "\x1f";
 
 /**
  * keyShard is the shard a key belongs to, in any language: MurmurHash3
@@ -51,36 +27,22 @@ function prefixBytes(namespace: string): number {
  * (docs/contract.md has test vectors).
  */
 export function keyShard(namespace: string, key: string, count: number): number {
-  if (count === 1) return 0;
-  room(prefixBytes(namespace) + Buffer.byteLength(key, "utf8"));
-  let at = writePrefix(namespace);
-  at += hashInput.write(key, at, "utf8");
-  return (hashKey(hashInput, 0, at, 0, hashView) >>> 0) % count;
+  return keyShards(namespace, [key], count)[0]!;
 }
 
 /**
- * keyShards is keyShard of every key of a call: the namespace is encoded
- * once, and keys that arrived as bytes (a decoded request's KeyList) are
- * hashed from those bytes, with no string made or encoded again.
+ * keyShards is keyShard of every key of a call: the namespace is hashed
+ * once (PrefixedHash), and the keys where they lie as bytes: a decoded
+ * request's own (a KeyList), with no string made or bytes copied, or
+ * strings encoded once.
  */
 export function keyShards(namespace: string, keys: Keys, count: number): number[] {
   const shards = new Array<number>(keys.length).fill(0);
   if (count === 1) return shards;
-  if (!(keys instanceof KeyList)) {
-    for (let i = 0; i < keys.length; i++) shards[i] = keyShard(namespace, keys[i]!, count);
-    return shards;
-  }
-  const prefix = prefixBytes(namespace);
-  const bytes = keys.bytes;
-  for (let i = 0; i < keys.length; i++) {
-    const start = keys.starts[i]!;
-    const end = keys.ends[i]!;
-    if (room(prefix + end - start) || i === 0) writePrefix(namespace);
-    // A loop: Buffer.copy's argument checks cost more than moving a key of tens of bytes.
-    let at = prefix;
-    for (let b = start; b < end; b++) hashInput[at++] = bytes[b]!;
-    shards[i] = (hashKey(hashInput, 0, at, 0, hashView) >>> 0) % count;
-  }
+  const list = keys instanceof KeyList ? keys : keyListOf(keys);
+  const hash = new PrefixedHash(Buffer.from((namespace === "" ? DEFAULT_NAMESPACE : namespace) + SHARD_HASH_SEPARATOR, "utf8"));
+  const view = list.view;
+  for (let i = 0; i < list.length; i++) shards[i] = (hash.of(list.bytes, list.starts[i]!, list.ends[i]!, view) >>> 0) % count;
   return shards;
 }
 

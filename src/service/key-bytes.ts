@@ -56,11 +56,41 @@ export class KeyBytesMessage {
     if (this.#adopted !== undefined) for (const message of this.#adopted) message.release();
   }
 
+  /**
+   * part is this request with only the keys at `positions` (of both key
+   * fields when `withPrefixKeys`, else keys alone, prefixKeys as they came)
+   * and `fields` in place of its own: a shard's share of the call, its keys
+   * still the request's bytes, released with it.
+   */
+  part<T extends object>(this: T & KeyBytesMessage, positions: readonly number[], withPrefixKeys: boolean, fields: Partial<T> = {}): T {
+    const part = Object.assign(new KeyBytesMessage(this.#bytes), this, fields) as T & KeyBytesMessage;
+    for (const field of ["keys", "prefixKeys"] as const) {
+      const list = this.keyLists[field];
+      if (list !== undefined) part.#keyLists[field] = field === "keys" || withPrefixKeys ? list.pick(positions) : list;
+    }
+    this.adopt(part);
+    return part;
+  }
+
   /** adopt has `message`, decoded from this one's bytes, released with it. */
   adopt(message: KeyBytesMessage): void {
     this.#adopted ??= [];
     this.#adopted.push(message);
   }
+}
+
+/** KeyBytes are a key field's keys as UTF-8 bytes where they lie: key i is bytes[starts[i] .. ends[i]) (a KeyList). */
+export interface KeyBytes {
+  readonly bytes: Buffer;
+  readonly starts: readonly number[];
+  readonly ends: readonly number[];
+  readonly length: number;
+}
+
+/** keyBytesOf is a field of a message as bytes when it is a key field a codec left as bytes (an encoder copies them), else undefined. */
+export function keyBytesOf(message: object, field: string): KeyBytes | undefined {
+  if (!(message instanceof KeyBytesMessage) || (field !== "keys" && field !== "prefixKeys")) return undefined;
+  return message.keyLists[field];
 }
 
 /** keysOf is a key field of a request: its KeyList when a codec left one, else its strings. */

@@ -2,7 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { AllocationStatus, MetadataService, type NamespaceStats, type RankStats } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { type Keys, keyShards, NAMESPACE_COUNTERS, pageShard } from "../core/index.js";
 import { runBatch } from "./batch-calls.js";
-import { keysOf } from "./key-bytes.js";
+import { KeyBytesMessage, keysOf } from "./key-bytes.js";
 import type { Answer, MetadataCalls, MethodName, RequestOf, ResponseOf } from "./metadata-calls.js";
 
 /**
@@ -16,7 +16,8 @@ import type { Answer, MetadataCalls, MethodName, RequestOf, ResponseOf } from ".
  * one shard goes there as it came. When a part fails, the call fails with
  * the error of the lowest shard that failed; the parts that succeeded
  * stand, and the client retries the whole call (a BatchAllocate retried
- * gets the same pages back, RESERVED).
+ * gets the same pages back, RESERVED). Keys that came as bytes go on as
+ * bytes (KeyBytesMessage.part).
  */
 export function shardRouter(shards: readonly MetadataCalls[]): MetadataCalls {
   if (shards.length === 0) throw new RangeError("a cluster has at least one shard");
@@ -90,11 +91,14 @@ class Router {
       parts,
       signal,
       request,
-      (part) => ({
-        ...request,
-        keys: part.positions.map((i) => request.keys[i]!),
-        prefixKeys: prefixed ? part.positions.map((i) => request.prefixKeys[i]!) : request.prefixKeys,
-      }),
+      (part) =>
+        request instanceof KeyBytesMessage
+          ? request.part(part.positions, prefixed)
+          : {
+              ...request,
+              keys: part.positions.map((i) => request.keys[i]!),
+              prefixKeys: prefixed ? part.positions.map((i) => request.prefixKeys[i]!) : request.prefixKeys,
+            },
       (answers, n) => ({
         pages: merged(answers, parts, n, (a) => a.pages, -1),
         statuses: merged(answers, parts, n, (a) => a.statuses, AllocationStatus.UNSPECIFIED),
@@ -118,13 +122,15 @@ class Router {
       shards.map((shard) => {
         const kept = writes.get(shard) ?? [];
         const freed = releases.get(shard) ?? [];
-        const part = create(MetadataService.method.confirmWrite.input, {
-          ...request,
-          keys: kept.map((i) => request.keys[i]!),
+        const fields = {
           pages: kept.map((i) => request.pages[i]!),
           pagesToRelease: freed.map((i) => request.pagesToRelease[i]!),
           keysToRelease: withKeys ? freed.map((i) => request.keysToRelease[i]!) : [],
-        });
+        };
+        const part =
+          request instanceof KeyBytesMessage
+            ? request.part(kept, false, fields)
+            : create(MetadataService.method.confirmWrite.input, { ...request, ...fields, keys: kept.map((i) => request.keys[i]!) });
         return this.shards[shard]!("confirmWrite", part, signal);
       }),
     );
@@ -149,7 +155,7 @@ class Router {
       parts,
       signal,
       request,
-      (part) => ({ ...request, keys: part.positions.map((i) => request.keys[i]!) }),
+      (part) => (request instanceof KeyBytesMessage ? request.part(part.positions, false) : { ...request, keys: part.positions.map((i) => request.keys[i]!) }),
       (answers, n) => merge(answers, parts, n),
       request.keys.length,
     );

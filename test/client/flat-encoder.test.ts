@@ -1,8 +1,11 @@
 import { create, type DescField, type DescMessage, ScalarType, toBinary } from "@bufbuild/protobuf";
 import fc from "fast-check";
-import { describe, expect, it } from "vitest";
-import { GetStatsResponseSchema, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { BatchAllocateRequestSchema, ConfirmWriteRequestSchema, GetStatsResponseSchema, MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { encodeFramed } from "../../src/client/flat-encoder.js";
+import { KeyList } from "../../src/core/key-list.js";
+import { BATCH_CODECS } from "../../src/framing/grpc/batch-codecs.js";
+import type { KeyBytesMessage } from "../../src/service/key-bytes.js";
 
 /** arbitraryOf is an arbitrary value of one field of a flat message: edge values included (empty, zero, negative, multibyte, the largest). */
 function arbitraryOf(field: DescField): fc.Arbitrary<unknown> {
@@ -48,5 +51,63 @@ describe("the flat encoder of requests (the relay's, in place of toBinary for sp
   it("hands a message with nested messages to toBinary, with the same bytes", () => {
     const message = create(GetStatsResponseSchema, { namespaces: [{ namespace: "kv", ranks: [{ rank: 1, numPages: 8 }] }], nextPageToken: "t" });
     expect(Buffer.from(encodeFramed(GetStatsResponseSchema, message).subarray(5)).equals(Buffer.from(toBinary(GetStatsResponseSchema, message)))).toBe(true);
+  });
+});
+
+/** BYTES_KEPT are the methods whose requests the gRPC fast path decodes with their keys left as bytes (key-bytes.ts). */
+const BYTES_KEPT = ["BatchAllocate", "ConfirmWrite", "BatchExists", "GetLocations", "Batch"] as const;
+
+describe("the flat encoder of requests whose keys came as bytes (a relay's, a routing member's)", () => {
+  afterEach(() => vi.restoreAllMocks());
+
+  it.each(BYTES_KEPT)("writes a decoded %s request as protobuf-es wrote it, copying its keys without making strings", (method) => {
+    const schema = MetadataService.method[(method.charAt(0).toLowerCase() + method.slice(1)) as "batch"].input;
+    const toStrings = vi.spyOn(KeyList.prototype, "toStrings");
+    fc.assert(
+      fc.property(initOf(schema), (init) => {
+        const bytes = toBinary(schema, create(schema, init as never));
+        const decoded = BATCH_CODECS[method]!.decode(Buffer.from(bytes), Number.MAX_SAFE_INTEGER);
+        expect(Buffer.from(encodeFramed(schema, decoded as never).subarray(5)).equals(Buffer.from(bytes))).toBe(true);
+      }),
+      { numRuns: 300 },
+    );
+    expect(toStrings).not.toHaveBeenCalled();
+  });
+
+  it("writes a part of a request (a shard's keys, KeyBytesMessage.part) as the request of those keys alone", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.string({ unit: "grapheme", maxLength: 20 }), { maxLength: 12 }),
+        fc.array(fc.boolean(), { minLength: 12, maxLength: 12 }),
+        fc.boolean(),
+        (keys, picked, prefixed) => {
+          const prefixKeys = prefixed ? keys.map((k) => `p${k}`) : [];
+          const request = create(BatchAllocateRequestSchema, { namespace: "ns", rank: 3, keys, prefixKeys });
+          const decoded = BATCH_CODECS.BatchAllocate!.decode(Buffer.from(toBinary(BatchAllocateRequestSchema, request)), 1_000) as KeyBytesMessage;
+          const positions = keys.map((_, i) => i).filter((i) => picked[i]);
+          const part = decoded.part(positions, prefixed);
+          const expected = create(BatchAllocateRequestSchema, {
+            namespace: "ns",
+            rank: 3,
+            keys: positions.map((i) => keys[i]!),
+            prefixKeys: prefixed ? positions.map((i) => prefixKeys[i]!) : [],
+          });
+          expect(Buffer.from(encodeFramed(BatchAllocateRequestSchema, part as never).subarray(5))).toEqual(
+            Buffer.from(toBinary(BatchAllocateRequestSchema, expected)),
+          );
+        },
+      ),
+    );
+  });
+
+  it("writes a ConfirmWrite part with the fields given in place of the request's", () => {
+    const request = create(ConfirmWriteRequestSchema, { namespace: "ns", rank: 1, keys: ["a", "b", "c"], pages: [4, 5, 6], pagesToRelease: [9] });
+    const decoded = BATCH_CODECS.ConfirmWrite!.decode(Buffer.from(toBinary(ConfirmWriteRequestSchema, request)), 1_000) as KeyBytesMessage;
+    const part = decoded.part([0, 2], false, { pages: [4, 6], pagesToRelease: [] } as never);
+    const expected = create(ConfirmWriteRequestSchema, { namespace: "ns", rank: 1, keys: ["a", "c"], pages: [4, 6] });
+    expect(Buffer.from(encodeFramed(ConfirmWriteRequestSchema, part as never).subarray(5))).toEqual(Buffer.from(toBinary(ConfirmWriteRequestSchema, expected)));
+    // A part's keys are the request's bytes: released with it.
+    decoded.release();
+    expect(() => encodeFramed(ConfirmWriteRequestSchema, part as never)).toThrow(/after its call ended/);
   });
 });

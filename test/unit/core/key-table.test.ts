@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { assertInvariants } from "../../../bench/harness/invariants.js";
 import { murmurCollisions } from "../../../bench/harness/murmur-collisions.js";
 import { keyListOf } from "../../../src/core/key-list.js";
-import { hashKey, KeyTable, SAME_HASH_LIMIT } from "../../../src/core/key-table.js";
+import { hashKey, KeyTable, PrefixedHash, SAME_HASH_LIMIT } from "../../../src/core/key-table.js";
 import { MetadataState, namespacesOf } from "../../../src/core/state.js";
 
 /** A model run: the table against a Map, with the hash narrowed to `bits` so that keys collide, runs wrap and shifts happen. */
@@ -60,6 +60,21 @@ describe("hashKey", () => {
         const host = new Uint8Array(shift + bytes.length);
         host.set(bytes, shift);
         expect(hashKey(host.subarray(shift), start, end, seed)).toBe(hashKey(bytes, start, end, seed));
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+});
+
+describe("PrefixedHash", () => {
+  it("is MurmurHash3 (seed 0) of the prefix and the key together, at every length of either", () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 11 }), fc.uint8Array({ maxLength: 13 }), fc.nat(7), (prefix, key, shift) => {
+        const host = new Uint8Array(shift + key.length);
+        host.set(key, shift);
+        const hash = new PrefixedHash(prefix);
+        const view = new DataView(host.buffer);
+        expect(hash.of(host, shift, shift + key.length, view) >>> 0).toBe(murmurhash.v3(Buffer.concat([prefix, key]), 0));
       }),
       { numRuns: 2_000 },
     );
