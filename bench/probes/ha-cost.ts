@@ -1,4 +1,4 @@
-// ha-cost.ts [--members=N] [--seconds=S] [--concurrency=C] [--profile=DIR]: where HA's throughput goes. The cycle at
+// ha-cost.ts [--members=N] [--seconds=S] [--concurrency=C] [--rate=K] [--profile=DIR]: where HA's throughput goes. The cycle at
 // B=64, C (16; fewer calls in flight, a lower rate: a server's CPU per key rises as its rate falls) (lean gRPC client, 8 ranks of 100,000 pages) for S seconds (15) after 2 s of warm-up, on
 // N servers (3) on 3 etcd members, or with --members=0 on the single-node default (LMDB; with --store=memory, in
 // memory, the issue's yardstick for an HA leader's cost); prints
@@ -19,6 +19,8 @@ const seconds = Number(option("seconds", "15"));
 const profile = option("profile", "");
 const store = option("store", "lmdb");
 const concurrency = Number(option("concurrency", "16"));
+/** rate paces the load to this many keys a second in all (0: as fast as it goes), so that an HA leader and a single node compare at one rate. */
+const rate = Number(option("rate", "0"));
 const nodeArgs = profile === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${profile}`];
 
 /** written reads the bytes a process has written to disk so far (/proc/PID/io). */
@@ -38,7 +40,7 @@ async function measure(url: string, leaderPid: number, processes: Process[]): Pr
   const machine0 = machine();
   const started = performance.now();
   const { result } = await runLoad<LoadResult>(
-    cycleConfig(url, { batch: 64, concurrency, warmupMs: 2_000, durationMs: seconds * 1_000, keyOffset: 1e9 }),
+    cycleConfig(url, { batch: 64, concurrency, ...(rate > 0 ? { cyclesPerSecond: rate / 64 } : {}), warmupMs: 2_000, durationMs: seconds * 1_000, keyOffset: 1e9 }),
     leaderPid,
   );
   const elapsed = performance.now() - started;
