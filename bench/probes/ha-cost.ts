@@ -40,7 +40,14 @@ async function measure(url: string, leaderPid: number, processes: Process[]): Pr
   const machine0 = machine();
   const started = performance.now();
   const { result } = await runLoad<LoadResult>(
-    cycleConfig(url, { batch: 64, concurrency, ...(rate > 0 ? { cyclesPerSecond: rate / 64 } : {}), warmupMs: 2_000, durationMs: seconds * 1_000, keyOffset: 1e9 }),
+    cycleConfig(url, {
+      batch: 64,
+      concurrency,
+      ...(rate > 0 ? { cyclesPerSecond: rate / 64 } : {}),
+      warmupMs: 2_000,
+      durationMs: seconds * 1_000,
+      keyOffset: 1e9,
+    }),
     leaderPid,
   );
   const elapsed = performance.now() - started;

@@ -1,10 +1,10 @@
-import type { Etcd3 } from "etcd3";
 import type { Logger } from "pino";
 import type { Change } from "../core/index.js";
 import { MetadataError, Reason } from "../core/index.js";
 import type { ClusterKeys } from "./cluster-keys.js";
 import type { EtcdSession } from "./etcd-session.js";
 import type { LocalCopy } from "./local-copy.js";
+import type { LogAppend } from "./log-append.js";
 import { encodeGroup, splitGroup } from "./log-codec.js";
 
 /** SLOW_APPEND_MS is how long an append may take before the leader logs it: half a failover, when calls start to wait long. */
@@ -42,7 +42,8 @@ export class LogWriter {
   readonly lost = new Promise<MetadataError>((resolve) => (this.onLost = resolve));
 
   constructor(
-    private readonly client: Etcd3,
+    /** append sends one fenced append (LogAppend: etcd3's client, or a lean one). */
+    private readonly appendEntry: LogAppend,
     private readonly keys: ClusterKeys,
     private readonly session: EtcdSession,
     /** termRevision is the create_revision of the leader key this member put. */
@@ -124,20 +125,11 @@ export class LogWriter {
     for (const [i, value] of parts.entries()) {
       const key = this.keys.logEntry(first + i);
       // A repeat of an append that landed fails its compare and finds its own entry (below).
-      const res = await this.session.call((options) =>
-        this.client.kv.txn(
-          {
-            compare: [this.keys.heldBy(this.termRevision), { key, target: "Version", result: "Equal", version: 0 }],
-            success: [{ request_put: { key, value } }],
-            failure: [{ request_range: { key: this.keys.leader } }, { request_range: { key } }],
-          },
-          options,
-        ),
-      );
-      const [leader, entry] = res.succeeded ? [] : res.responses.map((r) => r.response_range?.kvs[0]);
-      if (!res.succeeded && leader?.create_revision !== this.termRevision) throw new Error("another member leads now (the fenced append was refused)");
+      const append = { leader: this.keys.leader, termRevision: this.termRevision, key, value };
+      const res = await this.session.call((options) => this.appendEntry(append, options));
+      if (!res.succeeded && res.leaderRevision !== this.termRevision) throw new Error("another member leads now (the fenced append was refused)");
       // Only this term writes entries past its first: an entry that exists is this very append, landed on a retry whose first answer was lost.
-      if (!res.succeeded && entry === undefined) throw new Error(`the append of log entry ${first + i} was refused`);
+      if (!res.succeeded && !res.entryExists) throw new Error(`the append of log entry ${first + i} was refused`);
       this.nextSeq = first + i + 1;
     }
     this.local.write(changes, this.nextSeq - 1);

@@ -11,6 +11,7 @@ import { Election, ensureClusterId } from "./election.js";
 import { EtcdSession } from "./etcd-session.js";
 import { HotStandby } from "./hot-standby.js";
 import { LocalCopy } from "./local-copy.js";
+import { etcd3Append, type LogAppend } from "./log-append.js";
 import { LogReader } from "./log-reader.js";
 import { LogWriter } from "./log-writer.js";
 import { ReplicatedStore } from "./replicated-store.js";
@@ -37,6 +38,8 @@ export interface MemberOptions {
   peerTls?: PeerTls;
   /** standbyReadLagMs is how far behind the log's end a standby may answer reads itself (StandbyReads, --standby-read-lag); 0 or undefined: never. */
   standbyReadLagMs?: number;
+  /** append sends the leader's appends to the log (a lean client of etcd's KV.Txn), closed with the member; undefined: the etcd3 client's (etcd3Append). */
+  append?: { send: LogAppend; close(): void };
 }
 
 /** PUBLISH_MS is how often a member refreshes its record (applied entry, role). */
@@ -118,7 +121,7 @@ export class Member {
     if (this.standbyReads.lagMs > 0) leadership.reads = this.standbyReads;
     this.ledger = {
       state: new MetadataState(options.clock, options.state),
-      store: new ReplicatedStore(this, clusterId, local, [client, watches]),
+      store: new ReplicatedStore(this, clusterId, local, [client, watches, ...(options.append ? [options.append] : [])]),
       reads: () => this.reads(),
     };
   }
@@ -252,7 +255,7 @@ export class Member {
     const hot = this.standby.loaded;
     const state = await this.standby.takeOver();
     if (!session.valid()) return;
-    const writer = new LogWriter(this.client, this.keys, session, termRevision, lastSeq + 1, this.copy, this.logger);
+    const writer = new LogWriter(this.options.append?.send ?? etcd3Append(this.client), this.keys, session, termRevision, lastSeq + 1, this.copy, this.logger);
     this.ledger.state = state;
     this.writer = writer;
     this.election.leaderUrl = "";

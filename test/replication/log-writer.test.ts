@@ -5,8 +5,10 @@ import { MetadataError, Reason } from "../../src/core/errors.js";
 import { ClusterKeys } from "../../src/replication/cluster-keys.js";
 import { EtcdSession } from "../../src/replication/etcd-session.js";
 import { LocalCopy } from "../../src/replication/local-copy.js";
+import { etcd3Append, type LogAppend, unaryAppend } from "../../src/replication/log-append.js";
 import { decodeGroup, decodePart } from "../../src/replication/log-codec.js";
 import { LogWriter } from "../../src/replication/log-writer.js";
+import { etcdTxnClient } from "../../src/server/etcd-txn-client.js";
 import { LmdbStore } from "../../src/store/lmdb-store.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
@@ -16,7 +18,10 @@ const missing = lacking("the log writer tests", "etcd");
 
 const CHANGE: Change = { kind: "rank", namespace: "kv", rank: 0, numPages: 8, worldSize: 1 };
 
-describe.skipIf(missing !== "")("the leader's log writer, on etcd", () => {
+/** APPENDS are the two ways of sending an append: the etcd3 client's, and the lean one members use (etcd-txn-client.ts). */
+const APPENDS = ["etcd3", "lean"] as const;
+
+describe.skipIf(missing !== "").each(APPENDS)("the leader's log writer, on etcd (appends through the %s client)", (way) => {
   const closing: (() => Promise<void> | void)[] = [];
   afterEach(async () => {
     for (const close of closing.splice(0).reverse()) await close();
@@ -32,6 +37,9 @@ describe.skipIf(missing !== "")("the leader's log writer, on etcd", () => {
       () => local.close(),
     );
     const keys = new ClusterKeys("test");
+    const lean = etcdTxnClient({ hosts: etcd.endpoints.split(",") });
+    closing.push(() => lean.close());
+    const append: LogAppend = way === "etcd3" ? etcd3Append(client) : unaryAppend(lean.txn);
     const term = async () => {
       const lease = await EtcdSession.grant(client, 2_000);
       closing.push(() => lease.release());
@@ -46,13 +54,13 @@ describe.skipIf(missing !== "")("the leader's log writer, on etcd", () => {
       const res = await client.kv.range({ key: keys.log, range_end: keys.logEnd });
       return res.kvs.map((kv) => [keys.seqOf(kv.key), decodeGroup(decodePart(kv.value).bytes)] as const);
     };
-    return { client, local, keys, term, entries };
+    return { client, append, local, keys, term, entries };
   }
 
   it("acknowledges a commit once its entry is in etcd, and hands it to the local store", async () => {
-    const { client, local, keys, term, entries } = await setUp();
+    const { append, local, keys, term, entries } = await setUp();
     const { lease, revision } = await term();
-    const writer = new LogWriter(client, keys, lease, revision, 1, new LocalCopy(local));
+    const writer = new LogWriter(append, keys, lease, revision, 1, new LocalCopy(local));
     await writer.commit([CHANGE]);
     expect(await entries()).toEqual([[1, [CHANGE]]]);
     await writer.localDone();
@@ -60,9 +68,9 @@ describe.skipIf(missing !== "")("the leader's log writer, on etcd", () => {
   });
 
   it("a deposed leader's append fails NOT_LEADER and leaves nothing in the log, even while its lease holds", async () => {
-    const { client, local, keys, term, entries } = await setUp();
+    const { client, append, local, keys, term, entries } = await setUp();
     const old = await term();
-    const writer = new LogWriter(client, keys, old.lease, old.revision, 1, new LocalCopy(local));
+    const writer = new LogWriter(append, keys, old.lease, old.revision, 1, new LocalCopy(local));
     // Another member takes the leader key (as after the old one's lease lapsed); the old lease still looks valid locally.
     await client.kv.deleteRange({ key: keys.leader });
     await term();

@@ -1,15 +1,14 @@
-import type { Etcd3 } from "etcd3";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { Change } from "../../../src/core/index.js";
 import { ClusterKeys } from "../../../src/replication/cluster-keys.js";
 import type { LocalCopy } from "../../../src/replication/local-copy.js";
+import type { LogAppend } from "../../../src/replication/log-append.js";
 import { LogWriter } from "../../../src/replication/log-writer.js";
 import { heldSession } from "../../support/held-session.js";
 
-/** etcdAnsweringAfter is an etcd client whose appends succeed after `ms` each. */
-function etcdAnsweringAfter(ms: number): Etcd3 {
-  const txn = () => new Promise((resolve) => setTimeout(() => resolve({ succeeded: true, responses: [], header: { revision: "1" } }), ms));
-  return { kv: { txn } } as unknown as Etcd3;
+/** etcdAnsweringAfter is an etcd whose appends succeed after `ms` each. */
+function etcdAnsweringAfter(ms: number): LogAppend {
+  return () => new Promise((resolve) => setTimeout(() => resolve({ succeeded: true, leaderRevision: undefined, entryExists: false }), ms));
 }
 
 const session = heldSession();

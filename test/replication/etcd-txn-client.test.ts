@@ -1,0 +1,90 @@
+import { Etcd3, GRPCDeadlineExceededError, isRecoverableError } from "etcd3";
+import { afterEach, describe, expect, it } from "vitest";
+import { ClusterKeys } from "../../src/replication/cluster-keys.js";
+import { unaryAppend } from "../../src/replication/log-append.js";
+import { attempts, within } from "../../src/replication/within.js";
+import { etcdTxnClient } from "../../src/server/etcd-txn-client.js";
+import { lacking } from "../support/debian-packages.js";
+import { freePort, startEtcdCluster } from "../support/etcd-cluster.js";
+
+const missing = lacking("the lean etcd client tests", "etcd");
+
+describe.skipIf(missing !== "")("the lean client of etcd's KV.Txn the leader appends with", () => {
+  const closing: (() => void)[] = [];
+  afterEach(() => {
+    for (const close of closing.splice(0)) close();
+  });
+
+  /** leaderOf puts the leader key, as a member that won, and answers its create_revision. */
+  async function leaderOf(client: Etcd3, keys: ClusterKeys): Promise<string> {
+    await client.put(keys.leader).value("{}");
+    return (await client.kv.range({ key: keys.leader })).kvs[0]!.create_revision;
+  }
+
+  it("puts an entry under the fence, and answers a refused one as etcd3's client does: whose term it is, whether the entry is there", async () => {
+    const etcd = await startEtcdCluster(1);
+    const client = new Etcd3({ hosts: etcd.endpoints.split(",") });
+    const lean = etcdTxnClient({ hosts: etcd.endpoints.split(",") });
+    closing.push(
+      () => client.close(),
+      () => lean.close(),
+    );
+    const keys = new ClusterKeys("test");
+    const termRevision = await leaderOf(client, keys);
+    const append = unaryAppend(lean.txn);
+    const entry = { leader: keys.leader, termRevision, key: keys.logEntry(1), value: Buffer.from([0, 1, 2, 255]) };
+
+    expect(await append(entry, within(2_000))).toEqual({ succeeded: true, leaderRevision: undefined, entryExists: false });
+    expect((await client.kv.range({ key: keys.logEntry(1) })).kvs[0]!.value).toEqual(Buffer.from([0, 1, 2, 255]));
+    // The same append again (a retry whose first answer was lost): refused, its entry there, the term still this one.
+    expect(await append(entry, within(2_000))).toEqual({ succeeded: false, leaderRevision: termRevision, entryExists: true });
+    // Another term: the fence refuses a new entry and names the term that holds the key.
+    await client.delete().key(keys.leader);
+    const next = await leaderOf(client, keys);
+    expect(await append({ ...entry, key: keys.logEntry(2) }, within(2_000))).toEqual({ succeeded: false, leaderRevision: next, entryExists: false });
+    expect((await client.kv.range({ key: keys.logEntry(2) })).kvs).toEqual([]);
+  });
+
+  it("fails as etcd3 would where no etcd answers: a refused connection is recoverable, a silent endpoint runs out its deadline", async () => {
+    const closed = `http://127.0.0.1:${await freePort()}`;
+    const lean = etcdTxnClient({ hosts: [closed] });
+    closing.push(() => lean.close());
+    const keys = new ClusterKeys("test");
+    const append = unaryAppend(lean.txn);
+    const entry = { leader: keys.leader, termRevision: "1", key: keys.logEntry(1), value: Buffer.from("x") };
+    const refused = await append(entry, within(2_000)).catch((e: Error) => e);
+    expect(isRecoverableError(refused as Error)).toBe(true);
+
+    // A member paused (SIGSTOP) accepts the connection and answers nothing.
+    const etcd = await startEtcdCluster(1);
+    const silent = etcdTxnClient({ hosts: etcd.endpoints.split(",") });
+    closing.push(() => silent.close());
+    process.kill(etcd.members[0]!.process!.pid!, "SIGSTOP");
+    try {
+      const started = performance.now();
+      const error = await unaryAppend(silent.txn)(entry, within(300)).catch((e: Error) => e);
+      expect(error).toBeInstanceOf(GRPCDeadlineExceededError);
+      expect(performance.now() - started).toBeLessThan(1_500);
+    } finally {
+      process.kill(etcd.members[0]!.process!.pid!, "SIGCONT");
+    }
+  });
+
+  it("goes on through the others while one of three endpoints is gone, within attempts()", async () => {
+    const etcd = await startEtcdCluster(3);
+    const client = new Etcd3({ hosts: etcd.endpoints.split(",") });
+    const lean = etcdTxnClient({ hosts: etcd.endpoints.split(",") });
+    closing.push(
+      () => client.close(),
+      () => lean.close(),
+    );
+    const keys = new ClusterKeys("test");
+    const termRevision = await leaderOf(client, keys);
+    await etcd.members[2]!.kill();
+    const append = unaryAppend(lean.txn);
+    for (let seq = 1; seq <= 10; seq++) {
+      const entry = { leader: keys.leader, termRevision, key: keys.logEntry(seq), value: Buffer.from(String(seq)) };
+      expect((await attempts(5_000, (options) => append(entry, options))).succeeded).toBe(true);
+    }
+  });
+});
