@@ -15,14 +15,9 @@ describe.skipIf(missing !== "")("the lean client of etcd's KV.Txn the leader app
     for (const close of closing.splice(0)) close();
   });
 
-  /** leaderOf puts the leader key, as a member that won, and answers its create_revision. */
-  async function leaderOf(client: Etcd3, keys: ClusterKeys): Promise<string> {
-    await client.put(keys.leader).value("{}");
-    return (await client.kv.range({ key: keys.leader })).kvs[0]!.create_revision;
-  }
-
-  it("puts an entry under the fence, and answers a refused one as etcd3's client does: whose term it is, whether the entry is there", async () => {
-    const etcd = await startEtcdCluster(1);
+  /** setUp starts `size` etcd members, an etcd3 client and a lean one of them, and puts the leader key. */
+  async function setUp(size: number) {
+    const etcd = await startEtcdCluster(size);
     const client = new Etcd3({ hosts: etcd.endpoints.split(",") });
     const lean = etcdTxnClient({ hosts: etcd.endpoints.split(",") });
     closing.push(
@@ -30,7 +25,17 @@ describe.skipIf(missing !== "")("the lean client of etcd's KV.Txn the leader app
       () => lean.close(),
     );
     const keys = new ClusterKeys("test");
-    const termRevision = await leaderOf(client, keys);
+    return { etcd, client, lean, keys, termRevision: await leaderOf(client, keys) };
+  }
+
+  /** leaderOf puts the leader key, as a member that won, and answers its create_revision. */
+  async function leaderOf(client: Etcd3, keys: ClusterKeys): Promise<string> {
+    await client.put(keys.leader).value("{}");
+    return (await client.kv.range({ key: keys.leader })).kvs[0]!.create_revision;
+  }
+
+  it("puts an entry under the fence, and answers a refused one as etcd3's client does: whose term it is, whether the entry is there", async () => {
+    const { client, lean, keys, termRevision } = await setUp(1);
     const append = unaryAppend(lean.txn);
     const entry = { leader: keys.leader, termRevision, key: keys.logEntry(1), value: Buffer.from([0, 1, 2, 255]) };
 
@@ -71,15 +76,7 @@ describe.skipIf(missing !== "")("the lean client of etcd's KV.Txn the leader app
   });
 
   it("goes on through the others while one of three endpoints is gone, within attempts()", async () => {
-    const etcd = await startEtcdCluster(3);
-    const client = new Etcd3({ hosts: etcd.endpoints.split(",") });
-    const lean = etcdTxnClient({ hosts: etcd.endpoints.split(",") });
-    closing.push(
-      () => client.close(),
-      () => lean.close(),
-    );
-    const keys = new ClusterKeys("test");
-    const termRevision = await leaderOf(client, keys);
+    const { etcd, lean, keys, termRevision } = await setUp(3);
     await etcd.members[2]!.kill();
     const append = unaryAppend(lean.txn);
     for (let seq = 1; seq <= 10; seq++) {
