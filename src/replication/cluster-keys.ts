@@ -40,7 +40,7 @@ export class ClusterKeys {
    * is still the one it put (create_revision `termRevision`). A deposed
    * leader's write fails it.
    */
-  heldBy(termRevision: string): ICompare {
+  heldBy(termRevision: string): ICompare & { key: Buffer; create_revision: string } {
     return { key: this.leader, target: "Create", result: "Equal", create_revision: termRevision };
   }
 

@@ -1,17 +1,16 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { CallOptions } from "@grpc/grpc-js";
-import type { Etcd3 } from "etcd3";
+import type { Etcd3, ICompare } from "etcd3";
 import type { KV } from "./etcd-txn-schema.js";
 
-/** Append is one log entry to put: at `key`, if the leader key (`leader`) is still the one of the term (create_revision `termRevision`) and `key` is new. */
+/** Append is one log entry to put: at `key`, if the term's fence holds (ClusterKeys.heldBy: the leader key's create_revision) and `key` is new. */
 export interface Append {
-  readonly leader: Buffer;
-  readonly termRevision: string;
+  readonly fence: ICompare & { key: Buffer; create_revision: string };
   readonly key: Buffer;
   readonly value: Buffer;
 }
 
-/** AppendAnswer is what the append's transaction answered: put, or not and then the leader key's create_revision and whether the entry exists. */
+/** AppendAnswer is what the append's transaction answered: put, or not and then the fenced key's create_revision (whose term it is) and whether the entry exists. */
 export interface AppendAnswer {
   readonly succeeded: boolean;
   readonly leaderRevision: string | undefined;
@@ -20,8 +19,8 @@ export interface AppendAnswer {
 
 /**
  * LogAppend sends an Append as one etcd transaction, within the options'
- * deadline: compare the leader key's create_revision and the entry's
- * version (0: absent), put the entry if both hold, else read both. It
+ * deadline: compare the fence and the entry's version (0: absent), put
+ * the entry if both hold, else read the fenced key and the entry. It
  * fails with etcd3's error types, so that attempts() sends again what may
  * be the endpoint's fault.
  */
@@ -29,15 +28,12 @@ export type LogAppend = (append: Append, options: CallOptions) => Promise<Append
 
 /** etcd3Append is LogAppend through the etcd3 client's KV.txn. */
 export function etcd3Append(client: Etcd3): LogAppend {
-  return async ({ leader, termRevision, key, value }, options) => {
+  return async ({ fence, key, value }, options) => {
     const res = await client.kv.txn(
       {
-        compare: [
-          { key: leader, target: "Create", result: "Equal", create_revision: termRevision },
-          { key, target: "Version", result: "Equal", version: 0 },
-        ],
+        compare: [fence, { key, target: "Version", result: "Equal", version: 0 }],
         success: [{ request_put: { key, value } }],
-        failure: [{ request_range: { key: leader } }, { request_range: { key } }],
+        failure: [{ request_range: { key: fence.key } }, { request_range: { key } }],
       },
       options,
     );
@@ -58,12 +54,14 @@ export interface TxnAnswer {
 
 /** unaryAppend is LogAppend as one KV.Txn sent by `txn` (a lean gRPC client of etcd: bench/probes/etcd-append.ts measured etcd3's stack at about twice its CPU per append). */
 export function unaryAppend(txn: EtcdUnary): LogAppend {
-  // Compare's enums as etcd numbers them: result EQUAL 0; target VERSION 0, CREATE 1.
-  return async ({ leader, termRevision, key, value }, options) => {
+  return async ({ fence, key, value }, options) => {
+    if (fence.target !== "Create" || fence.result !== "Equal") throw new TypeError("a fence compares a key's create_revision for equality");
+    // Compare's enums as etcd numbers them: result EQUAL 0; target VERSION 0, CREATE 1.
+    const leader = fence.key;
     const res = await txn(
       {
         compare: [
-          { result: 0, target: 1, key: leader, targetUnion: { case: "createRevision", value: BigInt(termRevision) } },
+          { result: 0, target: 1, key: leader, targetUnion: { case: "createRevision", value: BigInt(fence.create_revision) } },
           { result: 0, target: 0, key, targetUnion: { case: "version", value: 0n } },
         ],
         success: [{ request: { case: "requestPut", value: { key, value } } }],

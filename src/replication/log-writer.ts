@@ -125,7 +125,7 @@ export class LogWriter {
     for (const [i, value] of parts.entries()) {
       const key = this.keys.logEntry(first + i);
       // A repeat of an append that landed fails its compare and finds its own entry (below).
-      const append = { leader: this.keys.leader, termRevision: this.termRevision, key, value };
+      const append = { fence: this.keys.heldBy(this.termRevision), key, value };
       const res = await this.session.call((options) => this.appendEntry(append, options));
       if (!res.succeeded && res.leaderRevision !== this.termRevision) throw new Error("another member leads now (the fenced append was refused)");
       // Only this term writes entries past its first: an entry that exists is this very append, landed on a retry whose first answer was lost.

@@ -37,7 +37,7 @@ describe.skipIf(missing !== "")("the lean client of etcd's KV.Txn the leader app
   it("puts an entry under the fence, and answers a refused one as etcd3's client does: whose term it is, whether the entry is there", async () => {
     const { client, lean, keys, termRevision } = await setUp(1);
     const append = unaryAppend(lean.txn);
-    const entry = { leader: keys.leader, termRevision, key: keys.logEntry(1), value: Buffer.from([0, 1, 2, 255]) };
+    const entry = { fence: keys.heldBy(termRevision), key: keys.logEntry(1), value: Buffer.from([0, 1, 2, 255]) };
 
     expect(await append(entry, within(2_000))).toEqual({ succeeded: true, leaderRevision: undefined, entryExists: false });
     expect((await client.kv.range({ key: keys.logEntry(1) })).kvs[0]!.value).toEqual(Buffer.from([0, 1, 2, 255]));
@@ -56,7 +56,7 @@ describe.skipIf(missing !== "")("the lean client of etcd's KV.Txn the leader app
     closing.push(() => lean.close());
     const keys = new ClusterKeys("test");
     const append = unaryAppend(lean.txn);
-    const entry = { leader: keys.leader, termRevision: "1", key: keys.logEntry(1), value: Buffer.from("x") };
+    const entry = { fence: keys.heldBy("1"), key: keys.logEntry(1), value: Buffer.from("x") };
     const refused = await append(entry, within(2_000)).catch((e: Error) => e);
     expect(isRecoverableError(refused as Error)).toBe(true);
 
@@ -80,7 +80,7 @@ describe.skipIf(missing !== "")("the lean client of etcd's KV.Txn the leader app
     await etcd.members[2]!.kill();
     const append = unaryAppend(lean.txn);
     for (let seq = 1; seq <= 10; seq++) {
-      const entry = { leader: keys.leader, termRevision, key: keys.logEntry(seq), value: Buffer.from(String(seq)) };
+      const entry = { fence: keys.heldBy(termRevision), key: keys.logEntry(seq), value: Buffer.from(String(seq)) };
       expect((await attempts(5_000, (options) => append(entry, options))).succeeded).toBe(true);
     }
   });
