@@ -5,6 +5,7 @@ import { EtcdSession } from "../../src/replication/etcd-session.js";
 import { attempts } from "../../src/replication/within.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
+import { pause } from "../support/pause.js";
 
 const missing = lacking("the etcd client tests", "etcd");
 
@@ -113,7 +114,7 @@ describe.skipIf(missing !== "")("a member's etcd calls (attempts)", () => {
     const etcd = await startEtcdCluster(1);
     const client = etcdClient({ hosts: etcd.endpoints.split(","), dialTimeout: 2_000 });
     const paused = etcd.members[0]!.process!;
-    paused.kill("SIGSTOP");
+    await pause(paused.pid!);
     try {
       const error = (await attempts(700, (options) => client.get("k").options(options).string()).catch((e: Error) => e)) as Error;
       expect(JSON.stringify(error.message)).toMatch(/^"etcd did not answer within \d+ ms \(\d+ attempts? of at most 600 ms\)"$/);

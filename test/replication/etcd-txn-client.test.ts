@@ -6,6 +6,7 @@ import { attempts, within } from "../../src/replication/within.js";
 import { etcdTxnClient } from "../../src/server/etcd-txn-client.js";
 import { lacking } from "../support/debian-packages.js";
 import { freePort, startEtcdCluster } from "../support/etcd-cluster.js";
+import { pause } from "../support/pause.js";
 
 const missing = lacking("the lean etcd client tests", "etcd");
 
@@ -64,7 +65,7 @@ describe.skipIf(missing !== "")("the lean client of etcd's KV.Txn the leader app
     const etcd = await startEtcdCluster(1);
     const silent = etcdTxnClient({ hosts: etcd.endpoints.split(",") });
     closing.push(() => silent.close());
-    process.kill(etcd.members[0]!.process!.pid!, "SIGSTOP");
+    await pause(etcd.members[0]!.process!.pid!);
     try {
       const started = performance.now();
       const error = await unaryAppend(silent.txn)(entry, within(300)).catch((e: Error) => e);

@@ -5,6 +5,7 @@ import { KeepAliveStream } from "../../src/replication/keep-alive-stream.js";
 import { within } from "../../src/replication/within.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
+import { pause } from "../support/pause.js";
 
 const missing = lacking("the lease keep-alive stream tests", "etcd");
 
@@ -27,7 +28,7 @@ describe.skipIf(missing !== "")("a lease's keep-alives on one stream", () => {
       const answers = await Promise.all([0, 1, 2].map(() => keepAlives.once(within(1_000))));
       expect(answers.map((a) => a.TTL)).toEqual(["5", "5", "5"]);
       const paused = etcd.members[0]!.process!;
-      paused.kill("SIGSTOP");
+      await pause(paused.pid!);
       try {
         const started = performance.now();
         const error = (await keepAlives.once(within(300)).catch((e: Error) => e)) as Error;
