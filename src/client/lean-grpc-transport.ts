@@ -17,8 +17,16 @@ export interface LeanGrpcOptions {
   readonly header?: Readonly<Record<string, string>>;
 }
 
-/** LeanGrpcTransport is a Transport that can be closed (its connection). */
-export type LeanGrpcTransport = Transport & { close(): void };
+/**
+ * LeanGrpcTransport is a Transport that can be closed (its connection),
+ * and that sends a call already encoded: `unaryBytes` takes the path and
+ * the framed request and resolves with the response's message bytes, for
+ * a caller that encodes and decodes by itself (the leader's etcd appends).
+ */
+export type LeanGrpcTransport = Transport & {
+  unaryBytes(path: string, frame: Buffer, timeoutMs: number | undefined, header?: Readonly<Record<string, string>>): Promise<Buffer>;
+  close(): void;
+};
 
 /** CONNECT_MS bounds the wait for a connection: a server that does not accept by then is taken for gone (UNAVAILABLE). */
 const CONNECT_MS = 1_000;
@@ -59,71 +67,75 @@ export function createLeanGrpcTransport(options: LeanGrpcOptions): LeanGrpcTrans
     return opened;
   };
   return {
-    unary: (method, signal, timeoutMs, header, input) =>
-      call(session(), method, signal, timeoutMs, { ...options.header, ...plainHeader(header) }, input) as never,
+    unary: async (method, signal, timeoutMs, header, input) => {
+      const path = `/${method.parent.typeName}/${method.name}`;
+      const schema = method.input as DescMessage;
+      const frame = encodeFramed(schema, create(schema, input as MessageInitShape<DescMessage>));
+      const done = await exchange(session(), path, frame, signal, timeoutMs, { ...options.header, ...plainHeader(header) });
+      const message = messageOf(done);
+      const [head, trailer] = [webHeaders(done.head), webHeaders(done.trailers)];
+      return { stream: false, service: method.parent, method, header: head, trailer, message: fromBinary(method.output, message) } as never;
+    },
+    unaryBytes: async (path, frame, timeoutMs, header) =>
+      messageOf(await exchange(session(), path, frame, undefined, timeoutMs, { ...options.header, ...header })),
     stream: () => Promise.reject(new ConnectError("the lean gRPC transport makes unary calls only", Code.Unimplemented)),
     close: () => current?.close(),
   };
 }
 
-/** call makes one unary call on a session and resolves with connect's UnaryResponse, or rejects with a ConnectError. */
-function call(
+/** Exchange is a finished call as the stream saw it: its header and trailer blocks, its data, why it broke if it did. */
+interface Exchange {
+  head: http2.IncomingHttpHeaders | undefined;
+  trailers: http2.IncomingHttpHeaders | undefined;
+  chunks: Buffer[];
+  failed: ConnectError | undefined;
+  rstCode: number;
+}
+
+/** exchange sends one framed request on a session and resolves once its stream closed, however it ended. */
+function exchange(
   session: http2.ClientHttp2Session,
-  method: { name: string; parent: { typeName: string }; input: DescMessage; output: DescMessage },
+  path: string,
+  frame: Buffer,
   signal: AbortSignal | undefined,
   timeoutMs: number | undefined,
   header: Record<string, string>,
-  input: MessageInitShape<DescMessage>,
-) {
-  const frame = encodeFramed(method.input, create(method.input, input));
+): Promise<Exchange> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(new ConnectError("the call was canceled", Code.Canceled));
     const stream = session.request({
       ":method": "POST",
-      ":path": `/${method.parent.typeName}/${method.name}`,
+      ":path": path,
       "content-type": "application/grpc+proto",
       te: "trailers",
       ...(timeoutMs === undefined ? {} : { "grpc-timeout": `${Math.max(1, Math.ceil(timeoutMs))}m` }),
       ...header,
     });
-    let head: http2.IncomingHttpHeaders | undefined;
-    let trailers: http2.IncomingHttpHeaders | undefined;
-    const chunks: Buffer[] = [];
-    let failed: ConnectError | undefined;
+    const done: Exchange = { head: undefined, trailers: undefined, chunks: [], failed: undefined, rstCode: 0 };
     const fail = (error: ConnectError) => {
-      failed ??= error;
+      done.failed ??= error;
       stream.close(http2.constants.NGHTTP2_CANCEL);
     };
     const timer =
       timeoutMs === undefined ? undefined : setTimeout(() => fail(new ConnectError("the call's deadline passed", Code.DeadlineExceeded)), timeoutMs);
     const onAbort = () => fail(new ConnectError("the call was canceled", Code.Canceled));
     signal?.addEventListener("abort", onAbort, { once: true });
-    stream.on("response", (headers) => (head = headers));
-    stream.on("trailers", (headers) => (trailers = headers));
-    stream.on("data", (chunk: Buffer) => chunks.push(chunk));
-    stream.on("error", (error: Error) => (failed ??= new ConnectError(`the connection to the server broke: ${error.message}`, Code.Unavailable)));
+    stream.on("response", (headers) => (done.head = headers));
+    stream.on("trailers", (headers) => (done.trailers = headers));
+    stream.on("data", (chunk: Buffer) => done.chunks.push(chunk));
+    stream.on("error", (error: Error) => (done.failed ??= new ConnectError(`the connection to the server broke: ${error.message}`, Code.Unavailable)));
     stream.once("close", () => {
       clearTimeout(timer);
       signal?.removeEventListener("abort", onAbort);
-      try {
-        resolve(answerOf(method, head, trailers, chunks, failed, stream.rstCode));
-      } catch (error) {
-        reject(error);
-      }
+      done.rstCode = stream.rstCode;
+      resolve(done);
     });
     stream.end(frame);
   });
 }
 
-/** answerOf reads a finished call: its message, or its error (connect's, from the status headers, with the headers and trailers as metadata). */
-function answerOf(
-  method: { parent: unknown; output: DescMessage },
-  head: http2.IncomingHttpHeaders | undefined,
-  trailers: http2.IncomingHttpHeaders | undefined,
-  chunks: Buffer[],
-  failed: ConnectError | undefined,
-  rstCode: number,
-) {
+/** messageOf reads a finished call: its message's bytes, or its error (connect's, from the status headers, with the headers and trailers as metadata). */
+function messageOf({ head, trailers, chunks, failed, rstCode }: Exchange): Buffer {
   if (failed !== undefined) throw failed;
   const status = (trailers ?? head)?.["grpc-status"];
   if (status === undefined) {
@@ -134,16 +146,14 @@ function answerOf(
     const code = head === undefined || http === 200 || rstCode !== 0 ? Code.Unavailable : codeFromHttpStatus(http);
     throw new ConnectError(`the server gave ${why} (stream reset ${rstCode})`, code);
   }
-  const header = webHeaders(head);
-  const trailer = webHeaders(trailers);
   if (status !== "0") {
     const all = webHeaders(head);
-    for (const [key, value] of trailer) all.append(key, value);
+    for (const [key, value] of webHeaders(trailers)) all.append(key, value);
     throw findTrailerError(all) ?? new ConnectError(`grpc-status ${status}`, Code.Unknown, all);
   }
   const message = onlyMessage(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
-  if (message === undefined) throw new ConnectError("the server's answer is not one uncompressed gRPC message", Code.Internal, header);
-  return { stream: false, service: method.parent, method, header, trailer, message: fromBinary(method.output, message) };
+  if (message === undefined) throw new ConnectError("the server's answer is not one uncompressed gRPC message", Code.Internal, webHeaders(head));
+  return message;
 }
 
 /** webHeaders are an HTTP/2 header block as Headers, without its pseudo-headers. */

@@ -1,7 +1,9 @@
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { type Client, ConnectError, createClient } from "@connectrpc/connect";
 import type { CallOptions } from "@grpc/grpc-js";
 import { castGrpcError, EtcdInvalidAuthTokenError, type IOptions } from "etcd3";
 import { createLeanGrpcTransport, type LeanGrpcTransport } from "../client/lean-grpc-transport.js";
+import { envelope } from "../protocol/envelope.js";
 import { Auth, KV } from "../replication/etcd-txn-schema.js";
 import type { EtcdUnary, TxnAnswer } from "../replication/log-append.js";
 
@@ -30,7 +32,7 @@ export function etcdTxnClient(options: Pick<IOptions, "hosts" | "credentials" | 
   const credentials = options.credentials;
   const tls = credentials && { ca: credentials.rootCertificate, cert: credentials.certChain, key: credentials.privateKey };
   const transports: LeanGrpcTransport[] = hosts.map((baseUrl) => createLeanGrpcTransport({ baseUrl, tls }));
-  const kv = transports.map((t) => createClient(KV, t));
+  const txnPath = `/${KV.typeName}/${KV.method.txn.name}`;
   const auth = transports.map((t) => createClient(Auth, t));
   const avoidedUntil = new Array<number>(hosts.length).fill(0);
   const mayAvoid = Math.floor((hosts.length - 1) / 2);
@@ -56,10 +58,9 @@ export function etcdTxnClient(options: Pick<IOptions, "hosts" | "credentials" | 
   const once = async (host: number, request: unknown, deadline: number): Promise<TxnAnswer> => {
     const timeoutMs = Math.max(1, deadline - Date.now());
     const headers = options.auth === undefined ? undefined : { token: await tokenFor(host, timeoutMs)! };
-    return (await (kv[host] as unknown as { txn(r: unknown, o: object): Promise<TxnAnswer> }).txn(request, {
-      timeoutMs: Math.max(1, deadline - Date.now()),
-      headers,
-    })) as TxnAnswer;
+    const frame = envelope(toBinary(KV.method.txn.input, create(KV.method.txn.input, request as never)));
+    const answer = await transports[host]!.unaryBytes(txnPath, frame, Math.max(1, deadline - Date.now()), headers);
+    return fromBinary(KV.method.txn.output, answer) as unknown as TxnAnswer;
   };
 
   const txn: EtcdUnary = async (request, callOptions: CallOptions) => {
