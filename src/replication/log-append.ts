@@ -1,7 +1,6 @@
-import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { CallOptions } from "@grpc/grpc-js";
 import type { Etcd3, ICompare } from "etcd3";
-import type { KV } from "./etcd-txn-schema.js";
+import { decodeAppendAnswer, encodeAppendTxn } from "./append-txn.js";
 
 /** Append is one log entry to put: at `key`, if the term's fence holds (ClusterKeys.heldBy: the leader key's create_revision) and `key` is new. */
 export interface Append {
@@ -43,34 +42,10 @@ export function etcd3Append(client: Etcd3): LogAppend {
   };
 }
 
-/** EtcdUnary makes a unary call of etcd's KV service (etcd-txn-schema.ts) within the options' deadline, failing with etcd3's error types. */
-export type EtcdUnary = (request: MessageInitShape<typeof KV.method.txn.input>, options: CallOptions) => Promise<TxnAnswer>;
+/** EtcdUnary sends etcd a KV.Txn request, as its protobuf bytes, within the options' deadline and resolves with the TxnResponse's bytes, failing with etcd3's error types. */
+export type EtcdUnary = (request: Uint8Array, options: CallOptions) => Promise<Uint8Array>;
 
-/** TxnAnswer is a TxnResponse as etcd-txn-schema.ts decodes it. */
-export interface TxnAnswer {
-  succeeded: boolean;
-  responses: { response: { case: "responseRange"; value: { kvs: { createRevision: bigint }[] } } | { case: undefined } }[];
-}
-
-/** unaryAppend is LogAppend as one KV.Txn sent by `txn` (a lean gRPC client of etcd: bench/probes/etcd-append.ts measured etcd3's stack at about twice its CPU per append). */
+/** unaryAppend is LogAppend as one KV.Txn sent by `txn` (a lean gRPC client of etcd: bench/probes/etcd-append.ts measured etcd3's stack at about twice its CPU per append), encoded by append-txn.ts. */
 export function unaryAppend(txn: EtcdUnary): LogAppend {
-  return async ({ fence, key, value }, options) => {
-    if (fence.target !== "Create" || fence.result !== "Equal") throw new TypeError("a fence compares a key's create_revision for equality");
-    // Compare's enums as etcd numbers them: result EQUAL 0; target VERSION 0, CREATE 1.
-    const leader = fence.key;
-    const res = await txn(
-      {
-        compare: [
-          { result: 0, target: 1, key: leader, targetUnion: { case: "createRevision", value: BigInt(fence.create_revision) } },
-          { result: 0, target: 0, key, targetUnion: { case: "version", value: 0n } },
-        ],
-        success: [{ request: { case: "requestPut", value: { key, value } } }],
-        failure: [{ request: { case: "requestRange", value: { key: leader } } }, { request: { case: "requestRange", value: { key } } }],
-      } as never,
-      options,
-    );
-    if (res.succeeded) return { succeeded: true, leaderRevision: undefined, entryExists: false };
-    const [held, entry] = res.responses.map((r) => (r.response.case === "responseRange" ? r.response.value.kvs[0] : undefined));
-    return { succeeded: false, leaderRevision: held?.createRevision.toString(), entryExists: entry !== undefined };
-  };
+  return async (append, options) => decodeAppendAnswer(await txn(encodeAppendTxn(append), options));
 }

@@ -1,14 +1,16 @@
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { type Client, ConnectError, createClient } from "@connectrpc/connect";
 import type { CallOptions } from "@grpc/grpc-js";
 import { castGrpcError, EtcdInvalidAuthTokenError, type IOptions } from "etcd3";
 import { createLeanGrpcTransport, type LeanGrpcTransport } from "../client/lean-grpc-transport.js";
 import { envelope } from "../protocol/envelope.js";
-import { Auth, KV } from "../replication/etcd-txn-schema.js";
-import type { EtcdUnary, TxnAnswer } from "../replication/log-append.js";
+import { Auth } from "../replication/etcd-schema.js";
+import type { EtcdUnary } from "../replication/log-append.js";
 
 /** SILENT_HOST_MS is how long calls avoid an endpoint after it let one run out its deadline (as etcd-client.ts's breakers). */
 const SILENT_HOST_MS = 1_000;
+
+/** TXN_PATH is etcd's KV.Txn as a gRPC path. */
+const TXN_PATH = "/etcdserverpb.KV/Txn";
 
 /** EtcdTxnClient sends KV.Txn calls to etcd on node:http2 (LogAppend's lean way); closed with the member. */
 export interface EtcdTxnClient {
@@ -32,7 +34,6 @@ export function etcdTxnClient(options: Pick<IOptions, "hosts" | "credentials" | 
   const credentials = options.credentials;
   const tls = credentials && { ca: credentials.rootCertificate, cert: credentials.certChain, key: credentials.privateKey };
   const transports: LeanGrpcTransport[] = hosts.map((baseUrl) => createLeanGrpcTransport({ baseUrl, tls }));
-  const txnPath = `/${KV.typeName}/${KV.method.txn.name}`;
   const auth = transports.map((t) => createClient(Auth, t));
   const avoidedUntil = new Array<number>(hosts.length).fill(0);
   const mayAvoid = Math.floor((hosts.length - 1) / 2);
@@ -55,12 +56,10 @@ export function etcdTxnClient(options: Pick<IOptions, "hosts" | "credentials" | 
     return token;
   };
 
-  const once = async (host: number, request: unknown, deadline: number): Promise<TxnAnswer> => {
+  const once = async (host: number, request: Uint8Array, deadline: number): Promise<Uint8Array> => {
     const timeoutMs = Math.max(1, deadline - Date.now());
     const headers = options.auth === undefined ? undefined : { token: await tokenFor(host, timeoutMs)! };
-    const frame = envelope(toBinary(KV.method.txn.input, create(KV.method.txn.input, request as never)));
-    const answer = await transports[host]!.unaryBytes(txnPath, frame, Math.max(1, deadline - Date.now()), headers);
-    return fromBinary(KV.method.txn.output, answer) as unknown as TxnAnswer;
+    return transports[host]!.unaryBytes(TXN_PATH, envelope(request), Math.max(1, deadline - Date.now()), headers);
   };
 
   const txn: EtcdUnary = async (request, callOptions: CallOptions) => {
