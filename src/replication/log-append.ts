@@ -1,6 +1,5 @@
 import type { CallOptions } from "@grpc/grpc-js";
 import type { Etcd3, ICompare } from "etcd3";
-import { decodeAppendAnswer, encodeAppendTxn } from "./append-txn.js";
 
 /** Append is one log entry to put: at `key`, if the term's fence holds (ClusterKeys.heldBy: the leader key's create_revision) and `key` is new. */
 export interface Append {
@@ -44,8 +43,3 @@ export function etcd3Append(client: Etcd3): LogAppend {
 
 /** EtcdUnary sends etcd a KV.Txn request, as its protobuf bytes, within the options' deadline and resolves with the TxnResponse's bytes, failing with etcd3's error types. */
 export type EtcdUnary = (request: Uint8Array, options: CallOptions) => Promise<Uint8Array>;
-
-/** unaryAppend is LogAppend as one KV.Txn sent by `txn` (a lean gRPC client of etcd: bench/probes/etcd-append.ts measured etcd3's stack at about twice its CPU per append), encoded by append-txn.ts. */
-export function unaryAppend(txn: EtcdUnary): LogAppend {
-  return async (append, options) => decodeAppendAnswer(await txn(encodeAppendTxn(append), options));
-}

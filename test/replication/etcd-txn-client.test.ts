@@ -1,7 +1,7 @@
 import { Etcd3, GRPCDeadlineExceededError, isRecoverableError } from "etcd3";
 import { afterEach, describe, expect, it } from "vitest";
+import { unaryAppend } from "../../src/replication/append-txn.js";
 import { ClusterKeys } from "../../src/replication/cluster-keys.js";
-import { unaryAppend } from "../../src/replication/log-append.js";
 import { attempts, within } from "../../src/replication/within.js";
 import { etcdTxnClient } from "../../src/server/etcd-txn-client.js";
 import { lacking } from "../support/debian-packages.js";
