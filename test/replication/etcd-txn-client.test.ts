@@ -76,6 +76,29 @@ describe.skipIf(missing !== "")("the lean client of etcd's KV.Txn the leader app
     }
   });
 
+  it("asks etcd for a new token once etcd no longer knows the one it gave", async () => {
+    const { etcd, client, keys, termRevision } = await setUp(1);
+    await client.role("root").create();
+    await client.user("root").create("the root password");
+    await client.user("root").addRole("root");
+    await client.auth.authEnable();
+    const auth = { username: "root", password: "the root password" };
+    const lean = etcdTxnClient({ hosts: etcd.endpoints.split(","), auth });
+    const admin = new Etcd3({ hosts: etcd.endpoints.split(","), auth });
+    closing.push(
+      () => lean.close(),
+      () => admin.close(),
+    );
+    const append = unaryAppend(lean.txn);
+    const entry = (seq: number) => ({ fence: keys.heldBy(termRevision), key: keys.logEntry(seq), value: Buffer.from(String(seq)) });
+    expect((await append(entry(1), within(2_000))).succeeded).toBe(true);
+    // etcd's simple tokens are dropped when auth is turned off: the lean client's token is unknown once it is back on.
+    await admin.auth.authDisable();
+    await client.auth.authEnable();
+    expect((await append(entry(2), within(2_000))).succeeded).toBe(true);
+    expect((await admin.kv.range({ key: keys.logEntry(2) })).kvs[0]!.value).toEqual(Buffer.from("2"));
+  });
+
   it("goes on through the others while one of three endpoints is gone, within attempts()", async () => {
     const { etcd, lean, keys, termRevision } = await setUp(3);
     await etcd.members[2]!.kill();
