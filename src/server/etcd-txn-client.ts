@@ -57,9 +57,9 @@ export function etcdTxnClient(options: Pick<IOptions, "hosts" | "credentials" | 
   };
 
   const once = async (host: number, request: Uint8Array, deadline: number): Promise<Uint8Array> => {
-    const timeoutMs = Math.max(1, deadline - Date.now());
-    const headers = options.auth === undefined ? undefined : { token: await tokenFor(host, timeoutMs)! };
-    return transports[host]!.unaryBytes(TXN_PATH, envelope(request), Math.max(1, deadline - Date.now()), headers);
+    const left = () => Math.max(1, deadline - Date.now());
+    const headers = options.auth === undefined ? undefined : { token: await tokenFor(host, left())! };
+    return transports[host]!.unaryBytes(TXN_PATH, envelope(request), left(), headers);
   };
 
   const txn: EtcdUnary = async (request, callOptions: CallOptions) => {
