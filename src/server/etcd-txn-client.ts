@@ -56,23 +56,26 @@ export function etcdTxnClient(options: Pick<IOptions, "hosts" | "credentials" | 
     return token;
   };
 
-  const once = async (host: number, request: Uint8Array, deadline: number): Promise<Uint8Array> => {
+  /** once sends the call to `host`; `sent` is the token it went with, so that a refusal forgets that token and not a newer one. */
+  const once = async (host: number, request: Uint8Array, deadline: number, sent: { token?: Promise<string> }): Promise<Uint8Array> => {
     const left = () => Math.max(1, deadline - Date.now());
-    const headers = options.auth === undefined ? undefined : { token: await tokenFor(host, left())! };
+    sent.token = tokenFor(host, left());
+    const headers = sent.token === undefined ? undefined : { token: await sent.token };
     return transports[host]!.unaryBytes(TXN_PATH, envelope(request), left(), headers);
   };
 
   const txn: EtcdUnary = async (request, callOptions: CallOptions) => {
     const deadline = callOptions.deadline instanceof Date ? callOptions.deadline.getTime() : Number(callOptions.deadline ?? Date.now() + 5_000);
     const host = pick();
+    const sent: { token?: Promise<string> } = {};
     try {
       try {
-        return await once(host, request, deadline);
+        return await once(host, request, deadline, sent);
       } catch (error) {
         const cast = etcdError(error);
         if (!(cast instanceof EtcdInvalidAuthTokenError)) throw cast;
-        token = undefined; // etcd forgot it (a restart, its TTL): a new one, once
-        return await once(host, request, deadline);
+        if (token === sent.token) token = undefined; // etcd forgot it (a restart, its TTL): a new one, once
+        return await once(host, request, deadline, sent);
       }
     } catch (error) {
       const cast = etcdError(error);
