@@ -49,11 +49,16 @@ export function etcdTxnClient(options: Pick<IOptions, "hosts" | "credentials" | 
   /** tokenFor is etcd's token for the member's user (undefined without one), asked of `host` once and kept until etcd refuses it. */
   const tokenFor = (host: number, timeoutMs: number): Promise<string> | undefined => {
     if (options.auth === undefined) return undefined;
-    token ??= (auth[host] as Client<typeof Auth> & { authenticate(r: object, o: object): Promise<{ token: string }> })
+    if (token !== undefined) return token;
+    const asked = (auth[host] as Client<typeof Auth> & { authenticate(r: object, o: object): Promise<{ token: string }> })
       .authenticate({ name: options.auth.username, password: options.auth.password }, { timeoutMs })
       .then((r) => r.token);
-    token.catch(() => (token = undefined));
-    return token;
+    token = asked;
+    // A failed request is forgotten, once, and only while it is still the one kept (not a newer one).
+    asked.catch(() => {
+      if (token === asked) token = undefined;
+    });
+    return asked;
   };
 
   /** once sends the call to `host`; `sent` is the token it went with, so that a refusal forgets that token and not a newer one. */
