@@ -1,7 +1,7 @@
 // call-rate.ts [--rates=30,180,2000] [--rounds=2]: what one call costs a server as the rate of calls falls. The cycle at B=1
 // (four calls: allocate, confirm, exists, locate; lean gRPC client, C=16, one connection) paced to each rate in cycles a
-// second, against a bare node:http2 server answering every call with one fixed gRPC response (http2-api-probe.ts) and
-// against the in-memory server, alternated; prints the server's CPU per call (/proc, 4 s after 3 s of warm-up). A
+// second, against the bare node:http2 server of the floor workload (harness/bare-http2-server.ts: each method's answer
+// to a 1-key call, fixed) and against the in-memory server, alternated; prints the server's CPU per call (/proc, 4 s after 3 s of warm-up). A
 // comparison of shards at one rate gives each server a share of the calls, so this is the cost it pays per call there.
 // Run: node --import tsx bench/probes/call-rate.ts
 import type { LoadConfig, LoadResult } from "../harness/load.js";
@@ -15,7 +15,7 @@ for (let round = 0; round < rounds; round++)
   for (const cyclesPerSecond of rates)
     for (const kind of ["bare", "server"] as const) {
       const server =
-        kind === "bare" ? await startProcess("bench/probes/http2-api-probe.ts", ["serve", "compat"]) : await startProcess(SERVER, serverArgs(["--in-memory"]));
+        kind === "bare" ? await startProcess("bench/harness/bare-http2-server.ts", ["1"]) : await startProcess(SERVER, serverArgs(["--in-memory"]));
       try {
         const config: LoadConfig = {
           url: server.url,
