@@ -4,10 +4,11 @@ import type { Append, AppendAnswer, EtcdUnary, LogAppend } from "./log-append.js
 /**
  * An append's KV.Txn in etcd's wire format (api/etcdserverpb/rpc.proto),
  * written and read field by field with protobuf-es's wire primitives.
- * Why not its reflective codec (a registry as in etcd-schema.ts): the message objects
- * and the walk over their descriptors cost the HA leader more per append
- * than the fields themselves (docs/performance.md); test/unit/replication/
- * append-txn.test.ts holds both ways to the same bytes and answers.
+ * Why not its reflective codec (a registry, as test/support/etcd-schema.ts
+ * builds one): the message objects and the walk over their descriptors
+ * cost the HA leader more per append than the fields themselves
+ * (docs/performance.md); test/unit/replication/append-txn.test.ts holds
+ * both ways to the same bytes and answers.
  */
 
 /** unaryAppend is LogAppend as one KV.Txn sent by `txn` (a lean gRPC client of etcd: bench/probes/etcd-append.ts measured etcd3's stack at about twice its CPU per append). */

@@ -1,16 +1,17 @@
-import { type Client, ConnectError, createClient } from "@connectrpc/connect";
+import { ConnectError } from "@connectrpc/connect";
 import type { CallOptions } from "@grpc/grpc-js";
 import { castGrpcError, EtcdInvalidAuthTokenError, type IOptions } from "etcd3";
 import { createLeanGrpcTransport, type LeanGrpcTransport } from "../client/lean-grpc-transport.js";
 import { envelope } from "../protocol/envelope.js";
-import { Auth } from "../replication/etcd-schema.js";
+import { decodeAuthenticateToken, encodeAuthenticate } from "../replication/etcd-authenticate.js";
 import type { EtcdUnary } from "../replication/log-append.js";
 
 /** SILENT_HOST_MS is how long calls avoid an endpoint after it let one run out its deadline (as etcd-client.ts's breakers). */
 const SILENT_HOST_MS = 1_000;
 
-/** TXN_PATH is etcd's KV.Txn as a gRPC path. */
+/** TXN_PATH and AUTHENTICATE_PATH are etcd's KV.Txn and Auth.Authenticate as gRPC paths. */
 const TXN_PATH = "/etcdserverpb.KV/Txn";
+const AUTHENTICATE_PATH = "/etcdserverpb.Auth/Authenticate";
 
 /** EtcdTxnClient sends KV.Txn calls to etcd on node:http2 (LogAppend's lean way); closed with the member. */
 export interface EtcdTxnClient {
@@ -34,7 +35,6 @@ export function etcdTxnClient(options: Pick<IOptions, "hosts" | "credentials" | 
   const credentials = options.credentials;
   const tls = credentials && { ca: credentials.rootCertificate, cert: credentials.certChain, key: credentials.privateKey };
   const transports: LeanGrpcTransport[] = hosts.map((baseUrl) => createLeanGrpcTransport({ baseUrl, tls }));
-  const auth = transports.map((t) => createClient(Auth, t));
   const avoidedUntil = new Array<number>(hosts.length).fill(0);
   const mayAvoid = Math.floor((hosts.length - 1) / 2);
   let token: Promise<string> | undefined;
@@ -50,9 +50,8 @@ export function etcdTxnClient(options: Pick<IOptions, "hosts" | "credentials" | 
   const tokenFor = (host: number, timeoutMs: number): Promise<string> | undefined => {
     if (options.auth === undefined) return undefined;
     if (token !== undefined) return token;
-    const asked = (auth[host] as Client<typeof Auth> & { authenticate(r: object, o: object): Promise<{ token: string }> })
-      .authenticate({ name: options.auth.username, password: options.auth.password }, { timeoutMs })
-      .then((r) => r.token);
+    const request = envelope(encodeAuthenticate(options.auth.username, options.auth.password));
+    const asked = transports[host]!.unaryBytes(AUTHENTICATE_PATH, request, timeoutMs).then(decodeAuthenticateToken);
     token = asked;
     // A failed request is forgotten, once, and only while it is still the one kept (not a newer one).
     asked.catch(() => {

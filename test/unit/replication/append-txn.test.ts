@@ -3,7 +3,7 @@ import { FieldDescriptorProto_Type as Type } from "@bufbuild/protobuf/wkt";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { decodeAppendAnswer, encodeAppendTxn } from "../../../src/replication/append-txn.js";
-import { etcdRegistry, etcdField as field, etcdMessage as message } from "../../../src/replication/etcd-schema.js";
+import { etcdRegistry, etcdField as field, etcdMessage as message } from "../../support/etcd-schema.js";
 
 // etcd's KV.Txn messages as protobuf-es reads them, with fields the append leaves out (headers, a
 // KeyValue's other fields, put responses), so that the hand-read answer must skip them.

@@ -1,4 +1,4 @@
-import { create, createFileRegistry, type DescService, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, createFileRegistry, type MessageInitShape } from "@bufbuild/protobuf";
 import {
   type DescriptorProtoSchema,
   FileDescriptorProtoSchema,
@@ -7,12 +7,10 @@ import {
 } from "@bufbuild/protobuf/wkt";
 
 /**
- * Parts of etcd's API (api/etcdserverpb/rpc.proto) by etcd's field
- * numbers, as protobuf-es registries made at start: Auth.Authenticate,
- * with which the lean etcd client (src/server/etcd-txn-client.ts) asks
- * for the token of the member's etcd user. Fields left out are skipped as
- * unknown. Tests describe KV.Txn with the same builders, to hold
- * append-txn.ts to protobuf-es.
+ * Builders of etcd's messages (api/etcdserverpb/rpc.proto) by etcd's field
+ * numbers, as protobuf-es registries: the reference that the tests hold
+ * src/replication/append-txn.ts and etcd-authenticate.ts (etcd's wire
+ * format written by hand) to. Fields left out are skipped as unknown.
  */
 
 /** etcdField is a field of a message: `type` a scalar's, or a message's name (".etcdserverpb.Name"). */
@@ -48,15 +46,3 @@ export function etcdRegistry(
   });
   return createFileRegistry(file, () => undefined);
 }
-
-const registry = etcdRegistry(
-  "etcd-auth",
-  [
-    etcdMessage("AuthenticateRequest", [etcdField("name", 1, Type.STRING), etcdField("password", 2, Type.STRING)]),
-    etcdMessage("AuthenticateResponse", [etcdField("token", 2, Type.STRING)]),
-  ],
-  [{ name: "Auth", method: [{ name: "Authenticate", inputType: ".etcdserverpb.AuthenticateRequest", outputType: ".etcdserverpb.AuthenticateResponse" }] }],
-);
-
-/** Auth is etcd's Auth service with its Authenticate method alone (a user's token, sent as the `token` header of the calls that follow). */
-export const Auth = registry.getService("etcdserverpb.Auth") as DescService;
