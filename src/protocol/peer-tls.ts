@@ -8,7 +8,7 @@ export function noSniForIp(url: string): { servername?: string } {
 
 /**
  * PeerTls is how a cluster member reaches another over TLS (a standby
- * forwarding a call to the leader, or asking it for a snapshot): it trusts
+ * forwarding a call to the leader, or asking a member for a snapshot): it trusts
  * `ca` (the members' --tls-client-ca; undefined: the system's CAs) and
  * presents its own certificate, which passes the other member's mTLS
  * check when one CA signs the members' certificates. PEM.

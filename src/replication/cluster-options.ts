@@ -55,7 +55,7 @@ export function checkCluster(options: ClusterOptions & StoreOptions & AccessOpti
   }
   if (options.authTokenFile !== "" && options.adminTokenFile === "") {
     throw new RangeError(
-      `a cluster member with ${name("authTokenFile")} needs ${name("adminTokenFile")} too: standbys fetch the leader's snapshot with an admin token`,
+      `a cluster member with ${name("authTokenFile")} needs ${name("adminTokenFile")} too: standbys fetch snapshots from the other members with an admin token`,
     );
   }
   if (options.inMemory) {

@@ -19,19 +19,21 @@ export interface HotStandbyOptions {
   /** state are the rules of the state it will serve. */
   state: StateOptions;
   clusterId: string;
-  /** token is sent to the leader when the standby asks it for a snapshot. */
+  /** token is sent to the member the standby asks for a snapshot. */
   token?: string;
-  /** peerTls is how the standby reaches the leader over TLS, for a snapshot; undefined: cleartext. */
+  /** peerTls is how the standby reaches the other members over TLS, for a snapshot; undefined: cleartext. */
   peerTls?: PeerTls;
-  /** leaderUrl names the leader now ("" when unknown), for a snapshot. */
+  /** leaderUrl names the leader now ("" when unknown). */
   leaderUrl: () => string;
+  /** snapshotSources lists the members to ask for a snapshot, in the order to ask them (Member.snapshotSources). */
+  snapshotSources: () => Promise<string[]>;
 }
 
 /**
  * HotStandby is a member that follows: it applies the replicated log to
  * its store (LogReader) and to a hot state (ReplayState) that it loaded
- * from the store when it began to follow, loads a snapshot from the leader
- * when the log no longer holds its next entry, and tells the edge whether
+ * from the store when it began to follow, loads a snapshot from another
+ * member when the log no longer holds its next entry, and tells the edge whether
  * it is caught up (Leadership). The hot state is its own: `takeOver`
  * hands it, ready to serve, to the member that is to lead with it.
  */
@@ -114,24 +116,36 @@ export class HotStandby {
   }
 
   /**
-   * loadSnapshot replaces the local store's records with the leader's
-   * (this member's next log entry is gone), and reads the log on from the
-   * snapshot's entry.
+   * loadSnapshot replaces the local store's records with another member's
+   * (this member's next log entry is gone), asking the members of
+   * snapshotSources in turn until one gives it whole, and reads the log on
+   * from the snapshot's entry.
    */
   private async loadSnapshot(gap: LogGapError, signal: AbortSignal): Promise<void> {
-    while (this.options.leaderUrl() === "" && !signal.aborted) await sleep(100, signal);
+    let sources = await this.options.snapshotSources();
+    while (sources.length === 0 && !signal.aborted) {
+      await sleep(100, signal);
+      sources = await this.options.snapshotSources();
+    }
     if (signal.aborted) return;
-    const leaderUrl = this.options.leaderUrl();
-    this.logger.info({ why: gap.message, leader: leaderUrl }, "cluster: loading a snapshot from the leader");
-    const started = performance.now();
     await this.reader.stored();
     try {
-      const { appliedSeq, records } = await this.loads.track(
-        "loading a snapshot",
-        (report) => this.local.loadSnapshot(fetchSnapshot(leaderUrl, this.options.clusterId, this.options.token, this.options.peerTls, signal), report),
-        logProgress(this.logger, "cluster: loading a snapshot"),
-      );
-      this.logger.info({ appliedSeq, records, tookMs: Math.round(performance.now() - started) }, "cluster: snapshot loaded");
+      for (const [i, from] of sources.entries()) {
+        this.logger.info({ why: gap.message, from }, "cluster: loading a snapshot");
+        const started = performance.now();
+        try {
+          const { appliedSeq, records } = await this.loads.track(
+            "loading a snapshot",
+            (report) => this.local.loadSnapshot(fetchSnapshot(from, this.options.clusterId, this.options.token, this.options.peerTls, signal), report),
+            logProgress(this.logger, "cluster: loading a snapshot"),
+          );
+          this.logger.info({ appliedSeq, records, from, tookMs: Math.round(performance.now() - started) }, "cluster: snapshot loaded");
+          return;
+        } catch (error) {
+          if (signal.aborted || i === sources.length - 1) throw error;
+          this.logger.warn({ err: (error as Error).message, from }, "cluster: no snapshot from this member; asking the next");
+        }
+      }
     } finally {
       // Whole or not, the store holds what the reader must start from: the snapshot, or nothing (a gap again, so another snapshot).
       this.hot = undefined; // loaded anew from the store

@@ -32,7 +32,7 @@ export interface MemberOptions {
   logRetainEntries?: number;
   /** maxLogEntries bounds the log: older entries are deleted even if a member has not applied them (it then loads a snapshot). Defaults to 10,000. */
   maxLogEntries?: number;
-  /** token is sent to the leader when this member asks it for a snapshot (servers with token files need an admin token). */
+  /** token is sent to the member this member asks for a snapshot (servers with token files need an admin token). */
   token?: string;
   /** peerTls is how this member reaches the leader over TLS; undefined: cleartext members. */
   peerTls?: PeerTls;
@@ -109,7 +109,8 @@ export class Member {
       this.standbyReads.applied();
     });
     const leaderUrl = () => this.election.leaderUrl;
-    this.standby = new HotStandby(this.reader, local, leadership, { ...options, clusterId, leaderUrl }, this.loads, logger);
+    const snapshotSources = () => this.snapshotSources();
+    this.standby = new HotStandby(this.reader, local, leadership, { ...options, clusterId, leaderUrl, snapshotSources }, this.loads, logger);
     this.election = new Election(client, watches, this.keys, () => ({ memberId: this.memberId, url: this.advertiseUrl }), leadership, this.stop.signal);
     this.standbyReads = new StandbyReads(
       options.standbyReadLagMs ?? 0,
@@ -298,6 +299,27 @@ export class Member {
   /** leading is true while this member leads. */
   leading(): boolean {
     return this.writer !== undefined;
+  }
+
+  /** caughtUp is true while this member leads, or follows with its store loaded and the log applied to its end: it may give a snapshot. */
+  caughtUp(): boolean {
+    return this.leadership.caughtUp;
+  }
+
+  /**
+   * snapshotSources lists whom this member asks for a snapshot, in turn:
+   * the other standbys, furthest in the log first (a caught-up one spares
+   * the leader, whose one event loop every write needs, the whole read),
+   * then the leader.
+   */
+  private async snapshotSources(): Promise<string[]> {
+    const members = await this.members().catch(() => [] as MemberRecord[]);
+    const standbys = members
+      .filter((m) => m.role === "standby" && m.memberId !== this.memberId && m.url !== "")
+      .sort((a, b) => b.appliedSeq - a.appliedSeq)
+      .map((m) => m.url);
+    const leader = this.election.leaderUrl;
+    return leader === "" ? standbys : [...standbys, leader];
   }
 
   /** members reads the record of every member that runs. */

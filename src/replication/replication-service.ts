@@ -17,12 +17,13 @@ function memberLoad({ task, records, total, secondsLeft }: LoadStatus): MemberLo
 /** SNAPSHOT_RECORDS is how many records one piece of a snapshot holds. */
 const SNAPSHOT_RECORDS = 20_000;
 
-/** ReplicationSource is what ReplicationService answers from: the member (a snapshot only while it leads), its store and etcd's records of the members. */
+/** ReplicationSource is what ReplicationService answers from: the member (a snapshot only while it is caught up), its store and etcd's records of the members. */
 export interface ReplicationSource {
   readonly clusterId: string;
   readonly clusterName: string;
   readonly memberId: string;
-  leading(): boolean;
+  /** caughtUp is true while the member leads, or follows with its store loaded and the log applied to its end. */
+  caughtUp(): boolean;
   readonly local: LmdbStore;
   members(): Promise<MemberRecord[]>;
   knownMembers(): Promise<MemberRecord[]>;
@@ -31,8 +32,10 @@ export interface ReplicationSource {
 
 /**
  * replicationService serves ReplicationService: Snapshot streams the
- * leader's store as it is at one moment (one LMDB read transaction), in
- * pieces of SNAPSHOT_RECORDS records; Status reports the members. The
+ * member's store as it is at one moment (one LMDB read transaction), in
+ * pieces of SNAPSHOT_RECORDS records, while the member leads or is a
+ * caught-up standby (a standby's store is the log's state at the entry it
+ * holds, as the leader's is); Status reports the members. The
  * edge checks their tokens first, as "replication.Snapshot" (an admin
  * call) and "replication.Status" (any token).
  */
@@ -74,7 +77,7 @@ export function replicationService(source: ReplicationSource, limits: SnapshotLi
       if (req.clusterId !== source.clusterId) {
         throw new ConnectError(`this member belongs to cluster ${source.clusterId}, not ${req.clusterId}`, Code.FailedPrecondition);
       }
-      if (!source.leading()) throw new ConnectError("this member does not lead: ask the leader for a snapshot", Code.FailedPrecondition);
+      if (!source.caughtUp()) throw new ConnectError("this member is not caught up with the log: ask another for a snapshot", Code.FailedPrecondition);
       const snapshot = new BoundedSnapshot(source.local.snapshot(), limits, ctx.signal);
       try {
         const appliedSeq = BigInt(snapshot.appliedSeq);
@@ -95,7 +98,7 @@ export function replicationService(source: ReplicationSource, limits: SnapshotLi
   };
 }
 
-/** SnapshotLimits bound how long one Snapshot stream may hold the leader's read transaction. */
+/** SnapshotLimits bound how long one Snapshot stream may hold the member's read transaction. */
 export interface SnapshotLimits {
   /** stallMs: a reader that takes no piece for this long ends the stream. */
   readonly stallMs: number;
@@ -112,7 +115,7 @@ const SNAPSHOT_LIMITS: SnapshotLimits = { stallMs: 30_000, deadlineMs: 600_000 }
  * piece: flow control keeps the stream from going on) or runs past
  * deadlineMs. An open LMDB read transaction keeps the store from reusing
  * every page written since, so one reader that stopped reading grew the
- * leader's store by hundreds of megabytes until it failed. Once ended, no
+ * serving member's store by hundreds of megabytes until it failed. Once ended, no
  * record is read again: next() throws DEADLINE_EXCEEDED (or CANCELED).
  */
 class BoundedSnapshot {
@@ -168,17 +171,31 @@ class BoundedSnapshot {
   }
 }
 
-/** fetchSnapshot asks the leader at leaderUrl for its state, and yields it piece by piece as it arrives (LmdbStore.loadSnapshot writes each). */
+/** PIECE_MS is how long a member loading a snapshot waits for each piece before it gives up on the member that sends it (paused, or gone without closing its connection), as the sender gives up on a reader (SnapshotLimits.stallMs). */
+const PIECE_MS = 30_000;
+
+/** fetchSnapshot asks the member at url for its state, and yields it piece by piece as it arrives (LmdbStore.loadSnapshot writes each); it fails once no piece came for pieceMs. */
 export async function* fetchSnapshot(
-  leaderUrl: string,
+  url: string,
   clusterId: string,
   token: string | undefined,
   peerTls: PeerTls | undefined,
   signal: AbortSignal,
+  pieceMs = PIECE_MS,
 ): AsyncGenerator<SnapshotPiece> {
-  const client = createClient(ReplicationService, createGrpcTransport({ baseUrl: leaderUrl, nodeOptions: peerTls === undefined ? undefined : { ...peerTls } }));
+  const client = createClient(ReplicationService, createGrpcTransport({ baseUrl: url, nodeOptions: peerTls === undefined ? undefined : { ...peerTls } }));
   const headers = token === undefined ? undefined : { authorization: `Bearer ${token}` };
-  for await (const piece of client.snapshot({ clusterId }, { headers, signal })) {
-    yield { appliedSeq: Number(piece.appliedSeq), records: decodeGroup(Buffer.from(piece.records)), total: Number(piece.totalRecords) };
+  const stalled = new AbortController();
+  const stall = setTimeout(() => stalled.abort(), pieceMs);
+  try {
+    for await (const piece of client.snapshot({ clusterId }, { headers, signal: AbortSignal.any([signal, stalled.signal]) })) {
+      stall.refresh();
+      yield { appliedSeq: Number(piece.appliedSeq), records: decodeGroup(Buffer.from(piece.records)), total: Number(piece.totalRecords) };
+    }
+  } catch (error) {
+    if (stalled.signal.aborted && !signal.aborted) throw new Error(`${url} sent no piece of its snapshot for ${pieceMs} ms`);
+    throw error;
+  } finally {
+    clearTimeout(stall);
   }
 }

@@ -132,7 +132,7 @@ function etcdSecurity(options: ServerOptions): Pick<IOptions, "credentials" | "a
   return security;
 }
 
-/** snapshotToken is the first token of the member's token files: it presents it to the leader for a snapshot (an admin call). */
+/** snapshotToken is the first token of the member's token files: it presents it to the member it asks for a snapshot (an admin call). */
 function snapshotToken(options: ServerOptions): string | undefined {
   const file = options.adminTokenFile || options.authTokenFile;
   return file === "" ? undefined : readTokens(file)[0];

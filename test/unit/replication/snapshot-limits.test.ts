@@ -1,12 +1,17 @@
-import { createClient, createRouterTransport } from "@connectrpc/connect";
+import { once } from "node:events";
+import { createServer } from "node:http2";
+import type { AddressInfo } from "node:net";
+import { Code, ConnectError, createClient, createRouterTransport } from "@connectrpc/connect";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import { ReplicationService } from "../../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
 import type { Change } from "../../../src/core/change.js";
-import { type ReplicationSource, replicationService } from "../../../src/replication/replication-service.js";
+import { encodeGroup } from "../../../src/replication/log-codec.js";
+import { fetchSnapshot, type ReplicationSource, replicationService } from "../../../src/replication/replication-service.js";
 import type { LmdbStore } from "../../../src/store/lmdb-store.js";
 
-/** source is a leader whose store holds `records` records; `reads` counts the records read, `done` resolves when the read transaction ends. */
-function source(records: number) {
+/** source is a member (caught up unless told) whose store holds `records` records; `reads` counts the records read, `done` resolves when the read transaction ends. */
+function source(records: number, caughtUp = true) {
   let ended!: () => void;
   const done = new Promise<void>((resolve) => (ended = resolve));
   const state = { reads: 0, open: true };
@@ -32,7 +37,7 @@ function source(records: number) {
     clusterId: "c",
     clusterName: "n",
     memberId: "m",
-    leading: () => true,
+    caughtUp: () => caughtUp,
     local,
     members: async () => [],
     knownMembers: async () => [],
@@ -85,5 +90,42 @@ describe("a Snapshot stream", () => {
       records += piece.records.length > 0 ? 1 : 0;
     }
     expect([state.reads, state.open, records]).toEqual([45_000, false, 3]);
+  });
+
+  it("is refused by a member that is not caught up, before it reads its store", async () => {
+    const { leader, state } = source(10, false);
+    const transport = createRouterTransport(({ service }) => service(ReplicationService, replicationService(leader)));
+    const read = (async () => {
+      for await (const _ of createClient(ReplicationService, transport).snapshot({ clusterId: "c" }));
+    })();
+    await expect(read).rejects.toMatchObject({ code: Code.FailedPrecondition, rawMessage: expect.stringMatching(/not caught up/) });
+    expect(state.reads).toBe(0);
+  });
+
+  it("is given up by its reader once the member sends no piece for a while, so it can ask another", async () => {
+    let served = 0;
+    const server = createServer(
+      connectNodeAdapter({
+        routes: (router) =>
+          router.service(ReplicationService, {
+            async *snapshot(_req, ctx) {
+              served++;
+              yield { appliedSeq: 3n, records: encodeGroup([{ kind: "forget", namespace: "kv", key: "k" }]), totalRecords: 2n };
+              // A member paused (SIGSTOP) after its first piece: nothing more comes, the connection stays open.
+              await new Promise((_, reject) => ctx.signal.addEventListener("abort", () => reject(new ConnectError("gone", Code.Canceled))));
+            },
+          }),
+      }),
+    );
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const pieces: number[] = [];
+    const read = (async () => {
+      for await (const piece of fetchSnapshot(url, "c", undefined, undefined, new AbortController().signal, 200)) pieces.push(piece.records.length);
+    })();
+    await expect(read).rejects.toThrow(`${url} sent no piece of its snapshot for 200 ms`);
+    expect([served, pieces]).toEqual([1, [1]]);
+    server.close();
   });
 });

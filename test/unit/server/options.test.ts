@@ -96,7 +96,7 @@ describe("the options of high availability", () => {
   it.each([
     [["--etcd-endpoints", "127.0.0.1:2379"], /--etcd-endpoints takes URLs like http:\/\/127\.0\.0\.1:2379, got "127\.0\.0\.1:2379"/],
     [[...etcd, "--in-memory"], /--etcd-endpoints needs the durable store/],
-    [[...etcd, "--auth-token-file", "/t"], /needs --admin-token-file too: standbys fetch the leader.s snapshot with an admin token/],
+    [[...etcd, "--auth-token-file", "/t"], /needs --admin-token-file too: standbys fetch snapshots from the other members with an admin token/],
     [[...etcd, "--cluster-name", "a/b"], /--cluster-name takes 1 to 64 letters/],
     [[...etcd, "--advertise-url", "10.0.0.2:18000"], /--advertise-url takes a URL/],
     [[...etcd, "--leader-lease", "1500ms"], /--leader-lease must be whole seconds, at least 1s/],

@@ -331,12 +331,14 @@ export const MemberRoleSchema: GenEnum<MemberRole> = /*@__PURE__*/
  */
 export const ReplicationService: GenService<{
   /**
-   * Snapshot streams the leader's whole state as its store holds it, at one
+   * Snapshot streams the member's whole state as its store holds it, at one
    * log entry: a member that is new, or whose next log entry was compacted
-   * away, loads it and then applies the log from the entry after it.
+   * away, loads it from another member (a caught-up standby first, the
+   * leader last) and then applies the log from the entry after it.
    * FAILED_PRECONDITION when the cluster id is not this member's, or this
-   * member does not lead; UNAUTHENTICATED or PERMISSION_DENIED without an
-   * admin token (when the server has token files).
+   * member neither leads nor follows caught up; UNAUTHENTICATED or
+   * PERMISSION_DENIED without an admin token (when the server has token
+   * files).
    *
    * @generated from rpc hf3fs.metadata.internal.v1.ReplicationService.Snapshot
    */
