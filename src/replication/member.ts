@@ -34,7 +34,7 @@ export interface MemberOptions {
   maxLogEntries?: number;
   /** token is sent to the member this member asks for a snapshot (servers with token files need an admin token). */
   token?: string;
-  /** peerTls is how this member reaches the leader over TLS; undefined: cleartext members. */
+  /** peerTls is how this member reaches the others over TLS (the leader, to forward a call; any caught-up member, for a snapshot); undefined: cleartext members. */
   peerTls?: PeerTls;
   /** standbyReadLagMs is how far behind the log's end a standby may answer reads itself (StandbyReads, --standby-read-lag); 0 or undefined: never. */
   standbyReadLagMs?: number;
