@@ -1,13 +1,18 @@
 import { execFile } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { createMetadataClient } from "../../src/client/index.js";
 import { SWEEP_CHUNK } from "../../src/store/rank-sweep.js";
+import { makeCertificates } from "../support/certificates.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, restartServer, startServer, waitForConvergence, waitForLeader } from "../support/ha-cluster.js";
+import { tempDir } from "../support/temp-dir.js";
 
 const missing = lacking("the HA catch-up tests", "etcd");
+const missingTls = lacking("the HA snapshot over mTLS test", "etcd", "openssl");
 
 const exec = promisify(execFile);
 
@@ -21,6 +26,30 @@ async function loadedFrom(server: { process: { lines: string[] } }): Promise<str
   while (find() === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
   const line = find();
   return line === undefined ? undefined : (JSON.parse(line) as { from: string }).from;
+}
+
+/** firstLogEntry waits up to 10 s for the leader to compact the log's first entry away, and gives the key of the first one kept. */
+async function firstLogEntry(endpoints: string): Promise<string | undefined> {
+  const first = async () => {
+    const { stdout } = await exec("/usr/bin/etcdctl", [
+      "--endpoints",
+      endpoints,
+      "get",
+      "--prefix",
+      "--keys-only",
+      "--limit",
+      "1",
+      "/hf3fs-metadata/default/log/",
+    ]);
+    return stdout.split("\n").find((l) => l !== "");
+  };
+  const deadline = Date.now() + 10_000;
+  let key = await first();
+  while (key?.endsWith("0000000000000001") && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 500));
+    key = await first();
+  }
+  return key;
 }
 
 describe.skipIf(missing !== "")("high availability on etcd: catching up", () => {
@@ -45,26 +74,7 @@ describe.skipIf(missing !== "")("high availability on etcd: catching up", () => 
 
     // Past the 1,000 entries the log keeps beyond what every member applied, its start is compacted away.
     for (let i = 0; i < 1_100; i++) await write(`many-${i}`);
-    const { stdout } = await exec("/usr/bin/etcdctl", ["--endpoints", etcd.endpoints, "get", "--prefix", "--keys-only", "/hf3fs-metadata/default/log/"], {
-      maxBuffer: 1 << 24,
-    });
-    const deadline = Date.now() + 10_000;
-    let first = stdout.split("\n").find((l) => l !== "");
-    while (first?.endsWith("0000000000000001") && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 500));
-      const res = await exec("/usr/bin/etcdctl", [
-        "--endpoints",
-        etcd.endpoints,
-        "get",
-        "--prefix",
-        "--keys-only",
-        "--limit",
-        "1",
-        "/hf3fs-metadata/default/log/",
-      ]);
-      first = res.stdout.split("\n").find((l) => l !== "");
-    }
-    expect(first).not.toMatch(/0000000000000001$/);
+    expect(await firstLogEntry(etcd.endpoints)).not.toMatch(/0000000000000001$/);
 
     // The snapshot comes from the caught-up standby, not from the leader, whose one event loop every write needs.
     const fresh = await startServer(etcd, undefined, LONG_LEASE);
@@ -114,5 +124,34 @@ describe.skipIf(missing !== "")("high availability on etcd: catching up", () => 
     await waitForLeader([standby]);
     const single = createMetadataClient({ baseUrl: standby.url });
     expect((await single.batchExists({ namespace: "d", keys: ["k0", keys.at(-1)!, "only-on-2", "after"] })).exists).toEqual([true, true, false, false]);
+  }, 120_000);
+});
+
+describe.skipIf(missingTls !== "")("high availability on etcd: a snapshot between members with tokens and mTLS", () => {
+  it("a member started after compaction loads it from the standby over mTLS, presenting its admin token", async () => {
+    const dir = tempDir();
+    const certs = makeCertificates(dir);
+    writeFileSync(join(dir, "tokens"), "worker-secret\n");
+    writeFileSync(join(dir, "admin-tokens"), "admin-secret\n");
+    const secure = [
+      ...["--auth-token-file", join(dir, "tokens"), "--admin-token-file", join(dir, "admin-tokens")],
+      ...["--tls-cert", certs.serverCert, "--tls-key", certs.serverKey, "--tls-client-ca", certs.ca],
+    ];
+    const etcd = await startEtcdCluster(1);
+    const members = await Promise.all([startServer(etcd, undefined, secure), startServer(etcd, undefined, secure)]);
+    const tls = { ca: readFileSync(certs.ca), cert: readFileSync(certs.clientCert), key: readFileSync(certs.clientKey) };
+    const client = createMetadataClient({ baseUrl: members.map((m) => m.url).join(","), token: "worker-secret", tls });
+    await client.initializeRank({ namespace: "t", rank: 0, numPages: 10_000, worldSize: 1 });
+    for (let i = 0; i < 1_100; i++) {
+      const { pages } = await client.batchAllocate({ namespace: "t", rank: 0, keys: [`k${i}`] });
+      await client.confirmWrite({ namespace: "t", rank: 0, keys: [`k${i}`], pages });
+    }
+    expect(await firstLogEntry(etcd.endpoints)).not.toMatch(/0000000000000001$/);
+    const standby = members.find((m) => !m.process.lines.some((l) => l.includes('"cluster: leading"')))!;
+
+    const fresh = await startServer(etcd, undefined, secure);
+    const converged = await waitForConvergence([...members.map((m) => m.dataDir), fresh.dataDir]);
+    expect(await loadedFrom(fresh)).toBe(standby.url);
+    expect(converged.records.filter((r) => r.includes('"kind":"key"'))).toHaveLength(1_100);
   }, 120_000);
 });
