@@ -22,6 +22,7 @@ export class Notifier {
 
   /** notify wakes every waiter. */
   notify(): void {
+    if (this.waiters.size === 0) return;
     for (const waiter of [...this.waiters]) waiter();
   }
 }

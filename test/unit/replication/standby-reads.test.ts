@@ -124,4 +124,38 @@ describe("a standby's reads (StandbyReads)", () => {
     expect(reads.takes(after, {})).toBe(false);
     expect(reads.counts).toEqual({ local: 1, lagging: 0, behind: 1 });
   });
+
+  it("idle, ask etcd nothing and wait for no timer: the first read wakes a standby's questions at once, never a leader's", async () => {
+    const applied = { seq: 5 };
+    let asked = 0;
+    const keys = new ClusterKeys("test");
+    const range = async () => {
+      asked++;
+      return { kvs: [] };
+    };
+    const etcd = { kv: { range } } as unknown as Etcd3;
+    const replica = new MetadataState(new FakeClock().clock);
+    const turns = async (n: number) => {
+      for (let i = 0; i < n; i++) await new Promise(setImmediate);
+    };
+    for (const leading of [true, false]) {
+      asked = 0;
+      const reads = new StandbyReads(
+        100,
+        () => applied.seq,
+        () => replica,
+        etcd,
+        keys,
+      );
+      const stop = new AbortController();
+      const running = reads.run(stop.signal, () => leading);
+      await turns(3);
+      expect(asked).toBe(0);
+      reads.takes({}, {}); // the first read after a quiet spell: it goes to the leader, and wakes the questions
+      await turns(3); // far less than the lag: no timer of lagMs / 2 has run
+      expect(asked).toBe(leading ? 0 : 1);
+      stop.abort();
+      await running;
+    }
+  });
 });
