@@ -60,18 +60,40 @@ export interface EtcdTls {
 }
 
 /** startEtcdCluster starts `size` members that form one cluster, with data under `dataRoot` (a new temporary dir unless given), and waits until every one answers. */
-export async function startEtcdCluster(size: number, dataRoot = mkdtempSync(join(tmpdir(), "hf3fs-metadata-etcd-")), tls?: EtcdTls): Promise<EtcdCluster> {
+/** EtcdTiming is etcd's heartbeat interval and election timeout (an election starts within one to two of the timeout after the leader went silent). */
+export interface EtcdTiming {
+  heartbeatMs: number;
+  electionMs: number;
+}
+
+/** LOOPBACK_TIMING elects in a few hundred ms instead of etcd's 1 s default: members on one machine. */
+const LOOPBACK_TIMING: EtcdTiming = { heartbeatMs: 50, electionMs: 500 };
+
+export async function startEtcdCluster(
+  size: number,
+  dataRoot = mkdtempSync(join(tmpdir(), "hf3fs-metadata-etcd-")),
+  tls?: EtcdTls,
+  timing: EtcdTiming = LOOPBACK_TIMING,
+): Promise<EtcdCluster> {
   const ports = await Promise.all(Array.from({ length: size * 2 }, freePort));
   const names = Array.from({ length: size }, (_, i) => `etcd${i}`);
   const peerUrl = (i: number) => `http://127.0.0.1:${ports[2 * i + 1]}`;
   const initialCluster = names.map((name, i) => `${name}=${peerUrl(i)}`).join(",");
   const scheme = tls === undefined ? "http" : "https";
-  const members = names.map((name, i) => member(name, `${scheme}://127.0.0.1:${ports[2 * i]}`, peerUrl(i), initialCluster, join(dataRoot, name), tls));
+  const members = names.map((name, i) => member(name, `${scheme}://127.0.0.1:${ports[2 * i]}`, peerUrl(i), initialCluster, join(dataRoot, name), tls, timing));
   await Promise.all(members.map((m) => m.start()));
   return { members, endpoints: members.map((m) => m.clientUrl).join(",") };
 }
 
-function member(name: string, clientUrl: string, peerUrl: string, initialCluster: string, dataDir: string, tls: EtcdTls | undefined): EtcdMember {
+function member(
+  name: string,
+  clientUrl: string,
+  peerUrl: string,
+  initialCluster: string,
+  dataDir: string,
+  tls: EtcdTls | undefined,
+  timing: EtcdTiming,
+): EtcdMember {
   let child: ChildProcess | undefined;
   const args = [
     `--name=${name}`,
@@ -83,9 +105,8 @@ function member(name: string, clientUrl: string, peerUrl: string, initialCluster
     `--initial-cluster=${initialCluster}`,
     "--initial-cluster-state=new",
     "--initial-cluster-token=hf3fs-metadata-test",
-    // Loopback: elections in a few hundred ms instead of the 1 s default.
-    "--heartbeat-interval=50",
-    "--election-timeout=500",
+    `--heartbeat-interval=${timing.heartbeatMs}`,
+    `--election-timeout=${timing.electionMs}`,
     "--log-level=error",
     "--logger=zap",
     ...(tls === undefined ? [] : [`--cert-file=${tls.cert}`, `--key-file=${tls.key}`, `--trusted-ca-file=${tls.ca}`, "--client-cert-auth"]),
