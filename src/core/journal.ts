@@ -30,6 +30,13 @@ export class Journal {
     if (this.on) this.changes.push(change);
   }
 
+  /** rank records a rank created or resized, with its namespace's world size and layout. */
+  rank(ns: Namespace, rank: number, numPages: number): void {
+    if (!this.on) return;
+    const change: Change = { kind: "rank", namespace: ns.name, rank, numPages, worldSize: ns.worldSize };
+    this.changes.push(ns.layout === "" ? change : { ...change, layout: ns.layout });
+  }
+
   /** key records a key's confirmed pages (by rank number), completeness and parent. */
   key(ns: Namespace, entry: number): void {
     if (!this.on) return;

@@ -1,5 +1,4 @@
 import { Role } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import type { Change } from "./change.js";
 import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
 import type { Eviction } from "./eviction.js";
 import { KeyScope, rankScopedName } from "./key-scope.js";
@@ -115,7 +114,7 @@ export function initializeRank(
           { namespace: name, rank: rankNo, page: held, field: "num_pages" },
         );
       }
-      registry.journal.record(rankChange(found.ns, rankNo, numPages));
+      registry.journal.rank(found.ns, rankNo, numPages);
     }
     return { created: false, numPages, freePages: existing.freePages, resizedFrom: was === numPages ? 0 : was };
   }
@@ -131,14 +130,8 @@ export function initializeRank(
   ns.layout = declaredLayout ?? layout ?? "";
   ns.lastCallMs = registry.clock();
   const rank = ns.addRank(rankNo, numPages);
-  registry.journal.record(rankChange(ns, rankNo, numPages));
+  registry.journal.rank(ns, rankNo, numPages);
   return { created: true, numPages, freePages: rank.freePages, resizedFrom: 0 };
-}
-
-/** rankChange is the durable change of a rank created or resized, with its namespace's world size and layout. */
-function rankChange(ns: Namespace, rank: number, numPages: number): Change {
-  const change: Change = { kind: "rank", namespace: ns.name, rank, numPages, worldSize: ns.worldSize };
-  return ns.layout === "" ? change : { ...change, layout: ns.layout };
 }
 
 /**
@@ -210,7 +203,7 @@ export function clearNamespace(registry: Registry, eviction: Eviction, ns: Names
   fresh.lastCallMs = ns.lastCallMs;
   for (const rank of ns.ranks.values()) {
     fresh.addRank(rank.rank, rank.numPages);
-    registry.journal.record(rankChange(fresh, rank.rank, rank.numPages));
+    registry.journal.rank(fresh, rank.rank, rank.numPages);
   }
   for (const { rank: rankNo, page, key, untilMs } of held) {
     const rank = fresh.ranks.get(rankNo)!;

@@ -13,6 +13,7 @@ import { type Restoring, restoring } from "./recovery.js";
 import { Registry } from "./registry.js";
 import type { StateOptions } from "./state-options.js";
 import { keysExist, type StateReads, statsIn } from "./state-reads.js";
+import { stateRecords } from "./state-records.js";
 import type { AllocateResult, ConfirmResult } from "./state-results.js";
 import { type NamespaceStatsView, type RankStatsView, statsInOrder, statsPage } from "./stats-views.js";
 import { checkCount, checkPages, checkPrefixes, checkSameLength, checkUint32, keyListFor, namespaceName } from "./validate.js";
@@ -68,6 +69,11 @@ export class MetadataState implements StateReads {
 
   static {
     inside = (state) => state.namespaces;
+  }
+
+  /** records lists the state as the records of a store that holds it (stateRecords): a leader's store written whole from memory. */
+  records(): Change[] {
+    return stateRecords(this.namespaces.values());
   }
 
   /** takeChanges returns the changes recorded since the last call, in order; the caller owns the array. */
