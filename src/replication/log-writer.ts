@@ -14,6 +14,8 @@ interface Pending {
   changes: readonly Change[];
   resolve(): void;
   reject(error: Error): void;
+  /** cut ends a group: the commits queued after it go in a later one (LogWriter.cut). */
+  cut?: true;
 }
 
 /**
@@ -77,6 +79,21 @@ export class LogWriter {
     return done;
   }
 
+  /**
+   * cut ends the group being gathered after the commits issued so far, and
+   * resolves with the log entry that group ends at once it is in the log
+   * (rejects if the term ends first): the log up to that entry holds every
+   * change committed before the cut, and none committed after it.
+   */
+  cut(): Promise<number> {
+    if (this.failure !== undefined) return Promise.reject(this.failure);
+    const seq = new Promise<number>((resolve, reject) => {
+      this.queue.push({ changes: [], resolve: () => resolve(this.lastSeq), reject, cut: true });
+      if (!this.appending) void this.appendQueued();
+    });
+    return seq;
+  }
+
   /** afterPending resolves once every commit issued so far is in the log (at once when none is pending), if the lease still holds then. */
   private async afterPending(): Promise<void> {
     await this.last;
@@ -99,7 +116,8 @@ export class LogWriter {
   private async appendQueued(): Promise<void> {
     this.appending = true;
     while (this.queue.length > 0 && this.failure === undefined) {
-      const batch = this.queue.splice(0);
+      const cut = this.queue.findIndex((p) => p.cut);
+      const batch = this.queue.splice(0, cut < 0 ? this.queue.length : cut + 1);
       const changes = batch.length === 1 ? batch[0]!.changes : batch.flatMap((p) => p.changes);
       try {
         const started = performance.now();

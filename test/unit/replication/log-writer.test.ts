@@ -35,4 +35,36 @@ describe("a leader's appends (LogWriter)", () => {
     expect(warn).toHaveBeenCalledTimes(logged);
     if (logged > 0) expect(warn).toHaveBeenCalledWith({ tookMs: ms, calls: 1, lastSeq: 1 }, "cluster: a slow append to the log");
   });
+
+  it("cuts a group after the commits before the cut: they end at the entry it gives, the commits after go in the next group", async () => {
+    const groups: { seq: number; changes: readonly Change[] }[] = [];
+    const copy = { write: (changes: readonly Change[], seq: number) => groups.push({ seq, changes }) } as unknown as LocalCopy;
+    const writer = new LogWriter(etcdAnsweringAfter(10), new ClusterKeys("test"), session, "1", 1, copy);
+    const other: Change = { kind: "unreserve", namespace: "kv", rank: 0, page: 4 };
+    const inFlight = writer.commit([change]); // appended at once, alone
+    const before = writer.commit([other]);
+    const cut = writer.cut();
+    const after = writer.commit([change, other]);
+    await vi.advanceTimersByTimeAsync(50);
+    await Promise.all([inFlight, before, after]);
+    expect(await cut).toBe(2);
+    expect(groups).toEqual([
+      { seq: 1, changes: [change] },
+      { seq: 2, changes: [other] },
+      { seq: 3, changes: [change, other] },
+    ]);
+    // With nothing queued or in flight, a cut is the last entry.
+    expect(await writer.cut()).toBe(3);
+  });
+
+  it("rejects a cut whose group the term did not append", async () => {
+    const writer = new LogWriter(etcdAnsweringAfter(10), new ClusterKeys("test"), session, "1", 1, local);
+    const inFlight = writer.commit([change]);
+    const cut = writer.cut().catch((e: Error) => e);
+    writer.end("a test ended it");
+    expect(await cut).toBeInstanceOf(Error);
+    await vi.advanceTimersByTimeAsync(50);
+    await inFlight; // the append under way landed: its commit is in the log
+    expect(await writer.cut().catch((e: Error) => e)).toBeInstanceOf(Error);
+  });
 });
