@@ -1,10 +1,11 @@
-// ha-cost.ts [--members=N] [--seconds=S] [--concurrency=C] [--rate=K] [--profile=DIR]: where HA's throughput goes. The cycle at
+// ha-cost.ts [--members=N] [--seconds=S] [--settle=S] [--concurrency=C] [--rate=K] [--profile=DIR]: where HA's throughput goes. The cycle at
 // B=64, C (16; fewer calls in flight, a lower rate: a server's CPU per key rises as its rate falls) (lean gRPC client, 8 ranks of 100,000 pages) for S seconds (15) after 2 s of warm-up, on
 // N servers (3) on 3 etcd members, or with --members=0 on the single-node default (LMDB; with --store=memory, in
 // memory, the issue's yardstick for an HA leader's cost); prints
 // keys/s, call latency, each process's CPU (% of a core; the leader's also per key), the machine's user/sys/idle and the bytes
 // each process wrote to disk. --members=1 is the leader alone on etcd: the most HA can reach with
-// standbys that cost nothing. --profile writes the servers' .cpuprofile files to DIR.
+// standbys that cost nothing. --settle waits S seconds (0) between electing a leader and the load: a leader stops copying to its
+// store a few seconds into its term, once it saw its standbys keep pace (LocalCopy). --profile writes the servers' .cpuprofile files to DIR.
 // Run: node --import tsx bench/probes/ha-cost.ts --members=1
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -16,6 +17,7 @@ import { cpuMs, cycleConfig, runLoad, SERVER, serverArgs, startProcess } from ".
 
 const members = Number(option("members", "3"));
 const seconds = Number(option("seconds", "15"));
+const settle = Number(option("settle", "0"));
 const profile = option("profile", "");
 const store = option("store", "lmdb");
 const concurrency = Number(option("concurrency", "16"));
@@ -80,6 +82,7 @@ if (members === 0) {
   const cluster = await startHaCluster(SERVER, serverArgs, members, nodeArgs);
   try {
     const leader = await leaderOf(cluster);
+    await new Promise((r) => setTimeout(r, settle * 1_000));
     const processes = [
       { name: "leader", pid: leader.process.pid },
       ...cluster.members.filter((m) => m !== leader).map((m, i) => ({ name: `standby${i + 1}`, pid: m.process.pid })),

@@ -1,5 +1,6 @@
+import { setImmediate } from "node:timers/promises";
 import type { Change } from "../core/index.js";
-import type { LmdbStore } from "../store/lmdb-store.js";
+import type { LmdbStore, SnapshotPiece } from "../store/lmdb-store.js";
 
 /** FLUSH_MS is how long a member's local copy may lag the groups it applied. */
 export const FLUSH_MS = 250;
@@ -9,6 +10,9 @@ export const FLUSH_CHANGES = 100_000;
 
 /** LEADER_WINDOW is the leader's: short, and few changes, since its write holds the event loop its calls need while it encodes them. */
 export const LEADER_WINDOW: Window = { delayMs: 50, maxChanges: 2_000 };
+
+/** REWRITE_PIECE is how many records of a leader's state go to its store in one transaction (rewrite): its event loop serves calls between pieces. */
+export const REWRITE_PIECE = 10_000;
 
 /** Window bounds how long groups wait to be written together, and how many changes. */
 export interface Window {
@@ -29,6 +33,14 @@ export interface Window {
  * changes: a standby's window would hold its event loop, and the calls it
  * serves, for the whole window's changes; a transaction per group cost it
  * lmdb-js's start of a write for every group.
+ *
+ * A leader whose state a caught-up standby keeps on its own disk `skip`s
+ * its copy: the log and that standby's store hold every acknowledged
+ * change, and the copy was the leader's largest cost after the appends
+ * (docs/performance.md). Its store then stands at an earlier entry, which
+ * is a true state of the log: a restart catches up from there, or loads a
+ * standby's snapshot. When no standby keeps it any more, the leader
+ * `rewrite`s its store whole from its state, then copies again.
  */
 export class LocalCopy {
   private pending: (readonly Change[])[] = [];
@@ -38,6 +50,10 @@ export class LocalCopy {
   /** due is when the timer fires (performance.now()). */
   private due = 0;
   private tail: Promise<void> = Promise.resolve();
+  /** leader is how the leader's groups (write) are kept: all, none, or held while the state is written whole (rewrite). */
+  private leader: "copy" | "skip" | "rewrite" = "copy";
+  /** held are the leader's groups appended while its state is written whole, to write after it (rewrite). */
+  private held: { changes: readonly Change[]; seq: number }[] = [];
 
   constructor(
     private readonly store: LmdbStore,
@@ -60,9 +76,62 @@ export class LocalCopy {
     this.take(changes, seq, this.limits);
   }
 
-  /** write takes the leader's group that ends at log entry `seq`, after every pending one, in the leader's window. */
+  /** write takes the leader's group that ends at log entry `seq`, after every pending one, in the leader's window; none while it skips. */
   write(changes: readonly Change[], seq: number): void {
-    this.take(changes, seq, this.leaderLimits);
+    if (this.leader === "copy") this.take(changes, seq, this.leaderLimits);
+    else if (this.leader === "rewrite") this.held.push({ changes, seq });
+  }
+
+  /** current is true while the store holds the leader's groups within its window (a term starts so: it caught up through the store). */
+  get current(): boolean {
+    return this.leader === "copy";
+  }
+
+  /** skipping is true while the leader writes none of its groups (skip). */
+  get skipping(): boolean {
+    return this.leader === "skip";
+  }
+
+  /** lead starts a term that copies every group: the store holds the log up to the term's first entry. */
+  lead(): void {
+    this.leader = "copy";
+    this.held = [];
+  }
+
+  /** skip stops writing the leader's groups (those pending are written); the store stays at the entry it holds. */
+  skip(): void {
+    if (this.leader === "copy") void this.flush().catch(() => undefined);
+    if (this.leader !== "rewrite") this.leader = "skip";
+  }
+
+  /**
+   * rewrite replaces the store's records with `records`, the leader's
+   * state as the log holds it up to the entry `at` gives (LogWriter.cut),
+   * then copies again: groups up to that entry are in the records, later
+   * ones are held meanwhile and written after. Nothing is written if `at`
+   * rejects (the term ended: the store keeps its earlier entry). The
+   * records go REWRITE_PIECE to a transaction, one event turn each, as a
+   * snapshot loads (LmdbStore.loadSnapshot: a crash midway leaves a store
+   * that loads a snapshot again).
+   */
+  async rewrite(records: readonly Change[], at: Promise<number>): Promise<void> {
+    this.leader = "rewrite";
+    this.held = [];
+    let seq: number;
+    try {
+      seq = await at;
+    } catch (error) {
+      this.leader = "skip";
+      this.held = [];
+      throw error;
+    }
+    const written = this.tail.then(() => this.store.loadSnapshot(pieces(records, seq)));
+    this.tail = written.then(() => undefined);
+    await written;
+    const held = this.held.filter((group) => group.seq > seq);
+    this.leader = "copy";
+    this.held = [];
+    for (const group of held) this.take(group.changes, group.seq, this.leaderLimits);
   }
 
   private take(changes: readonly Change[], seq: number, window: Window): void {
@@ -92,5 +161,13 @@ export class LocalCopy {
       this.tail = this.tail.then(() => commit);
     }
     return this.tail;
+  }
+}
+
+/** pieces hands records to a store's load REWRITE_PIECE at a time, each after an event turn, all at log entry `seq`. */
+async function* pieces(records: readonly Change[], seq: number): AsyncGenerator<SnapshotPiece> {
+  for (let at = 0; at === 0 || at < records.length; at += REWRITE_PIECE) {
+    if (at > 0) await setImmediate();
+    yield { appliedSeq: seq, records: records.slice(at, at + REWRITE_PIECE), total: records.length };
   }
 }

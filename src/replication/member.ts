@@ -83,6 +83,10 @@ export class Member {
   private advertiseUrl = "";
   /** compactedBelow is the first log entry this leader's compaction kept; entries below it are gone. */
   private compactedBelow = 1;
+  /** keptFrom is the leader's last entry at its previous look at the members: a standby that applied it keeps the state (keepCopy). */
+  private keptFrom = 0;
+  /** published are the revisions of the members' records at the leader's previous look: a member that wrote its record since lives (keepCopy). */
+  private published = new Map<string, string>();
   /** known is when and as what this member last wrote its lasting record. */
   private known = { atMs: 0, role: "" };
   private closed = false;
@@ -259,6 +263,9 @@ export class Member {
     const writer = new LogWriter(this.options.append?.send ?? etcd3Append(this.client), this.keys, session, termRevision, lastSeq + 1, this.copy, this.logger);
     this.ledger.state = state;
     this.writer = writer;
+    this.copy.lead();
+    this.keptFrom = lastSeq;
+    this.published = new Map();
     this.election.leaderUrl = "";
     this.leadership.lead(() => session.valid());
     void this.publish(session);
@@ -301,9 +308,9 @@ export class Member {
     return this.writer !== undefined;
   }
 
-  /** caughtUp is true while this member leads, or follows with its store loaded and the log applied to its end: it may give a snapshot. */
+  /** caughtUp is true while this member follows with its store loaded and the log applied to its end, or leads with its store current (keepCopy): it may give a snapshot. */
   caughtUp(): boolean {
-    return this.leadership.caughtUp;
+    return this.leadership.caughtUp && (this.writer === undefined || this.copy.current);
   }
 
   /**
@@ -324,8 +331,13 @@ export class Member {
 
   /** members reads the record of every member that runs. */
   async members(): Promise<MemberRecord[]> {
+    return (await this.memberEntries()).map((m) => m.record);
+  }
+
+  /** memberEntries reads the record of every member that runs, with the etcd revision it was last written at (every PUBLISH_MS while the member lives). */
+  private async memberEntries(): Promise<{ record: MemberRecord; revision: string }[]> {
     const res = await attempts(2_000, (options) => this.client.kv.range({ key: this.keys.members, range_end: this.keys.membersEnd }, options));
-    return res.kvs.map((kv) => JSON.parse(kv.value.toString()) as MemberRecord);
+    return res.kvs.map((kv) => ({ record: JSON.parse(kv.value.toString()) as MemberRecord, revision: kv.mod_revision }));
   }
 
   /** knownMembers reads the lasting record of every member the cluster has known (forgotten ones aside). */
@@ -350,6 +362,52 @@ export class Member {
   }
 
   /**
+   * keepCopy decides, at each look at the members, whether this leader
+   * writes its groups to its store (LocalCopy): not while a standby keeps
+   * the state on its own disk: it is not loading, it wrote its record since
+   * the look before (it lives: a record outlives its member for its lease,
+   * and a member paused or dead writes none), and it applied at least the
+   * leader's last entry of the look before (it keeps pace). The log and
+   * that store then hold every acknowledged change. When none does, the
+   * leader writes its state whole (rewrite) and copies again. False while
+   * the store is not current: the log is then not compacted, so that it
+   * keeps what the store lacks.
+   */
+  private keepCopy(entries: readonly { record: MemberRecord; revision: string }[], writer: LogWriter): boolean {
+    const kept = entries.some(
+      ({ record: m, revision }) =>
+        m.memberId !== this.memberId &&
+        m.role === "standby" &&
+        m.loading === undefined &&
+        m.appliedSeq >= this.keptFrom &&
+        (this.published.get(m.memberId) ?? revision) !== revision,
+    );
+    this.keptFrom = writer.lastSeq;
+    this.published = new Map(entries.map((m) => [m.record.memberId, m.revision]));
+    if (kept) {
+      if (this.copy.current)
+        this.logger.info({ storedSeq: this.copy.storedSeq }, "cluster: a standby keeps the state; the leader stops copying it to its store");
+      this.copy.skip();
+      return true;
+    }
+    if (!this.copy.skipping) return this.copy.current;
+    // Every change the state made is in the cut's group or before it: the records are the log up to the entry the cut gives.
+    void this.ledger.store.commit(this.ledger.state.takeChanges()).catch(() => undefined);
+    const records = this.ledger.state.records();
+    const started = performance.now();
+    this.logger.info(
+      { records: records.length, storedSeq: this.copy.storedSeq },
+      "cluster: no standby keeps the state; the leader writes it whole to its store",
+    );
+    this.copy.rewrite(records, writer.cut()).then(
+      () =>
+        this.logger.info({ storedSeq: this.copy.storedSeq, tookMs: Math.round(performance.now() - started) }, "cluster: the leader's store holds the state"),
+      (error: Error) => this.logger.warn({ err: error.message }, "cluster: writing the state to the leader's store failed"),
+    );
+    return false;
+  }
+
+  /**
    * compact deletes the log entries that every live member applied, but
    * for the last logRetainEntries, and those more than maxLogEntries behind
    * the last; it always keeps the last entry (the next leader reads its
@@ -360,8 +418,10 @@ export class Member {
     const writer = this.writer;
     if (writer === undefined || !session.valid()) return;
     try {
-      const members = await this.members();
+      const entries = await this.memberEntries();
+      const members = entries.map((m) => m.record);
       const last = writer.lastSeq;
+      if (!this.keepCopy(entries, writer)) return;
       const applied = Math.min(last, ...members.map((m) => m.appliedSeq));
       const retained = Math.min(applied + 1, last - (this.options.logRetainEntries ?? 1_000));
       const keepFrom = Math.min(last, Math.max(retained, last - (this.options.maxLogEntries ?? 10_000)));

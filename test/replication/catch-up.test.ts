@@ -8,7 +8,7 @@ import { SWEEP_CHUNK } from "../../src/store/rank-sweep.js";
 import { makeCertificates } from "../support/certificates.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
-import { kill9, restartServer, startServer, waitForConvergence, waitForLeader } from "../support/ha-cluster.js";
+import { kill9, restartServer, startServer, waitForConvergence, waitForLeader, waitForStandbys } from "../support/ha-cluster.js";
 import { tempDir } from "../support/temp-dir.js";
 
 const missing = lacking("the HA catch-up tests", "etcd");
@@ -69,7 +69,7 @@ describe.skipIf(missing !== "")("high availability on etcd: catching up", () => 
     await kill9(standby);
     for (let i = 0; i < 20; i++) await write(`while-down-${i}`);
     await restartServer(standby);
-    await waitForConvergence([a!.dataDir, b!.dataDir]);
+    await waitForStandbys(etcd, [a!, b!]);
     expect(standby.process.lines.some((l) => l.includes("snapshot"))).toBe(false);
 
     // Past the 1,000 entries the log keeps beyond what every member applied, its start is compacted away.
@@ -78,7 +78,7 @@ describe.skipIf(missing !== "")("high availability on etcd: catching up", () => 
 
     // The snapshot comes from the caught-up standby, not from the leader, whose one event loop every write needs.
     const fresh = await startServer(etcd, undefined, LONG_LEASE);
-    const converged = await waitForConvergence([a!.dataDir, b!.dataDir, fresh.dataDir]);
+    const converged = await waitForStandbys(etcd, [a!, b!, fresh]);
     expect(await loadedFrom(fresh)).toBe(standby.url);
     expect(converged.records.filter((r) => r.includes('"kind":"key"'))).toHaveLength(1 + 20 + 1_100);
 
@@ -88,8 +88,9 @@ describe.skipIf(missing !== "")("high availability on etcd: catching up", () => 
     const last = await startServer(etcd);
     await waitForConvergence([leader.dataDir, last.dataDir]);
     expect(await loadedFrom(last)).toBe(leader.url);
+    // (Each may be asked more than once: the leader refuses while it writes its state to its own store, which it kept no copy of while the standbys lived.)
     const passed = last.process.lines.filter((l) => l.includes("no snapshot from this member")).map((l) => (JSON.parse(l) as { from: string }).from);
-    expect(passed.sort()).toEqual([standby.url, fresh.url].sort());
+    expect([...new Set(passed)].sort()).toEqual([standby.url, fresh.url].sort());
   }, 120_000);
 
   it("a DropRank of one rank of several is one log record: a standby that was down applies it from the log, and takes over with it", async () => {
@@ -113,7 +114,7 @@ describe.skipIf(missing !== "")("high availability on etcd: catching up", () => 
     expect((await client.dropRank({ namespace: "d", rank: 2 })).forgottenKeys).toBe(1);
     await confirm(0, ["after"]);
     await restartServer(standby);
-    const converged = await waitForConvergence([a!.dataDir, b!.dataDir]);
+    const converged = await waitForStandbys(etcd, [a!, b!]);
     const records = converged.records.map((r) => JSON.parse(r) as { kind: string; rank?: number; pages?: number[] });
     expect(records.filter((r) => r.kind === "rank").map((r) => r.rank)).toEqual([0, 1]);
     expect(records.filter((r) => r.kind === "key")).toHaveLength(keys.length + 1);
@@ -148,9 +149,10 @@ describe.skipIf(missingTls !== "")("high availability on etcd: a snapshot betwee
     }
     expect(await firstLogEntry(etcd.endpoints)).not.toMatch(/0000000000000001$/);
     const standby = members.find((m) => !m.process.lines.some((l) => l.includes('"cluster: leading"')))!;
+    const leader = members.find((m) => m !== standby)!;
 
     const fresh = await startServer(etcd, undefined, secure);
-    const converged = await waitForConvergence([...members.map((m) => m.dataDir), fresh.dataDir]);
+    const converged = await waitForStandbys(etcd, [...members, fresh], { leader });
     expect(await loadedFrom(fresh)).toBe(standby.url);
     expect(converged.records.filter((r) => r.includes('"kind":"key"'))).toHaveLength(1_100);
   }, 120_000);

@@ -6,7 +6,7 @@ import { createMetadataClient, type MetadataClient } from "../../src/client/inde
 import { ClusterKeys } from "../../src/replication/cluster-keys.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
-import { kill9, restartServer, type Server, startServer, waitForConvergence, waitForLeader } from "../support/ha-cluster.js";
+import { kill9, restartServer, type Server, startServer, waitForLeader, waitForStandbys } from "../support/ha-cluster.js";
 
 const missing = lacking("the HA failover tests", "etcd");
 
@@ -83,8 +83,8 @@ describe.skipIf(missing !== "")("high availability on etcd: failover", () => {
     expect(pages).toEqual(keys.map((k) => acked.confirmed.get(k)));
     expect(new Set(pages).size).toBe(pages.length);
 
-    // Every member's store restores to a state that keeps every invariant, and they hold the same records.
-    const converged = await waitForConvergence(servers.map((s) => s.dataDir)).catch((e) => {
+    // Every member's store restores to a state that keeps every invariant, and the standbys hold the same records, the log's to its end.
+    const converged = await waitForStandbys(etcd, servers).catch((e) => {
       for (const s of servers)
         console.log(
           `DIAG ${s.url} exit=${s.process.child.exitCode} signal=${s.process.child.signalCode}\n${s.process.lines.slice(-8).join("\n")}\n${s.process.stderr.slice(-2000)}`,

@@ -1,3 +1,5 @@
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import { assertInvariants } from "../../bench/harness/invariants.js";
 import { HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
@@ -108,4 +110,50 @@ export async function waitForConvergence(dataDirs: readonly string[], timeoutMs 
     await new Promise((r) => setTimeout(r, 200));
   }
   throw new Error(`members did not converge within ${timeoutMs} ms: applied ${last.map((s) => s.appliedSeq).join(", ")}`);
+}
+
+/** logEntry is the sequence number of the first or the last entry of a cluster's log in etcd (etcdctl); 0 when it is empty. */
+export async function logEntry(etcd: EtcdCluster, which: "first" | "last", clusterName = "default"): Promise<number> {
+  const { stdout } = await promisify(execFile)("/usr/bin/etcdctl", [
+    "--endpoints",
+    etcd.endpoints,
+    "get",
+    "--prefix",
+    "--keys-only",
+    "--sort-by=KEY",
+    `--order=${which === "first" ? "ASCEND" : "DESCEND"}`,
+    "--limit",
+    "1",
+    `/hf3fs-metadata/${clusterName}/log/`,
+  ]);
+  const key = stdout.split("\n").find((l) => l !== "");
+  return key === undefined ? 0 : Number.parseInt(key.slice(-16), 16);
+}
+
+/**
+ * waitForStandbys waits until every running standby's data dir holds the
+ * log to its end and they hold the same records, and returns that state.
+ * The leader's store may stand at an earlier entry (it copies nothing
+ * while a standby keeps the state: LocalCopy); it is read too, so that the
+ * state it restores to is checked against every invariant.
+ */
+export async function waitForStandbys(
+  etcd: EtcdCluster,
+  servers: readonly Server[],
+  { timeoutMs = 20_000, leader: known }: { timeoutMs?: number /** leader is the leader, where its health cannot be read (TLS) */; leader?: Server } = {},
+): Promise<StoredState> {
+  const deadline = Date.now() + timeoutMs;
+  let last: StoredState[] = [];
+  let end = 0;
+  while (Date.now() < deadline) {
+    const leader = known ?? (await waitForLeader(servers, Math.max(1, deadline - Date.now())));
+    end = await logEntry(etcd, "last");
+    const standbys = servers.filter((s) => s !== leader && s.process.child.exitCode === null && s.process.child.signalCode === null);
+    last = await Promise.all(standbys.map((s) => readStored(s.dataDir)));
+    await readStored(leader.dataDir);
+    const first = JSON.stringify(last[0]);
+    if (last.length > 0 && last[0]!.appliedSeq >= end && last.every((s) => JSON.stringify(s) === first)) return last[0]!;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`the standbys did not reach the log's end (${end}) together within ${timeoutMs} ms: applied ${last.map((s) => s.appliedSeq).join(", ")}`);
 }

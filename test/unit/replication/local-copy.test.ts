@@ -102,4 +102,46 @@ describe("a member's local copy", () => {
     await expectRecordsOf(store, made);
     await store.close();
   });
+
+  it("skips the leader's groups while a standby keeps them, then writes its state whole at the entry the log gives, and the groups after it", async () => {
+    const store = await LmdbStore.open(tempDir());
+    const copy = new LocalCopy(store, undefined, { delayMs: 50, maxChanges: 2_000 });
+    const state = new MetadataState(new FakeClock().clock, TTL);
+    state.initializeRank("", 0, 1_000, 1);
+    const made: (readonly Change[])[] = [state.takeChanges()];
+    const next = (i: number) => {
+      const keys = [`g${i}a`, `g${i}b`];
+      state.confirmWrite("", 0, keys, state.batchAllocate("", 0, keys).pages);
+      made.push(state.takeChanges());
+      return made.at(-1)!;
+    };
+    copy.write(made[0]!, 1);
+    copy.write(next(2), 2);
+    await copy.flush();
+    copy.skip();
+    copy.write(next(3), 3);
+    copy.write(next(4), 4);
+    await copy.flush();
+    expect(copy.skipping).toBe(true);
+    expect(store.appliedSeq).toBe(2);
+
+    // The term ends before the log gives the entry: nothing is written, the store stays a true state at entry 2.
+    await expect(copy.rewrite(state.records(), Promise.reject(new Error("the term ended")))).rejects.toThrow("the term ended");
+    expect(copy.skipping).toBe(true);
+    expect(store.appliedSeq).toBe(2);
+    await expectRecordsOf(store, made.slice(0, 2));
+
+    let give!: (seq: number) => void;
+    const rewritten = copy.rewrite(state.records(), new Promise<number>((resolve) => (give = resolve)));
+    copy.write(made[3]!, 4); // the cut's group, appended while the records were listed: they hold it
+    copy.write(next(5), 5);
+    give(4);
+    await rewritten;
+    expect(copy.current).toBe(true);
+    copy.write(next(6), 6);
+    await copy.flush();
+    expect(store.appliedSeq).toBe(6);
+    await expectRecordsOf(store, made);
+    await store.close();
+  });
 });
