@@ -53,8 +53,33 @@ describe("a leader's appends (LogWriter)", () => {
       { seq: 2, changes: [other] },
       { seq: 3, changes: [change, other] },
     ]);
-    // With nothing queued or in flight, a cut is the last entry.
-    expect(await writer.cut()).toBe(3);
+    // With nothing queued or in flight, a cut is the last entry (after the linger of a writer busy a moment ago).
+    const last = writer.cut();
+    await vi.advanceTimersByTimeAsync(5);
+    expect(await last).toBe(3);
+  });
+
+  it("appends a commit after a quiet spell at once; one soon after an append lingers, so that the commits meanwhile share its append", async () => {
+    const groups: (readonly Change[])[] = [];
+    const copy = { write: (changes: readonly Change[]) => groups.push(changes) } as unknown as LocalCopy;
+    const writer = new LogWriter(etcdAnsweringAfter(1), new ClusterKeys("test"), session, "1", 1, copy);
+    const [a, b, c, d] = [3, 4, 5, 6].map((page): Change => ({ kind: "unreserve", namespace: "kv", rank: 0, page }));
+    const first = writer.commit([a!]);
+    await vi.advanceTimersByTimeAsync(1);
+    await first;
+    expect(groups).toEqual([[a]]);
+    const second = writer.commit([b!]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(groups).toHaveLength(1); // lingering
+    const third = writer.commit([c!]);
+    await vi.advanceTimersByTimeAsync(2);
+    await Promise.all([second, third]);
+    expect(groups).toEqual([[a], [b, c]]);
+    await vi.advanceTimersByTimeAsync(100);
+    const fourth = writer.commit([d!]);
+    await vi.advanceTimersByTimeAsync(1);
+    await fourth;
+    expect(groups).toEqual([[a], [b, c], [d]]);
   });
 
   it("rejects a cut whose group the term did not append", async () => {
