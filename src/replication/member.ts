@@ -16,6 +16,7 @@ import { LogReader } from "./log-reader.js";
 import { LogWriter } from "./log-writer.js";
 import { ReplicatedStore } from "./replicated-store.js";
 import { sleep } from "./sleep.js";
+import { type MemberEntry, StandbyKeepers } from "./standby-keepers.js";
 import { StandbyReads } from "./standby-reads.js";
 import type { Watches } from "./watch.js";
 import { attempts } from "./within.js";
@@ -83,10 +84,8 @@ export class Member {
   private advertiseUrl = "";
   /** compactedBelow is the first log entry this leader's compaction kept; entries below it are gone. */
   private compactedBelow = 1;
-  /** keptFrom is the leader's last entry at its previous look at the members: a standby that applied it keeps the state (keepCopy). */
-  private keptFrom = 0;
-  /** published are the revisions of the members' records at the leader's previous look: a member that wrote its record since lives (keepCopy). */
-  private published = new Map<string, string>();
+  /** keepers say, at each look at the members, whether a standby keeps the state, so that this leader need not (keepCopy). */
+  private keepers: StandbyKeepers | undefined;
   /** known is when and as what this member last wrote its lasting record. */
   private known = { atMs: 0, role: "" };
   private closed = false;
@@ -264,8 +263,7 @@ export class Member {
     this.ledger.state = state;
     this.writer = writer;
     this.copy.lead();
-    this.keptFrom = lastSeq;
-    this.published = new Map();
+    this.keepers = new StandbyKeepers(this.memberId, lastSeq, this.options.maxLogEntries ?? 10_000);
     this.election.leaderUrl = "";
     this.leadership.lead(() => session.valid());
     void this.publish(session);
@@ -335,7 +333,7 @@ export class Member {
   }
 
   /** memberEntries reads the record of every member that runs, with the etcd revision it was last written at (every PUBLISH_MS while the member lives). */
-  private async memberEntries(): Promise<{ record: MemberRecord; revision: string }[]> {
+  private async memberEntries(): Promise<MemberEntry[]> {
     const res = await attempts(2_000, (options) => this.client.kv.range({ key: this.keys.members, range_end: this.keys.membersEnd }, options));
     return res.kvs.map((kv) => ({ record: JSON.parse(kv.value.toString()) as MemberRecord, revision: kv.mod_revision }));
   }
@@ -364,26 +362,14 @@ export class Member {
   /**
    * keepCopy decides, at each look at the members, whether this leader
    * writes its groups to its store (LocalCopy): not while a standby keeps
-   * the state on its own disk: it is not loading, it wrote its record since
-   * the look before (it lives: a record outlives its member for its lease,
-   * and a member paused or dead writes none), and it applied at least the
-   * leader's last entry of the look before (it keeps pace). The log and
-   * that store then hold every acknowledged change. When none does, the
-   * leader writes its state whole (rewrite) and copies again. False while
-   * the store is not current: the log is then not compacted, so that it
-   * keeps what the store lacks.
+   * the state on its own disk (StandbyKeepers): the log and that store then
+   * hold every acknowledged change. When none does, the leader writes its
+   * state whole (rewrite) and copies again. False while the store is not
+   * current: the log is then not compacted, so that it keeps what the
+   * store lacks.
    */
-  private keepCopy(entries: readonly { record: MemberRecord; revision: string }[], writer: LogWriter): boolean {
-    const kept = entries.some(
-      ({ record: m, revision }) =>
-        m.memberId !== this.memberId &&
-        m.role === "standby" &&
-        m.loading === undefined &&
-        m.appliedSeq >= this.keptFrom &&
-        (this.published.get(m.memberId) ?? revision) !== revision,
-    );
-    this.keptFrom = writer.lastSeq;
-    this.published = new Map(entries.map((m) => [m.record.memberId, m.revision]));
+  private keepCopy(entries: readonly MemberEntry[], writer: LogWriter): boolean {
+    const kept = this.keepers?.look(entries, writer.lastSeq) ?? false;
     if (kept) {
       if (this.copy.current)
         this.logger.info({ storedSeq: this.copy.storedSeq }, "cluster: a standby keeps the state; the leader stops copying it to its store");
