@@ -17,6 +17,8 @@ export interface ServerProcess {
   url: string;
   pid: number;
   stop(): Promise<void>;
+  /** logged resolves with the first log line (its fields) whose msg is `msg`, once the server logged it. */
+  logged(msg: string): Promise<Record<string, unknown>>;
 }
 
 /**
@@ -35,6 +37,8 @@ function entryArgs(entry: string): string[] {
 /** startProcess runs a node entry point (with nodeArgs; see entryArgs) that logs a "listening" JSON line with its url. */
 export async function startProcess(entry: string, args: string[], nodeArgs: string[] = []): Promise<ServerProcess> {
   const child = spawn(process.execPath, [...nodeArgs, ...entryArgs(entry), ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] });
+  const events: Record<string, unknown>[] = [];
+  const waiting: { msg: string; resolve: (event: Record<string, unknown>) => void }[] = [];
   const url = await new Promise<string>((resolve, reject) => {
     // BENCH_SERVER_LOGS=DIR keeps each server's log lines in DIR/PID.log, each after the time it was read (ms since the epoch).
     const logs = process.env.BENCH_SERVER_LOGS ? createWriteStream(`${process.env.BENCH_SERVER_LOGS}/${child.pid}.log`) : undefined;
@@ -43,13 +47,21 @@ export async function startProcess(entry: string, args: string[], nodeArgs: stri
       try {
         const event = JSON.parse(line) as { msg?: string; url?: string };
         if (event.msg === "listening") resolve(event.url!);
+        events.push(event);
+        for (const w of waiting.filter((w) => w.msg === event.msg)) w.resolve(event);
       } catch {
         // not a log line
       }
     });
     child.once("exit", (code) => reject(new Error(`${entry} exited with ${code} before listening`)));
   });
-  return { url, pid: child.pid!, stop: () => stopChild(child) };
+  const logged = (msg: string) =>
+    new Promise<Record<string, unknown>>((resolve) => {
+      const seen = events.find((e) => e.msg === msg);
+      if (seen !== undefined) resolve(seen);
+      else waiting.push({ msg, resolve });
+    });
+  return { url, pid: child.pid!, stop: () => stopChild(child), logged };
 }
 
 /** ShardedProcesses are S servers, one per shard, and a relay in front of them. */

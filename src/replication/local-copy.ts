@@ -126,8 +126,18 @@ export class LocalCopy {
       throw error;
     }
     const written = this.tail.then(() => this.store.loadSnapshot(pieces(records, seq)));
-    this.tail = written.then(() => undefined);
-    await written;
+    // A rewrite that failed leaves the store to load a snapshot again (its mark) and the leader skipping: its next look tries again.
+    this.tail = written.then(
+      () => undefined,
+      () => undefined,
+    );
+    try {
+      await written;
+    } catch (error) {
+      this.leader = "skip";
+      this.held = [];
+      throw error;
+    }
     const held = this.held.filter((group) => group.seq > seq);
     this.leader = "copy";
     this.held = [];
