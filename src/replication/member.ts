@@ -405,6 +405,7 @@ export class Member {
     if (writer === undefined || !session.valid()) return;
     try {
       const entries = await this.memberEntries();
+      if (this.writer !== writer) return; // the term ended meanwhile
       const members = entries.map((m) => m.record);
       const last = writer.lastSeq;
       if (!this.keepCopy(entries, writer)) return;
