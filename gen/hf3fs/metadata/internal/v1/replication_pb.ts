@@ -117,7 +117,7 @@ export type MemberStatus = Message<"hf3fs.metadata.internal.v1.MemberStatus"> & 
 
   /**
    * loading is the long load the member runs, while it runs one (its
-   * standby state from its store, or a snapshot from the leader); unset
+   * standby state from its store, or a snapshot from another member); unset
    * otherwise, and on a member that is down.
    *
    * @generated from field: hf3fs.metadata.internal.v1.MemberLoad loading = 6;
@@ -213,14 +213,14 @@ export const ForgetResponseSchema: GenMessage<ForgetResponse> = /*@__PURE__*/
   messageDesc(file_hf3fs_metadata_internal_v1_replication, 5);
 
 /**
- * SnapshotRequest asks a leader for its state.
+ * SnapshotRequest asks a member for its state.
  *
  * @generated from message hf3fs.metadata.internal.v1.SnapshotRequest
  */
 export type SnapshotRequest = Message<"hf3fs.metadata.internal.v1.SnapshotRequest"> & {
   /**
    * cluster_id is the id of the asking member's cluster (the etcd key
-   * /hf3fs-metadata/<cluster name>/id); a leader of another cluster
+   * /hf3fs-metadata/<cluster name>/id); a member of another cluster
    * refuses.
    *
    * @generated from field: string cluster_id = 1;
@@ -336,7 +336,8 @@ export const ReplicationService: GenService<{
    * away, loads it from another member (a caught-up standby first, the
    * leader last) and then applies the log from the entry after it.
    * FAILED_PRECONDITION when the cluster id is not this member's, or this
-   * member neither leads nor follows caught up; UNAUTHENTICATED or
+   * member neither follows caught up nor leads with its store current (a
+   * leader keeps no copy while a standby keeps the state); UNAUTHENTICATED or
    * PERMISSION_DENIED without an admin token (when the server has token
    * files).
    *
