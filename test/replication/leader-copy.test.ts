@@ -6,6 +6,20 @@ import { kill9, logEntry, readStored, restartServer, startServer, waitForLeader,
 
 const missing = lacking("the HA leader's store tests", "etcd");
 
+/** writer confirms new keys one call each (a log entry each) on a cluster's namespace, as a worker does, and keeps their names. */
+function writer(client: ReturnType<typeof createMetadataClient>, namespace: string) {
+  const written: string[] = [];
+  const write = async (n: number) => {
+    for (let i = 0; i < n; i++) {
+      const key = `${namespace}${written.length}`;
+      const { pages } = await client.batchAllocate({ namespace, rank: 0, keys: [key] });
+      await client.confirmWrite({ namespace, rank: 0, keys: [key], pages });
+      written.push(key);
+    }
+  };
+  return { written, write };
+}
+
 describe.skipIf(missing !== "")("high availability on etcd: the leader's own store", () => {
   it("is not written while a standby keeps the state, is written whole once none does, and then restarts the cluster alone with every acknowledged key", async () => {
     const etcd = await startEtcdCluster(3);
@@ -13,15 +27,7 @@ describe.skipIf(missing !== "")("high availability on etcd: the leader's own sto
     const leader = await waitForLeader(servers);
     const client = createMetadataClient({ baseUrl: servers.map((s) => s.url).join(",") });
     await client.initializeRank({ namespace: "l", rank: 0, numPages: 10_000, worldSize: 1 });
-    const written: string[] = [];
-    const write = async (n: number) => {
-      for (let i = 0; i < n; i++) {
-        const key = `k${written.length}`;
-        const { pages } = await client.batchAllocate({ namespace: "l", rank: 0, keys: [key] });
-        await client.confirmWrite({ namespace: "l", rank: 0, keys: [key], pages });
-        written.push(key);
-      }
-    };
+    const { written, write } = writer(client, "l");
     await write(20);
     await leader.process.logged("cluster: a standby keeps the state; the leader stops copying it to its store");
 
@@ -58,14 +64,10 @@ describe.skipIf(missing !== "")("high availability on etcd: the leader's own sto
     const leader = await waitForLeader(servers);
     const client = createMetadataClient({ baseUrl: servers.map((s) => s.url).join(",") });
     await client.initializeRank({ namespace: "w", rank: 0, numPages: 10_000, worldSize: 1 });
-    const written: string[] = [];
-    for (let i = 0; i < 560; i++) {
-      const key = `w${i}`;
-      const { pages } = await client.batchAllocate({ namespace: "w", rank: 0, keys: [key] });
-      await client.confirmWrite({ namespace: "w", rank: 0, keys: [key], pages });
-      written.push(key);
-      if (i === 20) await leader.process.logged("cluster: a standby keeps the state; the leader stops copying it to its store");
-    }
+    const { written, write } = writer(client, "w");
+    await write(20);
+    await leader.process.logged("cluster: a standby keeps the state; the leader stops copying it to its store");
+    await write(540);
     await waitForStandbys(etcd, servers);
     const own = await readStored(leader.dataDir);
     const deadline = Date.now() + 10_000;
