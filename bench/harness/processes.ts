@@ -81,7 +81,8 @@ export async function startShards(entry: string, serve: string[], count: number)
 }
 
 async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null) return;
+  // A child killed by a signal (a probe's kill -9) has no exit code, only its signal: it is gone, and its exit was told already.
+  if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise((resolve) => child.once("exit", resolve));
   child.kill("SIGTERM");
   const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
