@@ -120,20 +120,11 @@ export class LocalCopy {
     let seq: number;
     try {
       seq = await at;
-    } catch (error) {
-      this.leader = "skip";
-      this.held = [];
-      throw error;
-    }
-    const written = this.tail.then(() => this.store.loadSnapshot(pieces(records, seq)));
-    // A rewrite that failed leaves the store to load a snapshot again (its mark) and the leader skipping: its next look tries again.
-    this.tail = written.then(
-      () => undefined,
-      () => undefined,
-    );
-    try {
+      const written = this.tail.then(() => this.store.loadSnapshot(pieces(records, seq)));
+      this.tail = written.then(noop, noop);
       await written;
     } catch (error) {
+      // The term ended (nothing written), or the write failed (the store loads a snapshot again, its mark): the next look tries again.
       this.leader = "skip";
       this.held = [];
       throw error;
@@ -173,6 +164,9 @@ export class LocalCopy {
     return this.tail;
   }
 }
+
+/** noop is a handler that does nothing. */
+function noop(): void {}
 
 /** pieces hands records to a store's load REWRITE_PIECE at a time, each after an event turn, all at log entry `seq`. */
 async function* pieces(records: readonly Change[], seq: number): AsyncGenerator<SnapshotPiece> {

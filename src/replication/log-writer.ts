@@ -9,10 +9,10 @@ import { encodeGroup, splitGroup } from "./log-codec.js";
 
 /**
  * LINGER_MS is how long an append waits for more commits when the last
- * one ended less than BUSY_MS ago: under load, calls share appends (at
- * 7,000 keys a second about 2.4 calls an append instead of 1.3, and the
- * leader's CPU per key about 0.9×: docs/performance.md), while a call
- * after a quiet spell is appended at once.
+ * one ended less than BUSY_MS ago: under load, calls share appends, which
+ * cost the leader most of its CPU beyond a single node's
+ * (docs/performance.md), while a call after a quiet spell is appended at
+ * once.
  */
 const LINGER_MS = 2;
 const BUSY_MS = 20;

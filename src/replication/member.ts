@@ -4,6 +4,7 @@ import type { Change, Clock, StateOptions, StateReads } from "../core/index.js";
 import { MetadataError, MetadataState, Reason } from "../core/index.js";
 import type { PeerTls } from "../protocol/peer-tls.js";
 import type { Leadership } from "../service/leadership.js";
+import { commit } from "../service/ledger.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
 import { CurrentLoad } from "../store/load-progress.js";
 import { ClusterKeys, type MemberRecord } from "./cluster-keys.js";
@@ -378,7 +379,7 @@ export class Member {
     }
     if (!this.copy.skipping) return this.copy.current;
     // Every change the state made is in the cut's group or before it: the records are the log up to the entry the cut gives.
-    void this.ledger.store.commit(this.ledger.state.takeChanges()).catch(() => undefined);
+    void commit(this.ledger).catch(() => undefined);
     const started = performance.now();
     const records = this.ledger.state.records();
     this.logger.info(
