@@ -3,8 +3,8 @@ import { create, type DescMessage, fromBinary, type MessageInitShape } from "@bu
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { codeFromHttpStatus, findTrailerError } from "@connectrpc/connect/protocol-grpc";
 import { onlyMessage } from "../protocol/envelope.js";
-import { noSniForIp } from "../protocol/peer-tls.js";
 import { encodeFramed } from "./flat-encoder.js";
+import { LeanSession } from "./lean-session.js";
 import type { ClientTls } from "./metadata-client.js";
 
 /** LeanGrpcOptions configure createLeanGrpcTransport. */
@@ -28,12 +28,6 @@ export type LeanGrpcTransport = Transport & {
   close(): void;
 };
 
-/** CONNECT_MS bounds the wait for a connection: a server that does not accept by then is taken for gone (UNAVAILABLE). */
-const CONNECT_MS = 1_000;
-
-/** PING_MS is how often an open connection is pinged; one whose ping is not answered within as long is closed, failing its calls (UNAVAILABLE). */
-const PING_MS = 5_000;
-
 /**
  * createLeanGrpcTransport makes unary gRPC calls (identity encoding) on one
  * node:http2 connection to baseUrl, made again when it closes. Why by hand:
@@ -46,26 +40,8 @@ const PING_MS = 5_000;
  * error without a gRPC status is gRPC's HTTP mapping (codeFromHttpStatus).
  */
 export function createLeanGrpcTransport(options: LeanGrpcOptions): LeanGrpcTransport {
-  let current: http2.ClientHttp2Session | undefined;
-  const session = (): http2.ClientHttp2Session => {
-    if (current !== undefined && !current.closed && !current.destroyed) return current;
-    const opened = http2.connect(options.baseUrl, { ...options.tls, ...noSniForIp(options.baseUrl), settings: { initialWindowSize: 16 << 20 } });
-    const timer = setTimeout(() => opened.destroy(new Error(`no connection within ${CONNECT_MS} ms`)), CONNECT_MS);
-    const ping = setInterval(() => {
-      if (!opened.closed && !opened.destroyed) opened.ping((error) => error && opened.destroy(error));
-    }, PING_MS);
-    ping.unref();
-    opened.once("connect", () => clearTimeout(timer));
-    opened.on("error", () => undefined); // each call on it hears its own stream's end
-    opened.once("close", () => {
-      clearTimeout(timer);
-      clearInterval(ping);
-      if (current === opened) current = undefined;
-    });
-    opened.unref();
-    current = opened;
-    return opened;
-  };
+  const connection = new LeanSession(options.baseUrl, options.tls);
+  const session = () => connection.open();
   return {
     unary: async (method, signal, timeoutMs, header, input) => {
       const path = `/${method.parent.typeName}/${method.name}`;
@@ -79,7 +55,7 @@ export function createLeanGrpcTransport(options: LeanGrpcOptions): LeanGrpcTrans
     unaryBytes: async (path, frame, timeoutMs, header) =>
       messageOf(await exchange(session(), path, frame, undefined, timeoutMs, { ...options.header, ...header })),
     stream: () => Promise.reject(new ConnectError("the lean gRPC transport makes unary calls only", Code.Unimplemented)),
-    close: () => current?.close(),
+    close: () => connection.close(),
   };
 }
 

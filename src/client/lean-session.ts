@@ -1,0 +1,82 @@
+import * as http2 from "node:http2";
+import type { GrpcTransportOptions } from "@connectrpc/connect-node";
+import { noSniForIp } from "../protocol/peer-tls.js";
+import type { ClientTls } from "./metadata-client.js";
+
+/** SessionManager is what connect-node's transports take to open their streams on a connection kept elsewhere. */
+type SessionManager = NonNullable<GrpcTransportOptions["sessionManager"]>;
+
+/** CONNECT_MS bounds the wait for a connection: a server that does not accept by then is taken for gone. */
+const CONNECT_MS = 1_000;
+
+/** PING_MS is how often an open connection is PINGed by default, and how long the answer may take. */
+export const PING_MS = 5_000;
+
+/**
+ * LeanSession keeps one HTTP/2 connection to a server, made again on the
+ * next request once it closed. It PINGs the connection every `pingMs` and
+ * closes it when a PING is not answered within as long (a server paused or
+ * cut off), which fails the streams on it. Its errors never go uncaught:
+ * each stream hears its own end. It is also the session manager of
+ * connect-node's transports for the calls the lean transport does not make
+ * (streams: the relay's health watches).
+ */
+export class LeanSession implements SessionManager {
+  readonly authority: string;
+  private current: http2.ClientHttp2Session | undefined;
+
+  constructor(
+    private readonly baseUrl: string,
+    private readonly tls?: ClientTls,
+    private readonly pingMs = PING_MS,
+  ) {
+    this.authority = new URL(baseUrl).origin;
+  }
+
+  /** open is the connection, made now if there is none. */
+  open(): http2.ClientHttp2Session {
+    if (this.current !== undefined && !this.current.closed && !this.current.destroyed) return this.current;
+    const opened = http2.connect(this.baseUrl, { ...this.tls, ...noSniForIp(this.baseUrl), settings: { initialWindowSize: 16 << 20 } });
+    const timer = setTimeout(() => opened.destroy(new Error(`no connection within ${CONNECT_MS} ms`)), CONNECT_MS);
+    let unanswered: NodeJS.Timeout | undefined;
+    const ping = setInterval(() => {
+      if (opened.closed || opened.destroyed || unanswered !== undefined) return;
+      unanswered = setTimeout(() => opened.destroy(new Error(`a PING not answered within ${this.pingMs} ms`)), this.pingMs);
+      opened.ping((error) => {
+        clearTimeout(unanswered);
+        unanswered = undefined;
+        if (error) opened.destroy(error);
+      });
+    }, this.pingMs);
+    ping.unref();
+    opened.once("connect", () => clearTimeout(timer));
+    opened.on("error", () => undefined); // each stream on it hears its own end
+    opened.once("close", () => {
+      clearTimeout(timer);
+      clearTimeout(unanswered);
+      clearInterval(ping);
+      if (this.current === opened) this.current = undefined;
+    });
+    opened.unref();
+    this.current = opened;
+    return opened;
+  }
+
+  request(
+    method: string,
+    path: string,
+    headers: http2.OutgoingHttpHeaders,
+    options: Omit<http2.ClientSessionRequestOptions, "signal">,
+  ): Promise<http2.ClientHttp2Stream> {
+    return Promise.resolve(this.open().request({ ...headers, ":method": method, ":path": path }, options));
+  }
+
+  notifyResponseByteRead(): void {
+    // A stream's bytes say nothing the PINGs do not: they go on regardless.
+  }
+
+  /** close closes the connection once its streams end. */
+  close(): void {
+    this.current?.close();
+  }
+}
