@@ -67,7 +67,7 @@ export class LeaderFollowing {
     this.servers.replace(urls);
   }
 
-  /** prefer sends calls to `url` from now on (a relay's probe found the leader there). */
+  /** prefer sends calls to `url` from now on (a relay's health watch found the leader there). */
   prefer(url: string): void {
     if (!this.options.single && this.servers.follow(url)) this.options.onServer?.(this.servers.url);
   }

@@ -126,7 +126,7 @@ export function transportFor(options: MetadataClientOptions, header: Readonly<Re
 }
 
 /** withHeader sets `header` (an `authorization: Bearer <token>`, a shard's mark) on every request. */
-function withHeader(header: Readonly<Record<string, string>>): Interceptor {
+export function withHeader(header: Readonly<Record<string, string>>): Interceptor {
   return (next) => (req) => {
     for (const [name, value] of Object.entries(header)) req.header.set(name, value);
     return next(req);

@@ -1,5 +1,4 @@
 import { type CallOptions, Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
-import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { Method } from "../client/leader-following.js";
 import { LOG_POSITION, MIN_POSITION, SERVER_ID_HEADER } from "../protocol/headers.js";
@@ -19,8 +18,8 @@ const READ_TIMEOUT_MS = 1_000;
  * passes them to the leader otherwise. Every read names the highest log
  * position of the answers the relay passed back (MIN_POSITION), so no
  * caller of the relay reads before a write the relay acknowledged. Members
- * count as caught up while their health ("": loaded and caught up) said
- * SERVING at the last probe; a read a member fails (unavailable, no answer
+ * count as caught up while their health ("": loaded and caught up) says
+ * SERVING (the relay watches it); a read a member fails (unavailable, no answer
  * within READ_TIMEOUT_MS) goes to the leader.
  */
 export class ReadSpreading {
@@ -40,17 +39,9 @@ export class ReadSpreading {
     if (position > this.position) this.position = position;
   }
 
-  /** probe asks every member whether it is loaded and caught up (health ""). */
-  async probe(urls: readonly string[]): Promise<void> {
-    const answers = await Promise.all(
-      urls.map((url) =>
-        createClient(Health, this.transportFor(url))
-          .check({ service: "" }, { timeoutMs: READ_TIMEOUT_MS })
-          .then(({ status }) => status === ServingStatus.SERVING)
-          .catch(() => false),
-      ),
-    );
-    this.readable = urls.filter((_, i) => answers[i]);
+  /** follow takes the members that are loaded and caught up now (health "" SERVING, as their watches say). */
+  follow(urls: readonly string[]): void {
+    this.readable = [...urls];
   }
 
   /**

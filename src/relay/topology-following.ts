@@ -1,8 +1,13 @@
 import type { LeanTransports } from "../client/lean-transports.js";
 import { readTopology, shardMembers } from "../client/topology-reading.js";
 
-/** TOPOLOGY_MS is how often a relay asks its upstream for the cluster's topology. */
-export const TOPOLOGY_MS = 1_000;
+/**
+ * TOPOLOGY_MS is how often a relay asks its upstream for the cluster's
+ * topology: for members that join or leave, and the number of shards. A
+ * shard's leader moving is not waited for: the health watches of its
+ * members (Upstream) move its calls as soon as the new leader serves.
+ */
+export const TOPOLOGY_MS = 10_000;
 
 /**
  * TopologyFollowing asks the cluster for its topology (ClusterService) at

@@ -1,6 +1,5 @@
-import { type CallOptions, Code, ConnectError, createClient } from "@connectrpc/connect";
-import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
-import { ErrorInfoSchema, MetadataService, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { type CallOptions, Code, ConnectError } from "@connectrpc/connect";
+import { ErrorInfoSchema, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { type BatchLimits, Gathering } from "../client/gathering.js";
 import { LeaderFollowing, type Method } from "../client/leader-following.js";
 import { callHeader, LeanTransports } from "../client/lean-transports.js";
@@ -9,14 +8,9 @@ import { MetadataError } from "../core/index.js";
 import { SERVER_ID_HEADER, SHARD_LOCAL_HEADER } from "../protocol/headers.js";
 import type { MetadataCalls } from "../service/metadata-calls.js";
 import { Notifier } from "../service/notifier.js";
+import { ServerWatch } from "./health-watch.js";
 import { ReadSpreading } from "./read-spreading.js";
 import type { RelayMetrics } from "./relay-metrics.js";
-
-/** PROBE_MS is how often the relay asks every upstream server whether it answers calls (health of MetadataService: only a leader, in a cluster). */
-const PROBE_MS = 500;
-
-/** PROBE_TIMEOUT_MS bounds one probe: a server that does not answer by then is taken for gone. */
-const PROBE_TIMEOUT_MS = 1_000;
 
 /** RETRY = the backoff between sends of a held call: short, as a failover upstream takes about 2 s and the members are few. */
 const RETRY = { initialBackoffMs: 25, maxBackoffMs: 250 };
@@ -45,9 +39,10 @@ export interface UpstreamConfig {
  * gRPC on one multiplexed HTTP/2 connection per server (the lean
  * transport), following the
  * leader (LeaderFollowing: NOT_LEADER names it, the next member after a
- * failure) and held through failovers up to the hold; a probe every
- * PROBE_MS finds the server that answers calls, so that calls go straight
- * to a cluster's leader and health says whether one is reachable (reach).
+ * failure) and held through failovers up to the hold; a health watch on
+ * every server finds the one that answers calls as soon as it does, so
+ * that calls go straight to a cluster's leader and health says whether one
+ * is reachable (reach).
  */
 export class Upstream {
   /** reach is what the relay's health reports: SERVING while a server answers calls. */
@@ -59,7 +54,8 @@ export class Upstream {
   /** reads spreads a cluster's reads over its caught-up standbys (--reads members). */
   private readonly reads: ReadSpreading | undefined;
   private urls: string[];
-  private readonly probing: NodeJS.Timeout;
+  /** watches follow each server's health: whether it leads (MetadataService) and, for spread reads, whether it is caught up (""). */
+  private readonly watches = new Map<string, ServerWatch>();
 
   constructor(private readonly config: UpstreamConfig) {
     // A shard of a cluster split into shards is sent its own part of each call: it answers it alone, without routing it again.
@@ -86,9 +82,7 @@ export class Upstream {
           () => this.following.current,
         )
       : undefined;
-    this.probing = setInterval(() => void this.probe(), PROBE_MS);
-    this.probing.unref();
-    void this.probe();
+    this.watch();
   }
 
   /** calls are the upstream as the relay's JSON routes call it. */
@@ -97,7 +91,7 @@ export class Upstream {
     return { response: response as never, serverId };
   };
 
-  /** current is the server calls go to now: the leader its probe found, once one answers. */
+  /** current is the server calls go to now: the leader its watch found, once one answers. */
   get current(): string {
     return this.following.current;
   }
@@ -107,16 +101,17 @@ export class Upstream {
     return this.urls;
   }
 
-  /** setUrls replaces the servers (the members found by DNS: UpstreamDiscovery), and probes them at once. */
+  /** setUrls replaces the servers (the members found by DNS: UpstreamDiscovery), and watches the new ones. */
   setUrls(urls: readonly string[]): void {
     this.urls = urls.map((url) => url.trim().replace(/\/$/, ""));
     this.following.setServers(this.urls);
-    void this.probe();
+    this.watch();
   }
 
-  /** close stops the probes and the connections. */
+  /** close stops the watches and the connections. */
   close(): void {
-    clearInterval(this.probing);
+    for (const watch of this.watches.values()) watch.close();
+    this.watches.clear();
     this.transports.close();
   }
 
@@ -149,21 +144,26 @@ export class Upstream {
     }
   }
 
-  /** probe asks every server whether it answers calls, moves calls to the one that does, and sets the reach. */
-  private async probe(): Promise<void> {
-    if (this.reads !== undefined) void this.reads.probe(this.urls);
-    const answers = await Promise.all(
-      this.urls.map((url) =>
-        createClient(Health, this.transports.of(url))
-          .check({ service: MetadataService.typeName }, { timeoutMs: PROBE_TIMEOUT_MS })
-          .then(({ status }) => status === ServingStatus.SERVING)
-          .catch(() => false),
-      ),
-    );
-    const serving = this.urls.filter((_, i) => answers[i]);
+  /** watch watches the servers not watched yet, and stops watching those gone. */
+  private watch(): void {
+    for (const [url, watch] of this.watches) {
+      if (this.urls.includes(url)) continue;
+      watch.close();
+      this.watches.delete(url);
+    }
+    const header = callHeader(this.config.token);
+    for (const url of this.urls)
+      if (!this.watches.has(url)) this.watches.set(url, new ServerWatch(url, this.config.tls, header, this.reads !== undefined, this.changed));
+    this.changed();
+  }
+
+  /** changed moves calls to a server that leads once one does, sets the reach, and hands the caught-up servers to the reads. */
+  private readonly changed = (): void => {
+    const serving = this.urls.filter((url) => this.watches.get(url)?.leads.serving === true);
     if (serving.length > 0 && !serving.includes(this.following.current)) this.following.prefer(serving[0]!);
     this.reach.set(serving.length > 0, this.config.metrics);
-  }
+    this.reads?.follow(this.urls.filter((url) => this.watches.get(url)?.caughtUp?.serving === true));
+  };
 }
 
 /**
