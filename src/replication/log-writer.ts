@@ -8,14 +8,16 @@ import type { LogAppend } from "./log-append.js";
 import { encodeGroup, splitGroup } from "./log-codec.js";
 
 /**
- * LINGER_MS is how long an append waits for more commits when the last
- * one ended less than BUSY_MS ago: under load, calls share appends, which
- * cost the leader most of its CPU beyond a single node's
- * (docs/performance.md), while a call after a quiet spell is appended at
- * once.
+ * LINGER_MS is how long an append waits for more commits while the last
+ * RECENT commits came less than GATHERING_GAP_MS apart on average: under
+ * load, calls share appends, which cost the leader most of its CPU beyond
+ * a single node's (docs/performance.md); at a slower pace the wait would
+ * seldom gather a call, and would cost each answer its 2 ms and the
+ * leader a wake-up.
  */
 const LINGER_MS = 2;
-const BUSY_MS = 20;
+const GATHERING_GAP_MS = 8;
+const RECENT = 4;
 
 /** SLOW_APPEND_MS is how long an append may take before the leader logs it: half a failover, when calls start to wait long. */
 const SLOW_APPEND_MS = 1_000;
@@ -49,8 +51,8 @@ export class LogWriter {
   /** last is the commit issued last (settled once it and every earlier one are in the log, or failed). */
   private last: Promise<void> = Promise.resolve();
   private appending = false;
-  /** idleSince is when the last run of appends ended (performance.now()). */
-  private idleSince = Number.NEGATIVE_INFINITY;
+  /** recent are when the last RECENT commits came (performance.now()), oldest first. */
+  private readonly recent: number[] = [];
   private failure: MetadataError | undefined;
   private onLost!: (error: MetadataError) => void;
   /** lost resolves with the cause once the term ended. */
@@ -84,6 +86,7 @@ export class LogWriter {
   commit(changes: readonly Change[]): Promise<void> {
     if (this.failure !== undefined) return Promise.reject(this.failure);
     if (changes.length === 0) return this.afterPending();
+    if (this.recent.push(performance.now()) > RECENT) this.recent.shift();
     const done = new Promise<void>((resolve, reject) => {
       this.queue.push({ changes, resolve, reject });
       if (!this.appending) void this.appendQueued();
@@ -128,7 +131,7 @@ export class LogWriter {
 
   private async appendQueued(): Promise<void> {
     this.appending = true;
-    if (performance.now() - this.idleSince < BUSY_MS) await new Promise((resolve) => setTimeout(resolve, LINGER_MS));
+    if (this.gathering()) await new Promise((resolve) => setTimeout(resolve, LINGER_MS));
     while (this.queue.length > 0 && this.failure === undefined) {
       const cut = this.queue.findIndex((p) => p.cut);
       const batch = this.queue.splice(0, cut < 0 ? this.queue.length : cut + 1);
@@ -148,7 +151,12 @@ export class LogWriter {
       for (const pending of batch) pending.resolve();
     }
     this.appending = false;
-    this.idleSince = performance.now();
+  }
+
+  /** gathering is true while commits come fast enough that a linger is likely to gather another (GATHERING_GAP_MS). */
+  private gathering(): boolean {
+    const n = this.recent.length;
+    return n > 1 && (this.recent[n - 1]! - this.recent[0]!) / (n - 1) < GATHERING_GAP_MS;
   }
 
   /** append puts one group into the log, part by part, then hands it to the local store. */

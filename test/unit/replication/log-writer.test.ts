@@ -59,7 +59,7 @@ describe("a leader's appends (LogWriter)", () => {
     expect(await last).toBe(3);
   });
 
-  it("appends a commit after a quiet spell at once; one soon after an append lingers, so that the commits meanwhile share its append", async () => {
+  it("appends a commit after a quiet spell at once; one that comes close after it lingers, so that the commits meanwhile share its append", async () => {
     const groups: (readonly Change[])[] = [];
     const copy = { write: (changes: readonly Change[]) => groups.push(changes) } as unknown as LocalCopy;
     const writer = new LogWriter(etcdAnsweringAfter(1), new ClusterKeys("test"), session, "1", 1, copy);
@@ -80,6 +80,29 @@ describe("a leader's appends (LogWriter)", () => {
     await vi.advanceTimersByTimeAsync(1);
     await fourth;
     expect(groups).toEqual([[a], [b, c], [d]]);
+  });
+
+  it("appends each commit at once while they come slower than one every 8 ms on average (a linger would gather none)", async () => {
+    const groups: (readonly Change[])[] = [];
+    const copy = { write: (changes: readonly Change[]) => groups.push(changes) } as unknown as LocalCopy;
+    const writer = new LogWriter(etcdAnsweringAfter(1), new ClusterKeys("test"), session, "1", 1, copy);
+    for (let page = 0; page < 6; page++) {
+      const committed = writer.commit([{ kind: "unreserve", namespace: "kv", rank: 0, page }]);
+      await vi.advanceTimersByTimeAsync(1);
+      await committed;
+      expect(groups).toHaveLength(page + 1); // appended within the 1 ms its append takes: no linger
+      await vi.advanceTimersByTimeAsync(9);
+    }
+    // Four commits 3 ms apart: the next append lingers, and the commit that comes meanwhile shares it.
+    for (let page = 6; page < 9; page++) {
+      void writer.commit([{ kind: "unreserve", namespace: "kv", rank: 0, page }]);
+      await vi.advanceTimersByTimeAsync(3);
+    }
+    const lingering = writer.commit([{ kind: "unreserve", namespace: "kv", rank: 0, page: 9 }]);
+    const sharing = writer.commit([{ kind: "unreserve", namespace: "kv", rank: 0, page: 10 }]);
+    await vi.advanceTimersByTimeAsync(5);
+    await Promise.all([lingering, sharing]);
+    expect(groups.at(-1)).toEqual([9, 10].map((page) => ({ kind: "unreserve", namespace: "kv", rank: 0, page })));
   });
 
   it("rejects a cut whose group the term did not append", async () => {
