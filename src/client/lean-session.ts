@@ -10,7 +10,7 @@ type SessionManager = NonNullable<GrpcTransportOptions["sessionManager"]>;
 const CONNECT_MS = 1_000;
 
 /** PING_MS is how often an open connection is PINGed by default, and how long the answer may take. */
-export const PING_MS = 5_000;
+const PING_MS = 5_000;
 
 /**
  * LeanSession keeps one HTTP/2 connection to a server, made again on the

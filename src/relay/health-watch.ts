@@ -7,7 +7,7 @@ import { LeanSession } from "../client/lean-session.js";
 import { type ClientTls, withHeader } from "../client/metadata-client.js";
 
 /** RETRY_MS is how long a watch waits to open again after its stream ended or failed (the server down, restarting or draining). */
-export const RETRY_MS = 500;
+const RETRY_MS = 500;
 
 /** WATCH_PING_MS is how often a health watch's quiet connection is PINGed, and how long an answer may take: a server paused or cut off counts as gone within twice as long. */
 const WATCH_PING_MS = 1_000;
@@ -65,8 +65,10 @@ export class HealthWatch {
 
 /**
  * ServerWatch watches one server's health on a connection of its own,
- * PINGed while quiet: MetadataService (SERVING only on a cluster's leader)
- * and, when reads are spread, "" (loaded and caught up).
+ * PINGed every WATCH_PING_MS: MetadataService (SERVING only on a cluster's
+ * leader) and, when reads are spread, "" (loaded and caught up). Its own,
+ * so that a server that stalls a second loses the relay's watch, not the
+ * calls in flight on the calls' connection (PINGed every 5 s).
  */
 export class ServerWatch {
   readonly leads: HealthWatch;
