@@ -84,8 +84,10 @@ class Router {
 
   /** batchAllocate splits keys (and their prefix keys) by shard, and merges pages and statuses. */
   private batchAllocate(request: RequestOf<"batchAllocate">, signal?: AbortSignal): Promise<Answer<"batchAllocate">> {
-    const parts = this.partsOf(request.namespace, keysOf(request, "keys"));
-    const prefixed = request.prefixKeys.length === request.keys.length;
+    const keys = keysOf(request, "keys");
+    const parts = this.partsOf(request.namespace, keys);
+    // Counted on the key fields as they came: reading `request.keys` would make every key a string.
+    const prefixed = keysOf(request, "prefixKeys").length === keys.length;
     return this.send(
       "batchAllocate",
       parts,
@@ -103,7 +105,7 @@ class Router {
         pages: merged(answers, parts, n, (a) => a.pages, -1),
         statuses: merged(answers, parts, n, (a) => a.statuses, AllocationStatus.UNSPECIFIED),
       }),
-      request.keys.length,
+      keys.length,
     );
   }
 
@@ -149,7 +151,8 @@ class Router {
     signal: AbortSignal | undefined,
     merge: (answers: ResponseOf<M>[], parts: Part[], n: number) => object,
   ): Promise<Answer<M>> {
-    const parts = this.partsOf(request.namespace, keysOf(request, "keys"));
+    const keys = keysOf(request, "keys");
+    const parts = this.partsOf(request.namespace, keys);
     return this.send(
       method,
       parts,
@@ -157,7 +160,7 @@ class Router {
       request,
       (part) => (request instanceof KeyBytesMessage ? request.part(part.positions, false) : { ...request, keys: part.positions.map((i) => request.keys[i]!) }),
       (answers, n) => merge(answers, parts, n),
-      request.keys.length,
+      keys.length,
     );
   }
 

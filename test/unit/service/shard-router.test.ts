@@ -1,11 +1,13 @@
-import { create } from "@bufbuild/protobuf";
+import { create, toBinary } from "@bufbuild/protobuf";
 import fc from "fast-check";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { assertInvariants } from "../../../bench/harness/invariants.js";
 import { AllocationStatus, MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { Reason } from "../../../src/core/errors.js";
+import { KeyList } from "../../../src/core/key-list.js";
 import { keyShard } from "../../../src/core/shards.js";
 import { MetadataState } from "../../../src/core/state.js";
+import { BATCH_CODECS } from "../../../src/framing/grpc/batch-codecs.js";
 import type { MetadataCalls, RequestOf } from "../../../src/service/metadata-calls.js";
 import { localCalls, metadataService } from "../../../src/service/metadata-service.js";
 import { shardRouter } from "../../../src/service/shard-router.js";
@@ -95,5 +97,30 @@ describe("shardRouter: a cluster of shards answers as one node", () => {
     // The worker drops the key it released and confirms again: nothing more to confirm.
     const again = create(MetadataService.method.confirmWrite.input, { rank: 0, keys: [good], pages: [given.pages[1]!] });
     expect((await router("confirmWrite", again)).response.confirmed).toBe(0);
+  });
+
+  afterEach(() => vi.restoreAllMocks());
+
+  it("routes keys that came as bytes (a relay's fast path) without making them strings, with the answers of strings", async () => {
+    const time = new FakeClock();
+    const router = shardRouter(
+      [0, 1].map((index) => localCalls(metadataService({ state: new MetadataState(time.clock, { shards: 2, shard: index }, false) }, `s${index}`))),
+    );
+    const asBytes = <M extends "batchAllocate" | "confirmWrite" | "batchExists" | "getLocations">(method: M, init: object): RequestOf<M> => {
+      const schema = MetadataService.method[method].input;
+      const name = method.charAt(0).toUpperCase() + method.slice(1);
+      return BATCH_CODECS[name]!.decode(Buffer.from(toBinary(schema, create(schema, init as never))), Number.MAX_SAFE_INTEGER) as RequestOf<M>;
+    };
+    await router("initializeRank", create(MetadataService.method.initializeRank.input, { rank: 0, numPages: 64, worldSize: 1 }));
+    const toStrings = vi.spyOn(KeyList.prototype, "toStrings");
+    const { response: given } = await router("batchAllocate", asBytes("batchAllocate", { rank: 0, keys: KEYS, prefixKeys: ["", ...KEYS.slice(0, -1)] }));
+    expect(given.pages.filter((page) => page >= 0)).toHaveLength(KEYS.length);
+    const { response: confirmed } = await router("confirmWrite", asBytes("confirmWrite", { rank: 0, keys: KEYS, pages: given.pages }));
+    expect(confirmed.confirmed).toBe(KEYS.length);
+    const { response: exists } = await router("batchExists", asBytes("batchExists", { keys: [...KEYS, "absent"] }));
+    expect(exists.exists).toEqual([...KEYS.map(() => true), false]);
+    const { response: located } = await router("getLocations", asBytes("getLocations", { rank: 0, keys: KEYS }));
+    expect(located.pages).toEqual(given.pages);
+    expect(toStrings).not.toHaveBeenCalled();
   });
 });
