@@ -45,12 +45,14 @@ interface Waiting {
 }
 
 /**
- * Gathering sends one upstream's calls: each at once while fewer than
- * WIDTH are on their way; past that, the calls of the write-and-read
- * cycle wait, and leave together as one Batch as soon as one comes back.
- * So a shard pays what a call costs whatever its size (its stream, its
- * frames, its commit) once for many when calls come faster than it
- * answers, and no call waits while it keeps up. A Batch holds at most
+ * Gathering sends one upstream's calls of the write-and-read cycle
+ * together: those that come in one turn of the event loop (the calls of
+ * one read from the callers' connections) leave at its end as one Batch,
+ * or alone when one came; while WIDTH are on their way, they wait and
+ * leave together as soon as one comes back. So a shard pays what a call
+ * costs whatever its size (its stream, its frames, its wake-up, its
+ * commit) once for many, and no call waits longer than the turn while it
+ * keeps up. The other calls go at once. A Batch holds at most
  * MAX_CALLS calls, the entries of one call at the per-call key limit, and
  * at most the server's body limit by an upper bound of its bytes;
  * each call gets its own result, but one UNAVAILABLE there, which goes
@@ -63,6 +65,8 @@ interface Waiting {
  */
 export class Gathering {
   private inFlight = 0;
+  /** flushing is true while a flush waits for the turn's end. */
+  private flushing = false;
   private queue: Waiting[] = [];
   private maxEntries: number;
   private maxBytes: number;
@@ -82,7 +86,7 @@ export class Gathering {
 
   /** call sends a call, at once or in the next Batch, and answers what its server answered for it. */
   call(method: Method, request: unknown, options: CallOptions | undefined, holdMs: number): Promise<Sent> {
-    if (this.inFlight < WIDTH || !BATCHED.has(method) || this.now() < this.unsupportedUntil) {
+    if (!BATCHED.has(method) || this.now() < this.unsupportedUntil) {
       return this.alone(method, request, options, holdMs);
     }
     const entries = entriesOf(request as never);
@@ -91,6 +95,7 @@ export class Gathering {
     return new Promise<Sent>((resolve, reject) => {
       const waiting: Waiting = { method: method as BatchedMethod, request: request as Waiting["request"], entries, bytes, options, holdMs, resolve, reject };
       const signal = options?.signal;
+      this.flushAfterTurn();
       if (signal == null) return void this.queue.push(waiting);
       const onAbort = () => {
         this.queue = this.queue.filter((w) => w !== waiting);
@@ -107,6 +112,16 @@ export class Gathering {
         reject(error);
       };
       this.queue.push(waiting);
+    });
+  }
+
+  /** flushAfterTurn flushes once the event loop's turn is over (setImmediate), so that the calls that came in it leave together. */
+  private flushAfterTurn(): void {
+    if (this.flushing) return;
+    this.flushing = true;
+    setImmediate(() => {
+      this.flushing = false;
+      this.flush();
     });
   }
 

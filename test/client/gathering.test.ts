@@ -28,11 +28,19 @@ class Upstream {
     );
   }
 
-  /** gathered makes two calls, which go at once, then one per key, which wait; the first call is answered, and the waiting ones leave as a Batch (sends[2]). */
-  async gathered(...keys: string[]): Promise<Promise<Sent>[]> {
+  /** twoOnTheirWay makes two calls, each in a turn of its own: each goes alone (sends[0] and [1]). */
+  async twoOnTheirWay(): Promise<void> {
     void this.call("batchExists", exists("a"));
+    await flush();
     void this.call("batchExists", exists("b"));
+    await flush();
+  }
+
+  /** gathered has two calls on their way, then makes one per key, which wait; the first call is answered, and the waiting ones leave as a Batch (sends[2]). */
+  async gathered(...keys: string[]): Promise<Promise<Sent>[]> {
+    await this.twoOnTheirWay();
     const waiting = keys.map((key) => this.call("batchExists", exists(key)));
+    await flush();
     this.sends[0]!.answer({});
     await flush();
     return waiting;
@@ -65,14 +73,32 @@ const exists = (...keys: string[]) => ({ namespace: "kv", keys });
 const flush = () => new Promise((resolve) => setImmediate(resolve));
 
 describe("Gathering (a relay's calls to one shard)", () => {
-  it("sends calls at once while two are on their way, and the ones after them together as one Batch when one comes back", async () => {
+  it("sends the calls of one turn together as one Batch, a lone call alone", async () => {
     const up = new Upstream();
-    const calls = [
-      up.call("batchExists", exists("a")),
-      up.call("batchExists", exists("b")),
-      up.call("batchExists", exists("c")),
-      up.call("getLocations", exists("d")),
-    ];
+    const calls = [up.call("batchExists", exists("a")), up.call("getLocations", exists("b"))];
+    expect(up.sends).toHaveLength(0);
+    await flush();
+    expect(up.sends.map((s) => s.method)).toEqual(["batch"]);
+    const lone = up.call("batchExists", exists("c"));
+    await flush();
+    expect([up.sends[1]!.method, (up.sends[1]!.request as { keys: string[] }).keys]).toEqual(["batchExists", ["c"]]);
+    up.answerBatch(0);
+    up.sends[1]!.answer({ response: "c's answer" });
+    expect((await Promise.all(calls)).map((a) => a.response)).toEqual([expect.objectContaining({ exists: [true] }), expect.objectContaining({ pages: [7] })]);
+    expect((await lone).response).toBe("c's answer");
+    expect(up.batches).toEqual([2]);
+  });
+
+  it("holds the calls that come while two are on their way, and sends them together as one Batch when one comes back", async () => {
+    const up = new Upstream();
+    const calls = [up.call("batchExists", exists("a"))];
+    await flush();
+    calls.push(up.call("batchExists", exists("b")));
+    await flush();
+    calls.push(up.call("batchExists", exists("c")));
+    await flush();
+    calls.push(up.call("getLocations", exists("d")));
+    await flush();
     expect(up.sends.map((s) => s.method)).toEqual(["batchExists", "batchExists"]);
     up.sends[0]!.answer({ response: "a's answer" });
     await flush();
@@ -96,13 +122,10 @@ describe("Gathering (a relay's calls to one shard)", () => {
 
   it("gives a call of a Batch its own error (code, message, ErrorInfo, server id), and the others their answers", async () => {
     const up = new Upstream();
-    void up.call("batchExists", exists("a"));
-    void up.call("batchExists", exists("b"));
     const good = up.call("batchExists", exists("c"));
     const bad = up.call("batchAllocate", { namespace: "kv", rank: 9, keys: ["bad"] });
-    up.sends[0]!.answer({});
     await flush();
-    up.answerBatch(2);
+    up.answerBatch(0);
     expect((await good).response).toMatchObject({ exists: [true] });
     const error = await bad.catch((e: unknown) => e as ConnectError);
     expect(error).toBeInstanceOf(ConnectError);
@@ -131,10 +154,9 @@ describe("Gathering (a relay's calls to one shard)", () => {
     expect((await c!).response).toBe("c alone");
   });
 
-  it("never holds back the calls a Batch does not carry (InitializeRank, the admin calls)", () => {
+  it("never holds back the calls a Batch does not carry (InitializeRank, the admin calls)", async () => {
     const up = new Upstream();
-    void up.call("batchExists", exists("a"));
-    void up.call("batchExists", exists("b"));
+    await up.twoOnTheirWay();
     void up.call("initializeRank", { namespace: "kv", rank: 0 });
     void up.call("clear", { namespace: "kv" });
     expect(up.sends.map((s) => s.method)).toEqual(["batchExists", "batchExists", "initializeRank", "clear"]);
@@ -142,8 +164,7 @@ describe("Gathering (a relay's calls to one shard)", () => {
 
   it("holds a Batch to MAX_CALLS calls and to the entries of one call at the key limit, and sends a call larger than that alone", async () => {
     const up = new Upstream(); // 16 keys per call: 4 * 16 + 64 = 128 entries, each call of 20 keys counted 28
-    void up.call("batchExists", exists("a"));
-    void up.call("batchExists", exists("b"));
+    await up.twoOnTheirWay();
     const twenty = Array.from({ length: 20 }, (_, i) => `k${i}`);
     for (let i = 0; i < 5; i++) void up.call("batchExists", exists(...twenty));
     void up.call("batchExists", exists(...Array.from({ length: 130 }, (_, i) => `k${i}`)));
@@ -161,8 +182,7 @@ describe("Gathering (a relay's calls to one shard)", () => {
     // A call of "kv" and two keys of 50 characters is bounded at 64 + 3 * 2 + 2 * (6 + 3 * 50) = 382 bytes: two fit in 1,000, three do not.
     const up = new Upstream(1_000);
     const key = (i: number) => String(i).padStart(50, "k");
-    void up.call("batchExists", exists("a"));
-    void up.call("batchExists", exists("b"));
+    await up.twoOnTheirWay();
     for (let i = 0; i < 3; i++) void up.call("batchExists", exists(key(2 * i), key(2 * i + 1)));
     void up.call("batchExists", exists(...Array.from({ length: 7 }, (_, i) => key(i)))); // 1,162 bytes: alone
     expect(up.sends).toHaveLength(3);
@@ -181,9 +201,9 @@ describe("Gathering (a relay's calls to one shard)", () => {
     const twenty = Array.from({ length: 20 }, (_, i) => `k${i}`);
     const gather = async (): Promise<BatchRequest> => {
       const sent = up.sends.length;
-      void up.call("batchExists", exists("a"));
-      void up.call("batchExists", exists("b"));
+      await up.twoOnTheirWay();
       for (let i = 0; i < 4; i++) void up.call("batchExists", exists(...twenty));
+      await flush();
       up.sends[sent]!.answer({});
       await flush();
       up.sends[sent + 1]!.answer({});
@@ -238,8 +258,7 @@ describe("Gathering (a relay's calls to one shard)", () => {
 
   it("drops a waiting call whose caller left (CANCELED), and sends the rest", async () => {
     const up = new Upstream();
-    void up.call("batchExists", exists("a"));
-    void up.call("batchExists", exists("b"));
+    await up.twoOnTheirWay();
     const left = new AbortController();
     const gone = up.call("batchExists", exists("c"), left.signal);
     void up.call("batchExists", exists("d"));
