@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { CallCounter } from "../server/call-counter.js";
 import { collectProcessMetrics } from "../server/metrics.js";
 
 /** LATENCY_BUCKETS are the buckets of the relay's latencies, in seconds: a call's own, and the upstream's. */
@@ -7,12 +8,8 @@ const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.
 /** RelayMetrics are a relay's Prometheus metrics, in a registry of its own (GET /metrics on the relay). */
 export class RelayMetrics {
   readonly registry = new Registry();
-  readonly calls = new Counter({
-    name: "hf3fs_relay_calls_total",
-    help: "Calls by method (or JSON route) and status code.",
-    labelNames: ["method", "code"],
-    registers: [this.registry],
-  });
+  private readonly callCounter = new CallCounter(this.registry, "hf3fs_relay_calls_total", "Calls by method (or JSON route) and status code.");
+  readonly calls = this.callCounter.counter;
   private readonly latency = new Histogram({
     name: "hf3fs_relay_call_duration_seconds",
     help: "Call latency at the relay by method, from the request's arrival to its reply (holds included).",
@@ -62,13 +59,13 @@ export class RelayMetrics {
 
   /** observeCall counts one call at the relay that ended with code ("ok" or a gRPC code name), and its latency. */
   observeCall(method: string, code: string, seconds: number): void {
-    this.calls.labels({ method, code }).inc();
-    this.latency.labels({ method }).observe(seconds);
+    this.callCounter.count(method, code);
+    this.latency.observe({ method }, seconds);
   }
 
   /** observeUpstream records one call's time upstream, and how long it was held when it needed retries. */
   observeUpstream(method: string, seconds: number, retried: boolean): void {
-    this.upstream.labels({ method }).observe(seconds);
+    this.upstream.observe({ method }, seconds);
     if (retried) this.held.observe(seconds);
   }
 

@@ -5,6 +5,7 @@ import type { MemberRecord } from "../replication/cluster-keys.js";
 import type { StandbyReadCounts } from "../replication/standby-reads.js";
 import type { LoadShedder } from "../service/load-shedder.js";
 import { type Store, withCommit } from "../store/store.js";
+import { CallCounter } from "./call-counter.js";
 
 /** ClusterView is what /metrics and `status` show of a highly available cluster. */
 export interface ClusterView {
@@ -38,12 +39,8 @@ export function collectProcessMetrics(registry: Registry): void {
  */
 export class Metrics {
   readonly registry = new Registry();
-  readonly calls = new Counter({
-    name: "hf3fs_metadata_calls_total",
-    help: "Calls by method and status code.",
-    labelNames: ["method", "code"],
-    registers: [this.registry],
-  });
+  private readonly callCounter = new CallCounter(this.registry, "hf3fs_metadata_calls_total", "Calls by method and status code.");
+  readonly calls = this.callCounter.counter;
   private readonly latency = new Histogram({
     name: "hf3fs_metadata_call_duration_seconds",
     help: "Call latency by method, from decoded request to reply (commit included).",
@@ -63,7 +60,6 @@ export class Metrics {
     buckets: [1, 2, 4, 8, 16, 64, 256, 1024, 4096, 16384, 65536],
     registers: [this.registry],
   });
-  private readonly callChildren = new Map<string, { inc(): void }>();
   private readonly latencyChildren = new Map<string, { observe(v: number): void }>();
 
   /** state gives the state at scrape time (a cluster member gets a new one each time it starts leading); cluster reports the members of a highly available cluster. */
@@ -194,13 +190,7 @@ export class Metrics {
 
   /** countCall counts one call of method that ended with code, without a latency of its own (a call of a Batch: the Batch has the latency). */
   countCall(method: string, code: string): void {
-    const key = `${method}\u0000${code}`;
-    let counter = this.callChildren.get(key);
-    if (counter === undefined) {
-      counter = this.calls.labels({ method, code });
-      this.callChildren.set(key, counter);
-    }
-    counter.inc();
+    this.callCounter.count(method, code);
   }
 
   /** instrument wraps a store so that every commit's latency and size are recorded. */
