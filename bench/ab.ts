@@ -2,6 +2,7 @@
 // 8 ranks of 100,000 pages, in-memory) against this checkout's server and another checkout's (DIR), alternated
 // N times, each run on a fresh server; prints the server's CPU per key and per call of each run. With
 // --shards=K, through a relay in front of K servers, one per shard, and the CPU is theirs and the relay's (the relay's also alone);
+// --shards=1,2 runs each K in turn for each checkout, and prints each K's CPU per key over the first's of the same checkout and round;
 // --warmup is the seconds of calls before the counting starts (0.7).
 // How the README's before/after figures of a change are measured. Run: node --import tsx bench/ab.ts --root=/tmp/before
 import { existsSync } from "node:fs";
@@ -17,10 +18,16 @@ const batch = Number(option("batch", "512"));
 const rounds = Number(option("rounds", "3"));
 const seconds = Number(option("seconds", "4"));
 const transport = option("transport", "lean-grpc") as TransportName;
-const shards = Number(option("shards", "0"));
+const shardCounts = option("shards", "0").split(",").map(Number);
 const warmupMs = Number(option("warmup", "0.7")) * 1_000;
 
-async function run(root: string): Promise<string> {
+/** Run is one measured run: its line, and the CPU per key it measured. */
+interface Run {
+  line: string;
+  perKey: number;
+}
+
+async function run(root: string, shards: number): Promise<Run> {
   const serve = ["serve", "--in-memory", "--host", "127.0.0.1", "--port", "0", "--read-lease-ttl", "50ms"];
   // Checkouts from before src/cli/ kept the CLI in src/server/.
   const main = relative(here, existsSync(`${root}/src/cli/main.ts`) ? `${root}/src/cli/main.ts` : `${root}/src/server/main.ts`);
@@ -45,9 +52,18 @@ async function run(root: string): Promise<string> {
   const perKey = (cpuMs * 1_000) / Math.max(1, result.keys);
   const perCall = (cpuMs * 1_000) / (result.cycles * 4);
   const relayPerKey = relay === undefined ? "" : `, the relay ${((otherCpuMs.at(-1)! * 1_000) / Math.max(1, result.keys)).toFixed(2)} µs/key`;
-  return `${perKey.toFixed(2)} µs/key, ${perCall.toFixed(0)} µs/call, ${Math.round(result.keys / seconds)} keys/s${relay === undefined ? "" : ` (servers and relay, ${shards} shard${shards > 1 ? "s" : ""}${relayPerKey})`}`;
+  const line = `${perKey.toFixed(2)} µs/key, ${perCall.toFixed(0)} µs/call, ${Math.round(result.keys / seconds)} keys/s${relay === undefined ? "" : ` (servers and relay, ${shards} shard${shards > 1 ? "s" : ""}${relayPerKey})`}`;
+  return { line, perKey };
 }
 
 for (let round = 0; round < rounds; round++) {
-  for (const root of [other, here]) console.log(`B=${batch} ${root === here ? "this checkout" : root}: ${await run(root)}`);
+  for (const root of [other, here]) {
+    let first: number | undefined;
+    for (const shards of shardCounts) {
+      const { line, perKey } = await run(root, shards);
+      first ??= perKey;
+      const over = shardCounts.length > 1 ? `, ${(perKey / first).toFixed(2)} × K=${shardCounts[0]}` : "";
+      console.log(`B=${batch} ${root === here ? "this checkout" : root}: ${line}${over}`);
+    }
+  }
 }
