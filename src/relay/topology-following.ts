@@ -10,8 +10,18 @@ import { readTopology, shardMembers } from "../client/topology-reading.js";
 export const TOPOLOGY_MS = 10_000;
 
 /**
+ * SETTLING_MS is how soon a relay asks again after an answer that was
+ * not the one before (the first included): a cluster that is starting or
+ * changing names its members over a few seconds (each member's own view
+ * of etcd is up to a second old), and a relay that kept a partial list for
+ * TOPOLOGY_MS would send a shard's reads only to the members it knew.
+ */
+const SETTLING_MS = 1_000;
+
+/**
  * TopologyFollowing asks the cluster for its topology (ClusterService) at
- * once and every TOPOLOGY_MS: the members it knows first, then `seeds`
+ * once, then every SETTLING_MS until two answers agree, and every
+ * TOPOLOGY_MS from then on: the members it knows first, then `seeds`
  * (--upstream's), the first that answers; and hands `follow` each shard's
  * members, leader first, when there are more than one. Servers that do
  * not answer it (older ones), and clusters of one shard, leave the relay
@@ -23,6 +33,8 @@ export class TopologyFollowing {
   private known: string[] = [];
   /** answered is the member that answered last: asked first next time. */
   private answered: string | undefined;
+  /** last is the last answer's shards, as compared with the next (undefined: none yet). */
+  private last: string | undefined;
 
   constructor(
     private readonly seeds: () => readonly string[],
@@ -30,9 +42,10 @@ export class TopologyFollowing {
     private readonly follow: (shards: string[][]) => void,
   ) {}
 
-  /** run reads the topology now and then every TOPOLOGY_MS, until stop; its timer keeps no process alive. */
+  /** run reads the topology now and then as the class says, until stop; its timer keeps no process alive. */
   run(): void {
     const read = async () => {
+      let settled = true;
       const first = this.answered === undefined ? [] : [this.answered];
       const answer = await readTopology([...first, ...this.known, ...this.seeds()], (url) => this.transports.of(url));
       if (this.stopped) return;
@@ -40,12 +53,15 @@ export class TopologyFollowing {
         this.answered = answer.url;
         // A cluster of one shard stays on --upstream: a single node names itself by the address it listens on, which may not be the one reached.
         const shards = answer.topology.shardCount > 1 ? shardMembers(answer.topology) : undefined;
+        const seen = JSON.stringify(shards ?? answer.topology.shardCount);
+        settled = seen === this.last;
+        this.last = seen;
         if (shards !== undefined) {
           this.known = shards.flat();
           this.follow(shards);
         }
       }
-      this.timer = setTimeout(read, TOPOLOGY_MS);
+      this.timer = setTimeout(read, settled ? TOPOLOGY_MS : SETTLING_MS);
       this.timer.unref();
     };
     void read();

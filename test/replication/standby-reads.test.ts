@@ -171,6 +171,13 @@ describe.skipIf(missing !== "")("reads on caught-up standbys", () => {
     await worker.initializeRank({ namespace: "t", rank: 0, numPages: 10_000, worldSize: 1 });
     // Each standby asked its shard's own part (as a relay sends it) until it answers itself.
     for (const standby of standbys) await untilLocal(standby, "t", { [SHARD_LOCAL_HEADER]: "1" });
+    // The relay knows both members of each shard: a topology read while a member was not yet named is read again within seconds.
+    const deadline = Date.now() + 5_000;
+    const known = async () => ((await (await fetch(`${relay.url}/status.json`)).json()) as { shards?: { members: unknown[] }[] }).shards ?? [];
+    while (!(await known()).every((shard) => shard.members.length === 2) || (await known()).length !== 2) {
+      if (Date.now() > deadline) throw new Error(`the relay still knows ${JSON.stringify(await known())}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
     const before = await Promise.all(standbys.map(readCounts));
     const written: string[] = [];
     for (let i = 0; i < 40; i++) {
