@@ -10,8 +10,8 @@ import { readTopology, shardMembers } from "../client/topology-reading.js";
 export const TOPOLOGY_MS = 10_000;
 
 /**
- * SETTLING_MS is how soon a relay asks again after an answer that was
- * not the one before (the first included): a cluster that is starting or
+ * SETTLING_MS is how soon a relay asks again after an answer of shards
+ * that was not the one before (the first included): a cluster that is starting or
  * changing names its members over a few seconds (each member's own view
  * of etcd is up to a second old), and a relay that kept a partial list for
  * TOPOLOGY_MS would send a shard's reads only to the members it knew.
@@ -53,8 +53,8 @@ export class TopologyFollowing {
         this.answered = answer.url;
         // A cluster of one shard stays on --upstream: a single node names itself by the address it listens on, which may not be the one reached.
         const shards = answer.topology.shardCount > 1 ? shardMembers(answer.topology) : undefined;
-        const seen = JSON.stringify(shards ?? answer.topology.shardCount);
-        settled = seen === this.last;
+        const seen = JSON.stringify(shards);
+        settled = shards === undefined || seen === this.last;
         this.last = seen;
         if (shards !== undefined) {
           this.known = shards.flat();
