@@ -66,9 +66,10 @@ export type MetadataClient = Client<typeof MetadataService> & {
  * - with `route`, learns the cluster's shards (ClusterService) and sends
  *   each shard's leader its part of a call itself (shard-routing.ts), each
  *   shard followed, retried and initialized again as above;
- * - sends the calls of the cycle made while two are on their way to a
- *   server (or shard) together as one Batch, each its own answer
- *   (gathering.ts), but calls with options besides a signal;
+ * - sends the calls of the cycle to a server (or shard) made in one turn
+ *   of the event loop, or while two are on their way there, together as
+ *   one Batch, each its own answer (gathering.ts), but calls with options
+ *   besides a signal;
  * - throws MetadataError, a ConnectError with the server's ErrorInfo decoded.
  */
 export function createMetadataClient(options: MetadataClientOptions): MetadataClient {

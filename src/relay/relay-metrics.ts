@@ -42,7 +42,7 @@ export class RelayMetrics {
   });
   private readonly batches = new Histogram({
     name: "hf3fs_relay_batch_calls",
-    help: "Batches the relay sent upstream, by the calls each gathered (its callers' calls, or their parts for one shard, that came while two were on their way there).",
+    help: "Batches the relay sent upstream, by the calls each gathered (its callers' calls, or their parts for one shard, that came in one turn of the event loop, or while two were on their way there).",
     buckets: [2, 4, 8, 16, 32, 64],
     registers: [this.registry],
   });

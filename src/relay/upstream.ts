@@ -49,7 +49,7 @@ export class Upstream {
   readonly reach = new Reach();
   private readonly transports: LeanTransports;
   private readonly following: LeaderFollowing;
-  /** gathering sends the calls that come while others are on their way together, as Batches. */
+  /** gathering sends the calls that come in one turn of the event loop, or while two are on their way, together as Batches. */
   private readonly gathering: Gathering;
   /** reads spreads a cluster's reads over its caught-up standbys (--reads members). */
   private readonly reads: ReadSpreading | undefined;
