@@ -99,7 +99,11 @@ describe.skipIf(missing !== "")("a member's etcd calls (attempts)", () => {
     const client = etcdClient({ hosts: etcd.endpoints.split(","), dialTimeout: 2_000 });
     try {
       await client.put("k").value("before");
-      const paused = etcd.members[0]!.process!;
+      // A follower: etcd's own leader paused stalls every member until they elect another (the test above), which on a busy
+      // machine took longer than these calls' budget; this test is the client's part, a silent endpoint among live ones.
+      const statuses = await Promise.all(etcd.members.map((m) => statusOf(m.clientUrl)));
+      const leader = statuses.find((s) => s.leader !== "0")!.leader;
+      const paused = etcd.members[statuses.findIndex((s) => s.id !== leader)]!.process!;
       paused.kill("SIGSTOP");
       try {
         // Each put goes to a member chosen at random: one that meets the paused member is made again elsewhere, within the budget.
