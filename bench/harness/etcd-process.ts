@@ -59,7 +59,6 @@ export interface EtcdTls {
   clientKey: string;
 }
 
-/** startEtcdCluster starts `size` members that form one cluster, with data under `dataRoot` (a new temporary dir unless given), and waits until every one answers. */
 /** EtcdTiming is etcd's heartbeat interval and election timeout (an election starts within one to two of the timeout after the leader went silent). */
 export interface EtcdTiming {
   heartbeatMs: number;
@@ -69,6 +68,7 @@ export interface EtcdTiming {
 /** LOOPBACK_TIMING elects in a few hundred ms instead of etcd's 1 s default: members on one machine. */
 const LOOPBACK_TIMING: EtcdTiming = { heartbeatMs: 50, electionMs: 500 };
 
+/** startEtcdCluster starts `size` members that form one cluster, with data under `dataRoot` (a new temporary dir unless given), and waits until every one answers. */
 export async function startEtcdCluster(
   size: number,
   dataRoot = mkdtempSync(join(tmpdir(), "hf3fs-metadata-etcd-")),
@@ -154,4 +154,27 @@ function httpsOk(url: string, tls: EtcdTls): Promise<boolean> {
       resolve(response.statusCode === 200);
     }).on("error", reject);
   });
+}
+
+/**
+ * etcdLeaderIndex is the index in `cluster.members` of etcd's own leader,
+ * once a member names one (asked over each member's HTTP gateway, plain
+ * http): a test that pauses or kills a member says which it means, since
+ * pausing the leader stalls every member until they elect another.
+ */
+export async function etcdLeaderIndex(cluster: EtcdCluster, withinMs = 10_000): Promise<number> {
+  const deadline = performance.now() + withinMs;
+  for (;;) {
+    const statuses = await Promise.all(
+      cluster.members.map(async (m) => {
+        const res = await fetch(`${m.clientUrl}/v3/maintenance/status`, { method: "POST", body: "{}" });
+        return (await res.json()) as { header: { member_id: string }; leader?: string };
+      }),
+    );
+    const leader = statuses.find((s) => (s.leader ?? "0") !== "0")?.leader;
+    const index = statuses.findIndex((s) => s.header.member_id === leader);
+    if (index >= 0) return index;
+    if (performance.now() > deadline) throw new Error(`no etcd member named a leader within ${withinMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }

@@ -10,7 +10,7 @@ import { HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/gr
 import { MemberRole, ReplicationService } from "../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { createHealthClient, createMetadataClient, type MetadataClient } from "../../src/client/index.js";
-import { type EtcdCluster, freePort, running, startEtcdCluster } from "./etcd-process.js";
+import { type EtcdCluster, etcdLeaderIndex, freePort, running, startEtcdCluster } from "./etcd-process.js";
 import { cpuMs, type ServerProcess, startProcess } from "./processes.js";
 
 /** HaMember is one server of the cluster, with what it takes to start it again on its data dir and port. */
@@ -157,14 +157,11 @@ export async function measureEtcdLeaderLoss(cluster: HaCluster, rounds: number):
   const writer = await ackedWriter(cluster, "etcd-loss", async (client, keys) => {
     await client.batchAllocate({ namespace: "etcd-loss", rank: 0, keys });
   });
-  const statusOf = async (clientUrl: string) =>
-    (await (await fetch(`${clientUrl}/v3/maintenance/status`, { method: "POST", body: "{}" })).json()) as { leader: string; header: { member_id: string } };
   const times: number[] = [];
   try {
     for (let round = 0; round < rounds; round++) {
       await new Promise((r) => setTimeout(r, 2_000));
-      const statuses = await Promise.all(cluster.etcd.members.map((m) => statusOf(m.clientUrl)));
-      const leader = cluster.etcd.members[statuses.findIndex((s) => s.header.member_id === statuses[0]!.leader)]!;
+      const leader = cluster.etcd.members[await etcdLeaderIndex(cluster.etcd)]!;
       const killedAt = performance.now();
       await leader.kill();
       times.push(await writer.ackedAfter(killedAt));

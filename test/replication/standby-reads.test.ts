@@ -6,7 +6,7 @@ import { DEFAULT_NAMESPACE, keyShard } from "../../src/core/index.js";
 import { LOG_POSITION, MIN_POSITION, SHARD_LOCAL_HEADER } from "../../src/protocol/headers.js";
 import { startChildRelay } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
-import { startEtcdCluster } from "../support/etcd-cluster.js";
+import { etcdLeaderIndex, startEtcdCluster } from "../support/etcd-cluster.js";
 import { type Server, startServer, waitForLeader } from "../support/ha-cluster.js";
 import { existsAtPositions, readLog } from "../support/log-replay.js";
 import { VllmEngine } from "../support/vllm-worker.js";
@@ -224,15 +224,14 @@ describe.skipIf(missing !== "")("reads on caught-up standbys", () => {
   it("every answer is the log's state at the position it names (a checker replays the log), and no standby answers from further behind than the lag", async () => {
     const etcd = await startEtcdCluster(3);
     // Standbys that refuse what they do not answer themselves: every answer from a standby is its own, read at its position.
-    // The leader and one standby talk to etcd members 0 and 1; the other standby to member 2 alone, paused below.
+    // The leader and one standby talk to two etcd members; the other standby to the third alone, paused below: a follower
+    // of etcd's, since pausing etcd's own leader would stall every member (and the writer) until they elected another.
     const args = (endpoints: string) => [...LAG, "--standby-calls", "refuse", "--etcd-endpoints", endpoints];
-    const [first, second] = etcd.members.map((m) => m.clientUrl);
-    const leader = await startServer(etcd, undefined, args(`${first},${second}`));
+    const silent = etcd.members[((await etcdLeaderIndex(etcd)) + 1) % 3]!;
+    const others = etcd.members.filter((m) => m !== silent).map((m) => m.clientUrl);
+    const leader = await startServer(etcd, undefined, args(others.join(",")));
     await waitForLeader([leader]);
-    const standbys = await Promise.all([
-      startServer(etcd, undefined, args(`${first},${second}`)),
-      startServer(etcd, undefined, args(etcd.members[2]!.clientUrl)),
-    ]);
+    const standbys = await Promise.all([startServer(etcd, undefined, args(others.join(","))), startServer(etcd, undefined, args(silent.clientUrl))]);
     const servers = [leader, ...standbys];
     await grpc(leader).initializeRank({ namespace: "c", rank: 0, numPages: 100_000, worldSize: 1 });
     for (const standby of standbys) await untilLocal(standby, "c");
@@ -295,9 +294,9 @@ describe.skipIf(missing !== "")("reads on caught-up standbys", () => {
     // state frozen, while the leader goes on writing; once the lag has passed it must not answer from that state.
     const pause = (async () => {
       await new Promise((resolve) => setTimeout(resolve, 600));
-      etcd.members[2]!.process!.kill("SIGSTOP");
+      silent.process!.kill("SIGSTOP");
       await new Promise((resolve) => setTimeout(resolve, 1_500));
-      etcd.members[2]!.process!.kill("SIGCONT");
+      silent.process!.kill("SIGCONT");
     })();
     await Promise.all([writer, pause, ...servers.map(reader)]);
 
