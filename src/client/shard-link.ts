@@ -16,11 +16,11 @@ export type InitRequest = MessageInitShape<typeof InitializeRankRequestSchema>;
  * state) or it answers RANK_NOT_INITIALIZED, the ranks initialized through
  * the client are initialized there again. The calls of the cycle that
  * come in one turn of the event loop, or while two are on their way,
- * leave together as a Batch (Gathering,
- * as a relay's), but those with call options besides a signal (a timeout,
- * headers, header hooks), which a Batch would not keep. Its Batches stay
- * within a default server's limits: a server of lower ones refuses one
- * whole, its calls go again alone, and the next Batches are half as large.
+ * leave together as a Batch (Gathering, as a relay's), but those with call
+ * options besides a signal (a timeout, headers, header hooks), which a
+ * Batch would not keep. Its Batches stay within a default server's limits:
+ * a server of lower ones refuses one whole, its calls go again alone, and
+ * the next Batches are half as large.
  */
 export class ShardLink {
   private serverId: string | undefined;
