@@ -156,25 +156,38 @@ function httpsOk(url: string, tls: EtcdTls): Promise<boolean> {
   });
 }
 
+/** EtcdStatus is what one member says of itself over its HTTP gateway: its id, and the leader it follows ("0" while it knows none). */
+export interface EtcdStatus {
+  id: string;
+  leader: string;
+}
+
+/** etcdStatus asks one member (plain http) for its EtcdStatus. */
+export async function etcdStatus(clientUrl: string): Promise<EtcdStatus> {
+  const res = await fetch(`${clientUrl}/v3/maintenance/status`, { method: "POST", body: "{}" });
+  const status = (await res.json()) as { header: { member_id: string }; leader?: string };
+  return { id: status.header.member_id, leader: status.leader ?? "0" };
+}
+
 /**
  * etcdLeaderIndex is the index in `cluster.members` of etcd's own leader,
- * once a member names one (asked over each member's HTTP gateway, plain
- * http): a test that pauses or kills a member says which it means, since
- * pausing the leader stalls every member until they elect another.
+ * once a member names one: a test that pauses or kills a member says which
+ * it means, since etcd's leader gone stalls every member until they elect
+ * another. Every member must answer.
  */
 export async function etcdLeaderIndex(cluster: EtcdCluster, withinMs = 10_000): Promise<number> {
   const deadline = performance.now() + withinMs;
   for (;;) {
-    const statuses = await Promise.all(
-      cluster.members.map(async (m) => {
-        const res = await fetch(`${m.clientUrl}/v3/maintenance/status`, { method: "POST", body: "{}" });
-        return (await res.json()) as { header: { member_id: string }; leader?: string };
-      }),
-    );
-    const leader = statuses.find((s) => (s.leader ?? "0") !== "0")?.leader;
-    const index = statuses.findIndex((s) => s.header.member_id === leader);
+    const statuses = await Promise.all(cluster.members.map((m) => etcdStatus(m.clientUrl)));
+    const leader = statuses.find((s) => s.leader !== "0")?.leader;
+    const index = statuses.findIndex((s) => s.id === leader);
     if (index >= 0) return index;
     if (performance.now() > deadline) throw new Error(`no etcd member named a leader within ${withinMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
+}
+
+/** etcdFollower is a member that is not etcd's leader (the one after it): the one to pause or kill when a test means an endpoint, not an election. */
+export async function etcdFollower(cluster: EtcdCluster): Promise<EtcdMember> {
+  return cluster.members[((await etcdLeaderIndex(cluster)) + 1) % cluster.members.length]!;
 }

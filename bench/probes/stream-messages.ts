@@ -23,7 +23,7 @@ function serve(): void {
       const chunks: Buffer[] = [];
       stream.on("data", (chunk: Buffer) => chunks.push(chunk));
       stream.on("end", () => {
-        Buffer.concat(chunks);
+        Buffer.concat(chunks); // the request joined, as a real server does, and not read
         stream.respond({ ":status": 200, "content-type": "application/grpc+proto" }, { waitForTrailers: true });
         stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
         stream.end(ANSWER);

@@ -6,7 +6,7 @@ import { DEFAULT_NAMESPACE, keyShard } from "../../src/core/index.js";
 import { LOG_POSITION, MIN_POSITION, SHARD_LOCAL_HEADER } from "../../src/protocol/headers.js";
 import { startChildRelay } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
-import { etcdLeaderIndex, startEtcdCluster } from "../support/etcd-cluster.js";
+import { etcdFollower, startEtcdCluster } from "../support/etcd-cluster.js";
 import { type Server, startServer, waitForLeader } from "../support/ha-cluster.js";
 import { existsAtPositions, readLog } from "../support/log-replay.js";
 import { VllmEngine } from "../support/vllm-worker.js";
@@ -174,8 +174,8 @@ describe.skipIf(missing !== "")("reads on caught-up standbys", () => {
     // The relay knows both members of each shard: a topology read while a member was not yet named is read again within seconds.
     const deadline = Date.now() + 5_000;
     const known = async () => ((await (await fetch(`${relay.url}/status.json`)).json()) as { shards?: { members: unknown[] }[] }).shards ?? [];
-    while (!(await known()).every((shard) => shard.members.length === 2) || (await known()).length !== 2) {
-      if (Date.now() > deadline) throw new Error(`the relay still knows ${JSON.stringify(await known())}`);
+    for (let shards = await known(); shards.length !== 2 || !shards.every((shard) => shard.members.length === 2); shards = await known()) {
+      if (Date.now() > deadline) throw new Error(`the relay still knows ${JSON.stringify(shards)}`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
     const before = await Promise.all(standbys.map(readCounts));
@@ -227,7 +227,7 @@ describe.skipIf(missing !== "")("reads on caught-up standbys", () => {
     // The leader and one standby talk to two etcd members; the other standby to the third alone, paused below: a follower
     // of etcd's, since pausing etcd's own leader would stall every member (and the writer) until they elected another.
     const args = (endpoints: string) => [...LAG, "--standby-calls", "refuse", "--etcd-endpoints", endpoints];
-    const silent = etcd.members[((await etcdLeaderIndex(etcd)) + 1) % 3]!;
+    const silent = await etcdFollower(etcd);
     const others = etcd.members.filter((m) => m !== silent).map((m) => m.clientUrl);
     const leader = await startServer(etcd, undefined, args(others.join(",")));
     await waitForLeader([leader]);

@@ -2,7 +2,7 @@ import { afterEach } from "vitest";
 import { type EtcdCluster, type EtcdTiming, type EtcdTls, running, startEtcdCluster as start } from "../../bench/harness/etcd-process.js";
 import { tempDir } from "./temp-dir.js";
 
-export { type EtcdCluster, type EtcdMember, type EtcdTls, etcdLeaderIndex, freePort } from "../../bench/harness/etcd-process.js";
+export { type EtcdCluster, type EtcdMember, type EtcdTls, etcdFollower, etcdLeaderIndex, etcdStatus, freePort } from "../../bench/harness/etcd-process.js";
 
 afterEach(() => {
   for (const child of running) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
