@@ -21,6 +21,7 @@ import { fillStore, measureRecovery } from "./probes/recovery.js";
 import { measureRelay, measureRelayFailover, relaySummary } from "./probes/relay.js";
 import { measureShardScale } from "./probes/shard-scale.js";
 import { measureShards, measureShardsAtOneRate } from "./probes/shards.js";
+import { measureStandbyReads } from "./probes/standby-reads.js";
 import { measureStartup } from "./probes/startup.js";
 
 const args = process.argv.slice(2);
@@ -458,6 +459,22 @@ if (enabled("ha")) {
     console.log(`ha        etcd's leader killed (to the first acknowledged write begun after): ${etcdLoss.map((ms) => fmt(ms)).join(", ")} ms`);
   } finally {
     await cluster.stop();
+  }
+}
+
+if (enabled("standby-reads")) {
+  // #43's measure: the leader's CPU per cycle of vLLM's mix (BatchAllocate, ConfirmWrite, 3 BatchExists of 128 keys) with the
+  // caught-up standbys answering the reads, over with every read on it; at a slow pace, where the idle member's timers weigh,
+  // and at a busier one. Pinned: the leader alone on core 0.
+  const pinned = cpus().length >= 2;
+  report.standbyReads = [];
+  for (const rate of quick ? [40] : [10, 40]) {
+    const result = await measureStandbyReads(
+      { seconds: quick ? 2 : 5, rounds: quick ? 1 : 2, batch: 128, clients: 4, rate, modes: ["members", "leader"], profileDir: "", pinned },
+      (line) => console.log(`standby   ${rate}/s ${line}`),
+    );
+    (report.standbyReads as unknown[]).push(result);
+    console.log(`standby   ${rate} cycles/s: the leader's CPU per cycle, reads on the standbys over reads on it: ${fmt(result.leaderRatio, 2)}×`);
   }
 }
 
