@@ -122,6 +122,8 @@ function member(
       child = spawn(ETCD, args, { stdio: ["ignore", "ignore", "pipe"] });
       child.stderr!.on("data", (d) => (output = (output + d).slice(-4_000)));
       running.add(child);
+      const started = child;
+      started.once("exit", () => running.delete(started));
       await waitForHealth(clientUrl, child, () => output, tls);
     },
     async kill() {

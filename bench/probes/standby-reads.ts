@@ -16,7 +16,6 @@ import { availableParallelism } from "node:os";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { running } from "../harness/etcd-process.js";
 import { leaderOf, startHaCluster } from "../harness/ha.js";
 import { numberOption, option } from "../harness/options.js";
 import { cpuMs, SERVER, serverArgs, startProcess } from "../harness/processes.js";
@@ -43,6 +42,8 @@ export interface StandbyReadsRow {
   round: number;
   mode: ReadsMode;
   cycles: number;
+  /** due is the cycles the pace asked for (rate × seconds): a row short of it ran slower, and its CPU per cycle is not the same work's. */
+  due: number;
   leaderMs: number;
   standbysMs: number;
 }
@@ -67,7 +68,8 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
     // The leader alone on core 0, every other process (etcd, standbys, relay, this load) on core 1: on 2 cores the standbys'
     // work competed with the leader's, and its CPU per cycle measured the contention more than its own work.
     if (o.pinned) {
-      const others = [process.pid, ...standbys.map((m) => m.process.pid), ...[...running].map((child) => child.pid!)];
+      const etcd = cluster.etcd.members.flatMap((m) => (m.process?.pid === undefined ? [] : [m.process.pid]));
+      const others = [process.pid, ...standbys.map((m) => m.process.pid), ...etcd];
       execFileSync("taskset", ["-pc", "0", String(leader.process.pid)]);
       for (const pid of others) execFileSync("taskset", ["-pc", "1", String(pid)]);
     }
@@ -120,10 +122,10 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
           }
           const leaderMs = cpuMs(leader.process.pid) - before.leader;
           const standbysMs = standbys.reduce((sum, m) => sum + cpuMs(m.process.pid), 0) - before.standbys;
-          rows.push({ round, mode, cycles, leaderMs, standbysMs });
+          rows.push({ round, mode, cycles, due: o.rate * o.seconds, leaderMs, standbysMs });
           const counts = await Promise.all(standbys.map((m) => standbyCounts(m.process.url)));
           log(
-            `round ${round} --reads ${mode}: ${cycles} cycles; leader ${((leaderMs * 1_000) / cycles).toFixed(0)} µs/cycle, standbys ${((standbysMs * 1_000) / cycles).toFixed(0)} µs/cycle; the standbys' reads so far: ${counts.join("; ")}`,
+            `round ${round} --reads ${mode}: ${cycles} cycles of ${o.rate * o.seconds}; leader ${((leaderMs * 1_000) / cycles).toFixed(0)} µs/cycle, standbys ${((standbysMs * 1_000) / cycles).toFixed(0)} µs/cycle; the standbys' reads so far: ${counts.join("; ")}`,
           );
         } finally {
           await relay.stop();
