@@ -9,8 +9,8 @@
 // per row, the cycles done and the CPU of the leader and of the standbys per cycle (from /proc). With
 // `--pin=yes` (the default, on 2 cores or more) the leader runs alone on core 0 and every other process
 // on core 1 (taskset).
-// Run: node --import tsx bench/probes/standby-reads.ts, or `npm run bench -- --only=standby-reads` (at 10 and 40 cycles a
-// second; --quick: 40 only, one round of 2 s rows).
+// Run: node --import tsx bench/probes/standby-reads.ts, or `npm run bench -- --only=standby-reads` (at 10 and 25 cycles a
+// second; --quick: 25 only, one round of 2 s rows).
 import { execFileSync } from "node:child_process";
 import { availableParallelism } from "node:os";
 import { createClient } from "@connectrpc/connect";
