@@ -21,7 +21,7 @@ import { fillStore, measureRecovery } from "./probes/recovery.js";
 import { measureRelay, measureRelayFailover, relaySummary } from "./probes/relay.js";
 import { measureShardScale } from "./probes/shard-scale.js";
 import { measureShards, measureShardsAtOneRate } from "./probes/shards.js";
-import { measureStandbyReads } from "./probes/standby-reads.js";
+import { measureStandbyReads, type StandbyReadsResult } from "./probes/standby-reads.js";
 import { measureStartup } from "./probes/startup.js";
 
 const args = process.argv.slice(2);
@@ -467,13 +467,13 @@ if (enabled("standby-reads")) {
   // caught-up standbys answering the reads, over with every read on it; at a slow pace, where the idle member's timers weigh,
   // and at a busier one (25: at 40 the core that runs all but the leader did not always keep the pace). Pinned: the leader alone on core 0.
   const pinned = cpus().length >= 2;
-  report.standbyReads = [];
+  const results: StandbyReadsResult[] = [];
   for (const rate of quick ? [25] : [10, 25]) {
     const result = await measureStandbyReads(
       { seconds: quick ? 2 : 5, rounds: quick ? 1 : 2, batch: 128, clients: 4, rate, modes: ["members", "leader"], profileDir: "", pinned },
       (line) => console.log(`standby   ${rate}/s ${line}`),
     );
-    (report.standbyReads as unknown[]).push(result);
+    results.push(result);
     // A row under 95% of its pace ran slower (on 2 cores, the one that is not the leader's may not keep up), and compares less.
     const counted = result.rows.filter((r) => r.round > 0);
     const kept = counted.filter((r) => r.cycles >= 0.95 * r.due).length;
@@ -481,6 +481,7 @@ if (enabled("standby-reads")) {
       `standby   ${rate} cycles/s: the leader's CPU per cycle, reads on the standbys over reads on it: ${fmt(result.leaderRatio, 2)}× (${kept} of ${counted.length} rows kept the pace)`,
     );
   }
+  report.standbyReads = results;
 }
 
 if (enabled("relay")) {

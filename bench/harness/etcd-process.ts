@@ -119,12 +119,12 @@ function member(
     },
     async start() {
       let output = "";
-      child = spawn(ETCD, args, { stdio: ["ignore", "ignore", "pipe"] });
-      child.stderr!.on("data", (d) => (output = (output + d).slice(-4_000)));
-      running.add(child);
-      const started = child;
+      const started = spawn(ETCD, args, { stdio: ["ignore", "ignore", "pipe"] });
+      child = started;
+      started.stderr!.on("data", (d) => (output = (output + d).slice(-4_000)));
+      running.add(started);
       started.once("exit", () => running.delete(started));
-      await waitForHealth(clientUrl, child, () => output, tls);
+      await waitForHealth(clientUrl, started, () => output, tls);
     },
     async kill() {
       if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
