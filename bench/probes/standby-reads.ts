@@ -34,7 +34,8 @@ export interface StandbyReadsOptions {
   modes: readonly ReadsMode[];
   /** profileDir, unless "", gets each server's CPU profile when it stops (node --cpu-prof). */
   profileDir: string;
-  pinned: boolean;
+  /** pin puts the leader alone on core 0 and every other process on core 1 (taskset), on a machine of 2 cores or more. */
+  pin: boolean;
 }
 
 /** StandbyReadsRow is one measured row: `cycles` done and the CPU the leader and the standbys spent meanwhile. */
@@ -42,8 +43,6 @@ export interface StandbyReadsRow {
   round: number;
   mode: ReadsMode;
   cycles: number;
-  /** due is the cycles the pace asked for (rate × seconds): a row short of it ran slower, and its CPU per cycle is not the same work's. */
-  due: number;
   leaderMs: number;
   standbysMs: number;
 }
@@ -56,18 +55,23 @@ export interface StandbyReadsResult {
   leaderRatio: number;
   /** idleUsPerCycle is the leader's CPU with no calls, per the cycles the other rows do in as long; NaN unless idle ran. */
   idleUsPerCycle: number;
+  /** atPace is how many of the `counted` rows (round 0 is not) did at least 95% of the cycles their pace asked: a row short of it ran slower, and its CPU per cycle is not the same work's. */
+  atPace: number;
+  counted: number;
 }
 
 /** measureStandbyReads starts the cluster, runs the rows and stops it; `log` gets a line per row. */
 export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: string) => void = console.log): Promise<StandbyReadsResult> {
   const cluster = await startHaCluster(SERVER, serverArgs, 3, o.profileDir === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${o.profileDir}`]);
   const rows: StandbyReadsRow[] = [];
+  const pinned = o.pin && availableParallelism() >= 2;
+  const due = o.rate * o.seconds;
   try {
     const leader = await leaderOf(cluster);
     const standbys = cluster.members.filter((m) => m !== leader);
     // The leader alone on core 0, every other process (etcd, standbys, relay, this load) on core 1: on 2 cores the standbys'
     // work competed with the leader's, and its CPU per cycle measured the contention more than its own work.
-    if (o.pinned) {
+    if (pinned) {
       const etcd = cluster.etcd.members.flatMap((m) => (m.process?.pid === undefined ? [] : [m.process.pid]));
       const others = [process.pid, ...standbys.map((m) => m.process.pid), ...etcd];
       execFileSync("taskset", ["-pc", "0", String(leader.process.pid)]);
@@ -92,7 +96,7 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
           "--reads",
           idle ? "members" : mode,
         ]);
-        if (o.pinned) execFileSync("taskset", ["-pc", "1", String(relay.pid)]);
+        if (pinned) execFileSync("taskset", ["-pc", "1", String(relay.pid)]);
         try {
           await new Promise((resolve) => setTimeout(resolve, 1_500)); // its probes find the caught-up members
           const client = createClient(MetadataService, createGrpcTransport({ baseUrl: relay.url }));
@@ -118,14 +122,14 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
           );
           if (idle) {
             await new Promise((resolve) => setTimeout(resolve, end - performance.now()));
-            cycles = o.rate * o.seconds;
+            cycles = due;
           }
           const leaderMs = cpuMs(leader.process.pid) - before.leader;
           const standbysMs = standbys.reduce((sum, m) => sum + cpuMs(m.process.pid), 0) - before.standbys;
-          rows.push({ round, mode, cycles, due: o.rate * o.seconds, leaderMs, standbysMs });
+          rows.push({ round, mode, cycles, leaderMs, standbysMs });
           const counts = await Promise.all(standbys.map((m) => standbyCounts(m.process.url)));
           log(
-            `round ${round} --reads ${mode}: ${cycles} cycles of ${o.rate * o.seconds}; leader ${((leaderMs * 1_000) / cycles).toFixed(0)} µs/cycle, standbys ${((standbysMs * 1_000) / cycles).toFixed(0)} µs/cycle; the standbys' reads so far: ${counts.join("; ")}`,
+            `round ${round} --reads ${mode}: ${cycles} cycles of ${due}; leader ${((leaderMs * 1_000) / cycles).toFixed(0)} µs/cycle, standbys ${((standbysMs * 1_000) / cycles).toFixed(0)} µs/cycle; the standbys' reads so far: ${counts.join("; ")}`,
           );
         } finally {
           await relay.stop();
@@ -136,11 +140,19 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
     await cluster.stop();
   }
   // The ratio of sums over the counted rounds (round 0 is the warm-up).
+  const counted = rows.filter((r) => r.round > 0);
   const perCycleUs = (mode: ReadsMode) => {
-    const counted = rows.filter((r) => r.round > 0 && r.mode === mode);
-    return (counted.reduce((s, r) => s + r.leaderMs, 0) * 1_000) / counted.reduce((s, r) => s + r.cycles, 0);
+    const of = counted.filter((r) => r.mode === mode);
+    return (of.reduce((s, r) => s + r.leaderMs, 0) * 1_000) / of.reduce((s, r) => s + r.cycles, 0);
   };
-  return { rate: o.rate, rows, leaderRatio: perCycleUs("members") / perCycleUs("leader"), idleUsPerCycle: perCycleUs("idle") };
+  return {
+    rate: o.rate,
+    rows,
+    leaderRatio: perCycleUs("members") / perCycleUs("leader"),
+    idleUsPerCycle: perCycleUs("idle"),
+    atPace: counted.filter((r) => r.cycles >= 0.95 * due).length,
+    counted: counted.length,
+  };
 }
 
 /** standbyCounts reads a standby's reads by outcome from its /metrics. */
@@ -158,8 +170,11 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     rate: numberOption("rate", 10),
     modes: option("modes", "members,leader").split(",") as ReadsMode[],
     profileDir: option("profile", ""),
-    pinned: option("pin", "yes") === "yes" && availableParallelism() >= 2,
+    pin: option("pin", "yes") === "yes",
   });
-  if (!Number.isNaN(result.leaderRatio)) console.log(`the leader's CPU per cycle, members against leader: ${result.leaderRatio.toFixed(2)}×`);
+  if (!Number.isNaN(result.leaderRatio))
+    console.log(
+      `the leader's CPU per cycle, members against leader: ${result.leaderRatio.toFixed(2)}× (${result.atPace} of ${result.counted} rows kept the pace)`,
+    );
   if (!Number.isNaN(result.idleUsPerCycle)) console.log(`the leader's CPU idle, per the cycles of a row: ${result.idleUsPerCycle.toFixed(0)} µs`);
 }
