@@ -36,9 +36,10 @@ interface Route {
  * Why: connect-node's generic per-call pipeline costs many times the
  * service's own work per unary call (bench/README.md). Compressed gRPC,
  * gRPC-Web and Connect go through connect-node. Given `health`, it serves
- * grpc.health.v1.Health/Check too, as an open service: a relay checks
- * every member twice a second, which through connect-node cost a server
- * about four fast calls (bench/probes/health-cost.ts).
+ * grpc.health.v1.Health/Check too, as an open service: through
+ * connect-node a check cost a server about four fast calls
+ * (bench/probes/health-cost.ts), and the `health` command, the pods'
+ * readiness probes and gRPC load balancers call it.
  */
 export class GrpcUnaryFastPath {
   private readonly routes = new Map<string, Route>();
