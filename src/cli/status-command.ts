@@ -16,9 +16,11 @@ Prints every member the highly available cluster has known: its id, URL, role (l
 once its lease lapsed), the last log entry it applied, how far it is behind the leader (in log entries)
 and when it last published, and how far a member's long load is (its standby state, a snapshot). Exits 0
 when a member leads, none is down or loading and none lags more than --max-lag entries (default
-${DEFAULT_MAX_LAG}); 1 otherwise, or when the server cannot tell. A single-node server reports itself: serving,
-or how far it is in loading its store; a relay, whether it reaches a server that answers calls. --json prints the same as one JSON object. --forget MEMBER removes
-a member that is down for good (an admin call with token files).
+${DEFAULT_MAX_LAG}); 1 otherwise, or when the server cannot tell. A cluster of shards also lists each shard's
+leader and members, and exits 1 while a shard has no leader. A single-node server reports itself:
+serving, or how far it is in loading its store; a relay, whether it reaches a server that answers
+calls. --json prints the same as one JSON object. --forget MEMBER removes a member that is down for
+good (an admin call with token files).
 --server (any member) defaults to ${DEFAULT_SERVER} (env HF3FS_METADATA_SERVER).
 ${CONNECTION_HELP}`;
 
