@@ -1,7 +1,8 @@
 // standby-reads.ts [--seconds=S] [--rounds=R] [--batch=B] [--clients=C] [--rate=N]: what reads on standbys save
 // the leader. 3 etcd members and 3 servers; a relay in front of them, started with `--reads members`
 // (standbys answer the reads they hold fresh) and `--reads leader` (every read to the leader), the
-// two alternated R times (2) on the same cluster. Each row runs C (4) loops of vLLM's pattern for S
+// two alternated R times (2) on the same cluster, after a round 0 of each that runs unpaced and is not
+// counted (the JIT's warm-up). Each row runs C (4) loops of vLLM's pattern for S
 // seconds (5): a worker's BatchAllocate and ConfirmWrite of B (128) new keys, then 3 BatchExists of
 // the same keys (the scheduler asking for the waiting requests), all through the relay, paced at N
 // (10) cycles a second in all, so that both rows do the same work when they keep up (`--modes=`
@@ -80,7 +81,7 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
     const setup = createClient(MetadataService, createGrpcTransport({ baseUrl: leader.process.url }));
     await setup.initializeRank({ namespace: "bench", rank: 0, numPages: 1 << 22, worldSize: 1 });
     let next = 0;
-    // Round 0 warms the leader up (its first seconds' CPU is the JIT's) and is not counted; then the order alternates (ABBA).
+    // Round 0 warms the leader up (its first seconds' CPU is the JIT's), unpaced, and is not counted; then the order alternates (ABBA).
     for (let round = 0; round <= o.rounds; round++) {
       for (const mode of round % 2 === 1 ? o.modes : [...o.modes].reverse()) {
         // "idle": a relay (--reads members) and no calls, the CPU counted per the cycles the other rows do in as long (rate × seconds).
@@ -105,12 +106,14 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
           const end = start + o.seconds * 1_000;
           let cycles = 0;
           let slot = 0;
+          // Round 0 runs as fast as it can: at the pace, the leader's code for either row was still being compiled a minute in.
+          const paced = round > 0;
           await Promise.all(
             Array.from({ length: o.clients }, async () => {
               while (performance.now() < end && !idle) {
                 // Paced: both rows do the same cycles when they keep up, so the CPU per cycle compares the same work.
                 const due = start + (slot++ * 1_000) / o.rate;
-                if (due > performance.now()) await new Promise((resolve) => setTimeout(resolve, due - performance.now()));
+                if (paced && due > performance.now()) await new Promise((resolve) => setTimeout(resolve, due - performance.now()));
                 if (performance.now() >= end) break;
                 const keys = Array.from({ length: o.batch }, () => `key-${next++}`);
                 const { pages } = await client.batchAllocate({ namespace: "bench", rank: 0, keys });
@@ -129,7 +132,7 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
           rows.push({ round, mode, cycles, leaderMs, standbysMs });
           const counts = await Promise.all(standbys.map((m) => standbyCounts(m.process.url)));
           log(
-            `round ${round} --reads ${mode}: ${cycles} cycles of ${due}; leader ${((leaderMs * 1_000) / cycles).toFixed(0)} µs/cycle, standbys ${((standbysMs * 1_000) / cycles).toFixed(0)} µs/cycle; the standbys' reads so far: ${counts.join("; ")}`,
+            `round ${round} --reads ${mode}: ${cycles} cycles ${paced ? `of ${due}` : "unpaced (warm-up)"}; leader ${((leaderMs * 1_000) / cycles).toFixed(0)} µs/cycle, standbys ${((standbysMs * 1_000) / cycles).toFixed(0)} µs/cycle; the standbys' reads so far: ${counts.join("; ")}`,
           );
         } finally {
           await relay.stop();
