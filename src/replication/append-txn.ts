@@ -1,4 +1,5 @@
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { bytesField, firstOf } from "./etcd-wire.js";
 import type { Append, AppendAnswer, EtcdUnary, LogAppend } from "./log-append.js";
 
 /**
@@ -21,22 +22,17 @@ export function encodeAppendTxn({ fence, key, value }: Append): Uint8Array {
   if (fence.target !== "Create" || fence.result !== "Equal") throw new TypeError("a fence compares a key's create_revision for equality");
   const w = new BinaryWriter();
   // compare (1): Compare { result EQUAL (0, left out), target CREATE (1), key (3), create_revision (5) }
-  bytes(w.tag(1, WireType.LengthDelimited).fork().tag(2, WireType.Varint).int32(1), 3, fence.key);
+  bytesField(w.tag(1, WireType.LengthDelimited).fork().tag(2, WireType.Varint).int32(1), 3, fence.key);
   w.tag(5, WireType.Varint).int64(fence.create_revision).join();
   // compare (1): Compare { target VERSION (0), key (3), version (4) = 0: a oneof's member is written even at 0 }
-  bytes(w.tag(1, WireType.LengthDelimited).fork(), 3, key).tag(4, WireType.Varint).int64(0).join();
+  bytesField(w.tag(1, WireType.LengthDelimited).fork(), 3, key).tag(4, WireType.Varint).int64(0).join();
   // success (2): RequestOp { request_put (2): PutRequest { key (1), value (2) } }
-  bytes(bytes(w.tag(2, WireType.LengthDelimited).fork().tag(2, WireType.LengthDelimited).fork(), 1, key), 2, value)
+  bytesField(bytesField(w.tag(2, WireType.LengthDelimited).fork().tag(2, WireType.LengthDelimited).fork(), 1, key), 2, value)
     .join()
     .join();
   // failure (3): RequestOp { request_range (1): RangeRequest { key (1) } }, for the fenced key, then the entry
-  for (const read of [fence.key, key]) bytes(w.tag(3, WireType.LengthDelimited).fork().tag(1, WireType.LengthDelimited).fork(), 1, read).join().join();
+  for (const read of [fence.key, key]) bytesField(w.tag(3, WireType.LengthDelimited).fork().tag(1, WireType.LengthDelimited).fork(), 1, read).join().join();
   return w.finish();
-}
-
-/** bytes writes a bytes field, left out when empty (proto3's default). */
-function bytes(w: BinaryWriter, field: number, value: Uint8Array): BinaryWriter {
-  return value.length === 0 ? w : w.tag(field, WireType.LengthDelimited).bytes(value);
 }
 
 /** decodeAppendAnswer reads an append's TxnResponse: succeeded (2), else its two ranges' first key's create_revision (the fence's term) and whether the entry exists. */
@@ -56,8 +52,8 @@ export function decodeAppendAnswer(bytes: Uint8Array): AppendAnswer {
 
 /** firstRevision reads a ResponseOp: its response_range's (1) first KeyValue's (kvs, 2) create_revision (2), undefined when it has none. */
 function firstRevision(op: Uint8Array): string | undefined {
-  const range = first(op, 1);
-  const kv = range === undefined ? undefined : first(range, 2);
+  const range = firstOf(op, 1);
+  const kv = range === undefined ? undefined : firstOf(range, 2);
   if (kv === undefined) return undefined;
   const r = new BinaryReader(kv);
   let revision = "0";
@@ -67,15 +63,4 @@ function firstRevision(op: Uint8Array): string | undefined {
     else r.skip(wire);
   }
   return revision;
-}
-
-/** first is the first value of a message's length-delimited field, undefined when it has none. */
-function first(message: Uint8Array, field: number): Uint8Array | undefined {
-  const r = new BinaryReader(message);
-  while (r.pos < r.len) {
-    const [f, wire] = r.tag();
-    if (f === field && wire === WireType.LengthDelimited) return r.bytes();
-    r.skip(wire);
-  }
-  return undefined;
 }

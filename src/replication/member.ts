@@ -7,12 +7,14 @@ import type { Leadership } from "../service/leadership.js";
 import { commit } from "../service/ledger.js";
 import type { LmdbStore } from "../store/lmdb-store.js";
 import { CurrentLoad } from "../store/load-progress.js";
+import { unaryAppend } from "./append-txn.js";
 import { ClusterKeys, type MemberRecord } from "./cluster-keys.js";
 import { Election, ensureClusterId } from "./election.js";
 import { EtcdSession } from "./etcd-session.js";
 import { HotStandby } from "./hot-standby.js";
 import { LocalCopy } from "./local-copy.js";
-import { etcd3Append, type LogAppend } from "./log-append.js";
+import { type EtcdUnary, etcd3Append } from "./log-append.js";
+import { etcd3LogEnd, unaryLogEnd } from "./log-end.js";
 import { LogReader } from "./log-reader.js";
 import { LogWriter } from "./log-writer.js";
 import { ReplicatedStore } from "./replicated-store.js";
@@ -40,8 +42,8 @@ export interface MemberOptions {
   peerTls?: PeerTls;
   /** standbyReadLagMs is how far behind the log's end a standby may answer reads itself (StandbyReads, --standby-read-lag); 0 or undefined: never. */
   standbyReadLagMs?: number;
-  /** append sends the leader's appends to the log (a lean client of etcd's KV.Txn), closed with the member; undefined: the etcd3 client's (etcd3Append). */
-  append?: { send: LogAppend; close(): void };
+  /** etcdTxn is a lean client of etcd's KV.Txn (etcd-txn-client.ts) for the leader's appends and a standby's questions of the log's end, closed with the member; undefined: the etcd3 client's (etcd3Append, etcd3LogEnd). */
+  etcdTxn?: { txn: EtcdUnary; close(): void };
 }
 
 /** PUBLISH_MS is how often a member refreshes its record (applied entry, role). */
@@ -120,13 +122,12 @@ export class Member {
       options.standbyReadLagMs ?? 0,
       () => this.reader.appliedSeq,
       () => this.standby.reads(),
-      client,
-      this.keys,
+      options.etcdTxn ? unaryLogEnd(options.etcdTxn.txn, this.keys) : etcd3LogEnd(client, this.keys),
     );
     if (this.standbyReads.lagMs > 0) leadership.reads = this.standbyReads;
     this.ledger = {
       state: new MetadataState(options.clock, options.state),
-      store: new ReplicatedStore(this, clusterId, local, [client, watches, ...(options.append ? [options.append] : [])]),
+      store: new ReplicatedStore(this, clusterId, local, [client, watches, ...(options.etcdTxn ? [options.etcdTxn] : [])]),
       reads: () => this.reads(),
     };
   }
@@ -260,7 +261,15 @@ export class Member {
     const hot = this.standby.loaded;
     const state = await this.standby.takeOver();
     if (!session.valid()) return;
-    const writer = new LogWriter(this.options.append?.send ?? etcd3Append(this.client), this.keys, session, termRevision, lastSeq + 1, this.copy, this.logger);
+    const writer = new LogWriter(
+      this.options.etcdTxn ? unaryAppend(this.options.etcdTxn.txn) : etcd3Append(this.client),
+      this.keys,
+      session,
+      termRevision,
+      lastSeq + 1,
+      this.copy,
+      this.logger,
+    );
     this.ledger.state = state;
     this.writer = writer;
     this.copy.lead();

@@ -1,9 +1,8 @@
 import type { CallOptions } from "@grpc/grpc-js";
-import type { Etcd3 } from "etcd3";
 import type { StateReads } from "../core/index.js";
 import { MIN_POSITION } from "../protocol/headers.js";
 import { Notifier } from "../service/notifier.js";
-import type { ClusterKeys } from "./cluster-keys.js";
+import type { LogEnd } from "./log-end.js";
 import { sleep } from "./sleep.js";
 import { attempts } from "./within.js";
 
@@ -55,8 +54,7 @@ export class StandbyReads {
     readonly lagMs: number,
     private readonly appliedSeq: () => number,
     private readonly replica: () => StateReads | undefined,
-    private readonly client: Etcd3,
-    private readonly keys: ClusterKeys,
+    private readonly logEnd: LogEnd,
   ) {}
 
   /** staleMs is how long ago this member last knew it held the log's end (Infinity: never). */
@@ -136,13 +134,7 @@ export class StandbyReads {
       const applied = this.appliedSeq();
       try {
         // The log's last entry past the applied one, if any: a write acknowledged before sentAt is at or before it.
-        const res = await attempts(this.lagMs, (options: CallOptions) =>
-          this.client.kv.range(
-            { key: this.keys.logEntry(applied + 1), range_end: this.keys.logEnd, sort_order: "Descend", sort_target: "Key", limit: 1, keys_only: true },
-            options,
-          ),
-        );
-        const end = res.kvs.length === 0 ? applied : this.keys.seqOf(res.kvs[0]!.key);
+        const end = (await attempts(this.lagMs, (options: CallOptions) => this.logEnd(applied + 1, options))) ?? applied;
         // Under steady writes the log has always moved on by the time etcd answers: wait (within the lag) to apply as far as it was.
         if (this.appliedSeq() < end) {
           const within = AbortSignal.any([signal, AbortSignal.timeout(Math.ceil(Math.max(1, this.lagMs - (performance.now() - sentAt))))]);

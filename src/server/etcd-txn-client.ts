@@ -13,16 +13,17 @@ const SILENT_HOST_MS = 1_000;
 const TXN_PATH = "/etcdserverpb.KV/Txn";
 const AUTHENTICATE_PATH = "/etcdserverpb.Auth/Authenticate";
 
-/** EtcdTxnClient sends KV.Txn calls to etcd on node:http2 (LogAppend's lean way); closed with the member. */
+/** EtcdTxnClient sends KV.Txn calls to etcd on node:http2 (the lean way of LogAppend and LogEnd); closed with the member. */
 export interface EtcdTxnClient {
   readonly txn: EtcdUnary;
   close(): void;
 }
 
 /**
- * etcdTxnClient is a lean client of etcd's KV.Txn for the leader's appends:
- * one node:http2 connection per endpoint (the relay's lean gRPC transport),
- * with the member's TLS (etcd's CA, its client certificate) and etcd's user,
+ * etcdTxnClient is a lean client of etcd's KV.Txn for the leader's appends
+ * and a standby's questions of the log's end: one node:http2 connection
+ * per endpoint (the relay's lean gRPC transport), with the member's TLS
+ * (etcd's CA, its client certificate) and etcd's user,
  * whose token it asks for with Auth.Authenticate and asks again when etcd
  * says it is no longer valid. Like etcd-client.ts, each call goes to an
  * endpoint at random, but one that let a call run out its deadline is

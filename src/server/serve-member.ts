@@ -2,7 +2,6 @@ import { hostname } from "node:os";
 import type { Etcd3, IOptions } from "etcd3";
 import { systemClock } from "../core/index.js";
 import type { PeerTls } from "../protocol/peer-tls.js";
-import { unaryAppend } from "../replication/append-txn.js";
 import { endpointSet, shardEtcdEndpoints } from "../replication/cluster-options.js";
 import { etcdClient } from "../replication/etcd-client.js";
 import { Member } from "../replication/member.js";
@@ -47,8 +46,8 @@ export async function serveMember({ options, security, port, stopped, logger }: 
     });
     // Watches have a client of their own, made anew should the etcd3 package wedge its watch stream (watch.ts).
     const watches = new Watches(connect);
-    // The leader's appends go on a lean client of etcd's KV.Txn (etcd3's stack cost about twice its CPU per append).
-    const appends = etcdTxnClient({ ...etcdAuth, hosts: options.etcdEndpoints.split(",") });
+    // The leader's appends and a standby's questions of the log's end go on a lean client of etcd's KV.Txn (etcd3's stack cost about twice its CPU per append).
+    const etcdTxn = etcdTxnClient({ ...etcdAuth, hosts: options.etcdEndpoints.split(",") });
     const memberOptions = {
       // Each shard is a cluster of its own in etcd, named after the cluster and its place in it: a member of another
       // shard, or of the same cluster split another way, joins another group, and its data dir another cluster's.
@@ -59,11 +58,11 @@ export async function serveMember({ options, security, port, stopped, logger }: 
       clock: systemClock,
       token: snapshotToken(options),
       peerTls,
-      append: { send: unaryAppend(appends.txn), close: () => appends.close() },
+      etcdTxn,
     };
     member = await Member.join(client, watches, local, new Leadership(), memberOptions, logger).catch(async (error: Error) => {
       client.close();
-      appends.close();
+      etcdTxn.close();
       watches.close();
       await local.close();
       throw error;

@@ -2,6 +2,7 @@ import { Etcd3, GRPCDeadlineExceededError, isRecoverableError } from "etcd3";
 import { afterEach, describe, expect, it } from "vitest";
 import { unaryAppend } from "../../src/replication/append-txn.js";
 import { ClusterKeys } from "../../src/replication/cluster-keys.js";
+import { etcd3LogEnd, unaryLogEnd } from "../../src/replication/log-end.js";
 import { attempts, within } from "../../src/replication/within.js";
 import { etcdTxnClient } from "../../src/server/etcd-txn-client.js";
 import { lacking } from "../support/debian-packages.js";
@@ -10,7 +11,7 @@ import { pause } from "../support/pause.js";
 
 const missing = lacking("the lean etcd client tests", "etcd");
 
-describe.skipIf(missing !== "")("the lean client of etcd's KV.Txn the leader appends with", () => {
+describe.skipIf(missing !== "")("the lean client of etcd's KV.Txn (the leader's appends, a standby's questions of the log's end)", () => {
   const closing: (() => void)[] = [];
   afterEach(() => {
     for (const close of closing.splice(0)) close();
@@ -49,6 +50,19 @@ describe.skipIf(missing !== "")("the lean client of etcd's KV.Txn the leader app
     const next = await leaderOf(client, keys);
     expect(await append({ ...entry, key: keys.logEntry(2) }, within(2_000))).toEqual({ succeeded: false, leaderRevision: next, entryExists: false });
     expect((await client.kv.range({ key: keys.logEntry(2) })).kvs).toEqual([]);
+  });
+
+  it("answers a standby's question of the log's end as etcd3's client does: the last entry from where it asks, none past it, no key outside the log", async () => {
+    const { client, lean, keys } = await setUp(1);
+    const ways = [etcd3LogEnd(client, keys), unaryLogEnd(lean.txn, keys)];
+    const ask = (from: number) => Promise.all(ways.map((logEnd) => logEnd(from, within(2_000))));
+    expect(await ask(1)).toEqual([undefined, undefined]);
+    // Entries 1 to 20 (past 16: a key whose hex sequence number grows a digit), and a key just past the log's range.
+    for (let seq = 1; seq <= 20; seq++) await client.put(keys.logEntry(seq)).value(String(seq));
+    await client.put(keys.logEnd).value("not an entry");
+    expect(await ask(1)).toEqual([20, 20]);
+    expect(await ask(20)).toEqual([20, 20]);
+    expect(await ask(21)).toEqual([undefined, undefined]);
   });
 
   it("fails as etcd3 would where no etcd answers: a refused connection is recoverable, a silent endpoint runs out its deadline", async () => {

@@ -1,15 +1,13 @@
-import type { Etcd3 } from "etcd3";
 import { describe, expect, it } from "vitest";
 import { MetadataState } from "../../../src/core/state.js";
 import { MIN_POSITION } from "../../../src/protocol/headers.js";
-import { ClusterKeys } from "../../../src/replication/cluster-keys.js";
+import type { LogEnd } from "../../../src/replication/log-end.js";
 import { StandbyReads } from "../../../src/replication/standby-reads.js";
 import { FakeClock } from "../../support/fake-clock.js";
 
-/** etcdSaying is an etcd client whose log ends at the applied entry (`past` false) or one entry past it (true). */
-function etcdSaying(past: () => boolean, applied: { seq: number }): Etcd3 {
-  const keys = new ClusterKeys("test");
-  return { kv: { range: async () => ({ kvs: past() ? [{ key: keys.logEntry(applied.seq + 1) }] : [] }) } } as unknown as Etcd3;
+/** etcdSaying is etcd's answer of the log's end: at the applied entry (`past` false: no entry past it) or one entry past it (true). */
+function etcdSaying(past: () => boolean, applied: { seq: number }): LogEnd {
+  return async () => (past() ? applied.seq + 1 : undefined);
 }
 
 /** standbyReads is a standby's reads over a replayed state at `applied`, told by etcd whether the log goes on. */
@@ -20,7 +18,6 @@ function standbyReads(applied: { seq: number }, past = () => false) {
     () => applied.seq,
     () => replica,
     etcdSaying(past, applied),
-    new ClusterKeys("test"),
   );
 }
 
@@ -128,12 +125,10 @@ describe("a standby's reads (StandbyReads)", () => {
   it("idle, ask etcd nothing and wait for no timer: the first read wakes a standby's questions at once, never a leader's", async () => {
     const applied = { seq: 5 };
     let asked = 0;
-    const keys = new ClusterKeys("test");
-    const range = async () => {
+    const logEnd: LogEnd = async () => {
       asked++;
-      return { kvs: [] };
+      return undefined;
     };
-    const etcd = { kv: { range } } as unknown as Etcd3;
     const replica = new MetadataState(new FakeClock().clock);
     const turns = async (n: number) => {
       for (let i = 0; i < n; i++) await new Promise(setImmediate);
@@ -144,8 +139,7 @@ describe("a standby's reads (StandbyReads)", () => {
         100,
         () => applied.seq,
         () => replica,
-        etcd,
-        keys,
+        logEnd,
       );
       const stop = new AbortController();
       const running = reads.run(stop.signal, () => leading);
