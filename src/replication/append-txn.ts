@@ -8,7 +8,7 @@ import type { Append, AppendAnswer, EtcdUnary, LogAppend } from "./log-append.js
  * Why not its reflective codec (a registry, as test/support/etcd-schema.ts
  * builds one): the message objects and the walk over their descriptors
  * cost the HA leader more per append than the fields themselves
- * (docs/performance.md); test/unit/replication/append-txn.test.ts holds
+ * (docs/performance.md); test/unit/replication/etcd-txn-wire.test.ts holds
  * both ways to the same bytes and answers.
  */
 

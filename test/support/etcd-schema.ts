@@ -9,8 +9,9 @@ import {
 /**
  * Builders of etcd's messages (api/etcdserverpb/rpc.proto) by etcd's field
  * numbers, as protobuf-es registries: the reference that the tests hold
- * src/replication/append-txn.ts and etcd-authenticate.ts (etcd's wire
- * format written by hand) to. Fields left out are skipped as unknown.
+ * src/replication/append-txn.ts, log-end.ts and etcd-authenticate.ts
+ * (etcd's wire format written by hand) to. Fields left out are skipped as
+ * unknown.
  */
 
 /** etcdField is a field of a message: `type` a scalar's, or a message's name (".etcdserverpb.Name"). */

@@ -3,10 +3,11 @@ import { FieldDescriptorProto_Type as Type } from "@bufbuild/protobuf/wkt";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { decodeAppendAnswer, encodeAppendTxn } from "../../../src/replication/append-txn.js";
+import { decodeLastKey, encodeLogEndTxn } from "../../../src/replication/log-end.js";
 import { etcdRegistry, etcdField as field, etcdMessage as message } from "../../support/etcd-schema.js";
 
-// etcd's KV.Txn messages as protobuf-es reads them, with fields the append leaves out (headers, a
-// KeyValue's other fields, put responses), so that the hand-read answer must skip them.
+// etcd's KV.Txn messages as protobuf-es reads them, with fields the append and a standby's question
+// leave out (headers, a KeyValue's other fields, put responses), so that the hand-read answers must skip them.
 const registry = etcdRegistry(
   "etcd-txn-reference",
   [
@@ -23,7 +24,14 @@ const registry = etcdRegistry(
       ],
       ["target_union"],
     ),
-    message("RangeRequest", [field("key", 1, Type.BYTES), field("range_end", 2, Type.BYTES)]),
+    message("RangeRequest", [
+      field("key", 1, Type.BYTES),
+      field("range_end", 2, Type.BYTES),
+      field("limit", 3, Type.INT64),
+      field("sort_order", 5, Type.INT32),
+      field("sort_target", 6, Type.INT32),
+      field("keys_only", 8, Type.BOOL),
+    ]),
     message("PutRequest", [field("key", 1, Type.BYTES), field("value", 2, Type.BYTES), field("lease", 3, Type.INT64)]),
     message(
       "RequestOp",
@@ -85,6 +93,18 @@ const keyValue = fc.record({
   lease: fc.bigInt({ min: 0n, max: 1n << 40n }),
 });
 const range = fc.record({ header, kvs: fc.array(keyValue, { maxLength: 2 }), more: fc.boolean(), count: fc.bigInt({ min: 0n, max: 5n }) });
+/** answer is a TxnResponse of up to two ops, ranges or puts. */
+const answer = fc.record({
+  header,
+  succeeded: fc.boolean(),
+  responses: fc.array(
+    fc.oneof(
+      range.map((value) => ({ response: { case: "responseRange" as const, value } })),
+      header.map((h) => ({ response: { case: "responsePut" as const, value: { header: h } } })),
+    ),
+    { maxLength: 2 },
+  ),
+});
 
 describe("an append's KV.Txn on the wire", () => {
   it("is the request protobuf-es writes for it, byte for byte", () => {
@@ -110,17 +130,6 @@ describe("an append's KV.Txn on the wire", () => {
   });
 
   it("reads the answers protobuf-es reads, past the fields it does not use", () => {
-    const answer = fc.record({
-      header,
-      succeeded: fc.boolean(),
-      responses: fc.array(
-        fc.oneof(
-          range.map((value) => ({ response: { case: "responseRange" as const, value } })),
-          header.map((h) => ({ response: { case: "responsePut" as const, value: { header: h } } })),
-        ),
-        { maxLength: 2 },
-      ),
-    });
     fc.assert(
       fc.property(answer, (init) => {
         const wire = toBinary(TxnResponse, create(TxnResponse, init as never));
@@ -133,6 +142,32 @@ describe("an append's KV.Txn on the wire", () => {
           ? { succeeded: true, leaderRevision: undefined, entryExists: false }
           : { succeeded: false, leaderRevision: first(0)?.createRevision.toString(), entryExists: first(1) !== undefined };
         expect(decodeAppendAnswer(wire)).toEqual(expected);
+      }),
+    );
+  });
+});
+
+describe("a standby's question of the log's end, as a KV.Txn on the wire", () => {
+  it("is the request protobuf-es writes for it, byte for byte: the last key of the range, keys only", () => {
+    fc.assert(
+      fc.property(bytes, bytes, (key, rangeEnd) => {
+        const expected = create(TxnRequest, {
+          success: [{ request: { case: "requestRange", value: { key, rangeEnd, limit: 1n, sortOrder: 2, sortTarget: 0, keysOnly: true } } }],
+        } as never);
+        expect(Buffer.from(encodeLogEndTxn(key, rangeEnd))).toEqual(Buffer.from(toBinary(TxnRequest, expected)));
+      }),
+    );
+  });
+
+  it("reads the first key of the answer's first range as protobuf-es reads it, past the fields it does not use", () => {
+    fc.assert(
+      fc.property(answer, (init) => {
+        const wire = toBinary(TxnResponse, create(TxnResponse, init as never));
+        const read = fromBinary(TxnResponse, wire) as unknown as typeof init;
+        const op = read.responses[0]?.response;
+        const expected = op?.case === "responseRange" ? op.value.kvs[0]?.key : undefined;
+        const got = decodeLastKey(wire);
+        expect(got === undefined ? undefined : Buffer.from(got)).toEqual(expected === undefined ? undefined : Buffer.from(expected));
       }),
     );
   });
