@@ -124,7 +124,7 @@ describe("the options of high availability", () => {
 describe("the body limit", () => {
   /** largestAllocate is the largest BatchAllocate the key limits allow, with multibyte keys of exactly maxKeyBytes. */
   function largestAllocate(maxKeysPerCall: number, maxKeyBytes: number) {
-    const key = (i: number) => `${i}`.padStart(maxKeyBytes - 4 * 4, "0") + "🔑🔑🔑🔑";
+    const key = (i: number) => `${`${i}`.padStart(maxKeyBytes - 4 * 4, "0")}🔑🔑🔑🔑`;
     const keys = Array.from({ length: maxKeysPerCall }, (_, i) => key(i));
     return { namespace: key(-1), rank: 4_294_967_295, keys, prefixKeys: keys };
   }
