@@ -27,7 +27,9 @@ export function etcd3LogEnd(client: Etcd3, keys: ClusterKeys): LogEnd {
 /**
  * unaryLogEnd is LogEnd as a KV.Txn of that one range, sent by `txn` (the
  * lean client of the leader's appends: through etcd3's stack a question
- * cost a standby about a quarter more CPU, docs/performance.md).
+ * cost a standby about a quarter more CPU, docs/performance.md). A Txn
+ * that only reads is a linearizable read in etcd, as the range alone is,
+ * not an entry in its raft log.
  */
 export function unaryLogEnd(txn: EtcdUnary, keys: ClusterKeys): LogEnd {
   return async (from, options) => {
