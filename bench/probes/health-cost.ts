@@ -1,6 +1,6 @@
 // health-cost.ts [--calls=N] [--rounds=R]: what a health check costs a server against a MetadataService call of the
 // same size on its gRPC fast path: N (2,000) of each from 8 loops of the package's clients (grpc.health.v1 Check of
-// MetadataService, as a relay probes each member twice a second; BatchExists of one key, with call options so that it
+// MetadataService, as the `health` command and readiness probes ask it; BatchExists of one key, with call options so that it
 // goes alone), R (3) rounds alternated, on one in-memory server. Prints the server's CPU per call.
 // Run: node --import tsx bench/probes/health-cost.ts
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
