@@ -9,6 +9,7 @@ import { startChildServer } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
 import { type EtcdCluster, freePort, startEtcdCluster } from "../support/etcd-cluster.js";
 import { startServer, waitForLeader } from "../support/ha-cluster.js";
+import { untilLocal } from "../support/standby-counts.js";
 import { tempDir } from "../support/temp-dir.js";
 
 const missing = lacking("the etcd TLS and auth tests", "etcd", "openssl");
@@ -61,11 +62,15 @@ describe.skipIf(missing !== "")("a member's link to etcd: TLS, client certificat
     writeFileSync(wrongPasswordFile, "not it\n");
     const tls = ["--etcd-ca", certificates.ca, "--etcd-cert", certificates.clientCert, "--etcd-key", certificates.clientKey];
 
-    const server = await startServer(etcd, tempDir(), [...tls, "--etcd-user", "root", "--etcd-password-file", passwordFile]);
+    const member = [...tls, "--etcd-user", "root", "--etcd-password-file", passwordFile, "--standby-read-lag", "1s"];
+    const server = await startServer(etcd, tempDir(), member);
     expect(await waitForLeader([server])).toBe(server);
     const client = createMetadataClient({ baseUrl: server.url });
     await client.initializeRank({ rank: 0, numPages: 4, worldSize: 1 });
     expect((await client.batchAllocate({ rank: 0, keys: ["k"] })).statuses).toEqual([AllocationStatus.NEW]);
+    // A standby learns it holds the log's end through the same TLS and user (its question on the lean client), and answers reads.
+    const standby = await startServer(etcd, tempDir(), member);
+    await untilLocal(standby, "");
 
     // etcd refuses a member without a client certificate (its --client-cert-auth), and one with a wrong password.
     const common = ["--data-dir", tempDir(), "--etcd-endpoints", etcd.endpoints];

@@ -9,44 +9,15 @@ import { lacking } from "../support/debian-packages.js";
 import { etcdFollower, startEtcdCluster } from "../support/etcd-cluster.js";
 import { type Server, startServer, waitForLeader } from "../support/ha-cluster.js";
 import { existsAtPositions, readLog } from "../support/log-replay.js";
+import { readCounts, untilLocal } from "../support/standby-counts.js";
 import { VllmEngine } from "../support/vllm-worker.js";
 
 const missing = lacking("the standby reads tests", "etcd", "requests");
-
-/** Counts are a member's standby reads by outcome (StandbyReads). */
-interface Counts {
-  local: number;
-  lagging: number;
-  behind: number;
-}
-
-/** readCounts reads a member's standby reads by outcome from its /metrics. */
-async function readCounts(server: Server): Promise<Counts> {
-  const text = await (await fetch(`${server.url}/metrics`)).text();
-  const counts: Counts = { local: 0, lagging: 0, behind: 0 };
-  for (const [, outcome, value] of text.matchAll(/^hf3fs_metadata_standby_reads_total\{outcome="(\w+)"\} (\d+)$/gm))
-    counts[outcome as keyof Counts] = Number(value);
-  return counts;
-}
 
 /** LAG is the members' --standby-read-lag: long enough that a machine busy with other tests keeps them fresh, shorter than the 2 s pause. */
 const LAG = ["--standby-read-lag", "1s"];
 
 const grpc = (server: Server) => createClient(MetadataService, createGrpcTransport({ baseUrl: server.url }));
-
-/** untilLocal asks a standby BatchExists until it answers one itself (it learns it holds the log's end within --standby-read-lag); headers go with each. */
-async function untilLocal(standby: Server, namespace: string, headers: Record<string, string> = {}): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  const from = (await readCounts(standby)).local;
-  while ((await readCounts(standby)).local === from) {
-    if (Date.now() > deadline) throw new Error("the standby never answered a read itself");
-    // Refused (--standby-calls refuse) or passed to the leader while it learns where it stands.
-    await grpc(standby)
-      .batchExists({ namespace, keys: ["probe"] }, { headers })
-      .catch(() => undefined);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 /** leaderAndStandby starts a member pair on one etcd, defines namespace's rank 0, and returns once the standby answers reads itself. */
 async function leaderAndStandby(namespace: string, numPages: number): Promise<{ leader: Server; standby: Server }> {
