@@ -20,6 +20,7 @@ import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { leaderOf, startHaCluster } from "../harness/ha.js";
 import { numberOption, option } from "../harness/options.js";
 import { cpuMs, SERVER, serverArgs, startProcess } from "../harness/processes.js";
+import { standbyCounts } from "../harness/standby-counts.js";
 
 /** ReadsMode is where the relay sends reads (its `--reads`), or "idle": a relay and no calls. */
 export type ReadsMode = "members" | "leader" | "idle";
@@ -66,7 +67,7 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
   const cluster = await startHaCluster(SERVER, serverArgs, 3, o.profileDir === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${o.profileDir}`]);
   const rows: StandbyReadsRow[] = [];
   const pinned = o.pin && availableParallelism() >= 2;
-  const due = o.rate * o.seconds;
+  const dueCycles = o.rate * o.seconds;
   try {
     const leader = await leaderOf(cluster);
     const standbys = cluster.members.filter((m) => m !== leader);
@@ -112,8 +113,8 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
             Array.from({ length: o.clients }, async () => {
               while (performance.now() < end && !idle) {
                 // Paced: both rows do the same cycles when they keep up, so the CPU per cycle compares the same work.
-                const due = start + (slot++ * 1_000) / o.rate;
-                if (paced && due > performance.now()) await new Promise((resolve) => setTimeout(resolve, due - performance.now()));
+                const at = start + (slot++ * 1_000) / o.rate;
+                if (paced && at > performance.now()) await new Promise((resolve) => setTimeout(resolve, at - performance.now()));
                 if (performance.now() >= end) break;
                 const keys = Array.from({ length: o.batch }, () => `key-${next++}`);
                 const { pages } = await client.batchAllocate({ namespace: "bench", rank: 0, keys });
@@ -125,14 +126,16 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
           );
           if (idle) {
             await new Promise((resolve) => setTimeout(resolve, end - performance.now()));
-            cycles = due;
+            cycles = dueCycles;
           }
           const leaderMs = cpuMs(leader.process.pid) - before.leader;
           const standbysMs = standbys.reduce((sum, m) => sum + cpuMs(m.process.pid), 0) - before.standbys;
           rows.push({ round, mode, cycles, leaderMs, standbysMs });
-          const counts = await Promise.all(standbys.map((m) => standbyCounts(m.process.url)));
+          const counts = (await Promise.all(standbys.map((m) => standbyCounts(m.process.url)))).map(
+            (c) => `local ${c.local}, lagging ${c.lagging}, behind ${c.behind}`,
+          );
           log(
-            `round ${round} --reads ${mode}: ${cycles} cycles ${paced ? `of ${due}` : "unpaced (warm-up)"}; leader ${((leaderMs * 1_000) / cycles).toFixed(0)} µs/cycle, standbys ${((standbysMs * 1_000) / cycles).toFixed(0)} µs/cycle; the standbys' reads so far: ${counts.join("; ")}`,
+            `round ${round} --reads ${mode}: ${cycles} cycles ${paced ? `of ${dueCycles}` : "unpaced (warm-up)"}; leader ${((leaderMs * 1_000) / cycles).toFixed(0)} µs/cycle, standbys ${((standbysMs * 1_000) / cycles).toFixed(0)} µs/cycle; the standbys' reads so far: ${counts.join("; ")}`,
           );
         } finally {
           await relay.stop();
@@ -153,15 +156,9 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
     rows,
     leaderRatio: perCycleUs("members") / perCycleUs("leader"),
     idleUsPerCycle: perCycleUs("idle"),
-    atPace: counted.filter((r) => r.cycles >= 0.95 * due).length,
+    atPace: counted.filter((r) => r.cycles >= 0.95 * dueCycles).length,
     counted: counted.length,
   };
-}
-
-/** standbyCounts reads a standby's reads by outcome from its /metrics. */
-async function standbyCounts(url: string): Promise<string> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  return [...text.matchAll(/^hf3fs_metadata_standby_reads_total\{outcome="(\w+)"\} (\d+)$/gm)].map(([, outcome, n]) => `${outcome} ${n}`).join(", ");
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

@@ -13,7 +13,7 @@ import { Election, ensureClusterId } from "./election.js";
 import { EtcdSession } from "./etcd-session.js";
 import { HotStandby } from "./hot-standby.js";
 import { LocalCopy } from "./local-copy.js";
-import { type EtcdUnary, etcd3Append } from "./log-append.js";
+import { type EtcdUnary, etcd3Append, type LogAppend } from "./log-append.js";
 import { etcd3LogEnd, unaryLogEnd } from "./log-end.js";
 import { LogReader } from "./log-reader.js";
 import { LogWriter } from "./log-writer.js";
@@ -79,6 +79,8 @@ export class Member {
   /** loads is the long load the member runs now (its standby state, a snapshot), which it publishes with its record. */
   readonly loads = new CurrentLoad();
   private readonly reader: LogReader;
+  /** append is how a term that leads appends to the log: on etcdTxn when given, else through etcd3. */
+  private readonly append: LogAppend;
   /** copy writes the groups applied or appended to the local store, a window at a time. */
   private readonly copy: LocalCopy;
   private readonly standby: HotStandby;
@@ -109,6 +111,10 @@ export class Member {
     private readonly logger: Logger,
   ) {
     this.keys = new ClusterKeys(options.clusterName);
+    // The leader's appends and a standby's questions of the log's end: on the lean client when there is one.
+    const txn = options.etcdTxn?.txn;
+    this.append = txn ? unaryAppend(txn) : etcd3Append(client);
+    const logEnd = txn ? unaryLogEnd(txn, this.keys) : etcd3LogEnd(client, this.keys);
     this.copy = new LocalCopy(local);
     this.reader = new LogReader(client, watches, this.keys, this.copy, (changes) => {
       this.standby.apply(changes);
@@ -122,7 +128,7 @@ export class Member {
       options.standbyReadLagMs ?? 0,
       () => this.reader.appliedSeq,
       () => this.standby.reads(),
-      options.etcdTxn ? unaryLogEnd(options.etcdTxn.txn, this.keys) : etcd3LogEnd(client, this.keys),
+      logEnd,
     );
     if (this.standbyReads.lagMs > 0) leadership.reads = this.standbyReads;
     this.ledger = {
@@ -261,15 +267,7 @@ export class Member {
     const hot = this.standby.loaded;
     const state = await this.standby.takeOver();
     if (!session.valid()) return;
-    const writer = new LogWriter(
-      this.options.etcdTxn ? unaryAppend(this.options.etcdTxn.txn) : etcd3Append(this.client),
-      this.keys,
-      session,
-      termRevision,
-      lastSeq + 1,
-      this.copy,
-      this.logger,
-    );
+    const writer = new LogWriter(this.append, this.keys, session, termRevision, lastSeq + 1, this.copy, this.logger);
     this.ledger.state = state;
     this.writer = writer;
     this.copy.lead();

@@ -1,22 +1,12 @@
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import { type StandbyCounts, standbyCounts } from "../../bench/harness/standby-counts.js";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { Server } from "./ha-cluster.js";
 
-/** Counts are a member's standby reads by outcome (StandbyReads). */
-export interface Counts {
-  local: number;
-  lagging: number;
-  behind: number;
-}
-
 /** readCounts reads a member's standby reads by outcome from its /metrics. */
-export async function readCounts(server: Server): Promise<Counts> {
-  const text = await (await fetch(`${server.url}/metrics`)).text();
-  const counts: Counts = { local: 0, lagging: 0, behind: 0 };
-  for (const [, outcome, value] of text.matchAll(/^hf3fs_metadata_standby_reads_total\{outcome="(\w+)"\} (\d+)$/gm))
-    counts[outcome as keyof Counts] = Number(value);
-  return counts;
+export function readCounts(server: Server): Promise<StandbyCounts> {
+  return standbyCounts(server.url);
 }
 
 /** untilLocal asks a standby BatchExists until it answers one itself (it learns it holds the log's end within --standby-read-lag); headers go with each. */
