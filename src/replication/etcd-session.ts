@@ -1,6 +1,7 @@
 import type { CallOptions } from "@grpc/grpc-js";
 import type { Etcd3, Lease } from "etcd3";
 import { KeepAliveStream } from "./keep-alive-stream.js";
+import type { KeepAlives } from "./lease-keep-alive.js";
 import { attempts, within } from "./within.js";
 
 /** VALID_FRACTION of a lease's TTL, counted from when its last keepalive was sent, is how long a member trusts it: room for clocks that run at slightly different rates. */
@@ -17,9 +18,9 @@ const KEEPALIVE_ATTEMPT_MS = 300;
 /**
  * EtcdSession is a member's etcd lease (a session, as etcd's own clients
  * call it: not to be confused with a key's read lease), kept alive by hand
- * on one stream (KeepAliveStream; the etcd3 package's automatic keepalive
- * and Election helper are not used: a probe saw Election report a leader
- * that no longer held its lease). The member
+ * (KeepAlives: on the member's lean client, or one etcd3 stream; the
+ * etcd3 package's automatic keepalive and Election helper are not used: a
+ * probe saw Election report a leader that no longer held its lease). The member
  * trusts the lease only until VALID_FRACTION of its TTL after the last
  * keepalive that etcd answered was sent; etcd cannot have expired it before.
  * A process that was paused (SIGSTOP) finds it lapsed when it wakes,
@@ -34,29 +35,29 @@ export class EtcdSession {
   /** lost resolves once the lease is no longer trusted. */
   readonly lost = new Promise<void>((resolve) => (this.onLost = resolve));
 
-  private readonly keepAlives: KeepAliveStream;
+  private readonly keepAlives: KeepAlives;
 
   private constructor(
-    client: Etcd3,
     private readonly lease: Lease,
     readonly id: string,
     private readonly ttlMs: number,
     grantedAt: number,
+    keepAlives: (leaseId: string) => KeepAlives,
   ) {
     this.validUntil = grantedAt + ttlMs * VALID_FRACTION;
-    this.keepAlives = new KeepAliveStream(client, id);
+    this.keepAlives = keepAlives(id);
     // Every eighth of the TTL: while etcd elects a leader, several keepalives are under way, each in its own attempts.
     this.timer = setInterval(() => void this.keepAlive(), Math.max(ttlMs / 8, 50));
   }
 
-  /** grant asks etcd for a lease of ttlMs (whole seconds, at least 1), within ttlMs. */
-  static async grant(client: Etcd3, ttlMs: number): Promise<EtcdSession> {
+  /** grant asks etcd for a lease of ttlMs (whole seconds, at least 1), within ttlMs, kept alive by `keepAlives` (one etcd3 stream unless given). */
+  static async grant(client: Etcd3, ttlMs: number, keepAlives = (leaseId: string): KeepAlives => new KeepAliveStream(client, leaseId)): Promise<EtcdSession> {
     const ttlSeconds = Math.max(1, Math.ceil(ttlMs / 1_000));
     const lease = client.lease(ttlSeconds, { autoKeepAlive: false, ...within(ttlMs) });
     lease.on("lost", () => undefined); // loss is read from validity; the package's own event only mirrors it
     const sentAt = performance.now();
     const id = await lease.grant();
-    return new EtcdSession(client, lease, id, ttlSeconds * 1_000, sentAt);
+    return new EtcdSession(lease, id, ttlSeconds * 1_000, sentAt, keepAlives);
   }
 
   /** valid is true while the lease is trusted; false for good once it lapsed. */
@@ -95,12 +96,12 @@ export class EtcdSession {
     if (!this.valid()) return;
     const sentAt = performance.now();
     try {
-      const res = await attempts(
+      const ttl = await attempts(
         () => this.remainingMs(),
         (options) => this.keepAlives.once(options),
         KEEPALIVE_ATTEMPT_MS,
       );
-      if (Number(res.TTL) <= 0) return this.end();
+      if (ttl <= 0) return this.end();
       this.validUntil = Math.max(this.validUntil, sentAt + this.ttlMs * VALID_FRACTION);
     } catch {
       // Unanswered: the lease stays trusted until validUntil, and lapses then.

@@ -1,11 +1,12 @@
 import type { CallOptions } from "@grpc/grpc-js";
 import { castGrpcError, type Etcd3, GRPCDeadlineExceededError, GRPCUnavailableError, type IDuplexStream, type ILeaseKeepAliveResponse } from "etcd3";
+import type { KeepAlives } from "./lease-keep-alive.js";
 
 type Stream = IDuplexStream<{ ID: string }, ILeaseKeepAliveResponse>;
 
 /** Waiter is a keep-alive sent (or to be sent once the stream opens) that waits for its answer. */
 interface Waiter {
-  resolve(response: ILeaseKeepAliveResponse): void;
+  resolve(ttl: number): void;
   reject(error: Error): void;
   timer: NodeJS.Timeout | undefined;
 }
@@ -23,9 +24,11 @@ interface Opened {
  * answers a stream's keep-alives in the order they came. A keep-alive not
  * answered by its deadline, or a stream that fails or ends, fails every
  * keep-alive waiting on it with a recoverable error and drops the stream:
- * the next keep-alive opens another, on an endpoint the client picks anew.
+ * the next keep-alive opens another, on an endpoint the etcd3 package
+ * picks at random, which may be the silent one again. Members send theirs
+ * on the lean client instead (unaryKeepAlives), which avoids it.
  */
-export class KeepAliveStream {
+export class KeepAliveStream implements KeepAlives {
   private current: Opened | undefined;
   private closed = false;
 
@@ -34,8 +37,8 @@ export class KeepAliveStream {
     private readonly leaseId: string,
   ) {}
 
-  /** once sends one keep-alive and resolves with etcd's answer (its TTL is "0" once the lease is gone), or fails by options.deadline. */
-  once(options: CallOptions): Promise<ILeaseKeepAliveResponse> {
+  /** once sends one keep-alive and resolves with the TTL etcd answered (0 once the lease is gone), or fails by options.deadline. */
+  once(options: CallOptions): Promise<number> {
     if (this.closed) return Promise.reject(new Error("the lease's keep-alives were stopped"));
     const opened = this.current ?? this.open();
     this.current = opened;
@@ -75,7 +78,7 @@ export class KeepAliveStream {
           const waiter = opened.waiting.shift();
           if (waiter === undefined) return;
           clearTimeout(waiter.timer);
-          waiter.resolve(response);
+          waiter.resolve(Number(response.TTL));
         });
         stream.on("error", (error: Error) => this.drop(opened, castGrpcError(error)));
         stream.on("end", () => this.drop(opened, new GRPCUnavailableError("etcd ended the lease keep-alive stream")));

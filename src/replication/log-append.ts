@@ -41,5 +41,5 @@ export function etcd3Append(client: Etcd3): LogAppend {
   };
 }
 
-/** EtcdUnary sends etcd a KV.Txn request, as its protobuf bytes, within the options' deadline and resolves with the TxnResponse's bytes, failing with etcd3's error types. */
+/** EtcdUnary sends etcd one request of a method (KV.Txn, one LeaseKeepAlive), as its protobuf bytes, within the options' deadline and resolves with the answer's bytes, failing with etcd3's error types. */
 export type EtcdUnary = (request: Uint8Array, options: CallOptions) => Promise<Uint8Array>;

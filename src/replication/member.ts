@@ -12,6 +12,7 @@ import { ClusterKeys, type MemberRecord } from "./cluster-keys.js";
 import { Election, ensureClusterId } from "./election.js";
 import { EtcdSession } from "./etcd-session.js";
 import { HotStandby } from "./hot-standby.js";
+import { type KeepAlives, unaryKeepAlives } from "./lease-keep-alive.js";
 import { LocalCopy } from "./local-copy.js";
 import { type EtcdUnary, etcd3Append, type LogAppend } from "./log-append.js";
 import { etcd3LogEnd, unaryLogEnd } from "./log-end.js";
@@ -42,8 +43,8 @@ export interface MemberOptions {
   peerTls?: PeerTls;
   /** standbyReadLagMs is how far behind the log's end a standby may answer reads itself (StandbyReads, --standby-read-lag); 0 or undefined: never. */
   standbyReadLagMs?: number;
-  /** etcdTxn is a lean client of etcd's KV.Txn (etcd-txn-client.ts) for the leader's appends and a standby's questions of the log's end, closed with the member; undefined: the etcd3 client's (etcd3Append, etcd3LogEnd). */
-  etcdTxn?: { txn: EtcdUnary; close(): void };
+  /** etcdLean is a lean client of etcd (etcd-lean-client.ts) for the leader's appends, a standby's questions of the log's end and the lease's keep-alives, closed with the member; undefined: the etcd3 client's (etcd3Append, etcd3LogEnd, KeepAliveStream). */
+  etcdLean?: { txn: EtcdUnary; keepAlive: EtcdUnary; close(): void };
 }
 
 /** PUBLISH_MS is how often a member refreshes its record (applied entry, role). */
@@ -79,8 +80,10 @@ export class Member {
   /** loads is the long load the member runs now (its standby state, a snapshot), which it publishes with its record. */
   readonly loads = new CurrentLoad();
   private readonly reader: LogReader;
-  /** append is how a term that leads appends to the log: on etcdTxn when given, else through etcd3. */
+  /** append is how a term that leads appends to the log: on etcdLean when given, else through etcd3. */
   private readonly append: LogAppend;
+  /** keepAlives is how a term keeps its lease alive: on etcdLean when given, else on one etcd3 stream (EtcdSession's own). */
+  private readonly keepAlives: ((leaseId: string) => KeepAlives) | undefined;
   /** copy writes the groups applied or appended to the local store, a window at a time. */
   private readonly copy: LocalCopy;
   private readonly standby: HotStandby;
@@ -111,10 +114,11 @@ export class Member {
     private readonly logger: Logger,
   ) {
     this.keys = new ClusterKeys(options.clusterName);
-    // The leader's appends and a standby's questions of the log's end: on the lean client when there is one.
-    const txn = options.etcdTxn?.txn;
-    this.append = txn ? unaryAppend(txn) : etcd3Append(client);
-    const logEnd = txn ? unaryLogEnd(txn, this.keys) : etcd3LogEnd(client, this.keys);
+    // The leader's appends, a standby's questions of the log's end and the lease's keep-alives: on the lean client when there is one.
+    const lean = options.etcdLean;
+    this.append = lean ? unaryAppend(lean.txn) : etcd3Append(client);
+    this.keepAlives = lean && ((leaseId) => unaryKeepAlives(lean.keepAlive, leaseId));
+    const logEnd = lean ? unaryLogEnd(lean.txn, this.keys) : etcd3LogEnd(client, this.keys);
     this.copy = new LocalCopy(local);
     this.reader = new LogReader(client, watches, this.keys, this.copy, (changes) => {
       this.standby.apply(changes);
@@ -133,7 +137,7 @@ export class Member {
     if (this.standbyReads.lagMs > 0) leadership.reads = this.standbyReads;
     this.ledger = {
       state: new MetadataState(options.clock, options.state),
-      store: new ReplicatedStore(this, clusterId, local, [client, watches, ...(options.etcdTxn ? [options.etcdTxn] : [])]),
+      store: new ReplicatedStore(this, clusterId, local, [client, watches, ...(options.etcdLean ? [options.etcdLean] : [])]),
       reads: () => this.reads(),
     };
   }
@@ -229,7 +233,7 @@ export class Member {
 
   /** term runs on one lease: follow the log, campaign when no one leads, lead when elected; it ends when the lease lapses. */
   private async term(): Promise<void> {
-    const session = await EtcdSession.grant(this.client, this.options.leaderLeaseMs);
+    const session = await EtcdSession.grant(this.client, this.options.leaderLeaseMs, this.keepAlives);
     const publisher = setInterval(() => void this.publish(session), PUBLISH_MS);
     try {
       await this.publish(session);

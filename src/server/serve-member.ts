@@ -9,7 +9,7 @@ import { keepShardCount } from "../replication/shard-count.js";
 import { isOrphanWatchResponse, Watches } from "../replication/watch.js";
 import { readTokens } from "../service/access-policy.js";
 import { Leadership } from "../service/leadership.js";
-import { etcdTxnClient } from "./etcd-txn-client.js";
+import { etcdLeanClient } from "./etcd-lean-client.js";
 import { cannotStart, runUntilStopped } from "./run-until-stopped.js";
 import { type RunningServer, startServer } from "./server.js";
 import type { ServerOptions } from "./server-options.js";
@@ -47,7 +47,7 @@ export async function serveMember({ options, security, port, stopped, logger }: 
     // Watches have a client of their own, made anew should the etcd3 package wedge its watch stream (watch.ts).
     const watches = new Watches(connect);
     // The leader's appends and a standby's questions of the log's end go on a lean client of etcd's KV.Txn (etcd3's stack cost about twice its CPU per append).
-    const etcdTxn = etcdTxnClient({ ...etcdAuth, hosts: options.etcdEndpoints.split(",") });
+    const etcdLean = etcdLeanClient({ ...etcdAuth, hosts: options.etcdEndpoints.split(",") });
     const memberOptions = {
       // Each shard is a cluster of its own in etcd, named after the cluster and its place in it: a member of another
       // shard, or of the same cluster split another way, joins another group, and its data dir another cluster's.
@@ -58,11 +58,11 @@ export async function serveMember({ options, security, port, stopped, logger }: 
       clock: systemClock,
       token: snapshotToken(options),
       peerTls,
-      etcdTxn,
+      etcdLean,
     };
     member = await Member.join(client, watches, local, new Leadership(), memberOptions, logger).catch(async (error: Error) => {
       client.close();
-      etcdTxn.close();
+      etcdLean.close();
       watches.close();
       await local.close();
       throw error;

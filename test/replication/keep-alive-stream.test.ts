@@ -22,11 +22,11 @@ describe.skipIf(missing !== "")("a lease's keep-alives on one stream", () => {
     try {
       const lease = client.lease(5, { autoKeepAlive: false });
       const keepAlives = new KeepAliveStream(client, await lease.grant());
-      for (let i = 0; i < 10; i++) expect(Number((await keepAlives.once(within(1_000))).TTL)).toBe(5);
+      for (let i = 0; i < 10; i++) expect(await keepAlives.once(within(1_000))).toBe(5);
       expect(streams).toBe(1);
       // Several at once: each gets its own answer.
       const answers = await Promise.all([0, 1, 2].map(() => keepAlives.once(within(1_000))));
-      expect(answers.map((a) => a.TTL)).toEqual(["5", "5", "5"]);
+      expect(answers).toEqual([5, 5, 5]);
       const paused = etcd.members[0]!.process!;
       await pause(paused.pid!);
       try {
@@ -38,11 +38,11 @@ describe.skipIf(missing !== "")("a lease's keep-alives on one stream", () => {
       } finally {
         paused.kill("SIGCONT");
       }
-      expect(Number((await keepAlives.once(within(2_000))).TTL)).toBe(5);
+      expect(await keepAlives.once(within(2_000))).toBe(5);
       expect(streams).toBe(2);
       // A lease gone is answered TTL 0, which ends the session (EtcdSession).
       await lease.revoke();
-      expect((await keepAlives.once(within(1_000))).TTL).toBe("0");
+      expect(await keepAlives.once(within(1_000))).toBe(0);
       keepAlives.close();
       await expect(keepAlives.once(within(1_000))).rejects.toThrow(/stopped/);
     } finally {

@@ -9,7 +9,7 @@ import { LocalCopy } from "../../src/replication/local-copy.js";
 import { etcd3Append, type LogAppend } from "../../src/replication/log-append.js";
 import { decodeGroup, decodePart } from "../../src/replication/log-codec.js";
 import { LogWriter } from "../../src/replication/log-writer.js";
-import { etcdTxnClient } from "../../src/server/etcd-txn-client.js";
+import { etcdLeanClient } from "../../src/server/etcd-lean-client.js";
 import { LmdbStore } from "../../src/store/lmdb-store.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
@@ -19,7 +19,7 @@ const missing = lacking("the log writer tests", "etcd");
 
 const CHANGE: Change = { kind: "rank", namespace: "kv", rank: 0, numPages: 8, worldSize: 1 };
 
-/** APPENDS are the two ways of sending an append: the etcd3 client's, and the lean one members use (etcd-txn-client.ts). */
+/** APPENDS are the two ways of sending an append: the etcd3 client's, and the lean one members use (etcd-lean-client.ts). */
 const APPENDS = ["etcd3", "lean"] as const;
 
 describe.skipIf(missing !== "").each(APPENDS)("the leader's log writer, on etcd (appends through the %s client)", (way) => {
@@ -38,7 +38,7 @@ describe.skipIf(missing !== "").each(APPENDS)("the leader's log writer, on etcd 
       () => local.close(),
     );
     const keys = new ClusterKeys("test");
-    const lean = etcdTxnClient({ hosts: etcd.endpoints.split(",") });
+    const lean = etcdLeanClient({ hosts: etcd.endpoints.split(",") });
     closing.push(() => lean.close());
     const append: LogAppend = way === "etcd3" ? etcd3Append(client) : unaryAppend(lean.txn);
     const term = async () => {

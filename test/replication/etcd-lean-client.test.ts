@@ -2,16 +2,18 @@ import { Etcd3, GRPCDeadlineExceededError, isRecoverableError } from "etcd3";
 import { afterEach, describe, expect, it } from "vitest";
 import { unaryAppend } from "../../src/replication/append-txn.js";
 import { ClusterKeys } from "../../src/replication/cluster-keys.js";
+import { KeepAliveStream } from "../../src/replication/keep-alive-stream.js";
+import { unaryKeepAlives } from "../../src/replication/lease-keep-alive.js";
 import { etcd3LogEnd, unaryLogEnd } from "../../src/replication/log-end.js";
 import { attempts, within } from "../../src/replication/within.js";
-import { etcdTxnClient } from "../../src/server/etcd-txn-client.js";
+import { etcdLeanClient } from "../../src/server/etcd-lean-client.js";
 import { lacking } from "../support/debian-packages.js";
 import { etcdFollower, freePort, startEtcdCluster } from "../support/etcd-cluster.js";
 import { pause } from "../support/pause.js";
 
 const missing = lacking("the lean etcd client tests", "etcd");
 
-describe.skipIf(missing !== "")("the lean client of etcd's KV.Txn (the leader's appends, a standby's questions of the log's end)", () => {
+describe.skipIf(missing !== "")("the lean etcd client (the leader's appends, a standby's questions of the log's end, the lease's keep-alives)", () => {
   const closing: (() => void)[] = [];
   afterEach(() => {
     for (const close of closing.splice(0)) close();
@@ -21,7 +23,7 @@ describe.skipIf(missing !== "")("the lean client of etcd's KV.Txn (the leader's 
   async function setUp(size: number) {
     const etcd = await startEtcdCluster(size);
     const client = new Etcd3({ hosts: etcd.endpoints.split(",") });
-    const lean = etcdTxnClient({ hosts: etcd.endpoints.split(",") });
+    const lean = etcdLeanClient({ hosts: etcd.endpoints.split(",") });
     closing.push(
       () => client.close(),
       () => lean.close(),
@@ -67,7 +69,7 @@ describe.skipIf(missing !== "")("the lean client of etcd's KV.Txn (the leader's 
 
   it("fails as etcd3 would where no etcd answers: a refused connection is recoverable, a silent endpoint runs out its deadline", async () => {
     const closed = `http://127.0.0.1:${await freePort()}`;
-    const lean = etcdTxnClient({ hosts: [closed] });
+    const lean = etcdLeanClient({ hosts: [closed] });
     closing.push(() => lean.close());
     const keys = new ClusterKeys("test");
     const append = unaryAppend(lean.txn);
@@ -77,7 +79,7 @@ describe.skipIf(missing !== "")("the lean client of etcd's KV.Txn (the leader's 
 
     // A member paused (SIGSTOP) accepts the connection and answers nothing.
     const etcd = await startEtcdCluster(1);
-    const silent = etcdTxnClient({ hosts: etcd.endpoints.split(",") });
+    const silent = etcdLeanClient({ hosts: etcd.endpoints.split(",") });
     closing.push(() => silent.close());
     await pause(etcd.members[0]!.process!.pid!);
     try {
@@ -97,7 +99,7 @@ describe.skipIf(missing !== "")("the lean client of etcd's KV.Txn (the leader's 
     await client.user("root").addRole("root");
     await client.auth.authEnable();
     const auth = { username: "root", password: "the root password" };
-    const lean = etcdTxnClient({ hosts: etcd.endpoints.split(","), auth });
+    const lean = etcdLeanClient({ hosts: etcd.endpoints.split(","), auth });
     const admin = new Etcd3({ hosts: etcd.endpoints.split(","), auth });
     closing.push(
       () => lean.close(),
@@ -122,6 +124,46 @@ describe.skipIf(missing !== "")("the lean client of etcd's KV.Txn (the leader's 
     const metrics = await (await fetch(`${endpoint}/metrics`)).text();
     return Number(/grpc_server_handled_total\{grpc_code="OK",grpc_method="Authenticate"[^}]*\} (\d+)/.exec(metrics)?.[1] ?? 0);
   }
+
+  it("keeps a lease alive as etcd3's stream does: its TTL at each keep-alive, 0 once the lease is gone", async () => {
+    const { client, lean } = await setUp(1);
+    const lease = client.lease(5, { autoKeepAlive: false });
+    lease.on("lost", () => undefined);
+    const id = await lease.grant();
+    const ways = [new KeepAliveStream(client, id), unaryKeepAlives(lean.keepAlive, id)];
+    closing.push(...ways.map((way) => () => way.close()));
+    expect(await Promise.all(ways.map((way) => way.once(within(2_000))))).toEqual([5, 5]);
+    await lease.revoke();
+    expect(await Promise.all(ways.map((way) => way.once(within(2_000))))).toEqual([0, 0]);
+  });
+
+  it("sends no call to an endpoint for a second after one ran out there (a paused etcd member), and every call meanwhile is answered", async () => {
+    const { etcd, client, lean } = await setUp(3);
+    const lease = client.lease(5, { autoKeepAlive: false });
+    lease.on("lost", () => undefined);
+    const keepAlives = unaryKeepAlives(lean.keepAlive, await lease.grant());
+    // A follower, so that etcd keeps its leader: a call to the paused member is the only one that can run out.
+    const paused = (await etcdFollower(etcd)).process!;
+    await pause(paused.pid!);
+    try {
+      const answered = () =>
+        keepAlives.once(within(300)).then(
+          () => true,
+          (e: Error) => (e instanceof GRPCDeadlineExceededError ? false : Promise.reject(e)),
+        );
+      while (await answered());
+      const ranOut = performance.now();
+      // At random among three, ten calls would miss the paused member with a chance of (2/3)^10, under 2%.
+      let calls = 0;
+      while (performance.now() - ranOut < 800) {
+        expect(await answered()).toBe(true);
+        calls++;
+      }
+      expect(calls).toBeGreaterThanOrEqual(10);
+    } finally {
+      paused.kill("SIGCONT");
+    }
+  });
 
   it("goes on through the others while one of three endpoints is gone, within attempts()", async () => {
     const { etcd, lean, keys, termRevision } = await setUp(3);
