@@ -1,7 +1,7 @@
 // etcd-append.ts [--appends=N] [--rounds=R] [--bytes=B]: what the leader's append costs its own process, through the etcd3
 // client (grpc-js, protobufjs and etcd3's policies, as src/replication/log-writer.ts sends it) against the same
 // transaction encoded by hand and sent on node:http2, alternated R (3) times, N (2,000) appends each, one at a time, of
-// B (2,048) bytes, on one etcd member. It answered what a lean append client would save the leader (#42, #43; members now use one, src/server/etcd-txn-client.ts):
+// B (2,048) bytes, on one etcd member. It answered what a lean append client would save the leader (#42, #43; members now use one, src/server/etcd-lean-client.ts):
 // the CPU of this process per append (process.cpuUsage), and the wall time. Both check the answer's `succeeded`.
 // Run: node --import tsx bench/probes/etcd-append.ts
 import * as http2 from "node:http2";
