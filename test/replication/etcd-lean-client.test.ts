@@ -117,6 +117,10 @@ describe.skipIf(missing !== "")("the lean etcd client (the leader's appends, a s
     expect(answers.map((a) => a.succeeded)).toEqual(Array(8).fill(true));
     expect((await authenticated(etcd.endpoints)) - before).toBe(1);
     expect((await admin.kv.range({ key: keys.logEntry(2) })).kvs[0]!.value).toEqual(Buffer.from("2"));
+    // A member's lease keep-alives go on the same client, with the same token.
+    const lease = admin.lease(5, { autoKeepAlive: false });
+    lease.on("lost", () => undefined);
+    expect(await unaryKeepAlives(lean.keepAlive, await lease.grant()).once(within(2_000))).toBe(5);
   });
 
   /** authenticated is how many Auth.Authenticate calls etcd answered OK so far (its /metrics). */
