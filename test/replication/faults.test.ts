@@ -63,6 +63,22 @@ function pauseOf({ start, end }: Fault, acks: readonly number[]): number {
   return pause;
 }
 
+/** stallsOf is how often, from a fault's start until the first acknowledgment after it was healed, writes stopped for over `overMs`, and for how long in all. */
+function stallsOf({ start, end }: Fault, acks: readonly number[], overMs = 300): { count: number; ms: number } {
+  let from = start;
+  const stalls = { count: 0, ms: 0 };
+  for (const ack of acks) {
+    if (ack <= start) continue;
+    if (ack - from > overMs) {
+      stalls.count++;
+      stalls.ms += ack - from;
+    }
+    from = ack;
+    if (ack > end) break;
+  }
+  return stalls;
+}
+
 /** writer loops BatchAllocate → ConfirmWrite of 2 new keys until stop, recording every confirmation acknowledged and when. */
 async function writer(
   client: MetadataClient,
@@ -170,8 +186,13 @@ describe.skipIf(missing !== "")("high availability under randomized faults", () 
       );
       const pauses = [...longestPauses(faults, acks)].map(([kind, ms]) => `${kind} ${(ms / 1_000).toFixed(2)} s`);
       console.log(`seed ${SEED}: the longest pause in acknowledged writes per kind of fault: ${pauses.join(", ")}`);
-      const each = faults.map((f) => `${f.kind} for ${((f.end - f.start) / 1_000).toFixed(1)} s: ${(pauseOf(f, acks) / 1_000).toFixed(2)} s`);
-      console.log(`seed ${SEED}: each fault, how long it lasted, and the longest pause in acknowledged writes it caused: ${each.join("; ")}`);
+      const each = faults.map((f) => {
+        const stalls = stallsOf(f, acks);
+        return `${f.kind} for ${((f.end - f.start) / 1_000).toFixed(1)} s: ${(pauseOf(f, acks) / 1_000).toFixed(2)} s, ${stalls.count} over 0.3 s (${(stalls.ms / 1_000).toFixed(2)} s in all)`;
+      });
+      console.log(
+        `seed ${SEED}: each fault, how long it lasted, the longest pause in acknowledged writes it caused, and how many over 0.3 s: ${each.join("; ")}`,
+      );
 
       // A fault that stopped writes past the 3 s the issue allows: what each member logged meanwhile says why.
       for (const f of faults.filter((f) => pauseOf(f, acks) > 3_000)) {
