@@ -198,8 +198,9 @@ class BodyRead {
  * SlowReads cuts the bodies that take longer than timeoutMs to arrive (slow
  * senders), with DEADLINE_EXCEEDED, from one timer for all of them rather
  * than a timer per call: a body is cut between timeoutMs and 1.25 ×
- * timeoutMs (at most 1 s more) after it began. The timer does not keep the
- * process alive; close() stops it.
+ * timeoutMs (at most 1 s more) after it began. The timer runs only while a
+ * body is being read (a sweep that finds none stops it, so an idle server
+ * is not woken for it) and does not keep the process alive; close() stops it.
  */
 export class SlowReads {
   private readonly reads = new Set<BodyRead>();
@@ -224,6 +225,7 @@ export class SlowReads {
   }
 
   private sweep(): void {
+    if (this.reads.size === 0) return this.close();
     const now = performance.now();
     for (const read of this.reads) {
       if (now - read.startedMs < this.timeoutMs) continue;
