@@ -6,6 +6,7 @@ import { startChildServer } from "../support/child-server.js";
 describe("a lean session", () => {
   it("closes a connection whose PING goes unanswered (the server stopped), and opens a new one at its next use", async () => {
     const server = await startChildServer(["--in-memory"]);
+    await server.logged("ready"); // from "listening" until then the port only holds connections: nothing answers a PING
     const session = new LeanSession(server.url, undefined, 200);
     const first = session.open();
     await once(first, "connect");
