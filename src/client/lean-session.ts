@@ -1,6 +1,7 @@
 import * as http2 from "node:http2";
 import type { GrpcTransportOptions } from "@connectrpc/connect-node";
 import { noSniForIp } from "../protocol/peer-tls.js";
+import { pingWithin } from "../protocol/ping-within.js";
 import type { ClientTls } from "./metadata-client.js";
 
 /** SessionManager is what connect-node's transports take to open their streams on a connection kept elsewhere. */
@@ -38,13 +39,12 @@ export class LeanSession implements SessionManager {
     if (this.current !== undefined && !this.current.closed && !this.current.destroyed) return this.current;
     const opened = http2.connect(this.baseUrl, { ...this.tls, ...noSniForIp(this.baseUrl), settings: { initialWindowSize: 16 << 20 } });
     const timer = setTimeout(() => opened.destroy(new Error(`no connection within ${CONNECT_MS} ms`)), CONNECT_MS);
-    let unanswered: NodeJS.Timeout | undefined;
+    let pinging = false;
     const ping = setInterval(() => {
-      if (opened.closed || opened.destroyed || unanswered !== undefined) return;
-      unanswered = setTimeout(() => opened.destroy(new Error(`a PING not answered within ${this.pingMs} ms`)), this.pingMs);
-      opened.ping((error) => {
-        clearTimeout(unanswered);
-        unanswered = undefined;
+      if (opened.closed || opened.destroyed || pinging) return;
+      pinging = true;
+      pingWithin(opened, this.pingMs, (error) => {
+        pinging = false;
         if (error) opened.destroy(error);
       });
     }, this.pingMs);
@@ -53,7 +53,6 @@ export class LeanSession implements SessionManager {
     opened.on("error", () => undefined); // each stream on it hears its own end
     opened.once("close", () => {
       clearTimeout(timer);
-      clearTimeout(unanswered);
       clearInterval(ping);
       if (this.current === opened) this.current = undefined;
     });

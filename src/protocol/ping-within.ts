@@ -1,0 +1,24 @@
+import type * as http2 from "node:http2";
+
+/**
+ * pingWithin PINGs an HTTP/2 session and calls `heard` once: with no
+ * error when the answer came within ms, with one when it did not, or the
+ * PING could not be sent or failed. The verdict waits one turn of the event
+ * loop past the timer, for its I/O: a process that was itself stalled (a
+ * long task, a pause) finds the timer due and the answer already readable,
+ * and Node runs due timers before it reads; without the turn, it would
+ * close a live connection for its own stall.
+ */
+export function pingWithin(session: http2.Http2Session, ms: number, heard: (error?: Error) => void): void {
+  let settled = false;
+  const settle = (error?: Error) => {
+    if (settled) return;
+    settled = true;
+    clearTimeout(deadline);
+    heard(error);
+  };
+  const deadline = setTimeout(() => setImmediate(() => settle(new Error(`a PING not answered within ${ms} ms`))), ms);
+  deadline.unref();
+  const sent = session.ping((error) => settle(error ?? undefined));
+  if (!sent) settle(new Error("a PING could not be sent (too many unanswered)"));
+}
