@@ -2,7 +2,6 @@ import * as http from "node:http";
 import * as http2 from "node:http2";
 import type * as net from "node:net";
 import * as tls from "node:tls";
-import { pingWithin } from "../../protocol/ping-within.js";
 import type { LimitOptions } from "../../service/limit-options.js";
 import { CleartextRefusal } from "./cleartext-refusal.js";
 import { EarlyPort } from "./early-port.js";
@@ -194,9 +193,16 @@ export class DualProtocolListener {
   /** probe pings a silent session and destroys it unless the ping is answered in time (any answer is activity, which re-arms the session's timeout). */
   private probe(session: http2.ServerHttp2Session): void {
     if (session.destroyed) return;
-    pingWithin(session, this.http2KeepaliveMs, (error) => {
-      if (error !== undefined) session.destroy();
+    const deadline = setTimeout(() => session.destroy(), this.http2KeepaliveMs);
+    deadline.unref();
+    const sent = session.ping((error) => {
+      clearTimeout(deadline);
+      if (error !== null) session.destroy();
     });
+    if (!sent) {
+      clearTimeout(deadline);
+      session.destroy();
+    }
   }
 
   /** endIfIdle destroys a closing session that has no open stream, once its GOAWAY had a turn to go out. */
