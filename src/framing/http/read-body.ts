@@ -225,7 +225,10 @@ export class SlowReads {
   }
 
   private sweep(): void {
-    if (this.reads.size === 0) return this.close();
+    if (this.reads.size === 0) {
+      this.close();
+      return;
+    }
     const now = performance.now();
     for (const read of this.reads) {
       if (now - read.startedMs < this.timeoutMs) continue;
