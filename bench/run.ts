@@ -3,7 +3,7 @@
 // server's CPU beside the client's, so a saturated client is visible.
 
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
-import { cpus, tmpdir } from "node:os";
+import { availableParallelism, cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { BatchExistsRequestSchema, GetLocationsRequestSchema } from "../gen/hf3fs/metadata/v1/metadata_pb.js";
@@ -216,6 +216,7 @@ const report: Record<string, unknown> = {
   quick,
 };
 const started = Date.now();
+const coresAtStart = availableParallelism();
 printHeader();
 
 if (enabled("cycle")) {
@@ -478,6 +479,8 @@ if (enabled("standby-reads")) {
     );
   }
   report.standbyReads = results;
+  // The probe pins this process to one core while it runs: every bench after it would measure one core if it stayed so.
+  if (availableParallelism() !== coresAtStart) throw new Error(`standby-reads left this process on ${availableParallelism()} of ${coresAtStart} cores`);
 }
 
 if (enabled("relay")) {

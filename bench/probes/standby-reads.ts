@@ -68,6 +68,9 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
   const rows: StandbyReadsRow[] = [];
   const pinned = o.pin && availableParallelism() >= 2;
   const dueCycles = o.rate * o.seconds;
+  // This process is pinned with the others below; its own mask comes back at the end, or every bench after this one (and
+  // every process it starts) would run on one core.
+  const ownMask = pinned ? affinityMask(process.pid) : "";
   try {
     const leader = await leaderOf(cluster);
     const standbys = cluster.members.filter((m) => m !== leader);
@@ -143,6 +146,7 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
       }
     }
   } finally {
+    if (pinned) execFileSync("taskset", ["-p", ownMask, String(process.pid)]);
     await cluster.stop();
   }
   // The ratio of sums over the counted rounds (round 0 is the warm-up).
@@ -159,6 +163,13 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
     atPace: counted.filter((r) => r.cycles >= 0.95 * dueCycles).length,
     counted: counted.length,
   };
+}
+
+/** affinityMask is a process's CPU mask in hex, as `taskset -p` prints and takes it. */
+export function affinityMask(pid: number): string {
+  const mask = /affinity mask: ([0-9a-f]+)/.exec(execFileSync("taskset", ["-p", String(pid)], { encoding: "utf8" }))?.[1];
+  if (mask === undefined) throw new Error(`taskset -p ${pid}: no affinity mask in its output`);
+  return mask;
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
