@@ -12,11 +12,11 @@
 // on core 1 (taskset).
 // Run: node --import tsx bench/probes/standby-reads.ts, or `npm run bench -- --only=standby-reads` (at 10 and 25 cycles a
 // second; --quick: 25 only, one round of 2 s rows).
-import { execFileSync } from "node:child_process";
 import { availableParallelism } from "node:os";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { affinityMask, pinToCore, setAffinityMask } from "../harness/cpu-affinity.js";
 import { leaderOf, startHaCluster } from "../harness/ha.js";
 import { numberOption, option } from "../harness/options.js";
 import { cpuMs, SERVER, serverArgs, startProcess } from "../harness/processes.js";
@@ -79,8 +79,8 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
     if (pinned) {
       const etcd = cluster.etcd.members.flatMap((m) => (m.process?.pid === undefined ? [] : [m.process.pid]));
       const others = [process.pid, ...standbys.map((m) => m.process.pid), ...etcd];
-      execFileSync("taskset", ["-pc", "0", String(leader.process.pid)]);
-      for (const pid of others) execFileSync("taskset", ["-pc", "1", String(pid)]);
+      pinToCore(leader.process.pid, 0);
+      for (const pid of others) pinToCore(pid, 1);
     }
     const setup = createClient(MetadataService, createGrpcTransport({ baseUrl: leader.process.url }));
     await setup.initializeRank({ namespace: "bench", rank: 0, numPages: 1 << 22, worldSize: 1 });
@@ -101,7 +101,7 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
           "--reads",
           idle ? "members" : mode,
         ]);
-        if (pinned) execFileSync("taskset", ["-pc", "1", String(relay.pid)]);
+        if (pinned) pinToCore(relay.pid, 1);
         try {
           await new Promise((resolve) => setTimeout(resolve, 1_500)); // its probes find the caught-up members
           const client = createClient(MetadataService, createGrpcTransport({ baseUrl: relay.url }));
@@ -146,7 +146,7 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
       }
     }
   } finally {
-    if (pinned) execFileSync("taskset", ["-p", ownMask, String(process.pid)]);
+    if (pinned) setAffinityMask(process.pid, ownMask);
     await cluster.stop();
   }
   // The ratio of sums over the counted rounds (round 0 is the warm-up).
@@ -163,13 +163,6 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
     atPace: counted.filter((r) => r.cycles >= 0.95 * dueCycles).length,
     counted: counted.length,
   };
-}
-
-/** affinityMask is a process's CPU mask in hex, as `taskset -p` prints and takes it. */
-export function affinityMask(pid: number): string {
-  const mask = /affinity mask: ([0-9a-f]+)/.exec(execFileSync("taskset", ["-p", String(pid)], { encoding: "utf8" }))?.[1];
-  if (mask === undefined) throw new Error(`taskset -p ${pid}: no affinity mask in its output`);
-  return mask;
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
