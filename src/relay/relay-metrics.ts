@@ -1,9 +1,6 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { CallCounter } from "../server/call-counter.js";
-import { collectProcessMetrics } from "../server/metrics.js";
-
-/** LATENCY_BUCKETS are the buckets of the relay's latencies, in seconds: a call's own, and the upstream's. */
-const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
+import { CALL_LATENCY_BUCKETS, collectProcessMetrics } from "../server/metrics.js";
 
 /** RelayMetrics are a relay's Prometheus metrics, in a registry of its own (GET /metrics on the relay). */
 export class RelayMetrics {
@@ -14,14 +11,14 @@ export class RelayMetrics {
     name: "hf3fs_relay_call_duration_seconds",
     help: "Call latency at the relay by method, from the request's arrival to its reply (holds included).",
     labelNames: ["method"],
-    buckets: LATENCY_BUCKETS,
+    buckets: CALL_LATENCY_BUCKETS,
     registers: [this.registry],
   });
   private readonly upstream = new Histogram({
     name: "hf3fs_relay_upstream_duration_seconds",
     help: "Time from sending a call upstream to its answer, by method (retries and holds included).",
     labelNames: ["method"],
-    buckets: LATENCY_BUCKETS,
+    buckets: CALL_LATENCY_BUCKETS,
     registers: [this.registry],
   });
   private readonly retries = new Counter({

@@ -27,6 +27,9 @@ import { METRICS_LIMITS, type MetricsLimits, metricsSnapshot, type NamespaceSeri
 /** EVENT_LOOP_SAMPLE_MS is how often prom-client's event-loop lag histogram samples: its default, 10 ms, woke an idle process 100 times a second (bench/README.md). */
 const EVENT_LOOP_SAMPLE_MS = 100;
 
+/** CALL_LATENCY_BUCKETS are the buckets of a call's latency, in seconds, a server's and a relay's alike. */
+export const CALL_LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
+
 /** collectProcessMetrics registers prom-client's process and Node metrics (RSS, heap, GC, event-loop lag, open descriptors), a server's or a relay's. */
 export function collectProcessMetrics(registry: Registry): void {
   collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
@@ -45,7 +48,7 @@ export class Metrics {
     name: "hf3fs_metadata_call_duration_seconds",
     help: "Call latency by method, from decoded request to reply (commit included).",
     labelNames: ["method"],
-    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    buckets: CALL_LATENCY_BUCKETS,
     registers: [this.registry],
   });
   private readonly commitSeconds = new Histogram({
