@@ -470,7 +470,17 @@ if (enabled("standby-reads")) {
   const results: StandbyReadsResult[] = [];
   for (const rate of quick ? [25] : [10, 25]) {
     const result = await measureStandbyReads(
-      { seconds: quick ? 2 : 5, rounds: quick ? 1 : 2, batch: 128, clients: 4, rate, modes: ["members", "leader"], profileDir: "", pin: true },
+      {
+        seconds: quick ? 2 : 5,
+        rounds: quick ? 1 : 2,
+        batch: 128,
+        clients: 4,
+        rate,
+        modes: ["members", "leader"],
+        profileDir: "",
+        pin: true,
+        pattern: "loop",
+      },
       (line) => console.log(`standby   ${rate}/s ${line}`),
     );
     results.push(result);

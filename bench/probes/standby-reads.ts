@@ -1,15 +1,15 @@
-// standby-reads.ts [--seconds=S] [--rounds=R] [--batch=B] [--clients=C] [--rate=N]: what reads on standbys save
-// the leader. 3 etcd members and 3 servers; a relay in front of them, started with `--reads members`
+// standby-reads.ts [--seconds=S] [--rounds=R] [--batch=B] [--clients=C] [--rate=N] [--pattern=P]: what reads on
+// standbys save the leader. 3 etcd members and 3 servers; a relay in front of them, started with `--reads members`
 // (standbys answer the reads they hold fresh) and `--reads leader` (every read to the leader), the
 // two alternated R times (2) on the same cluster, after a round 0 of each that runs unpaced and is not
-// counted (the JIT's warm-up). Each row runs C (4) loops of vLLM's pattern for S
-// seconds (5): a worker's BatchAllocate and ConfirmWrite of B (128) new keys, then 3 BatchExists of
-// the same keys (the scheduler asking for the waiting requests), all through the relay, paced at N
-// (10) cycles a second in all, so that both rows do the same work when they keep up (`--modes=`
-// also takes `idle`: no calls, the CPU per the N × S cycles of the other rows). It prints,
-// per row, the cycles done and the CPU of the leader and of the standbys per cycle (from /proc). With
-// `--pin=yes` (the default, on 2 cores or more) the leader runs alone on core 0 and every other process
-// on core 1 (taskset).
+// counted (the JIT's warm-up). Each row runs vLLM's mix for S seconds (5), through the relay, paced at N (10)
+// cycles a second in all, so that both rows do the same work when they keep up: a cycle is a worker's
+// BatchAllocate and ConfirmWrite of B (128) new keys and 3 BatchExists of 128 keys. `--pattern=engine` asks as vLLM's processes do: C (4) workers on connections of their own write, and a scheduler on
+// its own asks the reads at its own pace (of the keys written last); `--pattern=loop` (the default, and
+// the benchmark's): C loops on one connection, each cycle's reads right after its writes. `--modes=` also takes `idle`: no calls, the CPU per
+// the N × S cycles of the other rows. It prints, per row, the cycles and reads done and the CPU of the leader
+// and of the standbys per cycle (from /proc). With `--pin=yes` (the default, on 2 cores or more) the leader
+// runs alone on core 0 and every other process on core 1 (taskset).
 // Run: node --import tsx bench/probes/standby-reads.ts, or `npm run bench -- --only=standby-reads` (at 10 and 25 cycles a
 // second; --quick: 25 only, one round of 2 s rows).
 import { availableParallelism } from "node:os";
@@ -25,6 +25,9 @@ import { standbyCounts } from "../harness/standby-counts.js";
 /** ReadsMode is where the relay sends reads (its `--reads`), or "idle": a relay and no calls. */
 export type ReadsMode = "members" | "leader" | "idle";
 
+/** LoadPattern is who asks for what, and when (StandbyReadsOptions.pattern). */
+export type LoadPattern = "engine" | "loop";
+
 /** StandbyReadsOptions are the probe's knobs (its flags, above). */
 export interface StandbyReadsOptions {
   seconds: number;
@@ -36,6 +39,8 @@ export interface StandbyReadsOptions {
   modes: readonly ReadsMode[];
   /** profileDir, unless "", gets each server's CPU profile when it stops (node --cpu-prof). */
   profileDir: string;
+  /** pattern is who asks: "engine", the workers' writes and the scheduler's reads on connections of their own, each at its own pace (vLLM's processes); "loop", each cycle's reads right after its writes on one connection. */
+  pattern: LoadPattern;
   /** pin puts the leader alone on core 0 and every other process on core 1 (taskset), on a machine of 2 cores or more. */
   pin: boolean;
 }
@@ -45,6 +50,8 @@ export interface StandbyReadsRow {
   round: number;
   mode: ReadsMode;
   cycles: number;
+  /** reads is the BatchExists calls asked (3 a cycle at the pace). */
+  reads: number;
   leaderMs: number;
   standbysMs: number;
 }
@@ -60,6 +67,89 @@ export interface StandbyReadsResult {
   /** atPace is how many of the `counted` rows (round 0 is not) did at least 95% of the cycles their pace asked: a row short of it ran slower, and its CPU per cycle is not the same work's. */
   atPace: number;
   counted: number;
+}
+
+/** Pace is a row's time: its calls paced (round 0 is not), from `start` to `end` (performance.now()). */
+interface Pace {
+  paced: boolean;
+  start: number;
+  end: number;
+}
+
+/** LoadDone is what a row's load did: the cycles (a BatchAllocate and a ConfirmWrite of new keys) and the BatchExists asked. */
+interface LoadDone {
+  cycles: number;
+  reads: number;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** nextKey numbers the keys the loads write, new in every row. */
+let nextKey = 0;
+const newKeys = (count: number) => Array.from({ length: count }, () => `key-${nextKey++}`);
+
+/** slots is a wait for the next of `perSecond` evenly spaced slots of a paced row (shifted by `shift` of a slot), shared by the loops that call it; none when unpaced. */
+function slots(perSecond: number, { paced, start }: Pace, shift = 0): () => Promise<void> {
+  let slot = 0;
+  return async () => {
+    const wait = start + ((slot++ + shift) * 1_000) / perSecond - performance.now();
+    if (paced && wait > 0) await sleep(wait);
+  };
+}
+
+const connect = (url: string) => createClient(MetadataService, createGrpcTransport({ baseUrl: url }));
+
+/** loopLoad is the pattern "loop": C loops on one connection, each cycle's 3 BatchExists of its keys right after its writes. */
+async function loopLoad(url: string, o: StandbyReadsOptions, pace: Pace): Promise<LoadDone> {
+  const client = connect(url);
+  const next = slots(o.rate, pace);
+  const done = { cycles: 0, reads: 0 };
+  const loop = async () => {
+    for (await next(); performance.now() < pace.end; await next()) {
+      const keys = newKeys(o.batch);
+      const { pages } = await client.batchAllocate({ namespace: "bench", rank: 0, keys });
+      await client.confirmWrite({ namespace: "bench", rank: 0, keys, pages });
+      for (let i = 0; i < 3; i++) await client.batchExists({ namespace: "bench", keys });
+      done.reads += 3;
+      done.cycles++;
+    }
+  };
+  await Promise.all(Array.from({ length: o.clients }, loop));
+  return done;
+}
+
+/**
+ * engineLoad is the pattern "engine", as vLLM's processes ask: C workers,
+ * each on a connection of its own, write (BatchAllocate, ConfirmWrite) at
+ * the row's pace in all, and the scheduler, on its own, asks 3 BatchExists
+ * a cycle at its own pace, half a slot apart from the writes, of the keys
+ * written last (vLLM's scheduler asks when it schedules a request, not when
+ * a worker has written).
+ */
+async function engineLoad(url: string, o: StandbyReadsOptions, pace: Pace): Promise<LoadDone> {
+  const nextWrite = slots(o.rate, pace);
+  const nextRead = slots(3 * o.rate, pace, 0.5);
+  const done = { cycles: 0, reads: 0 };
+  let written = newKeys(o.batch); // none written yet: misses
+  const worker = async () => {
+    const client = connect(url);
+    for (await nextWrite(); performance.now() < pace.end; await nextWrite()) {
+      const keys = newKeys(o.batch);
+      const { pages } = await client.batchAllocate({ namespace: "bench", rank: 0, keys });
+      await client.confirmWrite({ namespace: "bench", rank: 0, keys, pages });
+      written = keys;
+      done.cycles++;
+    }
+  };
+  const scheduler = async () => {
+    const client = connect(url);
+    for (await nextRead(); performance.now() < pace.end; await nextRead()) {
+      await client.batchExists({ namespace: "bench", keys: written });
+      done.reads++;
+    }
+  };
+  await Promise.all([...Array.from({ length: o.clients }, worker), scheduler()]);
+  return done;
 }
 
 /** measureStandbyReads starts the cluster, runs the rows and stops it; `log` gets a line per row. */
@@ -84,7 +174,6 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
     }
     const setup = createClient(MetadataService, createGrpcTransport({ baseUrl: leader.process.url }));
     await setup.initializeRank({ namespace: "bench", rank: 0, numPages: 1 << 22, worldSize: 1 });
-    let next = 0;
     // Round 0 warms the leader up (its first seconds' CPU is the JIT's), unpaced, and is not counted; then the order alternates (ABBA).
     for (let round = 0; round <= o.rounds; round++) {
       for (const mode of round % 2 === 1 ? o.modes : [...o.modes].reverse()) {
@@ -103,42 +192,26 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
         ]);
         if (pinned) pinToCore(relay.pid, 1);
         try {
-          await new Promise((resolve) => setTimeout(resolve, 1_500)); // its probes find the caught-up members
-          const client = createClient(MetadataService, createGrpcTransport({ baseUrl: relay.url }));
+          await sleep(1_500); // its probes find the caught-up members
           const before = { leader: cpuMs(leader.process.pid), standbys: standbys.reduce((sum, m) => sum + cpuMs(m.process.pid), 0) };
           const start = performance.now();
           const end = start + o.seconds * 1_000;
-          let cycles = 0;
-          let slot = 0;
           // Round 0 runs as fast as it can: at the pace, the leader's code for either row was still being compiled a minute in.
           const paced = round > 0;
-          await Promise.all(
-            Array.from({ length: o.clients }, async () => {
-              while (performance.now() < end && !idle) {
-                // Paced: both rows do the same cycles when they keep up, so the CPU per cycle compares the same work.
-                const at = start + (slot++ * 1_000) / o.rate;
-                if (paced && at > performance.now()) await new Promise((resolve) => setTimeout(resolve, at - performance.now()));
-                if (performance.now() >= end) break;
-                const keys = Array.from({ length: o.batch }, () => `key-${next++}`);
-                const { pages } = await client.batchAllocate({ namespace: "bench", rank: 0, keys });
-                await client.confirmWrite({ namespace: "bench", rank: 0, keys, pages });
-                for (let i = 0; i < 3; i++) await client.batchExists({ namespace: "bench", keys });
-                cycles++;
-              }
-            }),
-          );
-          if (idle) {
-            await new Promise((resolve) => setTimeout(resolve, end - performance.now()));
-            cycles = dueCycles;
-          }
+          const pace = { paced, start, end };
+          // "idle" counts its CPU per the cycles the other rows do in as long.
+          if (idle) await sleep(end - performance.now());
+          const { cycles, reads } = idle
+            ? { cycles: dueCycles, reads: 3 * dueCycles }
+            : await (o.pattern === "engine" ? engineLoad : loopLoad)(relay.url, o, pace);
           const leaderMs = cpuMs(leader.process.pid) - before.leader;
           const standbysMs = standbys.reduce((sum, m) => sum + cpuMs(m.process.pid), 0) - before.standbys;
-          rows.push({ round, mode, cycles, leaderMs, standbysMs });
+          rows.push({ round, mode, cycles, reads, leaderMs, standbysMs });
           const counts = (await Promise.all(standbys.map((m) => standbyCounts(m.process.url)))).map(
             (c) => `local ${c.local}, lagging ${c.lagging}, behind ${c.behind}`,
           );
           log(
-            `round ${round} --reads ${mode}: ${cycles} cycles ${paced ? `of ${dueCycles}` : "unpaced (warm-up)"}; leader ${((leaderMs * 1_000) / cycles).toFixed(0)} µs/cycle, standbys ${((standbysMs * 1_000) / cycles).toFixed(0)} µs/cycle; the standbys' reads so far: ${counts.join("; ")}`,
+            `round ${round} --reads ${mode}: ${cycles} cycles and ${reads} reads ${paced ? `of ${dueCycles} and ${3 * dueCycles}` : "unpaced (warm-up)"}; leader ${((leaderMs * 1_000) / cycles).toFixed(0)} µs/cycle, standbys ${((standbysMs * 1_000) / cycles).toFixed(0)} µs/cycle; the standbys' reads so far: ${counts.join("; ")}`,
           );
         } finally {
           await relay.stop();
@@ -160,7 +233,7 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
     rows,
     leaderRatio: perCycleUs("members") / perCycleUs("leader"),
     idleUsPerCycle: perCycleUs("idle"),
-    atPace: counted.filter((r) => r.cycles >= 0.95 * dueCycles).length,
+    atPace: counted.filter((r) => r.cycles >= 0.95 * dueCycles && r.reads >= 0.95 * 3 * dueCycles).length,
     counted: counted.length,
   };
 }
@@ -175,6 +248,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     modes: option("modes", "members,leader").split(",") as ReadsMode[],
     profileDir: option("profile", ""),
     pin: option("pin", "yes") === "yes",
+    pattern: option("pattern", "loop") as LoadPattern,
   });
   if (!Number.isNaN(result.leaderRatio))
     console.log(
