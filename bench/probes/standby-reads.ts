@@ -1,17 +1,18 @@
-// standby-reads.ts [--seconds=S] [--rounds=R] [--batch=B] [--clients=C] [--rate=N] [--pattern=P]: what reads on
-// standbys save the leader. 3 etcd members and 3 servers; a relay in front of them, started with `--reads members`
-// (standbys answer the reads they hold fresh) and `--reads leader` (every read to the leader), the
-// two alternated R times (2) on the same cluster, after a round 0 of each that runs unpaced and is not
-// counted (the JIT's warm-up). Each row runs vLLM's mix for S seconds (5), through the relay, paced at N (10)
-// cycles a second in all, so that both rows do the same work when they keep up: a cycle is a worker's
-// BatchAllocate and ConfirmWrite of B (128) new keys and 3 BatchExists of 128 keys. `--pattern=engine` asks as vLLM's processes do: C (4) workers on connections of their own write, and a scheduler on
-// its own asks the reads at its own pace (of the keys written last); `--pattern=loop` (the default, and
-// the benchmark's): C loops on one connection, each cycle's reads right after its writes. `--modes=` also takes `idle`: no calls, the CPU per
-// the N × S cycles of the other rows. It prints, per row, the cycles and reads done and the CPU of the leader
-// and of the standbys per cycle (from /proc). With `--pin=yes` (the default, on 2 cores or more) the leader
-// runs alone on core 0 and every other process on core 1 (taskset).
-// Run: node --import tsx bench/probes/standby-reads.ts, or `npm run bench -- --only=standby-reads` (at 10 and 25 cycles a
-// second; --quick: 25 only, one round of 2 s rows).
+// standby-reads.ts [--seconds=S] [--rounds=R] [--batch=B] [--clients=C] [--rate=N] [--pattern=P]: what
+// reads on standbys save the leader. 3 etcd members and 3 servers; a relay in front of them, started with
+// `--reads members` (standbys answer the reads they hold fresh) and `--reads leader` (every read to the
+// leader), the two alternated R times (2) on the same cluster, after a round 0 of each that runs unpaced and
+// is not counted (the JIT's warm-up). Each row runs vLLM's mix for S seconds (5), through the relay, paced at
+// N (10) cycles a second in all, so that both rows do the same work when they keep up: a cycle is a worker's
+// BatchAllocate and ConfirmWrite of B (128) new keys and 3 BatchExists of 128 keys. `--pattern=loop` (the
+// default, and the benchmark's): C (4) loops on one connection, each cycle's reads right after its writes.
+// `--pattern=engine` asks as vLLM's processes do: C workers on connections of their own write, and a
+// scheduler on its own asks the reads at its own pace (of the keys written last). `--modes=` also takes
+// `idle`: no calls, the CPU per the N × S cycles of the other rows. It prints, per row, the cycles and reads
+// done and the CPU of the leader and of the standbys per cycle (from /proc). With `--pin=yes` (the default,
+// on 2 cores or more) the leader runs alone on core 0 and every other process on core 1 (taskset).
+// Run: node --import tsx bench/probes/standby-reads.ts, or `npm run bench -- --only=standby-reads` (at 10 and
+// 25 cycles a second; --quick: 25 only, one round of 2 s rows).
 import { availableParallelism } from "node:os";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
@@ -24,6 +25,9 @@ import { standbyCounts } from "../harness/standby-counts.js";
 
 /** ReadsMode is where the relay sends reads (its `--reads`), or "idle": a relay and no calls. */
 export type ReadsMode = "members" | "leader" | "idle";
+
+/** READS_PER_CYCLE is the BatchExists of the scheduler's mix per allocate-confirm cycle (#43's measure). */
+const READS_PER_CYCLE = 3;
 
 /** LoadPattern is who asks for what, and when (StandbyReadsOptions.pattern). */
 export type LoadPattern = "engine" | "loop";
@@ -50,7 +54,7 @@ export interface StandbyReadsRow {
   round: number;
   mode: ReadsMode;
   cycles: number;
-  /** reads is the BatchExists calls asked (3 a cycle at the pace). */
+  /** reads is the BatchExists calls asked (READS_PER_CYCLE a cycle at the pace). */
   reads: number;
   leaderMs: number;
   standbysMs: number;
@@ -99,7 +103,7 @@ function slots(perSecond: number, { paced, start }: Pace, shift = 0): () => Prom
 
 const connect = (url: string) => createClient(MetadataService, createGrpcTransport({ baseUrl: url }));
 
-/** loopLoad is the pattern "loop": C loops on one connection, each cycle's 3 BatchExists of its keys right after its writes. */
+/** loopLoad is the pattern "loop": C loops on one connection, each cycle's BatchExists of its keys right after its writes. */
 async function loopLoad(url: string, o: StandbyReadsOptions, pace: Pace): Promise<LoadDone> {
   const client = connect(url);
   const next = slots(o.rate, pace);
@@ -109,8 +113,8 @@ async function loopLoad(url: string, o: StandbyReadsOptions, pace: Pace): Promis
       const keys = newKeys(o.batch);
       const { pages } = await client.batchAllocate({ namespace: "bench", rank: 0, keys });
       await client.confirmWrite({ namespace: "bench", rank: 0, keys, pages });
-      for (let i = 0; i < 3; i++) await client.batchExists({ namespace: "bench", keys });
-      done.reads += 3;
+      for (let i = 0; i < READS_PER_CYCLE; i++) await client.batchExists({ namespace: "bench", keys });
+      done.reads += READS_PER_CYCLE;
       done.cycles++;
     }
   };
@@ -121,14 +125,14 @@ async function loopLoad(url: string, o: StandbyReadsOptions, pace: Pace): Promis
 /**
  * engineLoad is the pattern "engine", as vLLM's processes ask: C workers,
  * each on a connection of its own, write (BatchAllocate, ConfirmWrite) at
- * the row's pace in all, and the scheduler, on its own, asks 3 BatchExists
- * a cycle at its own pace, half a slot apart from the writes, of the keys
+ * the row's pace in all, and the scheduler, on its own, asks READS_PER_CYCLE
+ * BatchExists a cycle at its own pace, half a slot apart from the writes, of the keys
  * written last (vLLM's scheduler asks when it schedules a request, not when
  * a worker has written).
  */
 async function engineLoad(url: string, o: StandbyReadsOptions, pace: Pace): Promise<LoadDone> {
   const nextWrite = slots(o.rate, pace);
-  const nextRead = slots(3 * o.rate, pace, 0.5);
+  const nextRead = slots(READS_PER_CYCLE * o.rate, pace, 0.5);
   const done = { cycles: 0, reads: 0 };
   let written = newKeys(o.batch); // none written yet: misses
   const worker = async () => {
@@ -202,7 +206,7 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
           // "idle" counts its CPU per the cycles the other rows do in as long.
           if (idle) await sleep(end - performance.now());
           const { cycles, reads } = idle
-            ? { cycles: dueCycles, reads: 3 * dueCycles }
+            ? { cycles: dueCycles, reads: READS_PER_CYCLE * dueCycles }
             : await (o.pattern === "engine" ? engineLoad : loopLoad)(relay.url, o, pace);
           const leaderMs = cpuMs(leader.process.pid) - before.leader;
           const standbysMs = standbys.reduce((sum, m) => sum + cpuMs(m.process.pid), 0) - before.standbys;
@@ -211,7 +215,7 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
             (c) => `local ${c.local}, lagging ${c.lagging}, behind ${c.behind}`,
           );
           log(
-            `round ${round} --reads ${mode}: ${cycles} cycles and ${reads} reads ${paced ? `of ${dueCycles} and ${3 * dueCycles}` : "unpaced (warm-up)"}; leader ${((leaderMs * 1_000) / cycles).toFixed(0)} µs/cycle, standbys ${((standbysMs * 1_000) / cycles).toFixed(0)} µs/cycle; the standbys' reads so far: ${counts.join("; ")}`,
+            `round ${round} --reads ${mode}: ${cycles} cycles and ${reads} reads ${paced ? `of ${dueCycles} and ${READS_PER_CYCLE * dueCycles}` : "unpaced (warm-up)"}; leader ${((leaderMs * 1_000) / cycles).toFixed(0)} µs/cycle, standbys ${((standbysMs * 1_000) / cycles).toFixed(0)} µs/cycle; the standbys' reads so far: ${counts.join("; ")}`,
           );
         } finally {
           await relay.stop();
@@ -233,7 +237,7 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
     rows,
     leaderRatio: perCycleUs("members") / perCycleUs("leader"),
     idleUsPerCycle: perCycleUs("idle"),
-    atPace: counted.filter((r) => r.cycles >= 0.95 * dueCycles && r.reads >= 0.95 * 3 * dueCycles).length,
+    atPace: counted.filter((r) => r.cycles >= 0.95 * dueCycles && r.reads >= 0.95 * READS_PER_CYCLE * dueCycles).length,
     counted: counted.length,
   };
 }
