@@ -7,9 +7,9 @@
 // How the README's before/after figures of a change are measured. Run: node --import tsx bench/ab.ts --root=/tmp/before
 import { existsSync } from "node:fs";
 import { relative, resolve } from "node:path";
-import type { TransportName } from "./harness/cycle-clients.js";
+import { TRANSPORTS } from "./harness/cycle-clients.js";
 import type { LoadResult } from "./harness/load.js";
-import { option } from "./harness/options.js";
+import { choiceOption, option } from "./harness/options.js";
 import { cycleConfig, runLoad, startProcess, startShards } from "./harness/processes.js";
 
 const here = resolve(new URL("..", import.meta.url).pathname);
@@ -17,7 +17,7 @@ const other = resolve(option("root", here));
 const batch = Number(option("batch", "512"));
 const rounds = Number(option("rounds", "3"));
 const seconds = Number(option("seconds", "4"));
-const transport = option("transport", "lean-grpc") as TransportName;
+const transport = choiceOption("transport", TRANSPORTS, "lean-grpc");
 const shardCounts = option("shards", "0").split(",").map(Number);
 const warmupMs = Number(option("warmup", "0.7")) * 1_000;
 

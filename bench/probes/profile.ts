@@ -8,9 +8,10 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { LoadConfig, LoadResult } from "../harness/load.js";
+import { TRANSPORTS } from "../harness/cycle-clients.js";
+import type { LoadResult } from "../harness/load.js";
 import { nativeLoad } from "../harness/native-load.js";
-import { numberOption, option } from "../harness/options.js";
+import { choiceOption, numberOption, option } from "../harness/options.js";
 import { cycleConfig, runLoad, SERVER, startProcess } from "../harness/processes.js";
 import { fill, replayedRequests } from "./floor.js";
 
@@ -50,7 +51,7 @@ const server = await startProcess(SERVER, serve, ["--cpu-prof", `--cpu-prof-dir=
 const replay = option("replay", "");
 if (replay === "") {
   const config = cycleConfig(server.url, {
-    transport: option("transport", "lean-grpc") as LoadConfig["transport"],
+    transport: choiceOption("transport", TRANSPORTS, "lean-grpc"),
     batch,
     concurrency,
     connections: Math.min(concurrency, 2),

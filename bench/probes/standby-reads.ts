@@ -19,18 +19,24 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { affinityMask, pinToCore, setAffinityMask } from "../harness/cpu-affinity.js";
 import { leaderOf, startHaCluster } from "../harness/ha.js";
-import { numberOption, option } from "../harness/options.js";
+import { choiceOption, choicesOption, numberOption, option } from "../harness/options.js";
 import { cpuMs, SERVER, serverArgs, startProcess } from "../harness/processes.js";
 import { standbyCounts } from "../harness/standby-counts.js";
 
-/** ReadsMode is where the relay sends reads (its `--reads`), or "idle": a relay and no calls. */
-export type ReadsMode = "members" | "leader" | "idle";
+/** READS_MODES are where the relay sends reads (its `--reads`), and "idle": a relay and no calls. */
+export const READS_MODES = ["members", "leader", "idle"] as const;
+
+/** ReadsMode is one of READS_MODES. */
+export type ReadsMode = (typeof READS_MODES)[number];
 
 /** READS_PER_CYCLE is the BatchExists of the scheduler's mix per allocate-confirm cycle (#43's measure). */
 const READS_PER_CYCLE = 3;
 
-/** LoadPattern is who asks for what, and when (StandbyReadsOptions.pattern). */
-export type LoadPattern = "engine" | "loop";
+/** LOAD_PATTERNS are who asks for what, and when (StandbyReadsOptions.pattern). */
+export const LOAD_PATTERNS = ["engine", "loop"] as const;
+
+/** LoadPattern is one of LOAD_PATTERNS. */
+export type LoadPattern = (typeof LOAD_PATTERNS)[number];
 
 /** StandbyReadsOptions are the probe's knobs (its flags, above). */
 export interface StandbyReadsOptions {
@@ -249,10 +255,10 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     batch: numberOption("batch", 128),
     clients: numberOption("clients", 4),
     rate: numberOption("rate", 10),
-    modes: option("modes", "members,leader").split(",") as ReadsMode[],
+    modes: choicesOption("modes", READS_MODES, "members,leader"),
     profileDir: option("profile", ""),
     pin: option("pin", "yes") === "yes",
-    pattern: option("pattern", "loop") as LoadPattern,
+    pattern: choiceOption("pattern", LOAD_PATTERNS, "loop"),
   });
   if (!Number.isNaN(result.leaderRatio))
     console.log(
