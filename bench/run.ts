@@ -464,8 +464,9 @@ if (enabled("ha")) {
 }
 
 if (enabled("standby-reads")) {
-  // #43's measure: the leader's CPU per cycle of vLLM's mix (BatchAllocate, ConfirmWrite, 3 BatchExists of 128 keys) with the
-  // caught-up standbys answering the reads, over with every read on it; at a slow pace, where the idle member's timers weigh,
+  // #43's measure: the leader's CPU per cycle of vLLM's mix (BatchAllocate, ConfirmWrite, 3 BatchExists of 128 keys), asked as
+  // its processes ask (workers write, the scheduler reads on its own connection at its own pace), with the caught-up standbys
+  // answering the reads, over with every read on it; at a slow pace, where the idle member's timers weigh,
   // and at a busier one (25: at 40 the core that runs all but the leader did not always keep the pace). The leader alone on core 0.
   const results: StandbyReadsResult[] = [];
   for (const rate of quick ? [25] : [10, 25]) {
@@ -479,7 +480,7 @@ if (enabled("standby-reads")) {
         modes: ["members", "leader"],
         profileDir: "",
         pin: true,
-        pattern: "loop",
+        pattern: "engine",
       },
       (line) => console.log(`standby   ${rate}/s ${line}`),
     );

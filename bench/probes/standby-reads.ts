@@ -4,10 +4,10 @@
 // leader), the two alternated R times (2) on the same cluster, after a round 0 of each that runs unpaced and
 // is not counted (the JIT's warm-up). Each row runs vLLM's mix for S seconds (5), through the relay, paced at
 // N (10) cycles a second in all, so that both rows do the same work when they keep up: a cycle is a worker's
-// BatchAllocate and ConfirmWrite of B (128) new keys and 3 BatchExists of 128 keys. `--pattern=loop` (the
-// default, and the benchmark's): C (4) loops on one connection, each cycle's reads right after its writes.
-// `--pattern=engine` asks as vLLM's processes do: C workers on connections of their own write, and a
-// scheduler on its own asks the reads at its own pace (of the keys written last). `--modes=` also takes
+// BatchAllocate and ConfirmWrite of B (128) new keys and 3 BatchExists of B keys. `--pattern=engine` (the
+// default, and the benchmark's) asks as vLLM's processes do: C (4) workers on connections of their own
+// write, and a scheduler on its own asks the reads at its own pace (of the keys written last).
+// `--pattern=loop`: C loops on one connection, each cycle's reads right after its writes. `--modes=` also takes
 // `idle`: no calls, the CPU per the N × S cycles of the other rows. It prints, per row, the cycles and reads
 // done and the CPU of the leader and of the standbys per cycle (from /proc). With `--pin=yes` (the default,
 // on 2 cores or more) the leader runs alone on core 0 and every other process on core 1 (taskset).
@@ -219,9 +219,7 @@ export async function measureStandbyReads(o: StandbyReadsOptions, log: (line: st
           const pace = { paced, start, end };
           // "idle" counts its CPU per the cycles the other rows do in as long.
           if (idle) await sleep(end - performance.now());
-          const { cycles, reads } = idle
-            ? { cycles: dueCycles, reads: READS_PER_CYCLE * dueCycles }
-            : await load(relay.url, o, pace);
+          const { cycles, reads } = idle ? { cycles: dueCycles, reads: READS_PER_CYCLE * dueCycles } : await load(relay.url, o, pace);
           const leaderMs = cpuMs(leader.process.pid) - before.leader;
           const standbysMs = standbys.reduce((sum, m) => sum + cpuMs(m.process.pid), 0) - before.standbys;
           rows.push({ round, mode, cycles, reads, leaderMs, standbysMs });
@@ -266,7 +264,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     modes: choicesOption("modes", READS_MODES, "members,leader"),
     profileDir: option("profile", ""),
     pin: option("pin", "yes") === "yes",
-    pattern: choiceOption("pattern", LOAD_PATTERNS, "loop"),
+    pattern: choiceOption("pattern", LOAD_PATTERNS, "engine"),
   });
   if (!Number.isNaN(result.leaderRatio))
     console.log(
