@@ -2,6 +2,7 @@ import * as http from "node:http";
 import * as http2 from "node:http2";
 import type * as net from "node:net";
 import * as tls from "node:tls";
+import { pingWithin } from "../../protocol/ping-within.js";
 import type { LimitOptions } from "../../service/limit-options.js";
 import { CleartextRefusal } from "./cleartext-refusal.js";
 import { EarlyPort } from "./early-port.js";
@@ -22,8 +23,8 @@ export interface ListenerTls {
  * LimitOptions' requestTimeoutMs: from a connection's start, with TLS the
  * end of its handshake, itself bounded as long, to its protocol being
  * known, and HTTP/1.1's time to receive a request). An HTTP/2 session
- * silent http2KeepaliveMs is pinged, and destroyed unless the ping is
- * answered within as long again: Node leaves a session that sent GOAWAY
+ * silent http2KeepaliveMs is pinged, at each such silence, and destroyed
+ * unless the ping is answered within as long again: Node leaves a session that sent GOAWAY
  * for a protocol error (a malformed frame, a flood of resets) open,
  * silent, and its socket in CLOSE-WAIT forever; this frees it.
  */
@@ -181,7 +182,10 @@ export class DualProtocolListener {
       });
     });
     session.on("error", () => session.destroy());
-    session.setTimeout(this.http2KeepaliveMs, () => this.probe(session));
+    // At every silence, not only the first: session.setTimeout's callback is a `once` listener of "timeout", and only a
+    // stream's activity re-arms its timer, not a PING's answer (probe re-arms it).
+    session.setTimeout(this.http2KeepaliveMs);
+    session.on("timeout", () => this.probe(session));
     session.once("close", () => {
       clearTimeout(idle);
       this.sessions.delete(session);
@@ -190,19 +194,13 @@ export class DualProtocolListener {
     });
   }
 
-  /** probe pings a silent session and destroys it unless the ping is answered in time (any answer is activity, which re-arms the session's timeout). */
+  /** probe pings a silent session: answered in time, the session's timeout is re-armed for its next silence; not, it is destroyed. */
   private probe(session: http2.ServerHttp2Session): void {
     if (session.destroyed) return;
-    const deadline = setTimeout(() => session.destroy(), this.http2KeepaliveMs);
-    deadline.unref();
-    const sent = session.ping((error) => {
-      clearTimeout(deadline);
-      if (error !== null) session.destroy();
+    pingWithin(session, this.http2KeepaliveMs, (error) => {
+      if (error !== undefined) session.destroy();
+      else if (!session.destroyed) session.setTimeout(this.http2KeepaliveMs);
     });
-    if (!sent) {
-      clearTimeout(deadline);
-      session.destroy();
-    }
   }
 
   /** endIfIdle destroys a closing session that has no open stream, once its GOAWAY had a turn to go out. */

@@ -1,0 +1,53 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { readFileSync } from "node:fs";
+import { afterEach, describe, expect, it } from "vitest";
+import { startChildServer } from "../support/child-server.js";
+
+/** idlePeer is an HTTP/2 client in a process of its own that connects and then only answers what the server sends (PINGs); `port` is its end's. */
+async function idlePeer(url: string): Promise<{ child: ChildProcess; port: number }> {
+  const script = `const s = require("node:http2").connect(process.argv[1]); s.on("error", () => {}); s.once("remoteSettings", () => console.log(s.socket.localPort));`;
+  const child = spawn(process.execPath, ["-e", script, url], { stdio: ["ignore", "pipe", "inherit"] });
+  const [line] = (await once(child.stdout!, "data")) as [Buffer];
+  return { child, port: Number(line.toString().trim()) };
+}
+
+/** ESTABLISHED is /proc/net/tcp's state of an open connection. */
+const ESTABLISHED = "01";
+
+/** serverEnd is the state of the server's end of the connection from `peerPort` (/proc/net/tcp), or "" when there is none. */
+function serverEnd(serverPort: number, peerPort: number): string {
+  const hex = (port: number) => port.toString(16).toUpperCase().padStart(4, "0");
+  for (const line of readFileSync("/proc/net/tcp", "utf8").split("\n").slice(1)) {
+    const [, local, remote, state] = line.trim().split(/\s+/);
+    if (local?.endsWith(`:${hex(serverPort)}`) && remote?.endsWith(`:${hex(peerPort)}`)) return state!;
+  }
+  return "";
+}
+
+/** closedByServer polls (up to 10 s) until the server's end of the connection is no longer open, and returns its state. */
+async function closedByServer(serverPort: number, peerPort: number): Promise<string> {
+  const deadline = Date.now() + 10_000;
+  while (serverEnd(serverPort, peerPort) === ESTABLISHED && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+  return serverEnd(serverPort, peerPort);
+}
+
+describe("--http2-keepalive", () => {
+  let peer: ChildProcess | undefined;
+  afterEach(() => peer?.kill("SIGKILL"));
+
+  // Node's session.setTimeout takes its callback once: the probe ran at a connection's first silence only, so a peer that
+  // answered it and was then lost (a machine gone, a process stopped) held its connection until the idle timeout, and a
+  // session Node had stopped reading (after its GOAWAY to a flood of resets) held its socket for good.
+  it("pings a connection at every silence, not only its first, and closes it once its peer stops answering", async () => {
+    const server = await startChildServer(["--in-memory", "--http2-keepalive", "200ms"]);
+    const serverPort = Number(new URL(server.url).port);
+    const idle = await idlePeer(server.url);
+    peer = idle.child;
+    // Several silences, each pinged and answered: the connection stays.
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(serverEnd(serverPort, idle.port)).toBe(ESTABLISHED);
+    peer.kill("SIGSTOP");
+    expect(await closedByServer(serverPort, idle.port)).not.toBe(ESTABLISHED);
+  });
+});
