@@ -24,9 +24,9 @@ export interface ListenerTls {
  * end of its handshake, itself bounded as long, to its protocol being
  * known, and HTTP/1.1's time to receive a request). An HTTP/2 session
  * silent http2KeepaliveMs is pinged, at each such silence, and destroyed
- * unless the ping is answered within as long again: Node leaves a session that sent GOAWAY
- * for a protocol error (a malformed frame, a flood of resets) open,
- * silent, and its socket in CLOSE-WAIT forever; this frees it.
+ * unless the ping is answered within as long again: Node leaves a session
+ * that sent GOAWAY for a protocol error (a malformed frame, a flood of
+ * resets) open, silent, and its socket in CLOSE-WAIT forever; this frees it.
  */
 export type ConnectionLimits = Readonly<
   Pick<ListenerOptions, "maxConnections" | "maxStreamsPerConnection" | "idleTimeoutMs" | "http2KeepaliveMs"> & Pick<LimitOptions, "requestTimeoutMs">
