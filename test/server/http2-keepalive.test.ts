@@ -12,6 +12,20 @@ async function idlePeer(url: string): Promise<{ child: ChildProcess; port: numbe
   return { child, port: Number(line.toString().trim()) };
 }
 
+/**
+ * pingingPeer is an HTTP/2 client in a process of its own that PINGs every `everyMs` until it reads "stop" on stdin, and
+ * prints "pinged" for each PING the server sends it.
+ */
+async function pingingPeer(url: string, everyMs: number): Promise<ChildProcess> {
+  const script = `const s = require("node:http2").connect(process.argv[1]); s.on("error", () => {});
+    s.on("ping", () => console.log("pinged"));
+    s.once("remoteSettings", () => { const t = setInterval(() => s.ping(() => {}), ${everyMs}); console.log("ready");
+      process.stdin.once("data", () => clearInterval(t)); });`;
+  const child = spawn(process.execPath, ["-e", script, url], { stdio: ["pipe", "pipe", "inherit"] });
+  await once(child.stdout!, "data");
+  return child;
+}
+
 /** ESTABLISHED is /proc/net/tcp's state of an open connection. */
 const ESTABLISHED = "01";
 
@@ -49,5 +63,19 @@ describe("--http2-keepalive", () => {
     expect(serverEnd(serverPort, idle.port)).toBe(ESTABLISHED);
     peer.kill("SIGSTOP");
     expect(await closedByServer(serverPort, idle.port)).not.toBe(ESTABLISHED);
+  });
+
+  // An idle relay's connections carry its own PINGs: probing them too would wake every member for each of them.
+  it("does not ping a peer that PINGs on its own, and pings it once it stops", async () => {
+    const server = await startChildServer(["--in-memory", "--http2-keepalive", "300ms"]);
+    peer = await pingingPeer(server.url, 100);
+    let pinged = 0;
+    peer.stdout!.on("data", (chunk: Buffer) => (pinged += chunk.toString().split("pinged").length - 1));
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(pinged).toBe(0);
+    peer.stdin!.write("stop\n");
+    const deadline = Date.now() + 10_000;
+    while (pinged === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(pinged).toBeGreaterThan(0);
   });
 });

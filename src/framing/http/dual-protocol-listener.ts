@@ -183,9 +183,11 @@ export class DualProtocolListener {
     });
     session.on("error", () => session.destroy());
     // At every silence, not only the first: session.setTimeout's callback is a `once` listener of "timeout", and only a
-    // stream's activity re-arms its timer, not a PING's answer (probe re-arms it).
+    // stream's activity re-arms its timer, not PINGs. An answer to the probe re-arms it, and so does a peer's own PING,
+    // which shows it alive as well (a relay PINGs its upstreams every second or five).
     session.setTimeout(this.http2KeepaliveMs);
     session.on("timeout", () => this.probe(session));
+    session.on("ping", () => session.setTimeout(this.http2KeepaliveMs));
     session.once("close", () => {
       clearTimeout(idle);
       this.sessions.delete(session);
