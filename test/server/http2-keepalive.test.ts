@@ -54,12 +54,13 @@ describe("--http2-keepalive", () => {
   // answered it and was then lost (a machine gone, a process stopped) held its connection until the idle timeout, and a
   // session Node had stopped reading (after its GOAWAY to a flood of resets) held its socket for good.
   it("pings a connection at every silence, not only its first, and closes it once its peer stops answering", async () => {
-    const server = await startChildServer(["--in-memory", "--http2-keepalive", "200ms"]);
+    // 1 s, not less: a peer this machine starves for longer than that would not answer in time, and be closed.
+    const server = await startChildServer(["--in-memory", "--http2-keepalive", "1s"]);
     const serverPort = Number(new URL(server.url).port);
     const idle = await idlePeer(server.url);
     peer = idle.child;
-    // Several silences, each pinged and answered: the connection stays.
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    // Two silences, each pinged and answered: the connection stays.
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
     expect(serverEnd(serverPort, idle.port)).toBe(ESTABLISHED);
     peer.kill("SIGSTOP");
     expect(await closedByServer(serverPort, idle.port)).not.toBe(ESTABLISHED);
@@ -67,11 +68,12 @@ describe("--http2-keepalive", () => {
 
   // An idle relay's connections carry its own PINGs: probing them too would wake every member for each of them.
   it("does not ping a peer that PINGs on its own, and pings it once it stops", async () => {
-    const server = await startChildServer(["--in-memory", "--http2-keepalive", "300ms"]);
+    // The peer PINGs 10 times a keepalive: a starved turn of its own does not leave the connection silent that long.
+    const server = await startChildServer(["--in-memory", "--http2-keepalive", "1s"]);
     peer = await pingingPeer(server.url, 100);
     let pinged = 0;
     peer.stdout!.on("data", (chunk: Buffer) => (pinged += chunk.toString().split("pinged").length - 1));
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
     expect(pinged).toBe(0);
     peer.stdin!.write("stop\n");
     const deadline = Date.now() + 10_000;
