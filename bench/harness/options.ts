@@ -12,14 +12,17 @@ export function numberOption(name: string, fallback: number): number {
 
 /** choiceOption is option as one of `choices`; anything else stops the bench with the choices named. */
 export function choiceOption<T extends string>(name: string, choices: readonly T[], fallback: T): T {
-  const value = option(name, fallback);
-  if (!(choices as readonly string[]).includes(value)) throw new Error(`--${name}: ${JSON.stringify(value)} is not one of ${choices.join(", ")}`);
-  return value as T;
+  const [value] = checked(name, choices, [option(name, fallback)]);
+  return value!;
 }
 
 /** choicesOption is option as a comma-separated list of `choices`; anything else stops the bench with the choices named. */
 export function choicesOption<T extends string>(name: string, choices: readonly T[], fallback: string): T[] {
-  const values = option(name, fallback).split(",");
+  return checked(name, choices, option(name, fallback).split(","));
+}
+
+/** checked returns values as choices, or throws naming those that are not one. */
+function checked<T extends string>(name: string, choices: readonly T[], values: string[]): T[] {
   const wrong = values.filter((v) => !(choices as readonly string[]).includes(v));
   if (wrong.length > 0) throw new Error(`--${name}: ${wrong.map((w) => JSON.stringify(w)).join(", ")} is not one of ${choices.join(", ")}`);
   return values as T[];
