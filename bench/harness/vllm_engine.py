@@ -24,11 +24,11 @@ import json
 import sys
 import time
 
-from vllm_session import loop, vllm_session, write_key
+from engine_session import engine_session, loop, write_key
 
 url, role = sys.argv[1], sys.argv[2]
 
-session = vllm_session()
+session = engine_session()
 
 calls = 0
 errors = []

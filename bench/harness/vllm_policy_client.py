@@ -21,11 +21,11 @@ import json
 import sys
 import time
 
-from vllm_session import loop, vllm_session, write_key
+from engine_session import engine_session, loop, write_key
 
 url, ranks, num_pages, known = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 
-session = vllm_session()
+session = engine_session()
 
 calls = 0
 longest = 0.0

@@ -4,11 +4,11 @@ import { describe, expect, it } from "vitest";
 import { makeCertificates } from "../support/certificates.js";
 import { type ChildServer, runCli, startChildRelay, startChildServer } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
+import { VllmWorker } from "../support/engine-clients.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, type Server, startServer, waitForLeader } from "../support/ha-cluster.js";
 import { tempDir } from "../support/temp-dir.js";
 import { freePort } from "../support/test-server.js";
-import { VllmWorker } from "../support/vllm-worker.js";
 
 const missingCluster = lacking("the relay's cluster tests", "etcd", "requests");
 const missingTls = lacking("the relay's TLS test", "etcd", "openssl");

@@ -9,12 +9,12 @@ import { SHARD_LOCAL_HEADER } from "../../src/protocol/headers.js";
 import { relayOptions } from "../../src/relay/relay-options.js";
 import { runCli, startChildRelay } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
+import { VllmWorker } from "../support/engine-clients.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, startServer, waitForLeader } from "../support/ha-cluster.js";
 import { tempDir } from "../support/temp-dir.js";
 import { startTestRelay } from "../support/test-relay.js";
 import { startTestServer } from "../support/test-server.js";
-import { VllmWorker } from "../support/vllm-worker.js";
 
 const missingCluster = lacking("the sharded cluster's test", "etcd", "requests");
 

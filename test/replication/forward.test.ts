@@ -4,9 +4,9 @@ import { afterEach, describe, expect, it } from "vitest";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { SERVER_ID_HEADER } from "../../src/protocol/headers.js";
 import { lacking } from "../support/debian-packages.js";
+import { VllmWorker } from "../support/engine-clients.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, type Server, serving, startServer, waitForLeader } from "../support/ha-cluster.js";
-import { VllmWorker } from "../support/vllm-worker.js";
 
 const missing = lacking("the standby forwarding tests", "etcd", "requests");
 

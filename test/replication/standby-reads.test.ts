@@ -6,11 +6,11 @@ import { DEFAULT_NAMESPACE, keyShard } from "../../src/core/index.js";
 import { LOG_POSITION, MIN_POSITION, SHARD_LOCAL_HEADER } from "../../src/protocol/headers.js";
 import { startChildRelay } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
+import { VllmEngine } from "../support/engine-clients.js";
 import { etcdFollower, startEtcdCluster } from "../support/etcd-cluster.js";
 import { type Server, startServer, waitForLeader } from "../support/ha-cluster.js";
 import { existsAtPositions, readLog } from "../support/log-replay.js";
 import { readCounts, untilLocal } from "../support/standby-counts.js";
-import { VllmEngine } from "../support/vllm-worker.js";
 
 const missing = lacking("the standby reads tests", "etcd", "requests");
 

@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { lacking } from "../support/debian-packages.js";
+import { VllmWorker } from "../support/engine-clients.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, restartServer, type Server, startServer, waitForLeader } from "../support/ha-cluster.js";
-import { VllmWorker } from "../support/vllm-worker.js";
 
 const missing = lacking("the vLLM failover test", "etcd", "requests");
 

@@ -4,11 +4,11 @@ import { describe, expect, it } from "vitest";
 import { ClusterService } from "../../gen/hf3fs/metadata/v1/cluster_pb.js";
 import { type ChildServer, startChildRelay, startChildServer } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
+import { type Engine, SglangEngine, VllmEngine } from "../support/engine-clients.js";
 import { type EtcdCluster, startEtcdCluster } from "../support/etcd-cluster.js";
 import { type Server, startServer as startMember, waitForLeader } from "../support/ha-cluster.js";
 import { tempDir } from "../support/temp-dir.js";
 import { freePort } from "../support/test-server.js";
-import { VllmEngine } from "../support/vllm-worker.js";
 
 const missing = lacking("the engine restart tests", "requests");
 const missingEtcd = missing === "" ? lacking("the engine restart tests on a cluster", "etcd") : missing;
@@ -38,29 +38,32 @@ async function restart(target: Restartable): Promise<number> {
   return tookMs;
 }
 
+/** ENGINES are the engines a restart is ridden through by, each as it calls: vLLM's, and SGLang's (whose ranks must not evict, so more pages). */
+const ENGINES: [string, (url: string) => Engine][] = [
+  ["vLLM's engine (a scheduler idle between calls, two TP workers)", (url) => VllmEngine.start(url, RANKS, NUM_PAGES)],
+  ["SGLang's engine (per TP rank a writer, and a prefetcher idle between calls)", (url) => SglangEngine.start(url, RANKS, 16 * NUM_PAGES)],
+];
+
 /**
- * rideThrough runs vLLM's engine (a scheduler idle between its calls, two
- * TP workers, each process with its own keep-alive connection) against
- * engineUrl while ROUNDS times the process `pick` names is restarted, and
- * checks that no call failed, that each old process exited within 2 s of
- * its SIGTERM, and that every key both workers confirmed exists at the end.
+ * rideThrough runs an engine against engineUrl while ROUNDS times the
+ * process `pick` names is restarted, and checks that no call failed, that
+ * each old process exited within 2 s of its SIGTERM, and that every key the
+ * engine stored is there at the end.
  */
-async function rideThrough(engineUrl: string, pick: () => Promise<Restartable>): Promise<void> {
-  const engine = VllmEngine.start(engineUrl, RANKS, NUM_PAGES);
+async function rideThrough(start: (url: string) => Engine, engineUrl: string, pick: () => Promise<Restartable>): Promise<void> {
+  const engine = start(engineUrl);
   await engine.progress(5);
   const exits: number[] = [];
   for (let round = 0; round < ROUNDS; round++) {
     exits.push(await restart(await pick()));
     await engine.progress(5);
   }
-  const { errors, complete, calls } = await engine.stop();
-  console.log(`vLLM engine across ${ROUNDS} SIGTERM restarts: ${calls} calls, exits after ${exits.join(", ")} ms, ${complete.length} keys complete`);
-  expect(errors).toEqual([]);
+  const run = await engine.stop();
+  console.log(`an engine across ${ROUNDS} SIGTERM restarts: ${run.calls} calls, exits after ${exits.join(", ")} ms, ${run.stored} keys stored`);
+  expect(run.errors).toEqual([]);
   for (const tookMs of exits) expect(tookMs).toBeLessThan(2_000);
-  const res = await fetch(`${engineUrl}/keys/batch_exists`, { method: "POST", body: JSON.stringify({ keys: complete }) });
-  const { exists } = (await res.json()) as { exists: boolean[] };
-  expect(complete.filter((_, i) => !exists[i])).toEqual([]);
-  expect(complete.length).toBeGreaterThanOrEqual(5 * (ROUNDS + 1));
+  expect(await run.missing(engineUrl)).toEqual([]);
+  expect(run.stored).toBeGreaterThanOrEqual(5 * (ROUNDS + 1));
 }
 
 /** memberOf is a cluster member as a Restartable: started again on its port and data dir, and counted as up once it joined. */
@@ -80,49 +83,51 @@ function memberOf(member: Server): Restartable {
   };
 }
 
-describe.skipIf(missing !== "")("vLLM's engine (a scheduler idle between calls, two TP workers) sees no error when", () => {
-  it("a single-node server is restarted by SIGTERM-wait-start three times", async () => {
-    const args = ["--data-dir", tempDir(), "--port", String(await freePort())];
-    const server: Restartable = { process: await startChildServer(args), start: () => startChildServer(args) };
-    await rideThrough(server.process.url, async () => server);
-  }, 120_000);
+for (const [engine, start] of ENGINES) {
+  describe.skipIf(missing !== "")(`${engine} sees no error when`, () => {
+    it("a single-node server is restarted by SIGTERM-wait-start three times", async () => {
+      const args = ["--data-dir", tempDir(), "--port", String(await freePort())];
+      const server: Restartable = { process: await startChildServer(args), start: () => startChildServer(args) };
+      await rideThrough(start, server.process.url, async () => server);
+    }, 120_000);
 
-  it("its relay is restarted by SIGTERM-wait-start three times (a sidecar restarted by its pod)", async () => {
-    const upstream = await startChildServer(["--data-dir", tempDir()]);
-    const args = ["--upstream", upstream.url, "--port", String(await freePort())];
-    const relay: Restartable = { process: await startChildRelay(args), start: () => startChildRelay(args) };
-    await rideThrough(relay.process.url, async () => relay);
-  }, 120_000);
-});
+    it("its relay is restarted by SIGTERM-wait-start three times (a sidecar restarted by its pod)", async () => {
+      const upstream = await startChildServer(["--data-dir", tempDir()]);
+      const args = ["--upstream", upstream.url, "--port", String(await freePort())];
+      const relay: Restartable = { process: await startChildRelay(args), start: () => startChildRelay(args) };
+      await rideThrough(start, relay.process.url, async () => relay);
+    }, 120_000);
+  });
 
-describe.skipIf(missingEtcd !== "")("vLLM's engine through a relay in front of a cluster sees no error when", () => {
-  it("the cluster's leader is restarted by SIGTERM-wait-start three times", async () => {
-    const etcd: EtcdCluster = await startEtcdCluster(1);
-    const members: Server[] = [await startMember(etcd), await startMember(etcd)];
-    const leader = await waitForLeader(members);
-    // A cluster of one shard answers its topology too (read from etcd when asked): its members, the leader first.
-    const topology = await createClient(ClusterService, createGrpcTransport({ baseUrl: members[1]!.url })).getTopology({});
-    expect([topology.shardCount, topology.shards[0]!.members.map((m) => [m.url, m.leader])]).toEqual([
-      1,
-      [
-        [leader.url, true],
-        [members.find((m) => m !== leader)!.url, false],
-      ],
-    ]);
-    const relay = await startChildRelay(["--upstream", members.map((m) => m.url).join(",")]);
-    await rideThrough(relay.url, async () => memberOf(await waitForLeader(members)));
-  }, 180_000);
+  describe.skipIf(missingEtcd !== "")(`${engine} through a relay in front of a cluster sees no error when`, () => {
+    it("the cluster's leader is restarted by SIGTERM-wait-start three times", async () => {
+      const etcd: EtcdCluster = await startEtcdCluster(1);
+      const members: Server[] = [await startMember(etcd), await startMember(etcd)];
+      const leader = await waitForLeader(members);
+      // A cluster of one shard answers its topology too (read from etcd when asked): its members, the leader first.
+      const topology = await createClient(ClusterService, createGrpcTransport({ baseUrl: members[1]!.url })).getTopology({});
+      expect([topology.shardCount, topology.shards[0]!.members.map((m) => [m.url, m.leader])]).toEqual([
+        1,
+        [
+          [leader.url, true],
+          [members.find((m) => m !== leader)!.url, false],
+        ],
+      ]);
+      const relay = await startChildRelay(["--upstream", members.map((m) => m.url).join(",")]);
+      await rideThrough(start, relay.url, async () => memberOf(await waitForLeader(members)));
+    }, 180_000);
 
-  it("the leaders of a cluster of 3 shards are restarted by SIGTERM-wait-start in turn (a rollout), the relay told one member", async () => {
-    const etcd: EtcdCluster = await startEtcdCluster(1);
-    const args = (shard: number) => ["--cluster-name", "rolled", "--shards", "3", "--shard", String(shard)];
-    const shards = await Promise.all(
-      [0, 1, 2].map(async (shard) => [await startMember(etcd, undefined, args(shard)), await startMember(etcd, undefined, args(shard))]),
-    );
-    await Promise.all(shards.map((members) => waitForLeader(members)));
-    // The relay learns the 3 shards from a member of shard 1 (ClusterService), and follows each shard's leader.
-    const relay = await startChildRelay(["--upstream", shards[1]![0]!.url]);
-    let round = 0;
-    await rideThrough(relay.url, async () => memberOf(await waitForLeader(shards[round++ % 3]!)));
-  }, 180_000);
-});
+    it("the leaders of a cluster of 3 shards are restarted by SIGTERM-wait-start in turn (a rollout), the relay told one member", async () => {
+      const etcd: EtcdCluster = await startEtcdCluster(1);
+      const args = (shard: number) => ["--cluster-name", "rolled", "--shards", "3", "--shard", String(shard)];
+      const shards = await Promise.all(
+        [0, 1, 2].map(async (shard) => [await startMember(etcd, undefined, args(shard)), await startMember(etcd, undefined, args(shard))]),
+      );
+      await Promise.all(shards.map((members) => waitForLeader(members)));
+      // The relay learns the 3 shards from a member of shard 1 (ClusterService), and follows each shard's leader.
+      const relay = await startChildRelay(["--upstream", shards[1]![0]!.url]);
+      let round = 0;
+      await rideThrough(start, relay.url, async () => memberOf(await waitForLeader(shards[round++ % 3]!)));
+    }, 180_000);
+  });
+}

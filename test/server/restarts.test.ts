@@ -2,9 +2,9 @@ import { describe, expect, it } from "vitest";
 import { fillStore } from "../../bench/probes/recovery.js";
 import { type ChildServer, startChildServer } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
+import { VllmWorker } from "../support/engine-clients.js";
 import { tempDir } from "../support/temp-dir.js";
 import { freePort } from "../support/test-server.js";
-import { VllmWorker } from "../support/vllm-worker.js";
 
 const missing = lacking("the restart tests", "requests");
 

@@ -1,8 +1,9 @@
-"""What every test client that stands for vLLM's HF3FS connector shares:
-its requests Session, with vLLM's retry policy (urllib3 Retry(total=3,
-backoff_factor=0.3, status_forcelist=[500, 502, 503, 504],
-allowed_methods=["GET", "POST"]): about 1.8 s of retries in all) and no
-retry of its own, and its loop until the test stops it (closes its stdin)."""
+"""What every test client that stands for vLLM's or SGLang's HF3FS
+connector shares: its requests Session, with the retry policy both
+connectors give it (urllib3 Retry(total=3, backoff_factor=0.3,
+status_forcelist=[500, 502, 503, 504], allowed_methods=["GET", "POST"]):
+about 1.8 s of retries in all) and no retry of its own, and its loop until
+the test stops it (closes its stdin)."""
 import json
 import sys
 import threading
@@ -12,8 +13,8 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 
-def vllm_session():
-    """vllm_session is a keep-alive Session that retries as vLLM's client does."""
+def engine_session():
+    """engine_session is a keep-alive Session that retries as vLLM's and SGLang's clients do."""
     session = requests.Session()
     retry = Retry(total=3, backoff_factor=0.3, status_forcelist=[500, 502, 503, 504], allowed_methods=["GET", "POST"])
     session.mount("http://", HTTPAdapter(max_retries=retry))

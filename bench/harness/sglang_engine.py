@@ -1,0 +1,86 @@
+#!/usr/bin/python3
+"""One tensor-parallel rank of an SGLang engine as its HF3FS storage talks
+to the server: SGLang's per-rank routes (POST /{rank}/...), every body
+naming its namespace, over a requests Session (keep-alive) that retries
+with SGLang's policy, the same as vLLM's (engine_session.py), and no retry
+of its own.
+
+A `writer RANK NUM_PAGES` is the rank's backup thread: it initializes its
+rank, then stores one page after another (sg-0, sg-1, ..., each with the
+one before as its prefix): reserve_and_allocate_page_indices, then
+confirm_write unless the server said the key was written. A `prefetcher
+RANK IDLE_SECONDS` is the rank's prefetch thread, on a connection of its
+own that sits idle between its calls: every IDLE_SECONDS it asks `exists`
+of the pages written lately, then get_page_indices of those that exist,
+each of which must have a page.
+
+Both loop until stdin closes, printing {"steps": N} after each turn, then
+print one JSON line: calls made, errors (a call that failed after its
+retries, or a wrong answer), and the keys confirmed (a writer) or the
+number of turns (a prefetcher).
+
+usage: sglang_engine.py URL writer RANK NUM_PAGES
+       sglang_engine.py URL prefetcher RANK IDLE_SECONDS
+"""
+import json
+import sys
+import time
+
+from engine_session import engine_session, loop
+
+NAMESPACE = "kv"
+
+url, role, rank = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+session = engine_session()
+
+calls = 0
+errors = []
+
+
+def post(route, body):
+    """post sends one call to the rank's route as SGLang's client does (JSON bytes, its Content-Type) and returns its JSON answer ({} for 204)."""
+    global calls
+    calls += 1
+    res = session.post("%s/%d/%s" % (url, rank, route), data=json.dumps(dict(body, namespace=NAMESPACE)), headers={"Content-Type": "application/json"})
+    res.raise_for_status()
+    return {} if res.status_code == 204 or not res.content else res.json()
+
+
+if role == "writer":
+    num_pages = int(sys.argv[4])
+    confirmed = []
+
+    def store(i):
+        key, prefix = "sg-%d" % i, ("sg-%d" % (i - 1) if i > 0 else None)
+        indices = post("reserve_and_allocate_page_indices", {"keys": [[key, prefix]]})["indices"]
+        if len(indices) != 1 or not isinstance(indices[0][0], bool) or not isinstance(indices[0][1], int) or indices[0][1] < 0:
+            raise AssertionError("reserve_and_allocate_page_indices answered %s" % indices)
+        written, page = indices[0]
+        if not written:
+            post("confirm_write", {"written_keys_to_confirm": [[key, page]], "pages_to_release": []})
+        confirmed.append(key)
+
+    try:
+        post("initialize", {"num_pages": num_pages})
+    except Exception as error:
+        errors.append("initialize: %s: %s" % (type(error).__name__, str(error)[:300]))
+    loop(store, errors)
+    print(json.dumps({"calls": calls, "errors": errors, "confirmed": confirmed}), flush=True)
+else:
+    idle = float(sys.argv[4])
+
+    def prefetch(i):
+        time.sleep(idle)
+        keys = ["sg-%d" % j for j in range(max(0, i * 4 - 8), i * 4 + 8)]
+        exists = post("exists", {"keys": keys})["exists"]
+        if len(exists) != len(keys) or not all(isinstance(e, bool) for e in exists):
+            raise AssertionError("exists answered %s for %d keys" % (exists, len(keys)))
+        found = [k for k, e in zip(keys, exists) if e]
+        if found:
+            pages = post("get_page_indices", {"keys": found})["indices"]
+            if len(pages) != len(found) or not all(isinstance(p, int) and p >= 0 for p in pages):
+                raise AssertionError("get_page_indices answered %s for %s, which exist" % (pages, found))
+
+    turns = loop(prefetch, errors)
+    print(json.dumps({"calls": calls, "errors": errors, "turns": turns}), flush=True)

@@ -1,0 +1,209 @@
+import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import { afterEach } from "vitest";
+
+const PYTHON = "/usr/bin/python3";
+const POLICY_CLIENT = new URL("../../bench/harness/vllm_policy_client.py", import.meta.url).pathname;
+const ENGINE = new URL("../../bench/harness/vllm_engine.py", import.meta.url).pathname;
+const SGLANG_ENGINE = new URL("../../bench/harness/sglang_engine.py", import.meta.url).pathname;
+
+/** Summary is what the vLLM-policy worker reports once its stdin closes. */
+export interface WorkerSummary {
+  calls: number;
+  errors: string[];
+  confirmed: number;
+  lost: number;
+  longestCallSeconds: number;
+}
+
+/** EngineSummary is what a process of vllm_engine.py or sglang_engine.py reports once its stdin closes: a writer its confirmed keys, a reader its turns. */
+export interface EngineSummary {
+  calls: number;
+  errors: string[];
+  confirmed?: string[];
+  turns?: number;
+}
+
+/**
+ * PythonLoop is a running Python client that loops until its stdin closes,
+ * printing {"steps": N} as it goes and one summary line at the end
+ * (vllm_policy_client.py, vllm_engine.py, sglang_engine.py).
+ */
+export class PythonLoop<Summary> {
+  private steps = 0;
+  private readonly waiters: (() => void)[] = [];
+  private readonly summary: Promise<Summary>;
+  private stderr = "";
+
+  constructor(private readonly child: ChildProcessWithoutNullStreams) {
+    child.stderr.on("data", (d) => (this.stderr += d));
+    this.summary = new Promise((resolve, reject) => {
+      createInterface({ input: child.stdout }).on("line", (line) => {
+        const event = JSON.parse(line) as { steps?: number } & Summary;
+        if (event.steps !== undefined) {
+          this.steps = event.steps;
+          for (const waiter of this.waiters.splice(0)) waiter();
+        } else resolve(event);
+      });
+      child.on("exit", (code) => reject(new Error(`the client exited with ${code}: ${this.stderr}`)));
+    });
+    this.summary.catch(() => undefined); // its failure reaches whoever waits for progress or stop
+  }
+
+  /** start runs `script` with args under Debian's python3. */
+  static start<Summary>(script: string, args: string[]): PythonLoop<Summary> {
+    const loop = new PythonLoop<Summary>(spawn(PYTHON, [script, ...args]));
+    loops.add(loop);
+    return loop;
+  }
+
+  /** progress resolves once the client made `n` more turns of its loop; it rejects if the client ends first. */
+  async progress(n: number): Promise<void> {
+    const target = this.steps + n;
+    const ended = this.summary.then(() => Promise.reject(new Error("the client ended")));
+    while (this.steps < target) await Promise.race([new Promise<void>((resolve) => this.waiters.push(resolve)), ended]);
+  }
+
+  /** stop ends the loop (closes its stdin) and returns the summary. */
+  stop(): Promise<Summary> {
+    this.child.stdin.end();
+    return this.summary;
+  }
+
+  kill(): void {
+    this.child.kill("SIGKILL");
+  }
+}
+
+/** VllmWorker is a running vllm_policy_client.py: the vLLM JSON routes with vLLM's client retry policy (see the script). */
+export type VllmWorker = PythonLoop<WorkerSummary>;
+
+export const VllmWorker = {
+  /** start runs the worker against url: it initializes `ranks` ranks with numPages and samples `known` stored keys (0: none). */
+  start(url: string, ranks: number, numPages: number, known: number): VllmWorker {
+    return PythonLoop.start<WorkerSummary>(POLICY_CLIENT, [url, String(ranks), String(numPages), String(known)]);
+  },
+};
+
+/** EngineRun is what an engine's processes reported once stopped. */
+export interface EngineRun {
+  /** errors are the calls that failed after the client's retries, and the wrong answers, each prefixed by who met it. */
+  errors: string[];
+  calls: number;
+  /** stored is how many keys the engine has whole: confirmed on every rank (vLLM), or on its rank by each rank (SGLang). */
+  stored: number;
+  /** missing asks the server at url for the keys stored and returns those it does not have. */
+  missing(url: string): Promise<string[]>;
+}
+
+/** Engine is an engine's processes, running against one URL until stopped. */
+export interface Engine {
+  /** progress resolves once every writer made `n` more turns and every reader one more. */
+  progress(n: number): Promise<void>;
+  stop(): Promise<EngineRun>;
+}
+
+/** postJson posts body to url and returns the JSON answer. */
+async function postJson<T>(url: string, body: unknown): Promise<T> {
+  const res = await fetch(url, { method: "POST", body: JSON.stringify(body) });
+  if (!res.ok) throw new Error(`${url}: ${res.status} ${await res.text()}`);
+  return (await res.json()) as T;
+}
+
+/** errorsOf is every process's errors, each prefixed by who met it. */
+function errorsOf(processes: [string, EngineSummary][]): string[] {
+  return processes.flatMap(([who, summary]) => summary.errors.map((e) => `${who}: ${e}`));
+}
+
+/**
+ * VllmEngine is vLLM's call pattern in separate processes (vllm_engine.py):
+ * a scheduler whose keep-alive connection sits idle between its
+ * BatchExists calls, and one worker per tensor-parallel rank, each with its
+ * own connection, writing the same keys on its own rank.
+ */
+export class VllmEngine implements Engine {
+  private constructor(
+    readonly scheduler: PythonLoop<EngineSummary>,
+    readonly workers: PythonLoop<EngineSummary>[],
+  ) {}
+
+  /** start runs the engine against url with `ranks` workers of numPages each; the scheduler asks every idleSeconds. */
+  static start(url: string, ranks: number, numPages: number, idleSeconds = 3): VllmEngine {
+    const workers = Array.from({ length: ranks }, (_, rank) => PythonLoop.start<EngineSummary>(ENGINE, [url, "worker", String(rank), String(numPages)]));
+    return new VllmEngine(PythonLoop.start<EngineSummary>(ENGINE, [url, "scheduler", String(idleSeconds)]), workers);
+  }
+
+  async progress(n: number): Promise<void> {
+    await Promise.all([...this.workers.map((w) => w.progress(n)), this.scheduler.progress(1)]);
+  }
+
+  /** stop ends every process; the keys it reports stored are those every worker confirmed, asked with vLLM's batch_exists. */
+  async stop(): Promise<EngineRun & { complete: string[] }> {
+    const [scheduler, ...workers] = await Promise.all([this.scheduler.stop(), ...this.workers.map((w) => w.stop())]);
+    const everywhere = workers.map((w) => new Set(w.confirmed));
+    const complete = [...everywhere[0]!].filter((key) => everywhere.every((keys) => keys.has(key)));
+    return {
+      errors: errorsOf([["scheduler", scheduler!], ...workers.map((w, rank): [string, EngineSummary] => [`worker ${rank}`, w])]),
+      calls: scheduler!.calls + workers.reduce((sum, w) => sum + w.calls, 0),
+      stored: complete.length,
+      complete,
+      async missing(url) {
+        const { exists } = await postJson<{ exists: boolean[] }>(`${url}/keys/batch_exists`, { keys: complete });
+        return complete.filter((_, i) => !exists[i]);
+      },
+    };
+  }
+}
+
+/**
+ * SglangEngine is SGLang's call pattern in separate processes
+ * (sglang_engine.py): per tensor-parallel rank, a writer storing pages on
+ * its rank over SGLang's per-rank routes, and a prefetcher whose keep-alive
+ * connection sits idle between its `exists` and `get_page_indices` calls.
+ */
+export class SglangEngine implements Engine {
+  private constructor(
+    readonly writers: PythonLoop<EngineSummary>[],
+    readonly prefetchers: PythonLoop<EngineSummary>[],
+  ) {}
+
+  /** start runs the engine against url with `ranks` ranks of numPages each (enough that none evicts: see sglang_engine.py); each prefetcher asks every idleSeconds. */
+  static start(url: string, ranks: number, numPages: number, idleSeconds = 3): SglangEngine {
+    const each = (role: string, arg: number) =>
+      Array.from({ length: ranks }, (_, rank) => PythonLoop.start<EngineSummary>(SGLANG_ENGINE, [url, role, String(rank), String(arg)]));
+    return new SglangEngine(each("writer", numPages), each("prefetcher", idleSeconds));
+  }
+
+  async progress(n: number): Promise<void> {
+    await Promise.all([...this.writers.map((w) => w.progress(n)), ...this.prefetchers.map((p) => p.progress(1))]);
+  }
+
+  /** stop ends every process; the keys it reports stored are each writer's, asked of its rank with SGLang's exists. */
+  async stop(): Promise<EngineRun> {
+    const [writers, prefetchers] = await Promise.all([Promise.all(this.writers.map((w) => w.stop())), Promise.all(this.prefetchers.map((p) => p.stop()))]);
+    return {
+      errors: errorsOf([
+        ...writers.map((w, rank): [string, EngineSummary] => [`writer ${rank}`, w]),
+        ...prefetchers.map((p, rank): [string, EngineSummary] => [`prefetcher ${rank}`, p]),
+      ]),
+      calls: [...writers, ...prefetchers].reduce((sum, s) => sum + s.calls, 0),
+      stored: writers.reduce((sum, w) => sum + w.confirmed!.length, 0),
+      async missing(url) {
+        const missing = await Promise.all(
+          writers.map(async (w, rank) => {
+            const keys = w.confirmed!;
+            const { exists } = await postJson<{ exists: boolean[] }>(`${url}/${rank}/exists`, { keys, namespace: "kv" });
+            return keys.filter((_, i) => !exists[i]).map((key) => `rank ${rank}: ${key}`);
+          }),
+        );
+        return missing.flat();
+      },
+    };
+  }
+}
+
+const loops = new Set<PythonLoop<unknown>>();
+afterEach(() => {
+  for (const loop of loops) loop.kill();
+  loops.clear();
+});
