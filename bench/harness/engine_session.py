@@ -7,6 +7,7 @@ the test stops it (closes its stdin)."""
 import json
 import sys
 import threading
+import time
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -19,6 +20,31 @@ def engine_session():
     retry = Retry(total=3, backoff_factor=0.3, status_forcelist=[500, 502, 503, 504], allowed_methods=["GET", "POST"])
     session.mount("http://", HTTPAdapter(max_retries=retry))
     return session
+
+
+class Calls:
+    """Calls sends one process's calls on its engine_session, counting them and the longest (its retries included), and keeps the errors its loop meets."""
+
+    def __init__(self):
+        self.session = engine_session()
+        self.count = 0
+        self.longest = 0.0
+        self.errors = []
+
+    def post(self, url, **kwargs):
+        """post sends one call (requests' json= or data= and headers=) and returns its JSON answer, None for none (204)."""
+        self.count += 1
+        started = time.monotonic()
+        try:
+            res = self.session.post(url, **kwargs)
+            res.raise_for_status()
+            return None if res.status_code == 204 or not res.content else res.json()
+        finally:
+            self.longest = max(self.longest, time.monotonic() - started)
+
+    def report(self, **fields):
+        """report prints the process's summary line: its calls and errors, and fields."""
+        print(json.dumps(dict(calls=self.count, errors=self.errors, **fields)), flush=True)
 
 
 def stopped_when_stdin_closes():
@@ -50,3 +76,23 @@ def write_key(post, rank, key):
     if results[0][0] != key or not isinstance(page, int) or page < 0:
         raise AssertionError("batch_allocate on rank %d answered %s" % (rank, results))
     post("/keys/confirm_write", {"rank": rank, "confirmations": [[key, page]]})
+
+
+def run_writer(errors, initialize, step):
+    """run_writer is a writing process's life: initialize() once (its failure counted in errors), then loop(step) until stdin closes."""
+    try:
+        initialize()
+    except Exception as error:  # counted, and the loop still runs: its calls show whether the server recovers
+        errors.append("initialize: %s: %s" % (type(error).__name__, str(error)[:300]))
+    loop(step, errors)
+
+
+def recent_keys(name, i):
+    """recent_keys are the keys a reader asks of at its i-th turn: name-N around N = 4i, as if a writer wrote 4 a turn."""
+    return ["%s-%d" % (name, j) for j in range(max(0, i * 4 - 8), i * 4 + 8)]
+
+
+def check_flags(route, flags, keys):
+    """check_flags raises unless flags, an answer of route, holds one bool per key."""
+    if len(flags) != len(keys) or not all(isinstance(f, bool) for f in flags):
+        raise AssertionError("%s answered %s for %d keys" % (route, flags, len(keys)))

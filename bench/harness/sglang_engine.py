@@ -12,7 +12,8 @@ confirm_write unless the server said the key was written. A `prefetcher
 RANK IDLE_SECONDS` is the rank's prefetch thread, on a connection of its
 own that sits idle between its calls: every IDLE_SECONDS it asks `exists`
 of the pages written lately, then get_page_indices of those that exist,
-each of which must have a page.
+each of which must have a page (so NUM_PAGES must be more than a run
+writes: a page evicted between the two calls would count as an error).
 
 Both loop until stdin closes, printing {"steps": N} after each turn, then
 print one JSON line: calls made, errors (a call that failed after its
@@ -26,25 +27,18 @@ import json
 import sys
 import time
 
-from engine_session import engine_session, loop
+from engine_session import Calls, check_flags, loop, recent_keys, run_writer
 
 NAMESPACE = "kv"
 
 url, role, rank = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
-session = engine_session()
-
-calls = 0
-errors = []
+calls = Calls()
 
 
 def post(route, body):
-    """post sends one call to the rank's route as SGLang's client does (JSON bytes, its Content-Type) and returns its JSON answer ({} for 204)."""
-    global calls
-    calls += 1
-    res = session.post("%s/%d/%s" % (url, rank, route), data=json.dumps(dict(body, namespace=NAMESPACE)), headers={"Content-Type": "application/json"})
-    res.raise_for_status()
-    return {} if res.status_code == 204 or not res.content else res.json()
+    """post sends one call to the rank's route as SGLang's client does (JSON bytes, its Content-Type, the namespace) and returns its JSON answer."""
+    return calls.post("%s/%d/%s" % (url, rank, route), data=json.dumps(dict(body, namespace=NAMESPACE)), headers={"Content-Type": "application/json"})
 
 
 if role == "writer":
@@ -61,26 +55,20 @@ if role == "writer":
             post("confirm_write", {"written_keys_to_confirm": [[key, page]], "pages_to_release": []})
         confirmed.append(key)
 
-    try:
-        post("initialize", {"num_pages": num_pages})
-    except Exception as error:
-        errors.append("initialize: %s: %s" % (type(error).__name__, str(error)[:300]))
-    loop(store, errors)
-    print(json.dumps({"calls": calls, "errors": errors, "confirmed": confirmed}), flush=True)
+    run_writer(calls.errors, lambda: post("initialize", {"num_pages": num_pages}), store)
+    calls.report(confirmed=confirmed)
 else:
     idle = float(sys.argv[4])
 
     def prefetch(i):
         time.sleep(idle)
-        keys = ["sg-%d" % j for j in range(max(0, i * 4 - 8), i * 4 + 8)]
+        keys = recent_keys("sg", i)
         exists = post("exists", {"keys": keys})["exists"]
-        if len(exists) != len(keys) or not all(isinstance(e, bool) for e in exists):
-            raise AssertionError("exists answered %s for %d keys" % (exists, len(keys)))
+        check_flags("exists", exists, keys)
         found = [k for k, e in zip(keys, exists) if e]
         if found:
             pages = post("get_page_indices", {"keys": found})["indices"]
             if len(pages) != len(found) or not all(isinstance(p, int) and p >= 0 for p in pages):
                 raise AssertionError("get_page_indices answered %s for %s, which exist" % (pages, found))
 
-    turns = loop(prefetch, errors)
-    print(json.dumps({"calls": calls, "errors": errors, "turns": turns}), flush=True)
+    calls.report(turns=loop(prefetch, calls.errors))

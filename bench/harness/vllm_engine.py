@@ -20,27 +20,19 @@ number of turns (the scheduler).
 usage: vllm_engine.py URL worker RANK NUM_PAGES
        vllm_engine.py URL scheduler IDLE_SECONDS
 """
-import json
 import sys
 import time
 
-from engine_session import engine_session, loop, write_key
+from engine_session import Calls, check_flags, loop, recent_keys, run_writer, write_key
 
 url, role = sys.argv[1], sys.argv[2]
 
-session = engine_session()
-
-calls = 0
-errors = []
+calls = Calls()
 
 
 def post(path, body):
-    """post sends one call, as vLLM's client does, and returns its JSON answer (None for 204)."""
-    global calls
-    calls += 1
-    res = session.post(url + path, json=body)
-    res.raise_for_status()
-    return None if res.status_code == 204 else res.json()
+    """post sends one call, as vLLM's client does (requests' json=), and returns its JSON answer."""
+    return calls.post(url + path, json=body)
 
 
 if role == "worker":
@@ -52,21 +44,14 @@ if role == "worker":
         write_key(post, rank, key)
         confirmed.append(key)
 
-    try:
-        post("/rank/%d/initialize" % rank, {"num_pages": num_pages, "role": "worker"})
-    except Exception as error:
-        errors.append("initialize: %s: %s" % (type(error).__name__, str(error)[:300]))
-    loop(write, errors)
-    print(json.dumps({"calls": calls, "errors": errors, "confirmed": confirmed}), flush=True)
+    run_writer(calls.errors, lambda: post("/rank/%d/initialize" % rank, {"num_pages": num_pages, "role": "worker"}), write)
+    calls.report(confirmed=confirmed)
 else:
     idle = float(sys.argv[3])
 
     def ask(i):
         time.sleep(idle)
-        keys = ["engine-%d" % j for j in range(max(0, i * 4 - 8), i * 4 + 8)]
-        exists = post("/keys/batch_exists", {"keys": keys})["exists"]
-        if len(exists) != len(keys) or not all(isinstance(e, bool) for e in exists):
-            raise AssertionError("batch_exists answered %s for %d keys" % (exists, len(keys)))
+        keys = recent_keys("engine", i)
+        check_flags("batch_exists", post("/keys/batch_exists", {"keys": keys})["exists"], keys)
 
-    turns = loop(ask, errors)
-    print(json.dumps({"calls": calls, "errors": errors, "turns": turns}), flush=True)
+    calls.report(turns=loop(ask, calls.errors))

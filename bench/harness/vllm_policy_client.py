@@ -17,33 +17,19 @@ wait at the server included).
 
 usage: vllm_policy_client.py URL RANKS NUM_PAGES KNOWN_KEYS (0: no store was filled)
 """
-import json
 import sys
-import time
 
-from engine_session import engine_session, loop, write_key
+from engine_session import Calls, loop, write_key
 
 url, ranks, num_pages, known = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 
-session = engine_session()
-
-calls = 0
-longest = 0.0
-errors = []
+calls = Calls()
 confirmed = []
 
 
 def post(path, body):
-    """post sends one call, as vLLM's client does, and returns its JSON answer (None for 204)."""
-    global calls, longest
-    calls += 1
-    started = time.monotonic()
-    try:
-        res = session.post(url + path, json=body)
-        res.raise_for_status()
-        return None if res.status_code == 204 else res.json()
-    finally:
-        longest = max(longest, time.monotonic() - started)
+    """post sends one call, as vLLM's client does (requests' json=), and returns its JSON answer."""
+    return calls.post(url + path, json=body)
 
 
 def bench_key(i):
@@ -65,7 +51,7 @@ def step(i):
 
 for rank in range(ranks):
     post("/rank/%d/initialize" % rank, {"num_pages": num_pages, "role": "worker"})
-loop(step, errors, every=5)
+loop(step, calls.errors, every=5)
 
 exists = post("/keys/batch_exists", {"keys": confirmed})["exists"] if confirmed else []
-print(json.dumps({"calls": calls, "errors": errors, "confirmed": len(confirmed), "lost": exists.count(False), "longestCallSeconds": round(longest, 3)}))
+calls.report(confirmed=len(confirmed), lost=exists.count(False), longestCallSeconds=round(calls.longest, 3))
