@@ -6,7 +6,7 @@ import { DEFAULT_NAMESPACE, keyShard } from "../../src/core/index.js";
 import { LOG_POSITION, MIN_POSITION, SHARD_LOCAL_HEADER } from "../../src/protocol/headers.js";
 import { startChildRelay } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
-import { VllmEngine } from "../support/engine-clients.js";
+import { type Engine, SglangEngine, VllmEngine } from "../support/engine-clients.js";
 import { etcdFollower, startEtcdCluster } from "../support/etcd-cluster.js";
 import { type Server, startServer, waitForLeader } from "../support/ha-cluster.js";
 import { existsAtPositions, readLog } from "../support/log-replay.js";
@@ -165,32 +165,50 @@ describe.skipIf(missing !== "")("reads on caught-up standbys", () => {
     for (const [shard, counts] of after.entries()) expect(counts.local - before[shard]!.local, `shard ${shard}'s standby`).toBeGreaterThan(5);
   }, 90_000);
 
-  it("vLLM's own calls through a relay (a scheduler asking BatchExists, two TP workers writing, each its own session): no error, and the standbys answer most reads", async () => {
-    const etcd = await startEtcdCluster(1);
-    const servers = await Promise.all([0, 1, 2].map(() => startServer(etcd, undefined, LAG)));
-    const leader = await waitForLeader(servers);
-    const standbys = servers.filter((s) => s !== leader);
-    const relay = await startChildRelay(["--upstream", servers.map((s) => s.url).join(",")]);
-    // Past the first reads of a quiet spell, which go to the leader while a standby learns where it stands.
-    for (const standby of standbys) await untilLocal(standby, DEFAULT_NAMESPACE);
-    const before = await Promise.all(standbys.map(readCounts));
-    const reads = async () => {
-      const text = await (await fetch(`${relay.url}/metrics`)).text();
-      return Number(/^hf3fs_relay_calls_total\{method="vllm.batch_exists",code="ok"\} (\d+)$/m.exec(text)?.[1] ?? 0);
-    };
-    const readsBefore = await reads();
-    const engine = VllmEngine.start(relay.url, 2, 4_096, 0.02);
-    for (let i = 0; i < 4; i++) await engine.progress(10);
-    const { errors, complete } = await engine.stop();
-    expect(errors).toEqual([]);
-    expect(complete.length).toBeGreaterThan(30);
-    const after = await Promise.all(standbys.map(readCounts));
-    const local = after.reduce((sum, c, i) => sum + c.local - before[i]!.local, 0);
-    const asked = (await reads()) - readsBefore;
-    console.log(`vLLM's scheduler through a relay: ${asked} BatchExists, ${local} answered by the standbys`);
-    // The standbys in turn, the leader spared: a read goes to the leader only when a standby does not hold it within the lag.
-    expect(local).toBeGreaterThan(asked * 0.75);
-  }, 90_000);
+  /** ENGINES are the engines' own calls, each with its read (the relay's method name) and the namespace it reads. */
+  const ENGINES: [string, (url: string) => Engine, string, string][] = [
+    [
+      "vLLM's own calls through a relay (a scheduler asking BatchExists, two TP workers writing, each its own session)",
+      (url) => VllmEngine.start(url, 2, 4_096, 0.02),
+      "vllm.batch_exists",
+      DEFAULT_NAMESPACE,
+    ],
+    [
+      "SGLang's own calls through a relay (per TP rank a writer, and a prefetcher asking exists, then the pages of those that exist)",
+      (url) => SglangEngine.start(url, 2, 65_536, 0.02),
+      "sglang.exists",
+      "kv",
+    ],
+  ];
+  for (const [engineCalls, start, read, namespace] of ENGINES) {
+    it(`${engineCalls}: no error, and the standbys answer most reads`, async () => {
+      const etcd = await startEtcdCluster(1);
+      const servers = await Promise.all([0, 1, 2].map(() => startServer(etcd, undefined, LAG)));
+      const leader = await waitForLeader(servers);
+      const standbys = servers.filter((s) => s !== leader);
+      const relay = await startChildRelay(["--upstream", servers.map((s) => s.url).join(",")]);
+      // Past the first reads of a quiet spell, which go to the leader while a standby learns where it stands.
+      for (const standby of standbys) await untilLocal(standby, namespace);
+      const before = await Promise.all(standbys.map(readCounts));
+      const reads = async () => {
+        const text = await (await fetch(`${relay.url}/metrics`)).text();
+        return Number(new RegExp(`^hf3fs_relay_calls_total\\{method="${read}",code="ok"\\} (\\d+)$`, "m").exec(text)?.[1] ?? 0);
+      };
+      const readsBefore = await reads();
+      const engine = start(relay.url);
+      for (let i = 0; i < 4; i++) await engine.progress(10);
+      const { errors, stored } = await engine.stop();
+      expect(errors).toEqual([]);
+      expect(stored).toBeGreaterThan(30);
+      const after = await Promise.all(standbys.map(readCounts));
+      const local = after.reduce((sum, c, i) => sum + c.local - before[i]!.local, 0);
+      const asked = (await reads()) - readsBefore;
+      console.log(`${read} through a relay: ${asked} asked, ${local} answered by the standbys`);
+      expect(asked).toBeGreaterThan(0);
+      // The standbys in turn, the leader spared: a read goes to the leader only when a standby does not hold it within the lag.
+      expect(local).toBeGreaterThan(asked * 0.75);
+    }, 90_000);
+  }
 
   it("every answer is the log's state at the position it names (a checker replays the log), and no standby answers from further behind than the lag", async () => {
     const etcd = await startEtcdCluster(3);
