@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { makeCertificates } from "../support/certificates.js";
 import { type ChildServer, runCli, startChildRelay, startChildServer } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
-import { VllmWorker } from "../support/engine-clients.js";
+import { SglangEngine, VllmWorker } from "../support/engine-clients.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, type Server, startServer, waitForLeader } from "../support/ha-cluster.js";
 import { tempDir } from "../support/temp-dir.js";
@@ -37,6 +37,25 @@ describe.skipIf(missingCluster !== "")("an unmodified vLLM client through a rela
     expect(summary.lost).toBe(0);
     const metrics = await (await fetch(`${relay.url}/metrics`)).text();
     expect(metrics).toMatch(/hf3fs_relay_upstream_changes_total [1-9]/); // it moved its calls to each new leader
+  }, 120_000);
+});
+
+describe.skipIf(missingCluster !== "")("SGLang's engine (per TP rank a writer, and a prefetcher) through a relay in front of a cluster", () => {
+  it("kill -9 of the leader, not restarted, then of the next: no error (no rank forgotten: 404), nothing stored lost", async () => {
+    const etcd = await startEtcdCluster(3);
+    const servers: Server[] = await Promise.all([0, 1, 2].map(() => startServer(etcd)));
+    await waitForLeader(servers);
+    const relay = await relayTo(servers.map((s) => s.url).join(","));
+    const engine = SglangEngine.start(relay.url, 2, 65_536, 0.1);
+    await engine.progress(5);
+    for (let round = 0; round < 2; round++) {
+      await kill9(await waitForLeader(servers));
+      await engine.progress(5);
+    }
+    const run = await engine.stop();
+    console.log(`SGLang's engine through a relay across 2 leaders killed for good: ${run.calls} calls, ${run.stored} keys stored`);
+    expect(run.errors).toEqual([]);
+    expect(await run.missing(relay.url)).toEqual([]);
   }, 120_000);
 });
 
