@@ -78,13 +78,13 @@ def write_key(post, rank, key):
     post("/keys/confirm_write", {"rank": rank, "confirmations": [[key, page]]})
 
 
-def run_writer(errors, initialize, step):
-    """run_writer is a writing process's life: initialize() once (its failure counted in errors), then loop(step) until stdin closes."""
+def initialize_then_loop(errors, initialize, step):
+    """initialize_then_loop calls initialize() once (its failure counted in errors), then loop(step) until stdin closes; it returns the turns."""
     try:
         initialize()
     except Exception as error:  # counted, and the loop still runs: its calls show whether the server recovers
         errors.append("initialize: %s: %s" % (type(error).__name__, str(error)[:300]))
-    loop(step, errors)
+    return loop(step, errors)
 
 
 def recent_keys(name, i):

@@ -5,15 +5,17 @@ naming its namespace, over a requests Session (keep-alive) that retries
 with SGLang's policy, the same as vLLM's (engine_session.py), and no retry
 of its own.
 
-A `writer RANK NUM_PAGES` is the rank's backup thread: it initializes its
-rank, then stores one page after another (sg-0, sg-1, ..., each with the
-one before as its prefix): reserve_and_allocate_page_indices, then
-confirm_write unless the server said the key was written. A `prefetcher
-RANK IDLE_SECONDS` is the rank's prefetch thread, on a connection of its
-own that sits idle between its calls: every IDLE_SECONDS it asks `exists`
-of the pages written lately, then get_page_indices of those that exist,
-each of which must have a page (so NUM_PAGES must be more than a run
-writes: a page evicted between the two calls would count as an error).
+Both roles first initialize the rank with NUM_PAGES, as the rank's
+storage does before its threads start (SGLang's routes answer 404 for a
+rank not initialized). A `writer` is the rank's backup thread: it stores
+one page after another (sg-0, sg-1, ..., each with the one before as its
+prefix): reserve_and_allocate_page_indices, then confirm_write unless the
+server said the key was written. A `prefetcher` is the rank's prefetch
+thread, on a connection of its own that sits idle between its calls: every
+IDLE_SECONDS it asks `exists` of the pages written lately, then
+get_page_indices of those that exist, each of which must have a page (so
+NUM_PAGES must be more than a run writes: a page evicted between the two
+calls would count as an error).
 
 Both loop until stdin closes, printing {"steps": N} after each turn, then
 print one JSON line: calls made, errors (a call that failed after its
@@ -21,17 +23,17 @@ retries, or a wrong answer), and the keys confirmed (a writer) or the
 number of turns (a prefetcher).
 
 usage: sglang_engine.py URL writer RANK NUM_PAGES
-       sglang_engine.py URL prefetcher RANK IDLE_SECONDS
+       sglang_engine.py URL prefetcher RANK NUM_PAGES IDLE_SECONDS
 """
 import json
 import sys
 import time
 
-from engine_session import Calls, check_flags, loop, recent_keys, run_writer
+from engine_session import Calls, check_flags, initialize_then_loop, recent_keys
 
 NAMESPACE = "kv"
 
-url, role, rank = sys.argv[1], sys.argv[2], int(sys.argv[3])
+url, role, rank, num_pages = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 
 calls = Calls()
 
@@ -41,8 +43,12 @@ def post(route, body):
     return calls.post("%s/%d/%s" % (url, rank, route), data=json.dumps(dict(body, namespace=NAMESPACE)), headers={"Content-Type": "application/json"})
 
 
+def initialize():
+    """initialize is the rank's storage's first call: its rank, with its pages."""
+    post("initialize", {"num_pages": num_pages})
+
+
 if role == "writer":
-    num_pages = int(sys.argv[4])
     confirmed = []
 
     def store(i):
@@ -55,10 +61,10 @@ if role == "writer":
             post("confirm_write", {"written_keys_to_confirm": [[key, page]], "pages_to_release": []})
         confirmed.append(key)
 
-    run_writer(calls.errors, lambda: post("initialize", {"num_pages": num_pages}), store)
+    initialize_then_loop(calls.errors, initialize, store)
     calls.report(confirmed=confirmed)
 else:
-    idle = float(sys.argv[4])
+    idle = float(sys.argv[5])
 
     def prefetch(i):
         time.sleep(idle)
@@ -71,4 +77,4 @@ else:
             if len(pages) != len(found) or not all(isinstance(p, int) and p >= 0 for p in pages):
                 raise AssertionError("get_page_indices answered %s for %s, which exist" % (pages, found))
 
-    calls.report(turns=loop(prefetch, calls.errors))
+    calls.report(turns=initialize_then_loop(calls.errors, initialize, prefetch))

@@ -23,7 +23,7 @@ usage: vllm_engine.py URL worker RANK NUM_PAGES
 import sys
 import time
 
-from engine_session import Calls, check_flags, loop, recent_keys, run_writer, write_key
+from engine_session import Calls, check_flags, initialize_then_loop, loop, recent_keys, write_key
 
 url, role = sys.argv[1], sys.argv[2]
 
@@ -44,7 +44,7 @@ if role == "worker":
         write_key(post, rank, key)
         confirmed.append(key)
 
-    run_writer(calls.errors, lambda: post("/rank/%d/initialize" % rank, {"num_pages": num_pages, "role": "worker"}), write)
+    initialize_then_loop(calls.errors, lambda: post("/rank/%d/initialize" % rank, {"num_pages": num_pages, "role": "worker"}), write)
     calls.report(confirmed=confirmed)
 else:
     idle = float(sys.argv[3])

@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { makeCertificates } from "../support/certificates.js";
 import { type ChildServer, runCli, startChildRelay, startChildServer } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
-import { SglangEngine, VllmWorker } from "../support/engine-clients.js";
+import { type Engine, SglangEngine, VllmWorker } from "../support/engine-clients.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, type Server, startServer, waitForLeader } from "../support/ha-cluster.js";
 import { tempDir } from "../support/temp-dir.js";
@@ -19,45 +19,34 @@ async function relayTo(upstream: string, extra: string[] = [], port = 0): Promis
   return startChildRelay(["--upstream", upstream, "--port", String(port), ...extra]);
 }
 
-describe.skipIf(missingCluster !== "")("an unmodified vLLM client through a relay in front of a cluster", () => {
-  it("kill -9 of the leader, not restarted, then of the next: no error, nothing confirmed lost", async () => {
-    const etcd = await startEtcdCluster(3);
-    const servers: Server[] = await Promise.all([0, 1, 2].map(() => startServer(etcd)));
-    await waitForLeader(servers);
-    const relay = await relayTo(servers.map((s) => s.url).join(","));
-    const worker = VllmWorker.start(relay.url, 2, 4_096, 0);
-    await worker.progress(5);
-    for (let round = 0; round < 2; round++) {
-      await kill9(await waitForLeader(servers));
-      await worker.progress(5);
-    }
-    const summary = await worker.stop();
-    console.log(`vLLM-policy worker through a relay across 2 leaders killed for good: ${JSON.stringify({ ...summary, errors: summary.errors.length })}`);
-    expect(summary.errors).toEqual([]);
-    expect(summary.lost).toBe(0);
-    const metrics = await (await fetch(`${relay.url}/metrics`)).text();
-    expect(metrics).toMatch(/hf3fs_relay_upstream_changes_total [1-9]/); // it moved its calls to each new leader
-  }, 120_000);
-});
+/** ENGINES are the engines' clients as they call: vLLM's worker, and SGLang's engine (whose ranks must not evict, so more pages). */
+const ENGINES: [string, (url: string) => Engine][] = [
+  ["an unmodified vLLM client", (url) => VllmWorker.engine(url, 2, 4_096)],
+  ["SGLang's engine (per TP rank a writer, and a prefetcher)", (url) => SglangEngine.start(url, 2, 65_536, 0.1)],
+];
 
-describe.skipIf(missingCluster !== "")("SGLang's engine (per TP rank a writer, and a prefetcher) through a relay in front of a cluster", () => {
-  it("kill -9 of the leader, not restarted, then of the next: no error (no rank forgotten: 404), nothing stored lost", async () => {
-    const etcd = await startEtcdCluster(3);
-    const servers: Server[] = await Promise.all([0, 1, 2].map(() => startServer(etcd)));
-    await waitForLeader(servers);
-    const relay = await relayTo(servers.map((s) => s.url).join(","));
-    const engine = SglangEngine.start(relay.url, 2, 65_536, 0.1);
-    await engine.progress(5);
-    for (let round = 0; round < 2; round++) {
-      await kill9(await waitForLeader(servers));
+for (const [engineName, start] of ENGINES) {
+  describe.skipIf(missingCluster !== "")(`${engineName} through a relay in front of a cluster`, () => {
+    it("kill -9 of the leader, not restarted, then of the next: no error (no rank answered 404 as forgotten), nothing stored lost", async () => {
+      const etcd = await startEtcdCluster(3);
+      const servers: Server[] = await Promise.all([0, 1, 2].map(() => startServer(etcd)));
+      await waitForLeader(servers);
+      const relay = await relayTo(servers.map((s) => s.url).join(","));
+      const engine = start(relay.url);
       await engine.progress(5);
-    }
-    const run = await engine.stop();
-    console.log(`SGLang's engine through a relay across 2 leaders killed for good: ${run.calls} calls, ${run.stored} keys stored`);
-    expect(run.errors).toEqual([]);
-    expect(await run.missing(relay.url)).toEqual([]);
-  }, 120_000);
-});
+      for (let round = 0; round < 2; round++) {
+        await kill9(await waitForLeader(servers));
+        await engine.progress(5);
+      }
+      const run = await engine.stop();
+      console.log(`${engineName} through a relay across 2 leaders killed for good: ${run.calls} calls, ${run.stored} keys stored`);
+      expect(run.errors).toEqual([]);
+      expect(await run.missing(relay.url)).toEqual([]);
+      const metrics = await (await fetch(`${relay.url}/metrics`)).text();
+      expect(metrics).toMatch(/hf3fs_relay_upstream_changes_total [1-9]/); // it moved its calls to each new leader
+    }, 120_000);
+  });
+}
 
 describe.skipIf(missingWorker !== "")("a relay restarted under load", () => {
   it("by SIGTERM, and by kill -9, each started again at once on its port: the vLLM client sees no error", async () => {

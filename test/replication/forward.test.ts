@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { SERVER_ID_HEADER } from "../../src/protocol/headers.js";
 import { lacking } from "../support/debian-packages.js";
-import { VllmWorker } from "../support/engine-clients.js";
+import { type Engine, SglangEngine, VllmWorker } from "../support/engine-clients.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, type Server, serving, startServer, waitForLeader } from "../support/ha-cluster.js";
 
@@ -68,26 +68,32 @@ describe.skipIf(missing !== "")("high availability on etcd: standbys forward cal
     expect(await serving(standby, MetadataService.typeName)).toBe(false);
   }, 60_000);
 
-  it("kill -9 of the leader, not restarted, then of the next: an unmodified vLLM client given one standby sees no error and loses nothing", async () => {
-    const etcd = await startEtcdCluster(3);
-    servers = await Promise.all([0, 1, 2].map(() => startServer(etcd)));
-    const first = await waitForLeader(servers);
-    const member = servers.find((s) => s !== first)!;
-    await untilForwarding(member);
-    const worker = VllmWorker.start(member.url, 2, 4_096, 0);
-    await worker.progress(5);
-    let killed = 0;
-    for (let round = 0; round < 2; round++) {
-      const leader = await waitForLeader(servers);
-      if (leader === member) break; // the member the client knows leads now: it serves the calls itself
-      await kill9(leader);
-      killed++;
-      await worker.progress(5);
-    }
-    const summary = await worker.stop();
-    console.log(`vLLM-policy worker across ${killed} leaders killed for good: ${JSON.stringify({ ...summary, errors: summary.errors.length })}`);
-    expect(killed).toBeGreaterThanOrEqual(1);
-    expect(summary.errors).toEqual([]);
-    expect(summary.lost).toBe(0);
-  }, 120_000);
+  const ENGINES: [string, (url: string) => Engine][] = [
+    ["an unmodified vLLM client", (url) => VllmWorker.engine(url, 2, 4_096)],
+    ["SGLang's engine (per TP rank a writer, and a prefetcher)", (url) => SglangEngine.start(url, 2, 65_536, 0.1)],
+  ];
+  for (const [engineName, start] of ENGINES) {
+    it(`kill -9 of the leader, not restarted, then of the next: ${engineName} given one standby (SGLang's metadata_server_url) sees no error and loses nothing`, async () => {
+      const etcd = await startEtcdCluster(3);
+      servers = await Promise.all([0, 1, 2].map(() => startServer(etcd)));
+      const first = await waitForLeader(servers);
+      const member = servers.find((s) => s !== first)!;
+      await untilForwarding(member);
+      const engine = start(member.url);
+      await engine.progress(5);
+      let killed = 0;
+      for (let round = 0; round < 2; round++) {
+        const leader = await waitForLeader(servers);
+        if (leader === member) break; // the member the engine knows leads now: it serves the calls itself
+        await kill9(leader);
+        killed++;
+        await engine.progress(5);
+      }
+      const run = await engine.stop();
+      console.log(`${engineName} given one standby across ${killed} leaders killed for good: ${run.calls} calls, ${run.stored} keys stored`);
+      expect(killed).toBeGreaterThanOrEqual(1);
+      expect(run.errors).toEqual([]);
+      expect(await run.missing(member.url)).toEqual([]);
+    }, 120_000);
+  }
 });

@@ -83,6 +83,18 @@ export const VllmWorker = {
   start(url: string, ranks: number, numPages: number, known: number): VllmWorker {
     return PythonLoop.start<WorkerSummary>(POLICY_CLIENT, [url, String(ranks), String(numPages), String(known)]);
   },
+
+  /** engine is a worker started as start() does, as an Engine: what it stored is what it confirmed, and what is missing is what it found lost at its end (asked of its own url). */
+  engine(url: string, ranks: number, numPages: number): Engine {
+    const worker = VllmWorker.start(url, ranks, numPages, 0);
+    return {
+      progress: (n) => worker.progress(n),
+      async stop() {
+        const { errors, calls, confirmed, lost } = await worker.stop();
+        return { errors, calls, stored: confirmed, missing: async () => (lost > 0 ? [`${lost} of the ${confirmed} keys the worker confirmed`] : []) };
+      },
+    };
+  },
 };
 
 /** EngineRun is what an engine's processes reported once stopped. */
@@ -169,9 +181,9 @@ export class SglangEngine implements Engine {
 
   /** start runs the engine against url with `ranks` ranks of numPages each (enough that none evicts: see sglang_engine.py); each prefetcher asks every idleSeconds. */
   static start(url: string, ranks: number, numPages: number, idleSeconds = 3): SglangEngine {
-    const each = (role: string, arg: number) =>
-      Array.from({ length: ranks }, (_, rank) => PythonLoop.start<EngineSummary>(SGLANG_ENGINE, [url, role, String(rank), String(arg)]));
-    return new SglangEngine(each("writer", numPages), each("prefetcher", idleSeconds));
+    const each = (role: string, ...rest: string[]) =>
+      Array.from({ length: ranks }, (_, rank) => PythonLoop.start<EngineSummary>(SGLANG_ENGINE, [url, role, String(rank), String(numPages), ...rest]));
+    return new SglangEngine(each("writer"), each("prefetcher", String(idleSeconds)));
   }
 
   async progress(n: number): Promise<void> {
