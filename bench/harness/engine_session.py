@@ -96,3 +96,9 @@ def check_flags(route, flags, keys):
     """check_flags raises unless flags, an answer of route, holds one bool per key."""
     if len(flags) != len(keys) or not all(isinstance(f, bool) for f in flags):
         raise AssertionError("%s answered %s for %d keys" % (route, flags, len(keys)))
+
+
+def check_pages(route, pages, keys):
+    """check_pages raises unless pages, an answer of route for keys that exist, holds a page for each."""
+    if len(pages) != len(keys) or not all(isinstance(p, int) and p >= 0 for p in pages):
+        raise AssertionError("%s answered %s for %s, which exist" % (route, pages, keys))

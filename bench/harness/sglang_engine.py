@@ -29,7 +29,7 @@ import json
 import sys
 import time
 
-from engine_session import Calls, check_flags, initialize_then_loop, recent_keys
+from engine_session import Calls, check_flags, check_pages, initialize_then_loop, recent_keys
 
 NAMESPACE = "kv"
 
@@ -73,8 +73,6 @@ else:
         check_flags("exists", exists, keys)
         found = [k for k, e in zip(keys, exists) if e]
         if found:
-            pages = post("get_page_indices", {"keys": found})["indices"]
-            if len(pages) != len(found) or not all(isinstance(p, int) and p >= 0 for p in pages):
-                raise AssertionError("get_page_indices answered %s for %s, which exist" % (pages, found))
+            check_pages("get_page_indices", post("get_page_indices", {"keys": found})["indices"], found)
 
     calls.report(turns=initialize_then_loop(calls.errors, initialize, prefetch))

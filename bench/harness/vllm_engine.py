@@ -8,9 +8,11 @@ and no retry of its own.
 A `worker RANK` is one tensor-parallel worker: it initializes its rank,
 then allocates and confirms one key after another on it (engine-0,
 engine-1, ...: every worker writes the same keys, each on its own rank).
-The `scheduler` asks BatchExists of the keys written so far every
-IDLE_SECONDS, and between its calls its connection sits idle, as vLLM's
-scheduler's does while the workers write.
+The `scheduler` asks BatchExists of the keys written lately every
+IDLE_SECONDS, then GetLocations on each of the RANKS ranks of those that
+exist (as the workers do to load a hit: a key complete on every rank must
+have a page on each), and between its turns its connection sits idle, as
+vLLM's scheduler's does while the workers write.
 
 Both loop until stdin closes, printing {"steps": N} after each turn, then
 print one JSON line: calls made, errors (a call that failed after its
@@ -18,12 +20,12 @@ retries, or a wrong answer), and the keys confirmed (a worker) or the
 number of turns (the scheduler).
 
 usage: vllm_engine.py URL worker RANK NUM_PAGES
-       vllm_engine.py URL scheduler IDLE_SECONDS
+       vllm_engine.py URL scheduler IDLE_SECONDS RANKS
 """
 import sys
 import time
 
-from engine_session import Calls, check_flags, initialize_then_loop, loop, recent_keys, write_key
+from engine_session import Calls, check_flags, check_pages, initialize_then_loop, loop, recent_keys, write_key
 
 url, role = sys.argv[1], sys.argv[2]
 
@@ -47,11 +49,15 @@ if role == "worker":
     initialize_then_loop(calls.errors, lambda: post("/rank/%d/initialize" % rank, {"num_pages": num_pages, "role": "worker"}), write)
     calls.report(confirmed=confirmed)
 else:
-    idle = float(sys.argv[3])
+    idle, ranks = float(sys.argv[3]), int(sys.argv[4])
 
     def ask(i):
         time.sleep(idle)
         keys = recent_keys("engine", i)
-        check_flags("batch_exists", post("/keys/batch_exists", {"keys": keys})["exists"], keys)
+        exists = post("/keys/batch_exists", {"keys": keys})["exists"]
+        check_flags("batch_exists", exists, keys)
+        found = [k for k, e in zip(keys, exists) if e]
+        for rank in range(ranks) if found else []:
+            check_pages("get_locations on rank %d" % rank, post("/keys/get_locations", {"rank": rank, "keys": found})["locations"], found)
 
     calls.report(turns=loop(ask, calls.errors))

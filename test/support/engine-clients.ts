@@ -129,9 +129,10 @@ function errorsOf(processes: [string, EngineSummary][]): string[] {
 
 /**
  * VllmEngine is vLLM's call pattern in separate processes (vllm_engine.py):
- * a scheduler whose keep-alive connection sits idle between its
- * BatchExists calls, and one worker per tensor-parallel rank, each with its
- * own connection, writing the same keys on its own rank.
+ * a scheduler whose keep-alive connection sits idle between its turns
+ * (BatchExists, then GetLocations on each rank of the keys that exist), and
+ * one worker per tensor-parallel rank, each with its own connection,
+ * writing the same keys on its own rank.
  */
 export class VllmEngine implements Engine {
   private constructor(
@@ -142,7 +143,7 @@ export class VllmEngine implements Engine {
   /** start runs the engine against url with `ranks` workers of numPages each; the scheduler asks every idleSeconds. */
   static start(url: string, ranks: number, numPages: number, idleSeconds = 3): VllmEngine {
     const workers = Array.from({ length: ranks }, (_, rank) => PythonLoop.start<EngineSummary>(ENGINE, [url, "worker", String(rank), String(numPages)]));
-    return new VllmEngine(PythonLoop.start<EngineSummary>(ENGINE, [url, "scheduler", String(idleSeconds)]), workers);
+    return new VllmEngine(PythonLoop.start<EngineSummary>(ENGINE, [url, "scheduler", String(idleSeconds), String(ranks)]), workers);
   }
 
   async progress(n: number): Promise<void> {
