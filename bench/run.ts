@@ -475,6 +475,7 @@ if (enabled("standby-reads")) {
         seconds: quick ? 2 : 5,
         rounds: quick ? 1 : 2,
         batch: 128,
+        readKeys: 128,
         clients: 4,
         rate,
         modes: ["members", "leader"],

@@ -1,4 +1,4 @@
-// standby-reads.ts [--seconds=S] [--rounds=R] [--batch=B] [--clients=C] [--rate=N] [--pattern=P]: what
+// standby-reads.ts [--seconds=S] [--rounds=R] [--batch=B] [--read-keys=K] [--clients=C] [--rate=N] [--pattern=P]: what
 // reads on standbys save the leader. 3 etcd members and 3 servers; a relay in front of them, started with
 // `--reads members` (standbys answer the reads they hold fresh) and `--reads leader` (every read to the
 // leader), the two alternated R times (2) on the same cluster, after a round 0 of each that runs unpaced and
@@ -6,7 +6,7 @@
 // N (10) cycles a second in all, so that both rows do the same work when they keep up: a cycle is a worker's
 // BatchAllocate and ConfirmWrite of B (128) new keys and 3 BatchExists of B keys. `--pattern=engine` (the
 // default, and the benchmark's) asks as vLLM's processes do: C (4) workers on connections of their own
-// write, and a scheduler on its own asks the reads at its own pace (of the keys written last).
+// write, and a scheduler on its own asks the reads at its own pace, each of the K (B) keys written last.
 // `--pattern=loop`: C loops on one connection, each cycle's reads right after its writes. `--modes=` also takes
 // `idle`: no calls, the CPU per the N × S cycles of the other rows. It prints, per row, the cycles and reads
 // done and the CPU of the leader and of the standbys per cycle (from /proc). With `--pin=yes` (the default,
@@ -43,6 +43,8 @@ export interface StandbyReadsOptions {
   seconds: number;
   rounds: number;
   batch: number;
+  /** readKeys is the keys of each of the scheduler's reads under "engine": the last written (vLLM's scheduler asks of a whole prompt's blocks). */
+  readKeys: number;
   clients: number;
   /** rate is the cycles a second of all the loops together. */
   rate: number;
@@ -140,14 +142,14 @@ async function engineLoad(url: string, o: StandbyReadsOptions, pace: Pace): Prom
   const nextWrite = slots(o.rate, pace);
   const nextRead = slots(READS_PER_CYCLE * o.rate, pace, 0.5);
   const done = { cycles: 0, reads: 0 };
-  let written = newKeys(o.batch); // none written yet: misses
+  let written = newKeys(o.readKeys); // none written yet: misses
   const worker = async () => {
     const client = connect(url);
     for (await nextWrite(); performance.now() < pace.end; await nextWrite()) {
       const keys = newKeys(o.batch);
       const { pages } = await client.batchAllocate({ namespace: "bench", rank: 0, keys });
       await client.confirmWrite({ namespace: "bench", rank: 0, keys, pages });
-      written = keys;
+      written = [...written, ...keys].slice(-o.readKeys);
       done.cycles++;
     }
   };
@@ -259,6 +261,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     seconds: numberOption("seconds", 5),
     rounds: numberOption("rounds", 2),
     batch: numberOption("batch", 128),
+    readKeys: numberOption("read-keys", numberOption("batch", 128)),
     clients: numberOption("clients", 4),
     rate: numberOption("rate", 10),
     modes: choicesOption("modes", READS_MODES, "members,leader"),
