@@ -102,3 +102,13 @@ def check_pages(route, pages, keys):
     """check_pages raises unless pages, an answer of route for keys that exist, holds a page for each."""
     if len(pages) != len(keys) or not all(isinstance(p, int) and p >= 0 for p in pages):
         raise AssertionError("%s answered %s for %s, which exist" % (route, pages, keys))
+
+
+def read_turn(idle, keys, exists, locations):
+    """read_turn is a reader's turn: it sits idle `idle` seconds, asks exists(keys) (a route and its flags), then locations(found) of the keys found (routes and their pages), each of which must give a page per key."""
+    time.sleep(idle)
+    route, flags = exists(keys)
+    check_flags(route, flags, keys)
+    found = [k for k, f in zip(keys, flags) if f]
+    for route, pages in locations(found) if found else []:
+        check_pages(route, pages, found)

@@ -27,9 +27,8 @@ usage: sglang_engine.py URL writer RANK NUM_PAGES
 """
 import json
 import sys
-import time
 
-from engine_session import Calls, check_flags, check_pages, initialize_then_loop, recent_keys
+from engine_session import Calls, initialize_then_loop, read_turn, recent_keys
 
 NAMESPACE = "kv"
 
@@ -67,12 +66,11 @@ else:
     idle = float(sys.argv[5])
 
     def prefetch(i):
-        time.sleep(idle)
-        keys = recent_keys("sg", i)
-        exists = post("exists", {"keys": keys})["exists"]
-        check_flags("exists", exists, keys)
-        found = [k for k, e in zip(keys, exists) if e]
-        if found:
-            check_pages("get_page_indices", post("get_page_indices", {"keys": found})["indices"], found)
+        read_turn(
+            idle,
+            recent_keys("sg", i),
+            lambda keys: ("exists", post("exists", {"keys": keys})["exists"]),
+            lambda found: [("get_page_indices", post("get_page_indices", {"keys": found})["indices"])],
+        )
 
     calls.report(turns=initialize_then_loop(calls.errors, initialize, prefetch))

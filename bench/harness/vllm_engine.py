@@ -23,9 +23,8 @@ usage: vllm_engine.py URL worker RANK NUM_PAGES
        vllm_engine.py URL scheduler IDLE_SECONDS RANKS
 """
 import sys
-import time
 
-from engine_session import Calls, check_flags, check_pages, initialize_then_loop, loop, recent_keys, write_key
+from engine_session import Calls, initialize_then_loop, loop, read_turn, recent_keys, write_key
 
 url, role = sys.argv[1], sys.argv[2]
 
@@ -52,12 +51,11 @@ else:
     idle, ranks = float(sys.argv[3]), int(sys.argv[4])
 
     def ask(i):
-        time.sleep(idle)
-        keys = recent_keys("engine", i)
-        exists = post("/keys/batch_exists", {"keys": keys})["exists"]
-        check_flags("batch_exists", exists, keys)
-        found = [k for k, e in zip(keys, exists) if e]
-        for rank in range(ranks) if found else []:
-            check_pages("get_locations on rank %d" % rank, post("/keys/get_locations", {"rank": rank, "keys": found})["locations"], found)
+        read_turn(
+            idle,
+            recent_keys("engine", i),
+            lambda keys: ("batch_exists", post("/keys/batch_exists", {"keys": keys})["exists"]),
+            lambda found: [("get_locations on rank %d" % r, post("/keys/get_locations", {"rank": r, "keys": found})["locations"]) for r in range(ranks)],
+        )
 
     calls.report(turns=loop(ask, calls.errors))
