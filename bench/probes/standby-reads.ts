@@ -1,18 +1,19 @@
-// standby-reads.ts [--seconds=S] [--rounds=R] [--batch=B] [--read-keys=K] [--clients=C] [--rate=N] [--pattern=P]: what
-// reads on standbys save the leader. 3 etcd members and 3 servers; a relay in front of them, started with
-// `--reads members` (standbys answer the reads they hold fresh) and `--reads leader` (every read to the
-// leader), the two alternated R times (2) on the same cluster, after a round 0 of each that runs unpaced and
-// is not counted (the JIT's warm-up). Each row runs vLLM's mix for S seconds (5), through the relay, paced at
-// N (10) cycles a second in all, so that both rows do the same work when they keep up: a cycle is a worker's
-// BatchAllocate and ConfirmWrite of B (128) new keys and 3 BatchExists of B keys. `--pattern=engine` (the
-// default, and the benchmark's) asks as vLLM's processes do: C (4) workers on connections of their own
-// write, and a scheduler on its own asks the reads at its own pace, each of the K (B) keys written last.
-// `--pattern=loop`: C loops on one connection, each cycle's reads right after its writes. `--modes=` also takes
-// `idle`: no calls, the CPU per the N × S cycles of the other rows. It prints, per row, the cycles and reads
-// done and the CPU of the leader and of the standbys per cycle (from /proc). With `--pin=yes` (the default,
-// on 2 cores or more) the leader runs alone on core 0 and every other process on core 1 (taskset).
-// Run: node --import tsx bench/probes/standby-reads.ts, or `npm run bench -- --only=standby-reads` (at 10 and
-// 25 cycles a second; --quick: 25 only, one round of 2 s rows).
+// standby-reads.ts [--seconds=S] [--rounds=R] [--batch=B] [--read-keys=K] [--clients=C] [--rate=N]
+// [--pattern=P]: what reads on standbys save the leader. 3 etcd members and 3 servers; a relay in front of
+// them, started with `--reads members` (standbys answer the reads they hold fresh) and `--reads leader`
+// (every read to the leader), the two alternated R times (2) on the same cluster, after a round 0 of each
+// that runs unpaced and is not counted (the JIT's warm-up). Each row runs vLLM's mix for S seconds (5),
+// through the relay, paced at N (10) cycles a second in all, so that both rows do the same work when they
+// keep up: a cycle is a worker's BatchAllocate and ConfirmWrite of B (128) new keys and 3 BatchExists of B
+// keys. `--pattern=engine` (the default, and the benchmark's) asks as vLLM's processes do: C (4) workers on
+// connections of their own write, and a scheduler on its own asks the reads at its own pace, each of the K
+// (B) keys written last. `--pattern=loop`: C loops on one connection, each cycle's reads (of the loop's K
+// keys written last) right after its writes. `--modes=` also takes `idle`: no calls, the CPU per the N × S
+// cycles of the other rows. It prints, per row, the cycles and reads done and the CPU of the leader and of
+// the standbys per cycle (from /proc). With `--pin=yes` (the default, on 2 cores or more) the leader runs
+// alone on core 0 and every other process on core 1 (taskset). Run: node --import tsx
+// bench/probes/standby-reads.ts, or `npm run bench -- --only=standby-reads` (at 10 and 25 cycles a second;
+// --quick: 25 only, one round of 2 s rows).
 import { availableParallelism } from "node:os";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
@@ -43,7 +44,7 @@ export interface StandbyReadsOptions {
   seconds: number;
   rounds: number;
   batch: number;
-  /** readKeys is the keys of each of the scheduler's reads under "engine": the last written (vLLM's scheduler asks of a whole prompt's blocks). */
+  /** readKeys is the keys of each read: the last written (vLLM's scheduler asks of a whole prompt's blocks). */
   readKeys: number;
   clients: number;
   /** rate is the cycles a second of all the loops together. */
@@ -111,17 +112,37 @@ function slots(perSecond: number, { paced, start }: Pace, shift = 0): () => Prom
 
 const connect = (url: string) => createClient(MetadataService, createGrpcTransport({ baseUrl: url }));
 
-/** loopLoad is the pattern "loop": C loops on one connection, each cycle's BatchExists of its keys right after its writes. */
+/** write is one cycle's writes on `client`: BatchAllocate and ConfirmWrite of `count` new keys, which it returns. */
+async function write(client: ReturnType<typeof connect>, count: number): Promise<string[]> {
+  const keys = newKeys(count);
+  const { pages } = await client.batchAllocate({ namespace: "bench", rank: 0, keys });
+  await client.confirmWrite({ namespace: "bench", rank: 0, keys, pages });
+  return keys;
+}
+
+/** lastWritten keeps the `count` keys written last (at first `count` keys never written: misses), which a read asks of. */
+function lastWritten(count: number): { add(keys: string[]): void; readonly keys: string[] } {
+  let keys = newKeys(count);
+  return {
+    add: (written) => {
+      keys = [...keys, ...written].slice(-count);
+    },
+    get keys() {
+      return keys;
+    },
+  };
+}
+
+/** loopLoad is the pattern "loop": C loops on one connection, each cycle's BatchExists of the loop's K keys written last right after its writes. */
 async function loopLoad(url: string, o: StandbyReadsOptions, pace: Pace): Promise<LoadDone> {
   const client = connect(url);
   const next = slots(o.rate, pace);
   const done = { cycles: 0, reads: 0 };
   const loop = async () => {
+    const written = lastWritten(o.readKeys);
     for (await next(); performance.now() < pace.end; await next()) {
-      const keys = newKeys(o.batch);
-      const { pages } = await client.batchAllocate({ namespace: "bench", rank: 0, keys });
-      await client.confirmWrite({ namespace: "bench", rank: 0, keys, pages });
-      for (let i = 0; i < READS_PER_CYCLE; i++) await client.batchExists({ namespace: "bench", keys });
+      written.add(await write(client, o.batch));
+      for (let i = 0; i < READS_PER_CYCLE; i++) await client.batchExists({ namespace: "bench", keys: written.keys });
       done.reads += READS_PER_CYCLE;
       done.cycles++;
     }
@@ -134,7 +155,7 @@ async function loopLoad(url: string, o: StandbyReadsOptions, pace: Pace): Promis
  * engineLoad is the pattern "engine", as vLLM's processes ask: C workers,
  * each on a connection of its own, write (BatchAllocate, ConfirmWrite) at
  * the row's pace in all, and the scheduler, on its own, asks READS_PER_CYCLE
- * BatchExists a cycle at its own pace, half a slot apart from the writes, of the keys
+ * BatchExists a cycle at its own pace, half a slot apart from the writes, of the K keys
  * written last (vLLM's scheduler asks when it schedules a request, not when
  * a worker has written).
  */
@@ -142,21 +163,18 @@ async function engineLoad(url: string, o: StandbyReadsOptions, pace: Pace): Prom
   const nextWrite = slots(o.rate, pace);
   const nextRead = slots(READS_PER_CYCLE * o.rate, pace, 0.5);
   const done = { cycles: 0, reads: 0 };
-  let written = newKeys(o.readKeys); // none written yet: misses
+  const written = lastWritten(o.readKeys);
   const worker = async () => {
     const client = connect(url);
     for (await nextWrite(); performance.now() < pace.end; await nextWrite()) {
-      const keys = newKeys(o.batch);
-      const { pages } = await client.batchAllocate({ namespace: "bench", rank: 0, keys });
-      await client.confirmWrite({ namespace: "bench", rank: 0, keys, pages });
-      written = [...written, ...keys].slice(-o.readKeys);
+      written.add(await write(client, o.batch));
       done.cycles++;
     }
   };
   const scheduler = async () => {
     const client = connect(url);
     for (await nextRead(); performance.now() < pace.end; await nextRead()) {
-      await client.batchExists({ namespace: "bench", keys: written });
+      await client.batchExists({ namespace: "bench", keys: written.keys });
       done.reads++;
     }
   };
