@@ -43,8 +43,8 @@ class Calls:
             self.longest = max(self.longest, time.monotonic() - started)
 
     def report(self, **fields):
-        """report prints the process's summary line: its calls and errors, and fields."""
-        print(json.dumps(dict(calls=self.count, errors=self.errors, **fields)), flush=True)
+        """report prints the process's summary line: its calls, errors and longest call in seconds, and fields."""
+        print(json.dumps(dict(calls=self.count, errors=self.errors, longestCallSeconds=round(self.longest, 3), **fields)), flush=True)
 
 
 def stopped_when_stdin_closes():

@@ -19,7 +19,7 @@ calls would count as an error).
 
 Both loop until stdin closes, printing {"steps": N} after each turn, then
 print one JSON line: calls made, errors (a call that failed after its
-retries, or a wrong answer), and the keys confirmed (a writer) or the
+retries, or a wrong answer), the longest call, and the keys confirmed (a writer) or the
 number of turns (a prefetcher).
 
 usage: sglang_engine.py URL writer RANK NUM_PAGES

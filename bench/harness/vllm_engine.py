@@ -16,7 +16,7 @@ vLLM's scheduler's does while the workers write.
 
 Both loop until stdin closes, printing {"steps": N} after each turn, then
 print one JSON line: calls made, errors (a call that failed after its
-retries, or a wrong answer), and the keys confirmed (a worker) or the
+retries, or a wrong answer), the longest call, and the keys confirmed (a worker) or the
 number of turns (the scheduler).
 
 usage: vllm_engine.py URL worker RANK NUM_PAGES

@@ -4,7 +4,7 @@
 // (every read to the leader), the two alternated R times (2) on the same cluster, after a round 0 of each
 // that runs unpaced and is not counted (the JIT's warm-up). Each row runs vLLM's mix for S seconds (5),
 // through the relay, paced at N (10) cycles a second in all, so that both rows do the same work when they
-// keep up: a cycle is a worker's BatchAllocate and ConfirmWrite of B (128) new keys and 3 BatchExists of B
+// keep up: a cycle is a worker's BatchAllocate and ConfirmWrite of B (128) new keys and 3 BatchExists of K
 // keys. `--pattern=engine` (the default, and the benchmark's) asks as vLLM's processes do: C (4) workers on
 // connections of their own write, and a scheduler on its own asks the reads at its own pace, each of the K
 // (B) keys written last. `--pattern=loop`: C loops on one connection, each cycle's reads (of the loop's K

@@ -39,7 +39,9 @@ for (const [engineName, start] of ENGINES) {
         await engine.progress(5);
       }
       const run = await engine.stop();
-      console.log(`${engineName} through a relay across 2 leaders killed for good: ${run.calls} calls, ${run.stored} keys stored`);
+      console.log(
+        `${engineName} through a relay across 2 leaders killed for good: ${run.calls} calls (the longest ${run.longestCallSeconds} s), ${run.stored} keys stored`,
+      );
       expect(run.errors).toEqual([]);
       expect(await run.missing(relay.url)).toEqual([]);
       const metrics = await (await fetch(`${relay.url}/metrics`)).text();

@@ -90,7 +90,9 @@ describe.skipIf(missing !== "")("high availability on etcd: standbys forward cal
         await engine.progress(5);
       }
       const run = await engine.stop();
-      console.log(`${engineName} given one standby across ${killed} leaders killed for good: ${run.calls} calls, ${run.stored} keys stored`);
+      console.log(
+        `${engineName} given one standby across ${killed} leaders killed for good: ${run.calls} calls (the longest ${run.longestCallSeconds} s), ${run.stored} keys stored`,
+      );
       expect(killed).toBeGreaterThanOrEqual(1);
       expect(run.errors).toEqual([]);
       expect(await run.missing(member.url)).toEqual([]);

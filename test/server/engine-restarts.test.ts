@@ -59,7 +59,9 @@ async function rideThrough(start: (url: string) => Engine, engineUrl: string, pi
     await engine.progress(5);
   }
   const run = await engine.stop();
-  console.log(`an engine across ${ROUNDS} SIGTERM restarts: ${run.calls} calls, exits after ${exits.join(", ")} ms, ${run.stored} keys stored`);
+  console.log(
+    `an engine across ${ROUNDS} SIGTERM restarts: ${run.calls} calls (the longest ${run.longestCallSeconds} s), exits after ${exits.join(", ")} ms, ${run.stored} keys stored`,
+  );
   expect(run.errors).toEqual([]);
   for (const tookMs of exits) expect(tookMs).toBeLessThan(2_000);
   expect(await run.missing(engineUrl)).toEqual([]);

@@ -20,6 +20,8 @@ export interface WorkerSummary {
 export interface EngineSummary {
   calls: number;
   errors: string[];
+  /** longestCallSeconds is the process's longest call, its retries and any wait at the server included. */
+  longestCallSeconds: number;
   confirmed?: string[];
   turns?: number;
 }
@@ -90,8 +92,14 @@ export const VllmWorker = {
     return {
       progress: (n) => worker.progress(n),
       async stop() {
-        const { errors, calls, confirmed, lost } = await worker.stop();
-        return { errors, calls, stored: confirmed, missing: async () => (lost > 0 ? [`${lost} of the ${confirmed} keys the worker confirmed`] : []) };
+        const { errors, calls, longestCallSeconds, confirmed, lost } = await worker.stop();
+        return {
+          errors,
+          calls,
+          longestCallSeconds,
+          stored: confirmed,
+          missing: async () => (lost > 0 ? [`${lost} of the ${confirmed} keys the worker confirmed`] : []),
+        };
       },
     };
   },
@@ -102,6 +110,8 @@ export interface EngineRun {
   /** errors are the calls that failed after the client's retries, and the wrong answers, each prefixed by who met it. */
   errors: string[];
   calls: number;
+  /** longestCallSeconds is the longest call of any of its processes, retries included. */
+  longestCallSeconds: number;
   /** stored is how many keys the engine has whole: confirmed on every rank (vLLM), or on its rank by each rank (SGLang). */
   stored: number;
   /** missing asks the server at url for the keys stored and returns those it does not have. */
@@ -120,6 +130,11 @@ async function postJson<T>(url: string, body: unknown): Promise<T> {
   const res = await fetch(url, { method: "POST", body: JSON.stringify(body) });
   if (!res.ok) throw new Error(`${url}: ${res.status} ${await res.text()}`);
   return (await res.json()) as T;
+}
+
+/** longestOf is the longest call of any of the processes. */
+function longestOf(processes: EngineSummary[]): number {
+  return Math.max(0, ...processes.map((p) => p.longestCallSeconds));
 }
 
 /** errorsOf is every process's errors, each prefixed by who met it. */
@@ -158,6 +173,7 @@ export class VllmEngine implements Engine {
     return {
       errors: errorsOf([["scheduler", scheduler!], ...workers.map((w, rank): [string, EngineSummary] => [`worker ${rank}`, w])]),
       calls: scheduler!.calls + workers.reduce((sum, w) => sum + w.calls, 0),
+      longestCallSeconds: longestOf([scheduler!, ...workers]),
       stored: complete.length,
       complete,
       async missing(url) {
@@ -200,6 +216,7 @@ export class SglangEngine implements Engine {
         ...prefetchers.map((p, rank): [string, EngineSummary] => [`prefetcher ${rank}`, p]),
       ]),
       calls: [...writers, ...prefetchers].reduce((sum, s) => sum + s.calls, 0),
+      longestCallSeconds: longestOf([...writers, ...prefetchers]),
       stored: writers.reduce((sum, w) => sum + w.confirmed!.length, 0),
       async missing(url) {
         const missing = await Promise.all(
