@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { makeCertificates } from "../support/certificates.js";
 import { type ChildServer, runCli, startChildRelay, startChildServer } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
-import { type Engine, SglangEngine, VllmWorker } from "../support/engine-clients.js";
+import { engines } from "../support/engine-clients.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, type Server, startServer, waitForLeader } from "../support/ha-cluster.js";
 import { tempDir } from "../support/temp-dir.js";
@@ -19,11 +19,8 @@ async function relayTo(upstream: string, extra: string[] = [], port = 0): Promis
   return startChildRelay(["--upstream", upstream, "--port", String(port), ...extra]);
 }
 
-/** ENGINES are the engines' clients as they call: vLLM's worker, and SGLang's engine (whose ranks must not evict, so more pages). */
-const ENGINES: [string, (url: string) => Engine][] = [
-  ["an unmodified vLLM client", (url) => VllmWorker.engine(url, 2, 4_096)],
-  ["SGLang's engine (per TP rank a writer, and a prefetcher)", (url) => SglangEngine.start(url, 2, 65_536, 0.1)],
-];
+/** ENGINES are both engines, their readers idle a second between turns. */
+const ENGINES = engines(1);
 
 for (const [engineName, start] of ENGINES) {
   describe.skipIf(missingCluster !== "")(`${engineName} through a relay in front of a cluster`, () => {
@@ -50,25 +47,27 @@ for (const [engineName, start] of ENGINES) {
   });
 }
 
-describe.skipIf(missingWorker !== "")("a relay restarted under load", () => {
-  it("by SIGTERM, and by kill -9, each started again at once on its port: the vLLM client sees no error", async () => {
-    const server = await startChildServer(["--in-memory"]);
-    const port = await freePort();
-    let relay = await relayTo(server.url, [], port);
-    const worker = VllmWorker.start(relay.url, 2, 4_096, 0);
-    await worker.progress(5);
-    for (const signal of ["SIGTERM", "SIGKILL"] as const) {
-      relay.child.kill(signal);
-      await relay.exited;
-      relay = await relayTo(server.url, [], port);
-      await worker.progress(5);
-    }
-    const summary = await worker.stop();
-    console.log(`vLLM-policy worker across 2 relay restarts: ${JSON.stringify({ ...summary, errors: summary.errors.length })}`);
-    expect(summary.errors).toEqual([]);
-    expect(summary.lost).toBe(0);
-  }, 60_000);
-});
+for (const [engineName, start] of ENGINES) {
+  describe.skipIf(missingWorker !== "")(`a relay restarted under ${engineName}`, () => {
+    it("by SIGTERM, and by kill -9, each started again at once on its port: no error, nothing stored lost", async () => {
+      const server = await startChildServer(["--in-memory"]);
+      const port = await freePort();
+      let relay = await relayTo(server.url, [], port);
+      const engine = start(relay.url);
+      await engine.progress(5);
+      for (const signal of ["SIGTERM", "SIGKILL"] as const) {
+        relay.child.kill(signal);
+        await relay.exited;
+        relay = await relayTo(server.url, [], port);
+        await engine.progress(5);
+      }
+      const run = await engine.stop();
+      console.log(`${engineName} across 2 relay restarts: ${run.calls} calls (the longest ${run.longestCallSeconds} s), ${run.stored} keys stored`);
+      expect(run.errors).toEqual([]);
+      expect(await run.missing(relay.url)).toEqual([]);
+    }, 60_000);
+  });
+}
 
 describe.skipIf(missingTls !== "")("a relay in front of a cluster with token files and mTLS", () => {
   it("lets an engine with neither token nor TLS call; the same call straight to a member gets 401", async () => {

@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { SERVER_ID_HEADER } from "../../src/protocol/headers.js";
 import { lacking } from "../support/debian-packages.js";
-import { type Engine, SglangEngine, VllmWorker } from "../support/engine-clients.js";
+import { engines } from "../support/engine-clients.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, type Server, serving, startServer, waitForLeader } from "../support/ha-cluster.js";
 
@@ -68,11 +68,7 @@ describe.skipIf(missing !== "")("high availability on etcd: standbys forward cal
     expect(await serving(standby, MetadataService.typeName)).toBe(false);
   }, 60_000);
 
-  const ENGINES: [string, (url: string) => Engine][] = [
-    ["an unmodified vLLM client", (url) => VllmWorker.engine(url, 2, 4_096)],
-    ["SGLang's engine (per TP rank a writer, and a prefetcher)", (url) => SglangEngine.start(url, 2, 65_536, 0.1)],
-  ];
-  for (const [engineName, start] of ENGINES) {
+  for (const [engineName, start] of engines(1)) {
     it(`kill -9 of the leader, not restarted, then of the next: ${engineName} given one standby (SGLang's metadata_server_url) sees no error and loses nothing`, async () => {
       const etcd = await startEtcdCluster(3);
       servers = await Promise.all([0, 1, 2].map(() => startServer(etcd)));

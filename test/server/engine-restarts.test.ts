@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { ClusterService } from "../../gen/hf3fs/metadata/v1/cluster_pb.js";
 import { type ChildServer, startChildRelay, startChildServer } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
-import { type Engine, SglangEngine, VllmEngine } from "../support/engine-clients.js";
+import { type Engine, engines } from "../support/engine-clients.js";
 import { type EtcdCluster, startEtcdCluster } from "../support/etcd-cluster.js";
 import { type Server, startServer as startMember, waitForLeader } from "../support/ha-cluster.js";
 import { tempDir } from "../support/temp-dir.js";
@@ -13,8 +13,6 @@ import { freePort } from "../support/test-server.js";
 const missing = lacking("the engine restart tests", "requests");
 const missingEtcd = missing === "" ? lacking("the engine restart tests on a cluster", "etcd") : missing;
 
-const RANKS = 2;
-const NUM_PAGES = 4_096;
 const ROUNDS = 3;
 
 /**
@@ -38,11 +36,8 @@ async function restart(target: Restartable): Promise<number> {
   return tookMs;
 }
 
-/** ENGINES are the engines a restart is ridden through by, each as it calls: vLLM's, and SGLang's (whose ranks must not evict, so more pages). */
-const ENGINES: [string, (url: string) => Engine][] = [
-  ["vLLM's engine (a scheduler idle between calls, two TP workers)", (url) => VllmEngine.start(url, RANKS, NUM_PAGES)],
-  ["SGLang's engine (per TP rank a writer, and a prefetcher idle between calls)", (url) => SglangEngine.start(url, RANKS, 16 * NUM_PAGES)],
-];
+/** ENGINES are both engines, their readers idle 3 s between turns, as vLLM's scheduler between requests. */
+const ENGINES = engines(3);
 
 /**
  * rideThrough runs an engine against engineUrl while ROUNDS times the

@@ -85,24 +85,6 @@ export const VllmWorker = {
   start(url: string, ranks: number, numPages: number, known: number): VllmWorker {
     return PythonLoop.start<WorkerSummary>(POLICY_CLIENT, [url, String(ranks), String(numPages), String(known)]);
   },
-
-  /** engine is a worker started as start() does, as an Engine: what it stored is what it confirmed, and what is missing is what it found lost at its end (asked of its own url). */
-  engine(url: string, ranks: number, numPages: number): Engine {
-    const worker = VllmWorker.start(url, ranks, numPages, 0);
-    return {
-      progress: (n) => worker.progress(n),
-      async stop() {
-        const { errors, calls, longestCallSeconds, confirmed, lost } = await worker.stop();
-        return {
-          errors,
-          calls,
-          longestCallSeconds,
-          stored: confirmed,
-          missing: async () => (lost > 0 ? [`${lost} of the ${confirmed} keys the worker confirmed`] : []),
-        };
-      },
-    };
-  },
 };
 
 /** EngineRun is what an engine's processes reported once stopped. */
@@ -230,6 +212,19 @@ export class SglangEngine implements Engine {
       },
     };
   }
+}
+
+/**
+ * engines are both engines as the tests run them, each named, its readers
+ * idle idleSeconds between their turns: vLLM's (a scheduler and two TP
+ * workers, 4,096 pages a rank) and SGLang's (two ranks, each a writer and a
+ * prefetcher, 65,536 pages a rank so that none evicts: see sglang_engine.py).
+ */
+export function engines(idleSeconds: number): [string, (url: string) => Engine][] {
+  return [
+    ["vLLM's engine (a scheduler idle between turns, two TP workers)", (url) => VllmEngine.start(url, 2, 4_096, idleSeconds)],
+    ["SGLang's engine (per TP rank a writer, and a prefetcher idle between turns)", (url) => SglangEngine.start(url, 2, 65_536, idleSeconds)],
+  ];
 }
 
 const loops = new Set<PythonLoop<unknown>>();
