@@ -29,7 +29,7 @@ for (const [engineName, start] of ENGINES) {
       const servers: Server[] = await Promise.all([0, 1, 2].map(() => startServer(etcd)));
       await waitForLeader(servers);
       const relay = await relayTo(servers.map((s) => s.url).join(","));
-      const engine = start(relay.url);
+      const engine = await start(relay.url);
       await engine.progress(5);
       for (let round = 0; round < 2; round++) {
         await kill9(await waitForLeader(servers));
@@ -53,7 +53,7 @@ for (const [engineName, start] of ENGINES) {
       const server = await startChildServer(["--in-memory"]);
       const port = await freePort();
       let relay = await relayTo(server.url, [], port);
-      const engine = start(relay.url);
+      const engine = await start(relay.url);
       await engine.progress(5);
       for (const signal of ["SIGTERM", "SIGKILL"] as const) {
         relay.child.kill(signal);

@@ -75,7 +75,7 @@ describe.skipIf(missing !== "")("high availability on etcd: standbys forward cal
       const first = await waitForLeader(servers);
       const member = servers.find((s) => s !== first)!;
       await untilForwarding(member);
-      const engine = start(member.url);
+      const engine = await start(member.url);
       await engine.progress(5);
       let killed = 0;
       for (let round = 0; round < 2; round++) {

@@ -166,16 +166,16 @@ describe.skipIf(missing !== "")("reads on caught-up standbys", () => {
   }, 90_000);
 
   /** ENGINES are the engines' own calls, each with its read (the relay's method name) and the namespace it reads. */
-  const ENGINES: [string, (url: string) => Engine, string, string][] = [
+  const ENGINES: [string, (url: string) => Promise<Engine>, string, string][] = [
     [
       "vLLM's own calls through a relay (a scheduler asking BatchExists, two TP workers writing, each its own session)",
-      (url) => VllmEngine.start(url, 2, 4_096, 0.02),
+      (url) => VllmEngine.start(url, 2, 65_536, 0.02),
       "vllm.batch_exists",
       DEFAULT_NAMESPACE,
     ],
     [
       "SGLang's own calls through a relay (per TP rank a writer, and a prefetcher asking exists, then the pages of those that exist)",
-      (url) => SglangEngine.start(url, 2, 65_536, 0.02),
+      async (url) => SglangEngine.start(url, 2, 65_536, 0.02),
       "sglang.exists",
       "kv",
     ],
@@ -195,7 +195,7 @@ describe.skipIf(missing !== "")("reads on caught-up standbys", () => {
         return Number(new RegExp(`^hf3fs_relay_calls_total\\{method="${read}",code="ok"\\} (\\d+)$`, "m").exec(text)?.[1] ?? 0);
       };
       const readsBefore = await reads();
-      const engine = start(relay.url);
+      const engine = await start(relay.url);
       for (let i = 0; i < 4; i++) await engine.progress(10);
       const { errors, stored } = await engine.stop();
       expect(errors).toEqual([]);

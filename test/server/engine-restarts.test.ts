@@ -45,8 +45,8 @@ const ENGINES = engines(3);
  * each old process exited within 2 s of its SIGTERM, and that every key the
  * engine stored is there at the end.
  */
-async function rideThrough(start: (url: string) => Engine, engineUrl: string, pick: () => Promise<Restartable>): Promise<void> {
-  const engine = start(engineUrl);
+async function rideThrough(start: (url: string) => Promise<Engine>, engineUrl: string, pick: () => Promise<Restartable>): Promise<void> {
+  const engine = await start(engineUrl);
   await engine.progress(5);
   const exits: number[] = [];
   for (let round = 0; round < ROUNDS; round++) {

@@ -137,8 +137,18 @@ export class VllmEngine implements Engine {
     readonly workers: PythonLoop<EngineSummary>[],
   ) {}
 
-  /** start runs the engine against url with `ranks` workers of numPages each; the scheduler asks every idleSeconds. */
-  static start(url: string, ranks: number, numPages: number, idleSeconds = 3): VllmEngine {
+  /**
+   * start initializes the `ranks` ranks of numPages at url, as vLLM's
+   * engine has every worker's connector up before it serves a request, then
+   * runs the engine: the workers (each initializes its rank again, as a
+   * worker does when it starts) and the scheduler, which asks every
+   * idleSeconds. Without it, a worker could confirm a key before another
+   * rank existed: with vLLM's world_size of 0 (it sends none), that key is
+   * complete on the ranks of its time (docs/contract.md), and the scheduler
+   * found it on a rank that never had it.
+   */
+  static async start(url: string, ranks: number, numPages: number, idleSeconds = 3): Promise<VllmEngine> {
+    for (let rank = 0; rank < ranks; rank++) await postJson(`${url}/rank/${rank}/initialize`, { num_pages: numPages, role: "worker" });
     const workers = Array.from({ length: ranks }, (_, rank) => PythonLoop.start<EngineSummary>(ENGINE, [url, "worker", String(rank), String(numPages)]));
     return new VllmEngine(PythonLoop.start<EngineSummary>(ENGINE, [url, "scheduler", String(idleSeconds), String(ranks)]), workers);
   }
@@ -217,13 +227,15 @@ export class SglangEngine implements Engine {
 /**
  * engines are both engines as the tests run them, each named, its readers
  * idle idleSeconds between their turns: vLLM's (a scheduler and two TP
- * workers, 4,096 pages a rank) and SGLang's (two ranks, each a writer and a
- * prefetcher, 65,536 pages a rank so that none evicts: see sglang_engine.py).
+ * workers) and SGLang's (two ranks, each a writer and a prefetcher), with
+ * 65,536 pages a rank, so that no rank evicts during a test: each reader
+ * checks that a key found has a page, which a key evicted between its two
+ * calls would not.
  */
-export function engines(idleSeconds: number): [string, (url: string) => Engine][] {
+export function engines(idleSeconds: number): [string, (url: string) => Promise<Engine>][] {
   return [
-    ["vLLM's engine (a scheduler idle between turns, two TP workers)", (url) => VllmEngine.start(url, 2, 4_096, idleSeconds)],
-    ["SGLang's engine (per TP rank a writer, and a prefetcher idle between turns)", (url) => SglangEngine.start(url, 2, 65_536, idleSeconds)],
+    ["vLLM's engine (a scheduler idle between turns, two TP workers)", (url) => VllmEngine.start(url, 2, 65_536, idleSeconds)],
+    ["SGLang's engine (per TP rank a writer, and a prefetcher idle between turns)", async (url) => SglangEngine.start(url, 2, 65_536, idleSeconds)],
   ];
 }
 
