@@ -55,7 +55,7 @@ export async function kill9(server: Server): Promise<void> {
 }
 
 /** serving reads a member's health of `service` ("" for the server); NOT_SERVING when it does not answer. */
-export async function serving(server: Server, service: string): Promise<boolean> {
+export async function serving(server: { readonly url: string }, service: string): Promise<boolean> {
   const health = createHealthClient({ baseUrl: server.url });
   const res = await health.check({ service }, { timeoutMs: 1_000 }).catch(() => undefined);
   return res?.status === ServingStatus.SERVING;
