@@ -22,6 +22,8 @@ export interface EtcdMember {
   start(): Promise<void>;
   /** kill ends the member with SIGKILL and waits for it to exit. */
   kill(): Promise<void>;
+  /** stop ends the member with SIGTERM, as systemd and Kubernetes do (etcd hands its leadership on first), and resolves once it exited, with its last stderr if it failed. */
+  stop(): Promise<{ exit: string; stderr: string }>;
 }
 
 export interface EtcdCluster {
@@ -95,6 +97,7 @@ function member(
   timing: EtcdTiming,
 ): EtcdMember {
   let child: ChildProcess | undefined;
+  let output = "";
   const args = [
     `--name=${name}`,
     `--data-dir=${dataDir}`,
@@ -118,7 +121,7 @@ function member(
       return child;
     },
     async start() {
-      let output = "";
+      output = "";
       const started = spawn(ETCD, args, { stdio: ["ignore", "ignore", "pipe"] });
       child = started;
       started.stderr!.on("data", (d) => (output = (output + d).slice(-4_000)));
@@ -127,12 +130,20 @@ function member(
       await waitForHealth(clientUrl, started, () => output, tls);
     },
     async kill() {
-      if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise((resolve) => child!.once("exit", resolve));
-      child.kill("SIGKILL");
-      await exited;
+      await end(child, "SIGKILL");
+    },
+    async stop() {
+      return { exit: await end(child, "SIGTERM"), stderr: output };
     },
   };
+}
+
+/** end sends a running child `signal` and resolves once it exited: "code N" or the signal that ended it ("" if it was not running). */
+async function end(child: ChildProcess | undefined, signal: NodeJS.Signals): Promise<string> {
+  if (child === undefined || child.exitCode !== null || child.signalCode !== null) return "";
+  const exited = new Promise<string>((resolve) => child.once("exit", (code, by) => resolve(by ?? `code ${code}`)));
+  child.kill(signal);
+  return exited;
 }
 
 /** waitForHealth polls the member's /health (its own status; a lone member of a new cluster is not healthy yet, so /version it is). */

@@ -6,7 +6,7 @@ import { ClusterService } from "../../gen/hf3fs/metadata/v1/cluster_pb.js";
 import { type ChildServer, startChildRelay, startChildServer } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
 import { type Engine, engines } from "../support/engine-clients.js";
-import { type EtcdCluster, startEtcdCluster } from "../support/etcd-cluster.js";
+import { type EtcdCluster, type EtcdMember, startEtcdCluster } from "../support/etcd-cluster.js";
 import { type Server, serving, startServer as startMember, waitForLeader } from "../support/ha-cluster.js";
 import { readCounts } from "../support/standby-counts.js";
 import { tempDir } from "../support/temp-dir.js";
@@ -18,24 +18,41 @@ const missingEtcd = missing === "" ? lacking("the engine restart tests on a clus
 const ROUNDS = 3;
 
 /**
- * Restarted is one process restarted the way systemd and a Kubernetes
+ * Restartable is one process restarted the way systemd and a Kubernetes
  * rollout do it: SIGTERM, wait for the exit, start again at once on the
  * same port (and data dir).
  */
 interface Restartable {
-  process: ChildServer;
-  start(): Promise<ChildServer>;
+  /** stop sends SIGTERM and resolves once the process exited: "" if it exited cleanly, else how it ended and its stderr. */
+  stop(): Promise<string>;
+  /** start runs it again, and resolves once it is up. */
+  start(): Promise<void>;
 }
 
 /** restart stops `target` with SIGTERM, waits for its exit, starts it again, and returns how long the old process took to exit. */
 async function restart(target: Restartable): Promise<number> {
   const sent = Date.now();
-  target.process.child.kill("SIGTERM");
-  const code = await target.process.exited;
+  const failed = await target.stop();
   const tookMs = Date.now() - sent;
-  expect(code, `exit code after SIGTERM; stderr: ${target.process.stderr}`).toBe(0);
-  target.process = await target.start();
+  expect(failed, "a clean exit after SIGTERM").toBe("");
+  await target.start();
   return tookMs;
+}
+
+/** restartable is a server or relay process as a Restartable, `start` its next process; `started` hears of each. */
+function restartable(first: ChildServer, start: () => Promise<ChildServer>, started: (process: ChildServer) => void = () => {}): Restartable {
+  let process = first;
+  return {
+    stop: async () => {
+      process.child.kill("SIGTERM");
+      const code = await process.exited;
+      return code === 0 ? "" : `exit code ${code}; stderr: ${process.stderr}`;
+    },
+    start: async () => {
+      process = await start();
+      started(process);
+    },
+  };
 }
 
 /** ENGINES are both engines, their readers idle 3 s between turns, as vLLM's scheduler between requests. */
@@ -67,19 +84,23 @@ async function rideThrough(start: (url: string) => Promise<Engine>, engineUrl: s
 
 /** memberOf is a cluster member as a Restartable: started again on its port and data dir, and counted as up once ready (health "" SERVING: loaded and, on a standby, caught up), as Kubernetes waits for it. */
 function memberOf(member: Server): Restartable {
+  const start = async () => {
+    const started = await startChildServer(member.args);
+    await started.logged("cluster: joined");
+    await ready(started);
+    return started;
+  };
+  return restartable(member.process, start, (started) => (member.process = started));
+}
+
+/** etcdMemberOf is an etcd member as a Restartable: etcd ends by its own SIGTERM once it handed on its leadership, and is up once healthy. */
+function etcdMemberOf(member: EtcdMember): Restartable {
   return {
-    get process() {
-      return member.process;
+    stop: async () => {
+      const { exit, stderr } = await member.stop();
+      return exit === "SIGTERM" || exit === "code 0" ? "" : `${exit}; stderr: ${stderr}`;
     },
-    set process(started: ChildServer) {
-      member.process = started;
-    },
-    start: async () => {
-      const started = await startChildServer(member.args);
-      await started.logged("cluster: joined");
-      await ready(started);
-      return started;
-    },
+    start: () => member.start(),
   };
 }
 
@@ -96,15 +117,17 @@ for (const [engine, start] of ENGINES) {
   describe.skipIf(missing !== "")(`${engine} sees no error when`, () => {
     it("a single-node server is restarted by SIGTERM-wait-start three times", async () => {
       const args = ["--data-dir", tempDir(), "--port", String(await freePort())];
-      const server: Restartable = { process: await startChildServer(args), start: () => startChildServer(args) };
-      await rideThrough(start, server.process.url, async () => server);
+      const first = await startChildServer(args);
+      const server = restartable(first, () => startChildServer(args));
+      await rideThrough(start, first.url, async () => server);
     }, 120_000);
 
     it("its relay is restarted by SIGTERM-wait-start three times (a sidecar restarted by its pod)", async () => {
       const upstream = await startChildServer(["--data-dir", tempDir()]);
       const args = ["--upstream", upstream.url, "--port", String(await freePort())];
-      const relay: Restartable = { process: await startChildRelay(args), start: () => startChildRelay(args) };
-      await rideThrough(start, relay.process.url, async () => relay);
+      const first = await startChildRelay(args);
+      const relay = restartable(first, () => startChildRelay(args));
+      await rideThrough(start, first.url, async () => relay);
     }, 120_000);
   });
 
@@ -166,6 +189,15 @@ for (const [engine, start] of ENGINES) {
       // An idle reader's first read at a standby goes on to the leader while the standby learns where it stands; the next ones it answers.
       console.log(`the rolling update: the standbys answered ${local} reads and passed ${passedOn} on to the leader`);
       expect(local + passedOn).toBeGreaterThan(0);
+    }, 180_000);
+
+    it("through a relay, each member of etcd's cluster of 3 is restarted by SIGTERM-wait-start in turn, the next once it is healthy (an etcd upgrade)", async () => {
+      const etcd: EtcdCluster = await startEtcdCluster(3);
+      const members: Server[] = [await startMember(etcd), await startMember(etcd)];
+      await waitForLeader(members);
+      const relay = await startChildRelay(["--upstream", members.map((m) => m.url).join(",")]);
+      let next = etcd.members.length;
+      await rideThrough(start, relay.url, async () => etcdMemberOf(etcd.members[--next]!));
     }, 180_000);
   });
 }
