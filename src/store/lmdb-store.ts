@@ -300,6 +300,11 @@ export class LmdbStore implements Store {
     return (this.dbs.meta.get(APPLIED_SEQ) as number | undefined) ?? 0;
   }
 
+  /** loadingSnapshot is true while the store holds part of a snapshot (loadSnapshot began writing one and did not finish it). */
+  get loadingSnapshot(): boolean {
+    return this.dbs.meta.get(SNAPSHOT_LOADING) !== undefined;
+  }
+
   /** clusterId is the id of the highly available cluster whose state this is; undefined when the store never joined one. */
   get clusterId(): string | undefined {
     return this.dbs.meta.get(CLUSTER_ID) as string | undefined;
@@ -328,8 +333,9 @@ export class LmdbStore implements Store {
 
   /**
    * loadSnapshot replaces every record with a snapshot of a cluster's
-   * state that arrives in pieces, without holding it whole: after the
-   * commits in flight, one transaction drops the records and the applied
+   * state that arrives in pieces, without holding it whole: once the first
+   * piece is here (until then the store is left as it was) and the commits
+   * in flight are done, one transaction drops the records and the applied
    * entry and marks the store as loading; each piece is written in a
    * transaction of its own; the last sets the snapshot's applied entry and
    * lifts the mark. Until then the store is empty or part of a snapshot at
@@ -344,12 +350,15 @@ export class LmdbStore implements Store {
     progress: (p: LoadProgress) => void = () => {},
     reportEveryMs = 1_000,
   ): Promise<{ appliedSeq: number; records: number }> {
-    await this.tail;
-    emptyRecords(this.env, this.dbs, true);
     const reporter = new ProgressReporter(progress, 0, reportEveryMs);
     let appliedSeq = -1;
     let records = 0;
     for await (const piece of pieces) {
+      if (appliedSeq < 0) {
+        // Emptied once the snapshot's first piece is here: a source that cannot be reached leaves the store as it was.
+        await this.tail;
+        emptyRecords(this.env, this.dbs, true);
+      }
       const writes = piece.records.map(writeOf);
       this.env.transactionSync(() => {
         for (const write of writes) this.dbs[write.db].putSync(write.key, write.value);

@@ -377,6 +377,12 @@ describe("a snapshot loaded into a member's store", () => {
     expect(store.appliedSeq).toBe(42);
     expect(records(store)).toEqual([rank(0), key("a", 2), key("b", 3), key("c", 4)].map((c) => JSON.stringify(c)).sort());
 
+    // A source that fails before its first piece (unreachable, or it refused) leaves the store as it was.
+    await expect(store.loadSnapshot(pieces([[rank(0)], [key("d", 5)]], 50, 0))).rejects.toThrow(/went away/);
+    await expect(store.loadSnapshot(pieces([], 50))).rejects.toThrow(/empty/);
+    expect(store.appliedSeq).toBe(42);
+    expect(records(store)).toEqual([rank(0), key("a", 2), key("b", 3), key("c", 4)].map((c) => JSON.stringify(c)).sort());
+
     // The leader goes away after the first piece: the store is not at any applied entry, and holds no whole snapshot.
     await expect(store.loadSnapshot(pieces([[rank(0)], [key("d", 5)]], 50, 1))).rejects.toThrow(/went away/);
     expect(store.appliedSeq).toBe(0);
