@@ -12,6 +12,8 @@ import { aborted, sleep } from "./sleep.js";
 
 /** RETRY_MS is the pause before a standby reads the log again after a failure. */
 const RETRY_MS = 250;
+/** SNAPSHOT_RETRY_MAX_MS caps the pause, doubled after each snapshot that no member gave (a cold start, the others still down). */
+const SNAPSHOT_RETRY_MAX_MS = 2_000;
 
 /** HotStandbyOptions are what a hot standby needs besides its log and store. */
 export interface HotStandbyOptions {
@@ -64,19 +66,27 @@ export class HotStandby {
   /** follow applies the log to the store and the hot state until signal aborts, catching up again after a failed watch. */
   async follow(signal: AbortSignal): Promise<void> {
     const stopped = aborted(signal);
+    let snapshotsFailed = 0;
     while (!signal.aborted) {
       try {
         await this.load();
         const { revision } = await this.reader.catchUp();
+        snapshotsFailed = 0;
         this.leadership.follow(this.options.leaderUrl(), true);
         await this.reader.follow(revision, stopped);
       } catch (error) {
         if (signal.aborted) break;
         this.leadership.follow(this.options.leaderUrl(), false);
-        if (error instanceof LogGapError)
-          await this.loadSnapshot(error, signal).catch((e: Error) => this.logger.warn({ err: e.message }, "cluster: loading a snapshot failed"));
-        else this.logger.warn({ err: (error as Error).message }, "cluster: following the log failed; catching up again");
-        await sleep(RETRY_MS, signal);
+        if (error instanceof LogGapError) {
+          try {
+            await this.loadSnapshot(error, signal);
+            snapshotsFailed = 0;
+          } catch (e) {
+            snapshotsFailed++;
+            this.logger.warn({ err: (e as Error).message }, "cluster: loading a snapshot failed");
+          }
+        } else this.logger.warn({ err: (error as Error).message }, "cluster: following the log failed; catching up again");
+        await sleep(Math.min(SNAPSHOT_RETRY_MAX_MS, RETRY_MS * 2 ** snapshotsFailed), signal);
       }
     }
   }
@@ -129,6 +139,7 @@ export class HotStandby {
     }
     if (signal.aborted) return;
     await this.reader.stored();
+    const before = this.local.appliedSeq;
     try {
       for (const [i, from] of sources.entries()) {
         this.logger.info({ why: gap.message, from }, "cluster: loading a snapshot");
@@ -147,8 +158,9 @@ export class HotStandby {
         }
       }
     } finally {
-      // Whole or not, the store holds what the reader must start from: the snapshot, or nothing (a gap again, so another snapshot).
-      this.hot = undefined; // loaded anew from the store
+      // The store holds what the reader must start from: the snapshot, part of one (a gap again, so another snapshot),
+      // or, when no member sent a piece, what it held, which the hot state still equals.
+      if (this.local.appliedSeq !== before || this.local.loadingSnapshot) this.hot = undefined; // loaded anew from the store
       this.reader.restart();
     }
   }
