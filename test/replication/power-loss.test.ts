@@ -1,67 +1,84 @@
 import { ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { createMetadataClient } from "../../src/client/index.js";
+import { startChildRelay } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
+import { engines } from "../support/engine-clients.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, logEntry, readStored, restartServer, startServer, waitForLeader, waitForStandbys } from "../support/ha-cluster.js";
 
-const missing = lacking("the power loss test", "etcd");
+const missing = lacking("the power loss test", "etcd", "requests");
 
 const NS = "power";
 
+/** ENGINES are both engines, their readers idle 3 s between turns, on a node the power loss spares, behind its relay. */
+const ENGINES = engines(3);
+
 describe.skipIf(missing !== "")("high availability on etcd: a power loss", () => {
-  it("every etcd member and every server killed -9 at once, the old leader started first and alone: it serves nothing older than what was acknowledged, and once the others are back every acknowledged write is there", async () => {
-    const etcd = await startEtcdCluster(3);
-    const servers = await Promise.all([0, 1, 2].map(() => startServer(etcd)));
-    await waitForLeader(servers);
-    const client = createMetadataClient({ baseUrl: servers.map((s) => s.url).join(",") });
-    await client.initializeRank({ namespace: NS, rank: 0, numPages: 100_000, worldSize: 1 });
-    const acknowledged = new Map<string, number>();
-    const write = async (key: string) => {
-      const { pages } = await client.batchAllocate({ namespace: NS, rank: 0, keys: [key] });
-      await client.confirmWrite({ namespace: NS, rank: 0, keys: [key], pages });
-      acknowledged.set(key, pages[0]!);
-    };
-    // Two log entries a write, until the log's start is compacted past what the leader's store holds (it copies
-    // nothing while a standby keeps the state on its disk): the leader's store and the log alone then miss entries.
-    for (let i = 0; i < 200; i++) await write(`k${i}`);
-    await waitForStandbys(etcd, servers);
-    const leader = await waitForLeader(servers);
-    const leaderStored = (await readStored(leader.dataDir)).appliedSeq;
-    while ((await logEntry(etcd, "first")) <= leaderStored + 1) {
-      expect(acknowledged.size, "writes before the log's start passed the leader's store").toBeLessThan(3_000);
-      for (let i = 0; i < 100; i++) await write(`k${acknowledged.size}`);
-    }
-    expect((await readStored(leader.dataDir)).appliedSeq, "the leader copied nothing meanwhile").toBe(leaderStored);
-    const logStart = await logEntry(etcd, "first");
+  it.each(ENGINES)(
+    "every etcd member and every server killed -9 at once, the old leader started first and alone: it serves nothing older than what was acknowledged; once the others are back every acknowledged write is there, and %s, through its relay, sees no error",
+    async (_, startEngine) => {
+      const etcd = await startEtcdCluster(3);
+      const servers = await Promise.all([0, 1, 2].map(() => startServer(etcd)));
+      await waitForLeader(servers);
+      const client = createMetadataClient({ baseUrl: servers.map((s) => s.url).join(",") });
+      await client.initializeRank({ namespace: NS, rank: 0, numPages: 100_000, worldSize: 1 });
+      const acknowledged = new Map<string, number>();
+      const write = async (key: string) => {
+        const { pages } = await client.batchAllocate({ namespace: NS, rank: 0, keys: [key] });
+        await client.confirmWrite({ namespace: NS, rank: 0, keys: [key], pages });
+        acknowledged.set(key, pages[0]!);
+      };
+      // Two log entries a write, until the log's start is compacted past what the leader's store holds (it copies
+      // nothing while a standby keeps the state on its disk): the leader's store and the log alone then miss entries.
+      for (let i = 0; i < 200; i++) await write(`k${i}`);
+      await waitForStandbys(etcd, servers);
+      const leader = await waitForLeader(servers);
+      const leaderStored = (await readStored(leader.dataDir)).appliedSeq;
+      while ((await logEntry(etcd, "first")) <= leaderStored + 1) {
+        expect(acknowledged.size, "writes before the log's start passed the leader's store").toBeLessThan(3_000);
+        for (let i = 0; i < 100; i++) await write(`k${acknowledged.size}`);
+      }
+      expect((await readStored(leader.dataDir)).appliedSeq, "the leader copied nothing meanwhile").toBe(leaderStored);
+      const logStart = await logEntry(etcd, "first");
+      const relay = await startChildRelay(["--upstream", servers.map((s) => s.url).join(",")]);
+      const engine = await startEngine(relay.url);
+      await engine.progress(3);
 
-    // The power goes: every process at once.
-    await Promise.all([...servers.map(kill9), ...etcd.members.map((m) => m.kill())]);
-    await Promise.all(etcd.members.map((m) => m.start()));
-    await restartServer(leader);
-    // Alone, with a gap between its store and the log, it must not answer from what it has: an error, or the truth.
-    const alone = createMetadataClient({ baseUrl: leader.url, retry: { deadlineMs: 2_000 } });
-    const keys = [...acknowledged.keys()];
-    const early = await alone.batchExists({ namespace: NS, keys }, { timeoutMs: 2_000 }).then(
-      (res) => res.exists.every(Boolean),
-      (error) => ConnectError.from(error).message,
-    );
-    expect(early, "an answer that some acknowledged key does not exist").not.toBe(false);
+      // The power goes: every process at once.
+      await Promise.all([...servers.map(kill9), ...etcd.members.map((m) => m.kill())]);
+      await Promise.all(etcd.members.map((m) => m.start()));
+      await restartServer(leader);
+      // Alone, with a gap between its store and the log, it must not answer from what it has: an error, or the truth.
+      const alone = createMetadataClient({ baseUrl: leader.url, retry: { deadlineMs: 2_000 } });
+      const keys = [...acknowledged.keys()];
+      const early = await alone.batchExists({ namespace: NS, keys }, { timeoutMs: 2_000 }).then(
+        (res) => res.exists.every(Boolean),
+        (error) => ConnectError.from(error).message,
+      );
+      expect(early, "an answer that some acknowledged key does not exist").not.toBe(false);
 
-    // No other member could give it a snapshot: it asked, less and less often, and kept its store as it was.
-    expect((await readStored(leader.dataDir)).appliedSeq).toBe(leaderStored);
-    const asked = leader.process.lines.filter((l) => l.includes("cluster: loading a snapshot failed")).length;
-    expect(asked).toBeGreaterThan(0);
-    await Promise.all(servers.filter((s) => s !== leader).map(restartServer));
-    await waitForLeader(servers, 30_000);
-    const after = createMetadataClient({ baseUrl: servers.map((s) => s.url).join(",") });
-    expect((await after.batchExists({ namespace: NS, keys })).exists.every(Boolean)).toBe(true);
-    const locations = await after.getLocations({ namespace: NS, rank: 0, keys });
-    expect(locations.pages).toEqual(keys.map((k) => acknowledged.get(k)));
-    const converged = await waitForStandbys(etcd, servers, { timeoutMs: 30_000 });
-    expect(converged.records.filter((r) => r.includes('"kind":"key"'))).toHaveLength(acknowledged.size);
-    console.log(
-      `a power loss: ${acknowledged.size} writes acknowledged, the log from entry ${logStart}, the leader's store at ${leaderStored}; alone, the old leader answered ${early === true ? "the truth" : `with an error (${early})`} and asked for a snapshot ${asked} times`,
-    );
-  }, 180_000);
+      // No other member could give it a snapshot: it asked, less and less often, and kept its store as it was.
+      expect((await readStored(leader.dataDir)).appliedSeq).toBe(leaderStored);
+      const asked = leader.process.lines.filter((l) => l.includes("cluster: loading a snapshot failed")).length;
+      expect(asked).toBeGreaterThan(0);
+      await Promise.all(servers.filter((s) => s !== leader).map(restartServer));
+      await waitForLeader(servers, 30_000);
+      // Its calls waited at the relay (--hold) through the outage, and go on.
+      await engine.progress(3);
+      const run = await engine.stop();
+      expect(run.errors).toEqual([]);
+      expect(await run.missing(relay.url)).toEqual([]);
+      const after = createMetadataClient({ baseUrl: servers.map((s) => s.url).join(",") });
+      expect((await after.batchExists({ namespace: NS, keys })).exists.every(Boolean)).toBe(true);
+      const locations = await after.getLocations({ namespace: NS, rank: 0, keys });
+      expect(locations.pages).toEqual(keys.map((k) => acknowledged.get(k)));
+      const converged = await waitForStandbys(etcd, servers, { timeoutMs: 30_000 });
+      expect(converged.records.filter((r) => r.includes('"kind":"key"') && r.includes(`"namespace":"${NS}"`))).toHaveLength(acknowledged.size);
+      console.log(
+        `a power loss: ${acknowledged.size} writes acknowledged, the log from entry ${logStart}, the leader's store at ${leaderStored}; alone, the old leader answered ${early === true ? "the truth" : `with an error (${early})`} and asked for a snapshot ${asked} times; the engine made ${run.calls} calls (the longest ${run.longestCallSeconds} s) and stored ${run.stored} keys`,
+      );
+    },
+    180_000,
+  );
 });
