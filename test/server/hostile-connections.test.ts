@@ -1,3 +1,4 @@
+import { once } from "node:events";
 import { readdirSync } from "node:fs";
 import * as http2 from "node:http2";
 import * as net from "node:net";
@@ -61,5 +62,46 @@ describe("HTTP/2 sessions ended by the server", () => {
     await Promise.all(Array.from({ length: 4 }, () => rapidReset(server.url)));
     expect(await fdsSettle(server, baseline)).toBeLessThanOrEqual(baseline);
     expect((await client.batchExists({ keys: ["k"] })).exists).toEqual([false]);
+  });
+});
+
+/** callWithoutReading posts vLLM's batch_exists on a session that opens no flow-control window, so no answer can be sent; it resolves with the code the stream was reset with. */
+function callWithoutReading(session: http2.ClientHttp2Session): Promise<number> {
+  const stream = session.request({ ":method": "POST", ":path": "/keys/batch_exists", "content-type": "application/json" });
+  stream.on("error", () => undefined);
+  stream.end(JSON.stringify({ keys: ["a", "b"] }));
+  return new Promise((resolve) => stream.once("close", () => resolve(stream.rstCode ?? -1)));
+}
+
+describe("an answer its caller does not read", () => {
+  // A client that stopped reading held its answers, and its connection, for as long as it answered PINGs.
+  it("is cancelled once it waited unsent for the request timeout; one read late, within it, arrives whole", async () => {
+    const server = await startChildServer(["--in-memory", "--request-timeout", "2s", "--http2-keepalive", "1s"]);
+    const stuck = http2.connect(server.url, { settings: { initialWindowSize: 0 } });
+    stuck.on("error", () => undefined);
+    const cancelled = Promise.all(Array.from({ length: 5 }, () => callWithoutReading(stuck)));
+
+    // Another caller, as slow, opens its window after 1.5 s: within the timeout, its answer is not cancelled.
+    const late = http2.connect(server.url, { settings: { initialWindowSize: 0 } });
+    late.on("error", () => undefined);
+    const stream = late.request({ ":method": "POST", ":path": "/keys/batch_exists", "content-type": "application/json" });
+    stream.on("error", () => undefined);
+    stream.end(JSON.stringify({ keys: ["a"] }));
+    const chunks: Buffer[] = [];
+    stream.on("data", (chunk: Buffer) => chunks.push(chunk));
+    const lateAnswer = new Promise((resolve) => stream.once("end", () => resolve(JSON.parse(Buffer.concat(chunks).toString()))));
+    setTimeout(() => late.settings({ initialWindowSize: 65_535 }), 1_500);
+
+    expect(await lateAnswer).toEqual({ exists: [false] });
+    expect(await cancelled).toEqual(Array(5).fill(http2.constants.NGHTTP2_CANCEL));
+    // The connection stays usable: a call on it whose answer it reads is answered.
+    stuck.settings({ initialWindowSize: 65_535 });
+    const again = stuck.request({ ":method": "POST", ":path": "/keys/batch_exists", "content-type": "application/json" });
+    again.on("error", () => undefined);
+    again.end(JSON.stringify({ keys: ["a"] }));
+    const [headers] = (await once(again, "response")) as [http2.IncomingHttpHeaders];
+    expect(headers[":status"]).toBe(200);
+    stuck.close();
+    late.close();
   });
 });

@@ -7,6 +7,7 @@ import type { LimitOptions } from "../../service/limit-options.js";
 import { CleartextRefusal } from "./cleartext-refusal.js";
 import { EarlyPort } from "./early-port.js";
 import type { ListenerOptions } from "./listener-options.js";
+import { UnreadAnswers } from "./unread-answers.js";
 
 /** RequestHandler serves a request of either HTTP version through Node's compatibility API. */
 export type RequestHandler = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => void;
@@ -60,8 +61,10 @@ export class DualProtocolListener {
   private port: EarlyPort | undefined;
   private readonly sockets = new Set<net.Socket>();
   private readonly sessions = new Set<http2.ServerHttp2Session>();
-  /** openStreams counts the streams of each HTTP/2 session that are not closed. */
-  private readonly openStreams = new Map<http2.ServerHttp2Session, number>();
+  /** openStreams are the streams of each HTTP/2 session that are not closed. */
+  private readonly openStreams = new Map<http2.ServerHttp2Session, Set<http2.ServerHttp2Stream>>();
+  /** unread cancels the answers of streams whose callers stopped reading, looked for at each silence and each PING of their session. */
+  private readonly unread: UnreadAnswers;
   /** h1Answers are the answers not yet finished per HTTP/1.1 connection (none: idle), told `Connection: close` when the listener closes. */
   private readonly h1Answers = new Map<net.Socket, Set<http.ServerResponse>>();
   /** unsorted are the connections that have not yet said which protocol they speak (sniff). */
@@ -79,6 +82,7 @@ export class DualProtocolListener {
     this.http2KeepaliveMs = options.http2KeepaliveMs;
     this.requestTimeoutMs = options.requestTimeoutMs;
     this.idleTimeoutMs = options.idleTimeoutMs;
+    this.unread = new UnreadAnswers(this.requestTimeoutMs);
     const secure = options.tls;
     this.h1 = http.createServer(
       { keepAliveTimeout: this.idleTimeoutMs, headersTimeout: this.requestTimeoutMs, requestTimeout: this.requestTimeoutMs },
@@ -161,23 +165,23 @@ export class DualProtocolListener {
     session.once("connect", () => session.setLocalWindowSize(16 << 20));
     if (!session.connecting) session.setLocalWindowSize(16 << 20);
     this.sessions.add(session);
-    this.openStreams.set(session, 0);
+    const streams = new Set<http2.ServerHttp2Stream>();
+    this.openStreams.set(session, streams);
     // A session without an open stream for idleTimeoutMs is closed (GOAWAY), then ends. One timer per session,
     // re-armed (refresh) whenever its last stream closes, and ignored while streams are open.
     const idle = setTimeout(() => {
-      if (this.openStreams.get(session) !== 0) return;
+      if (streams.size !== 0) return;
       session.close();
       this.endIfIdle(session);
     }, this.idleTimeoutMs);
     idle.unref();
     session.on("stream", (stream) => {
-      this.openStreams.set(session, this.openStreams.get(session)! + 1);
+      streams.add(stream);
       // A session opened while the server drains serves the calls it has, then ends.
       if (this.closing && !session.closed) session.close();
       stream.once("close", () => {
-        const left = this.openStreams.get(session)! - 1;
-        this.openStreams.set(session, left);
-        if (left === 0 && !session.closed) idle.refresh();
+        streams.delete(stream);
+        if (streams.size === 0 && !session.closed) idle.refresh();
         this.endIfIdle(session);
       });
     });
@@ -186,8 +190,15 @@ export class DualProtocolListener {
     // stream's activity re-arms its timer, not PINGs. An answer to the probe re-arms it, and so does a peer's own PING,
     // which shows it alive as well (a relay PINGs its upstreams every second or five).
     session.setTimeout(this.http2KeepaliveMs);
-    session.on("timeout", () => this.probe(session));
-    session.on("ping", () => session.setTimeout(this.http2KeepaliveMs));
+    // An answer that waited unsent for the request timeout is cancelled (UnreadAnswers), at a silence or at a PING.
+    session.on("timeout", () => {
+      this.unread.look(streams, performance.now());
+      this.probe(session);
+    });
+    session.on("ping", () => {
+      this.unread.look(streams, performance.now());
+      session.setTimeout(this.http2KeepaliveMs);
+    });
     session.once("close", () => {
       clearTimeout(idle);
       this.sessions.delete(session);
@@ -207,7 +218,7 @@ export class DualProtocolListener {
 
   /** endIfIdle destroys a closing session that has no open stream, once its GOAWAY had a turn to go out. */
   private endIfIdle(session: http2.ServerHttp2Session): void {
-    if (!session.closed || session.destroyed || this.openStreams.get(session) !== 0) return;
+    if (!session.closed || session.destroyed || this.openStreams.get(session)?.size !== 0) return;
     setImmediate(() => session.destroy());
   }
 
