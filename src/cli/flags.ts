@@ -69,7 +69,10 @@ export const FLAGS: { readonly [F in keyof ServerOptions | keyof RelayOptions]: 
     help: "bytes of unfinished request bodies one connection holds at most",
     defaultHelp: "1 body at --max-body-bytes",
   },
-  requestTimeoutMs: { flag: "request-timeout", help: "time to receive a request's headers and body, and for a caller to take its HTTP/2 answer; slower senders and readers are cut" },
+  requestTimeoutMs: {
+    flag: "request-timeout",
+    help: "time to receive a request's headers and body, and for a caller to take its HTTP/2 answer; slower senders and readers are cut",
+  },
   startupHoldMs: { flag: "startup-hold", help: "how long a call waits while the state loads or no cluster leader is known, before UNAVAILABLE; 0: no wait" },
   overloadLagMs: { flag: "overload-lag", help: "shed new calls (UNAVAILABLE, REASON_OVERLOADED) while the event loop is more than this behind; 0: never" },
   authTokenFile: { flag: "auth-token-file", help: "file of tokens (one per line) that every call needs; re-read on SIGHUP" },
