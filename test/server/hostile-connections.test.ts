@@ -104,4 +104,18 @@ describe("an answer its caller does not read", () => {
     stuck.close();
     late.close();
   });
+
+  it("is cancelled as well when its caller PINGs on its own, so that its connection is never silent", async () => {
+    // A minute before a silence is probed: within the test, only the caller's PINGs bring the look.
+    const server = await startChildServer(["--in-memory", "--request-timeout", "1s", "--http2-keepalive", "60s"]);
+    const stuck = http2.connect(server.url, { settings: { initialWindowSize: 0 } });
+    stuck.on("error", () => undefined);
+    const pings = setInterval(() => stuck.ping(() => undefined), 200);
+    try {
+      expect(await Promise.all(Array.from({ length: 3 }, () => callWithoutReading(stuck)))).toEqual(Array(3).fill(http2.constants.NGHTTP2_CANCEL));
+    } finally {
+      clearInterval(pings);
+      stuck.close();
+    }
+  }, 20_000);
 });
