@@ -15,18 +15,13 @@ export class UnreadAnswers {
 
   constructor(private readonly limitMs: number) {}
 
-  /** look checks a session's open streams at `now` (ms), cancelling those whose answer has waited unsent for limitMs; it returns how many it cancelled. */
-  look(streams: Iterable<http2.Http2Stream>, now: number): number {
-    let cancelled = 0;
+  /** look checks a session's open streams at `now` (ms), cancelling those whose answer has waited unsent for limitMs. */
+  look(streams: Iterable<http2.Http2Stream>, now: number): void {
     for (const stream of streams) {
       if (!stream.writableEnded || stream.writableFinished || stream.closed) continue;
       const since = this.seen.get(stream);
       if (since === undefined) this.seen.set(stream, now);
-      else if (now - since >= this.limitMs) {
-        stream.close(http2.constants.NGHTTP2_CANCEL);
-        cancelled++;
-      }
+      else if (now - since >= this.limitMs) stream.close(http2.constants.NGHTTP2_CANCEL);
     }
-    return cancelled;
   }
 }
