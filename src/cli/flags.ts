@@ -69,6 +69,11 @@ export const FLAGS: { readonly [F in keyof ServerOptions | keyof RelayOptions]: 
     help: "bytes of unfinished request bodies one connection holds at most",
     defaultHelp: "1 body at --max-body-bytes",
   },
+  maxUnsentBytes: {
+    flag: "max-unsent-bytes",
+    help: "bytes of HTTP/2 answers ended but not taken by their callers (who stopped reading) the server holds at most; past it, the connection holding the most loses them",
+    defaultHelp: "as --max-buffered-bytes",
+  },
   requestTimeoutMs: {
     flag: "request-timeout",
     help: "time to receive a request's headers and body, and for a caller to take its HTTP/2 answer; slower senders and readers are cut",

@@ -46,6 +46,7 @@ export const RELAY_LIMIT_OPTIONS = optionTable({
   maxBodyBytes: LIMIT_OPTIONS.maxBodyBytes,
   maxBufferedBytes: LIMIT_OPTIONS.maxBufferedBytes,
   maxBufferedBytesPerConnection: LIMIT_OPTIONS.maxBufferedBytesPerConnection,
+  maxUnsentBytes: LIMIT_OPTIONS.maxUnsentBytes,
   requestTimeoutMs: LIMIT_OPTIONS.requestTimeoutMs,
 });
 

@@ -23,7 +23,7 @@ const DEFAULT_BODY_BYTES = maxBodyBytesFor(defaultStateOptions);
 /** DEFAULT_CALL_LIMITS are what a server of default options takes of one call: its keys and its body. */
 export const DEFAULT_CALL_LIMITS = { maxKeysPerCall: defaultStateOptions.maxKeysPerCall, maxBodyBytes: DEFAULT_BODY_BYTES } as const;
 
-/** LIMIT_OPTIONS bound what the edge admits: bodies, the bytes held, the time to receive, the wait for a state, overload. */
+/** LIMIT_OPTIONS bound what the edge admits: bodies, the bytes held (requests not yet served, answers not yet taken), the time to receive, the wait for a state, overload. */
 export const LIMIT_OPTIONS = optionTable({
   maxBodyBytes: {
     kind: "integer",
@@ -37,6 +37,11 @@ export const LIMIT_OPTIONS = optionTable({
   maxBufferedBytesPerConnection: {
     kind: "integer",
     default: bufferedBytesFor(DEFAULT_BODY_BYTES).maxBufferedBytesPerConnection,
+  },
+  maxUnsentBytes: {
+    kind: "integer",
+    min: 1,
+    default: bufferedBytesFor(DEFAULT_BODY_BYTES).maxBufferedBytes,
   },
   requestTimeoutMs: {
     kind: "duration",
@@ -69,15 +74,20 @@ export function resolveLimits(options: LimitOptions & StateOptions, given: Reado
   resolveBuffers(options, given, name);
 }
 
-/** resolveBuffers fills the buffers not given from the body limit, then checks that they hold one body (a server's limits, and a relay's). */
+/**
+ * resolveBuffers fills the buffers not given from the body limit (and the
+ * answers' bound from the requests'), then checks that they hold one body
+ * (a server's limits, and a relay's).
+ */
 export function resolveBuffers(
-  options: Pick<LimitOptions, "maxBodyBytes" | "maxBufferedBytes" | "maxBufferedBytesPerConnection">,
+  options: Pick<LimitOptions, "maxBodyBytes" | "maxBufferedBytes" | "maxBufferedBytesPerConnection" | "maxUnsentBytes">,
   given: ReadonlySet<string>,
   name: NameOf,
 ): void {
   const buffered = bufferedBytesFor(options.maxBodyBytes);
   if (!given.has("maxBufferedBytesPerConnection")) options.maxBufferedBytesPerConnection = buffered.maxBufferedBytesPerConnection;
   if (!given.has("maxBufferedBytes")) options.maxBufferedBytes = Math.max(buffered.maxBufferedBytes, options.maxBufferedBytesPerConnection);
+  if (!given.has("maxUnsentBytes")) options.maxUnsentBytes = options.maxBufferedBytes;
   const { maxBufferedBytes, maxBufferedBytesPerConnection, maxBodyBytes } = options;
   if (maxBufferedBytesPerConnection < maxBodyBytes + ENVELOPE_BYTES || maxBufferedBytes < maxBufferedBytesPerConnection) {
     throw new RangeError(

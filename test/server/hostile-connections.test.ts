@@ -67,10 +67,22 @@ describe("HTTP/2 sessions ended by the server", () => {
 
 /** callWithoutReading posts vLLM's batch_exists on a session that opens no flow-control window, so no answer can be sent; it resolves with the code the stream was reset with. */
 function callWithoutReading(session: http2.ClientHttp2Session): Promise<number> {
+  return unreadCall(session, ["a", "b"]).closed;
+}
+
+/** unreadCall posts batch_exists of `keys` on a session; `answered` resolves once its headers came, `closed` with the code the stream was reset with (-1: none). */
+function unreadCall(
+  session: http2.ClientHttp2Session,
+  keys: string[],
+): { stream: http2.ClientHttp2Stream; answered: Promise<unknown>; closed: Promise<number> } {
   const stream = session.request({ ":method": "POST", ":path": "/keys/batch_exists", "content-type": "application/json" });
   stream.on("error", () => undefined);
-  stream.end(JSON.stringify({ keys: ["a", "b"] }));
-  return new Promise((resolve) => stream.once("close", () => resolve(stream.rstCode ?? -1)));
+  stream.end(JSON.stringify({ keys }));
+  return {
+    stream,
+    answered: once(stream, "response"),
+    closed: new Promise((resolve) => stream.once("close", () => resolve(stream.rstCode ?? -1))),
+  };
 }
 
 describe("an answer its caller does not read", () => {
@@ -118,4 +130,33 @@ describe("an answer its caller does not read", () => {
       stuck.close();
     }
   }, 20_000);
+
+  it("is cancelled while such answers hold more than --max-unsent-bytes, the largest holder's first; the others arrive whole", async () => {
+    // 10,000 keys a call: an answer of about 60 KB. The time limit is far off: only the byte limit cancels here.
+    const server = await startChildServer(["--in-memory", "--request-timeout", "60s", "--max-unsent-bytes", "2000000"]);
+    const keys = Array.from({ length: 10_000 }, (_, i) => `key-${i}`);
+    const hog = http2.connect(server.url, { settings: { initialWindowSize: 0 } });
+    const slow = http2.connect(server.url, { settings: { initialWindowSize: 0 } });
+    for (const session of [hog, slow]) session.on("error", () => undefined);
+    try {
+      const hogs = Array.from({ length: 50 }, () => unreadCall(hog, keys)); // about 3 MB unsent
+      await Promise.all(hogs.map((call) => call.answered));
+      expect(await Promise.all(hogs.map((call) => call.closed))).toEqual(Array(50).fill(http2.constants.NGHTTP2_CANCEL));
+
+      const slows = Array.from({ length: 20 }, () => unreadCall(slow, keys)); // about 1.2 MB unsent: within the limit
+      await Promise.all(slows.map((call) => call.answered));
+      await new Promise((resolve) => setTimeout(resolve, 2_500)); // two sweeps at least
+      expect(slows.filter((call) => call.stream.closed)).toEqual([]);
+      const bodies = slows.map(({ stream }) => {
+        const chunks: Buffer[] = [];
+        stream.on("data", (chunk: Buffer) => chunks.push(chunk));
+        return new Promise((resolve) => stream.once("end", () => resolve(JSON.parse(Buffer.concat(chunks).toString()).exists.length)));
+      });
+      slow.settings({ initialWindowSize: 1 << 20 });
+      expect(await Promise.all(bodies)).toEqual(Array(20).fill(10_000));
+    } finally {
+      hog.close();
+      slow.close();
+    }
+  }, 30_000);
 });

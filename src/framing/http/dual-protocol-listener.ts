@@ -30,7 +30,8 @@ export interface ListenerTls {
  * resets) open, silent, and its socket in CLOSE-WAIT forever; this frees it.
  */
 export type ConnectionLimits = Readonly<
-  Pick<ListenerOptions, "maxConnections" | "maxStreamsPerConnection" | "idleTimeoutMs" | "http2KeepaliveMs"> & Pick<LimitOptions, "requestTimeoutMs">
+  Pick<ListenerOptions, "maxConnections" | "maxStreamsPerConnection" | "idleTimeoutMs" | "http2KeepaliveMs"> &
+    Pick<LimitOptions, "requestTimeoutMs" | "maxUnsentBytes">
 > & {
   /** tls serves TLS (h2 and http/1.1 by ALPN); undefined: cleartext. */
   readonly tls?: ListenerTls;
@@ -63,8 +64,16 @@ export class DualProtocolListener {
   private readonly sessions = new Set<http2.ServerHttp2Session>();
   /** openStreams are the streams of each HTTP/2 session that are not closed. */
   private readonly openStreams = new Map<http2.ServerHttp2Session, Set<http2.ServerHttp2Stream>>();
-  /** unread cancels the answers of streams whose callers stopped reading, looked for at each silence and each PING of their session. */
-  private readonly unread: UnreadAnswers;
+  /**
+   * unread cancels the HTTP/2 answers whose callers stopped reading, swept
+   * for while any stream is open (sweepSoon). HTTP/1.1 is not swept: Node
+   * reads no next request on a connection until its answer is taken, so
+   * each holds at most one (on loopback the kernel's socket buffer took a
+   * 390 KB answer whole, and the idle timeout then ended the connection).
+   */
+  private readonly unread: UnreadAnswers<http2.ServerHttp2Stream>;
+  /** sweeping is the timer of unread's next sweep; undefined while no answer is open. */
+  private sweeping: NodeJS.Timeout | undefined;
   /** h1Answers are the answers not yet finished per HTTP/1.1 connection (none: idle), told `Connection: close` when the listener closes. */
   private readonly h1Answers = new Map<net.Socket, Set<http.ServerResponse>>();
   /** unsorted are the connections that have not yet said which protocol they speak (sniff). */
@@ -82,7 +91,9 @@ export class DualProtocolListener {
     this.http2KeepaliveMs = options.http2KeepaliveMs;
     this.requestTimeoutMs = options.requestTimeoutMs;
     this.idleTimeoutMs = options.idleTimeoutMs;
-    this.unread = new UnreadAnswers(this.requestTimeoutMs);
+    this.unread = new UnreadAnswers<http2.ServerHttp2Stream>(this.requestTimeoutMs, options.maxUnsentBytes, (stream) =>
+      stream.close(http2.constants.NGHTTP2_CANCEL),
+    );
     const secure = options.tls;
     this.h1 = http.createServer(
       { keepAliveTimeout: this.idleTimeoutMs, headersTimeout: this.requestTimeoutMs, requestTimeout: this.requestTimeoutMs },
@@ -149,6 +160,7 @@ export class DualProtocolListener {
     while (this.sockets.size > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
     for (const session of this.sessions) session.destroy();
     for (const socket of this.sockets) socket.destroy();
+    clearTimeout(this.sweeping);
     await stopped;
   }
 
@@ -177,6 +189,7 @@ export class DualProtocolListener {
     idle.unref();
     session.on("stream", (stream) => {
       streams.add(stream);
+      this.sweepSoon();
       // A session opened while the server drains serves the calls it has, then ends.
       if (this.closing && !session.closed) session.close();
       stream.once("close", () => {
@@ -190,15 +203,8 @@ export class DualProtocolListener {
     // stream's activity re-arms its timer, not PINGs. An answer to the probe re-arms it, and so does a peer's own PING,
     // which shows it alive as well (a relay PINGs its upstreams every second or five).
     session.setTimeout(this.http2KeepaliveMs);
-    // An answer that waited unsent for the request timeout is cancelled (UnreadAnswers), at a silence or at a PING.
-    session.on("timeout", () => {
-      this.unread.look(streams, performance.now());
-      this.probe(session);
-    });
-    session.on("ping", () => {
-      this.unread.look(streams, performance.now());
-      session.setTimeout(this.http2KeepaliveMs);
-    });
+    session.on("timeout", () => this.probe(session));
+    session.on("ping", () => session.setTimeout(this.http2KeepaliveMs));
     session.once("close", () => {
       clearTimeout(idle);
       this.sessions.delete(session);
@@ -214,6 +220,24 @@ export class DualProtocolListener {
       if (error !== undefined) session.destroy();
       else if (!session.destroyed) session.setTimeout(this.http2KeepaliveMs);
     });
+  }
+
+  /**
+   * sweepSoon has unread sweep the open streams of every session within a
+   * quarter of the request timeout (at most a second), and again after that
+   * while any is open: no timer runs while no HTTP/2 call is in flight.
+   */
+  private sweepSoon(): void {
+    if (this.sweeping !== undefined) return;
+    this.sweeping = setTimeout(
+      () => {
+        this.sweeping = undefined;
+        this.unread.sweep(this.openStreams.values(), performance.now());
+        for (const streams of this.openStreams.values()) if (streams.size > 0) return this.sweepSoon();
+      },
+      Math.min(this.requestTimeoutMs / 4, 1_000),
+    );
+    this.sweeping.unref();
   }
 
   /** endIfIdle destroys a closing session that has no open stream, once its GOAWAY had a turn to go out. */

@@ -1,27 +1,60 @@
-import * as http2 from "node:http2";
+/**
+ * An Answer is what the listener follows of a call's answer until it
+ * closes: an HTTP/2 stream, or an HTTP/1.1 response. Ended and not
+ * finished, it holds bytes its caller has not taken (writableLength).
+ */
+export type Answer = { readonly writableEnded: boolean; readonly writableFinished: boolean; readonly writableLength: number };
 
 /**
- * UnreadAnswers cancels answers their callers do not take. An HTTP/2
- * stream whose answer the server has ended but cannot send (its caller
- * opens no flow-control window: a client that stopped reading) holds that
- * answer, and the stream stays open, so its connection is never idle: up
- * to a connection's concurrent streams of held answers, for as long as the
- * caller answers PINGs. A stream seen so at two looks at least limitMs
- * apart is reset (CANCEL), which frees its answer.
+ * UnreadAnswers cancels answers their callers do not take. An answer the
+ * server has ended but cannot send (its caller opens no HTTP/2 window, or
+ * reads nothing from its socket) holds its bytes, and keeps its stream or
+ * connection open, for as long as the caller stays connected. At each
+ * sweep, an answer found so at two sweeps at least limitMs apart is
+ * cancelled; and while the answers found so hold more than maxBytes in
+ * all, those of the connection holding the most are cancelled, then the
+ * next's: a few callers that stop reading cannot grow the server without
+ * bound before the time limit.
  */
-export class UnreadAnswers {
-  /** seen is when a look first found each stream's answer ended and unsent. */
-  private readonly seen = new WeakMap<http2.Http2Stream, number>();
+export class UnreadAnswers<A extends Answer> {
+  /** seen is when a sweep first found each answer ended and unsent. */
+  private readonly seen = new WeakMap<A, number>();
 
-  constructor(private readonly limitMs: number) {}
+  constructor(
+    private readonly limitMs: number,
+    private readonly maxBytes: number,
+    /** cancel frees an answer: resets its stream (CANCEL), or closes its HTTP/1.1 connection. */
+    private readonly cancel: (answer: A) => void,
+  ) {}
 
-  /** look checks a session's open streams at `now` (ms), cancelling those whose answer has waited unsent for limitMs. */
-  look(streams: Iterable<http2.Http2Stream>, now: number): void {
-    for (const stream of streams) {
-      if (!stream.writableEnded || stream.writableFinished || stream.closed) continue;
-      const since = this.seen.get(stream);
-      if (since === undefined) this.seen.set(stream, now);
-      else if (now - since >= this.limitMs) stream.close(http2.constants.NGHTTP2_CANCEL);
+  /** sweep looks at the open answers of every connection at `now` (ms), and cancels those the time or the byte limit says. */
+  sweep(connections: Iterable<Iterable<A>>, now: number): void {
+    const holders: { unsent: A[]; bytes: number }[] = [];
+    let total = 0;
+    for (const answers of connections) {
+      const unsent: A[] = [];
+      let bytes = 0;
+      for (const answer of answers) {
+        if (!answer.writableEnded || answer.writableFinished) continue;
+        const since = this.seen.get(answer);
+        if (since === undefined) this.seen.set(answer, now);
+        else if (now - since >= this.limitMs) {
+          this.cancel(answer);
+          continue;
+        }
+        unsent.push(answer);
+        bytes += answer.writableLength;
+      }
+      if (unsent.length === 0) continue;
+      holders.push({ unsent, bytes });
+      total += bytes;
+    }
+    if (total <= this.maxBytes) return;
+    holders.sort((a, b) => b.bytes - a.bytes);
+    for (const { unsent, bytes } of holders) {
+      if (total <= this.maxBytes) return;
+      for (const answer of unsent) this.cancel(answer);
+      total -= bytes;
     }
   }
 }

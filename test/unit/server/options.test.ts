@@ -6,6 +6,7 @@ import { parseDuration } from "../../../src/cli/duration.js";
 import { RELAY } from "../../../src/cli/relay-command.js";
 import { defaultServerOptions, envName, OPTIONS, parseServerOptions, usage } from "../../../src/cli/serve-options.js";
 import { MetadataState } from "../../../src/core/state.js";
+import { relayOptions } from "../../../src/relay/relay-options.js";
 import { shardEtcdEndpoints } from "../../../src/replication/cluster-options.js";
 
 describe("parseDuration", () => {
@@ -156,6 +157,14 @@ describe("the bounds of unfinished request bodies", () => {
     expect(() => parseServerOptions(["--max-body-bytes", "1000", "--max-buffered-bytes", "1004"], {})).toThrow(
       /--max-buffered-bytes \(1004\) must be at least/,
     );
+  });
+
+  it("bound the unsent answers as well, unless --max-unsent-bytes is given", () => {
+    expect(parseServerOptions(["--max-body-bytes", "1000"], {}).maxUnsentBytes).toBe(4_020);
+    expect(parseServerOptions(["--max-buffered-bytes", "600000000"], {}).maxUnsentBytes).toBe(600_000_000);
+    expect(parseServerOptions(["--max-unsent-bytes", "5000"], {}).maxUnsentBytes).toBe(5_000);
+    expect(relayOptions({ upstream: "http://127.0.0.1:1", maxBodyBytes: 1000 }).maxUnsentBytes).toBe(4_020);
+    expect(() => parseServerOptions(["--max-unsent-bytes", "0"], {})).toThrow(/--max-unsent-bytes must be at least 1/);
   });
 
   it("and the other counts must be at least 1", () => {
