@@ -72,8 +72,10 @@ export class DualProtocolListener {
    * 390 KB answer whole, and the idle timeout then ended the connection).
    */
   private readonly unread: UnreadAnswers<http2.ServerHttp2Stream>;
-  /** sweeping is the timer of unread's next sweep; undefined while no answer is open. */
+  /** sweeping is the timer of unread's next sweep; undefined while none is due. */
   private sweeping: NodeJS.Timeout | undefined;
+  /** opened tells whether a stream opened since the last sweep. */
+  private opened = false;
   /** h1Answers are the answers not yet finished per HTTP/1.1 connection (none: idle), told `Connection: close` when the listener closes. */
   private readonly h1Answers = new Map<net.Socket, Set<http.ServerResponse>>();
   /** unsorted are the connections that have not yet said which protocol they speak (sniff). */
@@ -189,6 +191,7 @@ export class DualProtocolListener {
     idle.unref();
     session.on("stream", (stream) => {
       streams.add(stream);
+      this.opened = true;
       this.sweepSoon();
       // A session opened while the server drains serves the calls it has, then ends.
       if (this.closing && !session.closed) session.close();
@@ -225,19 +228,23 @@ export class DualProtocolListener {
   /**
    * sweepSoon has unread sweep the open streams of every session within a
    * quarter of the request timeout (at most a second), and again after that
-   * while any is open: no timer runs while no HTTP/2 call is in flight.
+   * while streams open or an answer waits unsent. No timer runs while no
+   * call comes, even with streams kept open (a relay's health watch); a
+   * call that ends unsent after such a quiet spell is found once the next
+   * stream opens.
    */
   private sweepSoon(): void {
     if (this.sweeping !== undefined) return;
-    this.sweeping = setTimeout(
-      () => {
-        this.sweeping = undefined;
-        this.unread.sweep(this.openStreams.values(), performance.now());
-        for (const streams of this.openStreams.values()) if (streams.size > 0) return this.sweepSoon();
-      },
-      Math.min(this.requestTimeoutMs / 4, 1_000),
-    );
+    this.sweeping = setTimeout(() => this.sweep(), Math.min(this.requestTimeoutMs / 4, 1_000));
     this.sweeping.unref();
+  }
+
+  /** sweep is sweepSoon's timer: one sweep, and the next if one is due. */
+  private sweep(): void {
+    this.sweeping = undefined;
+    const opened = this.opened;
+    this.opened = false;
+    if (this.unread.sweep(this.openStreams.values(), performance.now()) || opened) this.sweepSoon();
   }
 
   /** endIfIdle destroys a closing session that has no open stream, once its GOAWAY had a turn to go out. */

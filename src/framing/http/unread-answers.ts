@@ -27,8 +27,12 @@ export class UnreadAnswers<A extends Answer> {
     private readonly cancel: (answer: A) => void,
   ) {}
 
-  /** sweep looks at the open answers of every connection at `now` (ms), and cancels those the time or the byte limit says. */
-  sweep(connections: Iterable<Iterable<A>>, now: number): void {
+  /**
+   * sweep looks at the open answers of every connection at `now` (ms),
+   * cancels those the time or the byte limit says, and tells whether any
+   * answer it kept waits unsent (for the next sweep to look at again).
+   */
+  sweep(connections: Iterable<Iterable<A>>, now: number): boolean {
     const holders: { unsent: A[]; bytes: number }[] = [];
     let total = 0;
     for (const answers of connections) {
@@ -49,12 +53,15 @@ export class UnreadAnswers<A extends Answer> {
       holders.push({ unsent, bytes });
       total += bytes;
     }
-    if (total <= this.maxBytes) return;
+    if (total <= this.maxBytes) return holders.length > 0;
     holders.sort((a, b) => b.bytes - a.bytes);
+    let kept = holders.length;
     for (const { unsent, bytes } of holders) {
-      if (total <= this.maxBytes) return;
+      if (total <= this.maxBytes) break;
       for (const answer of unsent) this.cancel(answer);
       total -= bytes;
+      kept--;
     }
+    return kept > 0;
   }
 }

@@ -28,17 +28,17 @@ describe("UnreadAnswers", () => {
     const running = new FakeAnswer("running", 0);
     running.writableEnded = false; // still being answered: not the caller's to take yet
     const connections = [[stuck, taken, running]];
-    unread.sweep(connections, 0);
+    expect(unread.sweep(connections, 0)).toBe(true); // answers wait unsent: the next sweep must come
     taken.writableFinished = true;
     unread.sweep(connections, 999);
     expect(cancelled).toEqual([]);
-    unread.sweep(connections, 1_000);
+    expect(unread.sweep(connections, 1_000)).toBe(false); // none waits: the running one is not ended
     expect(cancelled).toEqual(["stuck"]);
     running.writableEnded = true; // ended late: its own time starts at the sweep that first sees it
-    unread.sweep(connections, 1_500);
+    expect(unread.sweep(connections, 1_500)).toBe(true);
     unread.sweep(connections, 2_400);
     expect(cancelled).toEqual(["stuck"]);
-    unread.sweep(connections, 2_500);
+    expect(unread.sweep(connections, 2_500)).toBe(false);
     expect(cancelled).toEqual(["stuck", "running"]);
   });
 
@@ -50,7 +50,7 @@ describe("UnreadAnswers", () => {
     const open = new FakeAnswer("c2", 1_000);
     open.writableEnded = false; // bytes of an answer still being written are not counted
     middle.push(open);
-    unread.sweep([small, large, middle], 0);
+    expect(unread.sweep([small, large, middle], 0)).toBe(true); // a1 is kept, unsent
     expect(cancelled).toEqual(["b1", "b2", "c1"]);
     unread.sweep([small, large, middle], 1);
     expect(cancelled).toEqual(["b1", "b2", "c1"]);
