@@ -160,6 +160,7 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
       redirect: false,
       health,
       metrics: metrics.registry,
+      metricsPrefix: "hf3fs_relay",
       sample: async () => ({ calls: await callCounts(metrics.calls), latency: {}, namespaces: [] }),
       statusSampleMs: parts.statusSampleMs,
       status,

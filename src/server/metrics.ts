@@ -1,6 +1,7 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { MetadataState } from "../core/index.js";
 import { NAMESPACE_COUNTERS } from "../core/index.js";
+import type { ListenerCounts } from "../framing/http/dual-protocol-listener.js";
 import type { MemberRecord } from "../replication/cluster-keys.js";
 import type { StandbyReadCounts } from "../replication/standby-reads.js";
 import type { LoadShedder } from "../service/load-shedder.js";
@@ -33,6 +34,43 @@ export const CALL_LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.0
 /** collectProcessMetrics registers prom-client's process and Node metrics (RSS, heap, GC, event-loop lag, open descriptors), a server's or a relay's. */
 export function collectProcessMetrics(registry: Registry): void {
   collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
+}
+
+/**
+ * collectListenerMetrics registers what a listener counts, read when
+ * scraped, under `prefix` (a server's hf3fs_metadata, a relay's
+ * hf3fs_relay): its connections, and the answers it reset unread.
+ */
+export function collectListenerMetrics(registry: Registry, prefix: string, counts: () => ListenerCounts): void {
+  new Counter({
+    name: `${prefix}_connections_total`,
+    help: "Connections taken since the process started (after TLS, if any).",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(counts().connections);
+    },
+  });
+  new Gauge({
+    name: `${prefix}_open_connections`,
+    help: "Connections open now.",
+    registers: [registry],
+    collect() {
+      this.set(counts().openConnections);
+    },
+  });
+  new Counter({
+    name: `${prefix}_unread_answers_reset_total`,
+    help: "HTTP/2 answers reset (CANCEL) because their callers did not take them, by the limit that did it: time (--request-timeout), bytes (--max-unsent-bytes).",
+    labelNames: ["limit"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      const { time, bytes } = counts().unreadAnswersCancelled;
+      this.inc({ limit: "time" }, time);
+      this.inc({ limit: "bytes" }, bytes);
+    },
+  });
 }
 
 /**

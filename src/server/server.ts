@@ -196,6 +196,7 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
       front: (services) =>
         requestHandler(serverId, new GrpcUnaryFastPath(service, edge, health), services, forward, routing && new GrpcUnaryFastPath(local, edge)),
       metrics: metrics.registry,
+      metricsPrefix: "hf3fs_metadata",
       sample: async () => ({ calls: await callCounts(metrics.calls), latency: await metrics.latencyBuckets(), namespaces: statusNamespaces(ledger.state) }),
       statusSampleMs: parts.statusSampleMs,
       status: async (url, history) =>

@@ -19,6 +19,7 @@ import type { JsonRoute } from "../service/json/json-route.js";
 import type { MetadataCalls } from "../service/metadata-calls.js";
 import { reflectionService } from "../service/reflection-service.js";
 import type { Logger } from "./logger.js";
+import { collectListenerMetrics } from "./metrics.js";
 import { serveMetrics } from "./metrics-endpoint.js";
 import { serverUrl } from "./server-url.js";
 import { type Readings, STATUS_SAMPLE_MS, StatusHistory } from "./status-history.js";
@@ -46,6 +47,8 @@ export interface SurfaceParts {
   /** front comes before the services: it takes what it serves itself (a server's gRPC fast path, a standby's forward) and hands on the rest. */
   front?: (services: RequestHandler) => RequestHandler;
   metrics: Registry;
+  /** metricsPrefix names the listener's metrics in `metrics`: a server's hf3fs_metadata, a relay's hf3fs_relay. */
+  metricsPrefix: string;
   /** sample reads what the status page charts, every statusSampleMs (STATUS_SAMPLE_MS; tests take them faster). */
   sample: () => Promise<Readings>;
   statusSampleMs?: number;
@@ -97,6 +100,7 @@ export async function listen(parts: SurfaceParts, where: Where, logger: Logger):
     () => url,
   );
   const listener = new DualProtocolListener(parts.front?.(services) ?? services, where);
+  collectListenerMetrics(parts.metrics, parts.metricsPrefix, () => listener.counts());
   const port = typeof where.port === "number" ? await listener.listen(where.host, where.port) : listener.adopt(where.port);
   url = serverUrl(where.host, port, where.tls !== undefined);
   let closing: Promise<void> | undefined;

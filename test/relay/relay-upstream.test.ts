@@ -62,6 +62,8 @@ describe("a relay with no upstream to reach", () => {
     expect(metrics).toMatch(/hf3fs_relay_held_seconds_count [1-9]/);
     expect(metrics).toContain('hf3fs_relay_calls_total{method="vllm.batch_exists",code="ok"} 1');
     expect(metrics).toContain("hf3fs_relay_upstream_reachable 1");
+    expect(metrics).toMatch(/^hf3fs_relay_connections_total [1-9]/m); // its callers' (the test's), as a server counts its own
+    expect(metrics).toMatch(/^hf3fs_relay_open_connections [1-9]/m);
   });
 });
 

@@ -106,6 +106,7 @@ describe("an answer its caller does not read", () => {
 
     expect(await lateAnswer).toEqual({ exists: [false] });
     expect(await cancelled).toEqual(Array(5).fill(http2.constants.NGHTTP2_CANCEL));
+    expect(await (await fetch(`${server.url}/metrics`)).text()).toMatch(/^hf3fs_metadata_unread_answers_reset_total\{limit="time"\} 5$/m);
     // The connection stays usable: a call on it whose answer it reads is answered.
     stuck.settings({ initialWindowSize: 65_535 });
     const again = stuck.request({ ":method": "POST", ":path": "/keys/batch_exists", "content-type": "application/json" });
@@ -154,6 +155,9 @@ describe("an answer its caller does not read", () => {
       });
       slow.settings({ initialWindowSize: 1 << 20 });
       expect(await Promise.all(bodies)).toEqual(Array(20).fill(10_000));
+      const metrics = await (await fetch(`${server.url}/metrics`)).text();
+      expect(metrics).toMatch(/^hf3fs_metadata_unread_answers_reset_total\{limit="bytes"\} 50$/m);
+      expect(metrics).toMatch(/^hf3fs_metadata_unread_answers_reset_total\{limit="time"\} 0$/m);
     } finally {
       hog.close();
       slow.close();

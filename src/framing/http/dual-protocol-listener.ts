@@ -37,6 +37,16 @@ export type ConnectionLimits = Readonly<
   readonly tls?: ListenerTls;
 };
 
+/** ListenerCounts are what a listener counts of its connections and answers (DualProtocolListener.counts). */
+export interface ListenerCounts {
+  /** connections were taken since the start (after TLS, if any). */
+  readonly connections: number;
+  /** openConnections are open now. */
+  readonly openConnections: number;
+  /** unreadAnswersCancelled are the HTTP/2 answers reset since the start because their callers did not take them, by the limit: --request-timeout, --max-unsent-bytes. */
+  readonly unreadAnswersCancelled: { readonly time: number; readonly bytes: number };
+}
+
 /** The HTTP/2 client preface starts with these bytes; no HTTP/1.1 method does. */
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0");
 
@@ -61,6 +71,8 @@ export class DualProtocolListener {
   private readonly refusal = new CleartextRefusal();
   private port: EarlyPort | undefined;
   private readonly sockets = new Set<net.Socket>();
+  /** connections counts the connections routed to the HTTP servers since the start (after TLS, if any). */
+  private connections = 0;
   private readonly sessions = new Set<http2.ServerHttp2Session>();
   /** openStreams are the streams of each HTTP/2 session that are not closed. */
   private readonly openStreams = new Map<http2.ServerHttp2Session, Set<http2.ServerHttp2Stream>>();
@@ -127,6 +139,11 @@ export class DualProtocolListener {
   /** listen binds host:port (0 for any free port) and returns the bound port. */
   async listen(host: string, port: number): Promise<number> {
     return this.adopt(await EarlyPort.bind(host, port, this.maxConnections));
+  }
+
+  /** counts are the listener's connections (taken since the start, and open now) and the unread answers it cancelled, for /metrics. */
+  counts(): ListenerCounts {
+    return { connections: this.connections, openConnections: this.sockets.size, unreadAnswersCancelled: this.unread.cancelled };
   }
 
   /** adopt serves the connections of a port bound early (those that waited first) and returns its number. */
@@ -287,6 +304,7 @@ export class DualProtocolListener {
   /** route hands a connection (after its TLS handshake, if any) to the http2 or the http server, by its first bytes. */
   private route(socket: net.Socket): void {
     socket.setNoDelay(true);
+    this.connections++;
     this.sockets.add(socket);
     socket.once("close", () => this.sockets.delete(socket));
     socket.on("error", () => socket.destroy());

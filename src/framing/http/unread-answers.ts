@@ -19,6 +19,8 @@ export type Answer = { readonly writableEnded: boolean; readonly writableFinishe
 export class UnreadAnswers<A extends Answer> {
   /** seen is when a sweep first found each answer ended and unsent. */
   private readonly seen = new WeakMap<A, number>();
+  /** cancelled counts the answers cancelled since the start, by the limit that cancelled them. */
+  readonly cancelled = { time: 0, bytes: 0 };
 
   constructor(
     private readonly limitMs: number,
@@ -44,6 +46,7 @@ export class UnreadAnswers<A extends Answer> {
         if (since === undefined) this.seen.set(answer, now);
         else if (now - since >= this.limitMs) {
           this.cancel(answer);
+          this.cancelled.time++;
           continue;
         }
         unsent.push(answer);
@@ -59,6 +62,7 @@ export class UnreadAnswers<A extends Answer> {
     for (const { unsent, bytes } of holders) {
       if (total <= this.maxBytes) break;
       for (const answer of unsent) this.cancel(answer);
+      this.cancelled.bytes += unsent.length;
       total -= bytes;
       kept--;
     }

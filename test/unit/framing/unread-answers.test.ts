@@ -40,6 +40,7 @@ describe("UnreadAnswers", () => {
     expect(cancelled).toEqual(["stuck"]);
     expect(unread.sweep(connections, 2_500)).toBe(false);
     expect(cancelled).toEqual(["stuck", "running"]);
+    expect(unread.cancelled).toEqual({ time: 2, bytes: 0 });
   });
 
   it("past the byte limit, cancels the unsent answers of the connection holding the most, then the next's, until under it", () => {
@@ -54,6 +55,7 @@ describe("UnreadAnswers", () => {
     expect(cancelled).toEqual(["b1", "b2", "c1"]);
     unread.sweep([small, large, middle], 1);
     expect(cancelled).toEqual(["b1", "b2", "c1"]);
+    expect(unread.cancelled).toEqual({ time: 0, bytes: 3 });
   });
 
   it("leaves answers at the byte limit alone", () => {
