@@ -1,5 +1,9 @@
+import * as http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
+import { BatchExistsResponseSchema } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { backoffMs, defaultRetryPolicy } from "../../src/client/backoff.js";
 import { AllocationStatus, createMetadataClient, MetadataError, Reason } from "../../src/client/index.js";
 import { freePort, startTestServer } from "../support/test-server.js";
@@ -89,6 +93,40 @@ describe("the client", () => {
     // Refused whole at first (at most 6 such calls fit), then Batches that fit.
     expect(await count("Batch", "invalid_argument")).toBeGreaterThan(0);
     expect(await count("Batch", "ok")).toBeGreaterThan(0);
+  });
+
+  // A call that crosses the GOAWAY of a connection the server closes (idle, or drained at SIGTERM) is refused, not served;
+  // connect-node reported it as INTERNAL, which the client did not send again.
+  it("sends a call again that the server refused (REFUSED_STREAM), and calls it UNAVAILABLE when it may not", async () => {
+    let streams = 0;
+    const server = http2.createServer();
+    server.on("stream", (stream) => {
+      stream.on("error", () => undefined); // the refused one's
+      if (++streams % 2 === 1) return void stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
+      stream.resume();
+      stream.once("end", () => {
+        const message = toBinary(BatchExistsResponseSchema, create(BatchExistsResponseSchema, { exists: [true] }));
+        const frame = Buffer.alloc(5 + message.length);
+        frame.writeUInt32BE(message.length, 1);
+        frame.set(message, 5);
+        stream.respond({ ":status": 200, "content-type": "application/grpc" }, { waitForTrailers: true });
+        stream.once("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+        stream.end(frame);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const client = createMetadataClient({ baseUrl, retry: { deadlineMs: 5_000, initialBackoffMs: 1, maxBackoffMs: 5 } });
+      expect((await client.batchExists({ keys: ["a"] }, { headers: {} })).exists).toEqual([true]);
+      expect(streams).toBe(2);
+      const once = createMetadataClient({ baseUrl, retry: { deadlineMs: 0 } });
+      const error = await once.batchExists({ keys: ["a"] }, { headers: {} }).catch((e: unknown) => e as ConnectError);
+      expect(streams).toBe(3);
+      expect((error as ConnectError).code).toBe(Code.Unavailable);
+    } finally {
+      server.close();
+    }
   });
 
   it("does not retry an error that is not UNAVAILABLE", async () => {
