@@ -80,8 +80,8 @@ export class DualProtocolListener {
    * unread cancels the HTTP/2 answers whose callers stopped reading, swept
    * for while any stream is open (sweepSoon). HTTP/1.1 is not swept: Node
    * reads no next request on a connection until its answer is taken, so
-   * each holds at most one (on loopback the kernel's socket buffer took a
-   * 390 KB answer whole, and the idle timeout then ended the connection).
+   * each holds at most one, most often in the kernel's socket buffer, and
+   * the idle timeout then ends the connection.
    */
   private readonly unread: UnreadAnswers<http2.ServerHttp2Stream>;
   /** sweeping is the timer of unread's next sweep; undefined while none is due. */

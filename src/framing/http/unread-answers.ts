@@ -1,15 +1,15 @@
 /**
  * An Answer is what the listener follows of a call's answer until it
- * closes: an HTTP/2 stream, or an HTTP/1.1 response. Ended and not
- * finished, it holds bytes its caller has not taken (writableLength).
+ * closes (an HTTP/2 stream). Ended and not finished, it holds bytes its
+ * caller has not taken (writableLength).
  */
 export type Answer = { readonly writableEnded: boolean; readonly writableFinished: boolean; readonly writableLength: number };
 
 /**
  * UnreadAnswers cancels answers their callers do not take. An answer the
- * server has ended but cannot send (its caller opens no HTTP/2 window, or
- * reads nothing from its socket) holds its bytes, and keeps its stream or
- * connection open, for as long as the caller stays connected. At each
+ * server has ended but cannot send (its caller opens no HTTP/2 window: a
+ * client that stopped reading) holds its bytes, and keeps its stream open,
+ * for as long as the caller stays connected. At each
  * sweep, an answer found so at two sweeps at least limitMs apart is
  * cancelled; and while the answers found so hold more than maxBytes in
  * all, those of the connection holding the most are cancelled, then the
@@ -25,7 +25,7 @@ export class UnreadAnswers<A extends Answer> {
   constructor(
     private readonly limitMs: number,
     private readonly maxBytes: number,
-    /** cancel frees an answer: resets its stream (CANCEL), or closes its HTTP/1.1 connection. */
+    /** cancel frees an answer: resets its stream (CANCEL). */
     private readonly cancel: (answer: A) => void,
   ) {}
 
