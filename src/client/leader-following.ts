@@ -216,29 +216,15 @@ function trimUrl(url: string): string {
 }
 
 /**
- * lostConnection is true for an error that says the server is unavailable,
- * that it refused the call's stream, or that the connection broke under
- * the call (a server killed mid-call: ECONNRESET is ABORTED, a torn-down
- * HTTP/2 session CANCELED) unless the caller itself canceled it. Every RPC
- * of the service is safe to retry.
+ * lostConnection is true for an error that says the server is unavailable
+ * (a refused stream too: refusedAsUnavailable), or that the connection
+ * broke under the call (a server killed mid-call: ECONNRESET is ABORTED, a
+ * torn-down HTTP/2 session CANCELED) unless the caller itself canceled it.
+ * Every RPC of the service is safe to retry.
  */
 function lostConnection(error: ConnectError, signal: AbortSignal | undefined): boolean {
-  if (error.code === Code.Unavailable || refusedStream(error)) return true;
+  if (error.code === Code.Unavailable) return true;
   return (error.code === Code.Aborted || error.code === Code.Canceled) && signal?.aborted !== true;
-}
-
-/**
- * refusedStream is true for a call whose HTTP/2 stream the server refused
- * (REFUSED_STREAM: a call that crossed the GOAWAY of a connection closed as
- * idle or drained, which the server did not process, RFC 9113 8.7).
- * connect-node maps that reset to UNAVAILABLE, but Node's stream error
- * comes first and it reports that as INTERNAL, with Node's error as cause.
- */
-function refusedStream(error: ConnectError): boolean {
-  for (let cause: unknown = error.cause; cause instanceof Error; cause = cause.cause) {
-    if ((cause as NodeJS.ErrnoException).code === "ERR_HTTP2_STREAM_ERROR" && cause.message.endsWith("NGHTTP2_REFUSED_STREAM")) return true;
-  }
-  return false;
 }
 
 /** leaderUrlOf is the leader a NOT_LEADER error names, "" for other errors. */

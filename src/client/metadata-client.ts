@@ -1,4 +1,4 @@
-import type { CallOptions, Client, Interceptor, Transport } from "@connectrpc/connect";
+import { type CallOptions, type Client, Code, ConnectError, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { defaultRetryPolicy, type RetryPolicy } from "./backoff.js";
@@ -114,7 +114,7 @@ export function createMetadataClient(options: MetadataClientOptions): MetadataCl
 export function transportFor(options: MetadataClientOptions, header: Readonly<Record<string, string>> = {}): Transport {
   const httpVersion = options.httpVersion ?? "2";
   const sent = options.token === undefined ? header : { ...header, authorization: `Bearer ${options.token}` };
-  const interceptors = Object.keys(sent).length === 0 ? [] : [withHeader(sent)];
+  const interceptors = Object.keys(sent).length === 0 ? [refusedAsUnavailable] : [refusedAsUnavailable, withHeader(sent)];
   const nodeOptions = options.tls === undefined ? undefined : { ...options.tls };
   switch (options.protocol ?? "grpc") {
     case "grpc":
@@ -132,4 +132,28 @@ export function withHeader(header: Readonly<Record<string, string>>): Intercepto
     for (const [name, value] of Object.entries(header)) req.header.set(name, value);
     return next(req);
   };
+}
+
+/**
+ * refusedAsUnavailable gives a call whose HTTP/2 stream the server refused
+ * (REFUSED_STREAM: it crossed the GOAWAY of a connection closed as idle or
+ * drained, and was not served, RFC 9113 8.7) the code UNAVAILABLE, which
+ * the client sends again. connect-node maps that reset to UNAVAILABLE, but
+ * Node's stream error comes first, and it reports that one as INTERNAL.
+ */
+const refusedAsUnavailable: Interceptor = (next) => async (req) => {
+  try {
+    return await next(req);
+  } catch (error) {
+    if (!refusedStream(error)) throw error;
+    throw new ConnectError("the server refused the call's stream (REFUSED_STREAM): it was not served", Code.Unavailable, undefined, undefined, error);
+  }
+};
+
+/** refusedStream is true for an error that is, or was caused by, Node's error for a stream closed with REFUSED_STREAM. */
+function refusedStream(error: unknown): boolean {
+  for (let cause: unknown = error; cause instanceof Error; cause = cause.cause) {
+    if ((cause as NodeJS.ErrnoException).code === "ERR_HTTP2_STREAM_ERROR" && cause.message.endsWith("NGHTTP2_REFUSED_STREAM")) return true;
+  }
+  return false;
 }
