@@ -78,7 +78,7 @@ export class DualProtocolListener {
   private readonly openStreams = new Map<http2.ServerHttp2Session, Set<http2.ServerHttp2Stream>>();
   /**
    * unread cancels the HTTP/2 answers whose callers stopped reading, swept
-   * for while any stream is open (sweepSoon). HTTP/1.1 is not swept: Node
+   * for while calls come or answers wait (sweepSoon). HTTP/1.1 is not swept: Node
    * reads no next request on a connection until its answer is taken, so
    * each holds at most one, most often in the kernel's socket buffer, and
    * the idle timeout then ends the connection.

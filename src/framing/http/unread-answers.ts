@@ -9,9 +9,8 @@ export type Answer = { readonly writableEnded: boolean; readonly writableFinishe
  * UnreadAnswers cancels answers their callers do not take. An answer the
  * server has ended but cannot send (its caller opens no HTTP/2 window: a
  * client that stopped reading) holds its bytes, and keeps its stream open,
- * for as long as the caller stays connected. At each
- * sweep, an answer found so at two sweeps at least limitMs apart is
- * cancelled; and while the answers found so hold more than maxBytes in
+ * for as long as the caller stays connected. At each sweep, an answer
+ * found so at two sweeps at least limitMs apart is cancelled; and while the answers found so hold more than maxBytes in
  * all, those of the connection holding the most are cancelled, then the
  * next's: a few callers that stop reading cannot grow the server without
  * bound before the time limit.
