@@ -23,7 +23,14 @@ export const FLAGS: { readonly [F in keyof ServerOptions | keyof RelayOptions]: 
   maxStreamsPerConnection: { flag: "max-streams-per-connection", help: "concurrent HTTP/2 streams (calls) per connection at most" },
   idleTimeoutMs: { flag: "idle-timeout", help: "a connection without a call in flight this long is closed" },
   http2KeepaliveMs: { flag: "http2-keepalive", help: "an HTTP/2 connection silent this long is pinged, and closed unless it answers within as long again" },
-  shutdownTimeoutMs: { flag: "shutdown-timeout", help: "how long shutdown waits for calls in flight" },
+  shutdownTimeoutMs: {
+    flag: "shutdown-timeout",
+    help: "how long shutdown waits for calls in flight; the port stays open, and new connections are served, while any is",
+  },
+  portWaitMs: {
+    flag: "port-wait",
+    help: "how long to wait for the port while another process holds it (a restart's previous one, still draining its calls); 0: refuse at once",
+  },
   dataDir: { flag: "data-dir", help: "directory of the durable store" },
   inMemory: { flag: "in-memory", help: "keep state in memory only (lost on exit)" },
   lockWaitMs: {

@@ -15,13 +15,18 @@ import { warnIfExposed } from "./caller-security.js";
  */
 export async function listenEarly(
   command: string,
-  options: Pick<ListenerOptions, "host" | "port" | "maxConnections"> & AccessOptions & TlsOptions,
+  options: Pick<ListenerOptions, "host" | "port" | "maxConnections" | "portWaitMs"> & AccessOptions & TlsOptions,
   logger: Logger,
 ): Promise<EarlyPort | undefined> {
   warnIfExposed(options, logger);
   let port: EarlyPort;
   try {
-    port = await EarlyPort.bind(options.host, options.port, options.maxConnections);
+    port = await EarlyPort.bind(options.host, options.port, options.maxConnections, options.portWaitMs, () =>
+      logger.warn(
+        { port: options.port, waitMs: options.portWaitMs },
+        "the port is in use; waiting for it (a restart's previous process still draining its calls)",
+      ),
+    );
   } catch (error) {
     console.error(`hf3fs-metadata ${command}: cannot listen on ${options.host}:${options.port}: ${(error as Error).message}`);
     return undefined;

@@ -56,7 +56,7 @@ export interface RunningRelay {
   readonly url: string;
   readonly port: number;
   reloadTls(tls: ListenerTls): void;
-  /** close stops accepting connections, relays the calls of those open until each closes (idle ones at once), and stops; idempotent. */
+  /** close drains: it relays the calls in flight and those that come, keeping the port while any is in flight, then closes it and stops; idempotent. */
   close(): Promise<void>;
 }
 

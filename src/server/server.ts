@@ -92,7 +92,7 @@ export interface RunningServer {
   readonly lifecycle: Lifecycle;
   /** reloadTls puts new certificates in place for new connections (a server started with tls). */
   reloadTls(tls: ListenerTls): void;
-  /** close stops accepting connections, serves the calls of those open until each closes (idle ones at once), and stops; idempotent. */
+  /** close drains: it serves the calls in flight and those that come, keeping the port while any is in flight, then closes it and stops; idempotent. */
   close(): Promise<void>;
   /** failed resolves with the store's failure; the server then refuses every call with it, and its owner should close it and exit. */
   readonly failed: Promise<Error>;

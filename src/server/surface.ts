@@ -72,10 +72,11 @@ export interface Surface {
   /** reloadTls puts new certificates in place for new connections. */
   reloadTls(tls: ListenerTls): void;
   /**
-   * close drains (health says NOT_SERVING), stops accepting connections,
-   * serves the calls of those open until each closes (idle ones at once,
-   * within shutdownTimeoutMs), then refuses every call still held with
-   * shuttingDown and stops the edge and the charts; idempotent.
+   * close drains (health says NOT_SERVING): it serves the calls in flight
+   * and those that come, keeping the port while any is in flight, then
+   * closes the port and the connections (DualProtocolListener.close, within
+   * shutdownTimeoutMs), refuses every call still held with shuttingDown and
+   * stops the edge and the charts; idempotent.
    */
   close(): Promise<void>;
 }

@@ -1,6 +1,6 @@
 import { execFile } from "node:child_process";
 import { once } from "node:events";
-import { connect, createServer } from "node:net";
+import { connect, createServer, type Socket } from "node:net";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { createMetadataClient } from "../../src/client/index.js";
@@ -8,6 +8,14 @@ import { runCli, startChildServer } from "../support/child-server.js";
 import { tempDir } from "../support/temp-dir.js";
 
 const exec = promisify(execFile);
+
+/** bindable tells whether another process could listen on 127.0.0.1:port now. */
+async function bindable(port: number): Promise<boolean> {
+  const probe = createServer();
+  const bound = await new Promise<boolean>((resolve) => probe.once("error", () => resolve(false)).listen(port, "127.0.0.1", () => resolve(true)));
+  if (bound) await new Promise((resolve) => probe.close(resolve));
+  return bound;
+}
 const BUF = new URL("../../node_modules/.bin/buf", import.meta.url).pathname;
 const PROTO = new URL("../../proto", import.meta.url).pathname;
 
@@ -25,40 +33,100 @@ describe("hf3fs-metadata serve", () => {
     expect(await server.exited).toBe(0);
   });
 
-  it("on SIGTERM it frees its port at once, closes idle connections at once, and serves a call in flight before it exits", async () => {
+  it("on SIGTERM, while a call is in flight, keeps its port and serves the calls that come, each connection closed after it; then frees the port and exits", async () => {
     const server = await startChildServer(["--in-memory"]);
     await server.logged("ready");
     const port = Number(new URL(server.url).port);
     const body = JSON.stringify({ keys: ["k"] });
+    const request = (extra = "", sent = body) =>
+      `POST /keys/batch_exists HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n${extra}content-length: ${body.length}\r\n\r\n${sent}`;
+    /** ask sends a call on a connection and resolves with all it read once the server closed it. */
+    const ask = async (socket: Socket) => {
+      let read = "";
+      socket.on("data", (d) => (read += d));
+      const closed = once(socket, "close");
+      socket.write(request());
+      await closed;
+      return read;
+    };
     // A keep-alive connection that answered one call and now sits idle, as vLLM's scheduler's does while its workers write.
     const idle = connect(port, "127.0.0.1");
     let idleAnswer = "";
-    idle.on("data", (d) => (idleAnswer += d));
-    idle.write(`POST /keys/batch_exists HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+    const first = (d: Buffer) => (idleAnswer += d);
+    idle.on("data", first);
+    idle.write(request());
     while (!idleAnswer.includes('{"exists":[false]}')) await once(idle, "data");
-    const idleClosed = once(idle, "close");
-    // A vLLM call whose body is not all sent yet: in flight until the rest comes. Its "100 Continue" says the server took
-    // the call (Node answers it as it hands the request over), so the SIGTERM comes after that, however busy the machine.
+    idle.off("data", first);
+    // A vLLM call whose body is not all sent yet: in flight until the rest comes (as a call held upstream through a
+    // failover is). Its "100 Continue" says the server took the call (Node answers it as it hands the request over), so
+    // the SIGTERM comes after that, however busy the machine.
     const inFlight = connect(port, "127.0.0.1");
     await once(inFlight, "connect");
     let answer = "";
     inFlight.on("data", (d) => (answer += d));
-    inFlight.write(
-      `POST /keys/batch_exists HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nexpect: 100-continue\r\ncontent-length: ${body.length}\r\n\r\n${body.slice(0, 3)}`,
-    );
+    inFlight.write(request("expect: 100-continue\r\n", body.slice(0, 3)));
     while (!answer.includes("100 Continue")) await once(inFlight, "data");
     server.child.kill("SIGTERM");
-    await idleClosed; // at once, not when the idle client next speaks
-    // The port is free while the call in flight still waits: the restarted server can bind it.
-    const next = createServer();
-    await new Promise<void>((resolve, reject) => next.once("error", reject).listen(port, "127.0.0.1", resolve));
-    next.close();
+    await server.logged("shutting down");
+
+    // While the call is in flight, the idle client's next call and a new connection's are served, not refused nor
+    // reset, and each connection is closed after its answer. The port is still the server's.
+    for (const answered of [await ask(idle), await ask(connect(port, "127.0.0.1"))]) {
+      expect(answered).toMatch(/^HTTP\/1\.1 200 /);
+      expect(answered).toMatch(/\r\nconnection: close\r\n/i);
+    }
+    expect(await bindable(port)).toBe(false);
     expect(server.child.exitCode).toBeNull();
+
+    // The call's answer, then the port is free and the process exits.
     inFlight.write(body.slice(3));
     expect(await server.exited).toBe(0);
     expect(answer).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 /);
     expect(answer).toMatch(/\r\nconnection: close\r\n/i);
     expect(answer).toContain('{"exists":[false]}');
+    expect(await bindable(port)).toBe(true);
+  });
+
+  it("on SIGTERM with no call in flight closes an idle keep-alive connection at once and exits", async () => {
+    const server = await startChildServer(["--in-memory"]);
+    await server.logged("ready");
+    const idle = connect(Number(new URL(server.url).port), "127.0.0.1");
+    let idleAnswer = "";
+    idle.on("data", (d) => (idleAnswer += d));
+    const body = JSON.stringify({ keys: ["k"] });
+    idle.write(`POST /keys/batch_exists HTTP/1.1\r\nhost: x\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+    while (!idleAnswer.includes('{"exists":[false]}')) await once(idle, "data");
+    const idleClosed = once(idle, "close");
+    server.child.kill("SIGTERM");
+    await idleClosed; // at once, not when the idle client next speaks
+    expect(await server.exited).toBe(0);
+  });
+
+  it("started while the previous process still drains a call, waits for the port, and serves once it is free", async () => {
+    const dir = tempDir();
+    const first = await startChildServer(["--data-dir", dir]);
+    await first.logged("ready");
+    const port = new URL(first.url).port;
+    const client = createMetadataClient({ baseUrl: first.url, retry: { deadlineMs: 0 } });
+    await client.initializeRank({ rank: 0, numPages: 4 });
+    // A call in flight (its body not all sent), then SIGTERM, then the next process at once on the same port.
+    const inFlight = connect(Number(port), "127.0.0.1");
+    await once(inFlight, "connect");
+    let answer = "";
+    inFlight.on("data", (d) => (answer += d));
+    const body = JSON.stringify({ keys: ["k"] });
+    inFlight.write(`POST /keys/batch_exists HTTP/1.1\r\nhost: x\r\nexpect: 100-continue\r\ncontent-length: ${body.length}\r\n\r\n${body.slice(0, 3)}`);
+    while (!answer.includes("100 Continue")) await once(inFlight, "data");
+    first.child.kill("SIGTERM");
+    const second = startChildServer(["--data-dir", dir, "--port", port]);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(first.child.exitCode).toBeNull(); // still draining, its port held
+    inFlight.write(body.slice(3));
+    expect(await first.exited).toBe(0);
+    const started = await second;
+    expect(started.lines.some((l) => l.includes("the port is in use; waiting for it"))).toBe(true);
+    const again = createMetadataClient({ baseUrl: started.url, retry: { deadlineMs: 0 } });
+    expect((await again.getStats({})).namespaces[0]!.ranks[0]!.numPages).toBe(4);
   });
 
   it("on SIGTERM does not wait for a connection that has sent nothing (a port probe's)", async () => {

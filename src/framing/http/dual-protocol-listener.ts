@@ -154,18 +154,30 @@ export class DualProtocolListener {
   }
 
   /**
-   * close drains, then stops, as a restart needs it: it stops accepting at
-   * once (the port is free for the next process), sends GOAWAY to every
-   * HTTP/2 session, closes idle connections at once (an idle HTTP/1.1
-   * connection is destroyed, not half-closed: a keep-alive client keeps its
-   * side open until it next uses it, and the drain would wait for that;
-   * a connection that has sent nothing yet is closed too), ends each
-   * connection in use after its last call in flight
-   * (`Connection: close`), and resolves once every connection is closed, or
-   * after timeoutMs, when it destroys what is left.
+   * close drains, then stops, as a restart needs it. It keeps the port
+   * while calls are in flight, so that a client's next connection is
+   * served here rather than refused while the next process cannot bind the
+   * port yet (a supervisor starts it once this one exited; one started at
+   * once waits for the port: EarlyPort.bind); a call held upstream through
+   * a failover may take seconds, longer than an engine retries a refused
+   * connection. Meanwhile every HTTP/2 session gets GOAWAY and every
+   * HTTP/1.1 answer `Connection: close`, so each connection ends after its
+   * calls. Once no call is in flight it stops accepting and closes the idle
+   * connections (an idle HTTP/1.1 connection is destroyed, not half-closed:
+   * a keep-alive client keeps its side open until it next uses it, and the
+   * drain would wait for that; a connection that has sent nothing yet is
+   * closed too), and resolves once every connection is closed; after
+   * timeoutMs it stops and destroys what is left.
    */
   async close(timeoutMs: number): Promise<void> {
     this.closing = true;
+    const deadline = Date.now() + timeoutMs;
+    for (const session of this.sessions) {
+      session.close();
+      this.endIfIdle(session);
+    }
+    for (const answers of this.h1Answers.values()) for (const res of answers) if (!res.headersSent) res.shouldKeepAlive = false;
+    while (this.callsInFlight() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
     const stopped = this.port?.close();
     for (const session of this.sessions) {
       session.close();
@@ -174,13 +186,19 @@ export class DualProtocolListener {
     for (const [socket, answers] of this.h1Answers) if (answers.size === 0) socket.destroy();
     // A connection that has sent nothing yet holds no call (a health check's, a port probe's): the drain does not wait for it.
     for (const socket of this.unsorted) if (socket.bytesRead === 0) socket.destroy();
-    for (const answers of this.h1Answers.values()) for (const res of answers) if (!res.headersSent) res.shouldKeepAlive = false;
-    const deadline = Date.now() + timeoutMs;
     while (this.sockets.size > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
     for (const session of this.sessions) session.destroy();
     for (const socket of this.sockets) socket.destroy();
     clearTimeout(this.sweeping);
     await stopped;
+  }
+
+  /** callsInFlight is true while an HTTP/1.1 answer or an HTTP/2 stream is open, or a connection has begun to say which protocol it speaks. */
+  private callsInFlight(): boolean {
+    for (const answers of this.h1Answers.values()) if (answers.size > 0) return true;
+    for (const streams of this.openStreams.values()) if (streams.size > 0) return true;
+    for (const socket of this.unsorted) if (socket.bytesRead > 0) return true;
+    return false;
   }
 
   /**

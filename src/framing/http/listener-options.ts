@@ -25,6 +25,8 @@ export const LISTENER_OPTIONS = optionTable({
     default: 10_000,
   },
   shutdownTimeoutMs: { kind: "duration", default: 10_000 },
+  /** A restart's new process waits this long for the port while the previous one drains its calls (DualProtocolListener.close). */
+  portWaitMs: { kind: "duration", default: 30_000 },
 });
 
 /** ListenerOptions say where the server listens and bound its connections (LISTENER_OPTIONS). */
