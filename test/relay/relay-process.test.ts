@@ -1,18 +1,21 @@
 import { readFileSync as readPem, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { SERVER_ID_HEADER } from "../../src/protocol/headers.js";
 import { makeCertificates } from "../support/certificates.js";
 import { type ChildServer, runCli, startChildRelay, startChildServer } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
 import { engines } from "../support/engine-clients.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, type Server, startServer, waitForLeader } from "../support/ha-cluster.js";
+import { pause } from "../support/pause.js";
 import { tempDir } from "../support/temp-dir.js";
 import { freePort } from "../support/test-server.js";
 
 const missingCluster = lacking("the relay's cluster tests", "etcd", "requests");
 const missingTls = lacking("the relay's TLS test", "etcd", "openssl");
 const missingWorker = lacking("the relay's restart test", "requests");
+const missingEtcd = lacking("the relay's paused-leader test", "etcd");
 
 /** relayTo starts a relay child process in front of `upstream`, on `port` (a free one unless given). */
 async function relayTo(upstream: string, extra: string[] = [], port = 0): Promise<ChildServer> {
@@ -46,6 +49,45 @@ for (const [engineName, start] of ENGINES) {
     }, 120_000);
   });
 }
+
+describe.skipIf(missingEtcd !== "")("a relay in front of a cluster whose leader is paused (SIGSTOP) with a call on it", () => {
+  it("sends the call again to the new leader once elected, while the old one is still stopped; stopped by SIGTERM meanwhile, it keeps its port while the call waits", async () => {
+    const etcd = await startEtcdCluster(1);
+    const servers: Server[] = await Promise.all([0, 1, 2].map(() => startServer(etcd)));
+    const leader = await waitForLeader(servers);
+    const relay = await relayTo(servers.map((s) => s.url).join(","));
+    const post = (path: string, body: unknown) => fetch(relay.url + path, { method: "POST", body: JSON.stringify(body) });
+    expect((await post("/rank/0/initialize", { num_pages: 16 })).status).toBe(200);
+    await pause(leader.process.child.pid!);
+    let answered = false;
+    const held = post("/keys/batch_exists", { keys: ["k"] }).then(
+      async (res) => {
+        answered = true;
+        return [res.status, res.headers.get(SERVER_ID_HEADER), await res.json()];
+      },
+      (e) => [`held: ${e.cause}`],
+    );
+    await new Promise((resolve) => setTimeout(resolve, 300)); // the call on its way to the stopped leader
+    relay.child.kill("SIGTERM");
+    // Its port stays open while the call waits: a next call is taken and held as well, not refused.
+    const next = post("/keys/batch_exists", { keys: ["j"] }).then(
+      (res) => res.status,
+      (e) => `next: ${e.cause}`,
+    );
+    // The leader stays stopped until the call is answered: its lease lapses, another member leads and answers it. A
+    // relay that left the call on the stopped leader's connection would answer it only after the 8 s of the pause.
+    const deadline = Date.now() + 8_000;
+    while (!answered && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    const stoppedUntilAnswered = answered;
+    leader.process.child.kill("SIGCONT");
+    const newLeader = await waitForLeader(servers);
+    expect(stoppedUntilAnswered).toBe(true);
+    expect(await held).toEqual([200, expect.any(String), { exists: [false] }]);
+    expect(newLeader).not.toBe(leader);
+    expect(await next).toBe(200);
+    expect(await relay.exited).toBe(0);
+  }, 60_000);
+});
 
 for (const [engineName, start] of ENGINES) {
   describe.skipIf(missingWorker !== "")(`a relay restarted under ${engineName}`, () => {
