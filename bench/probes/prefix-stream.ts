@@ -9,6 +9,7 @@ import { createHash } from "node:crypto";
 import { AllocationStatus } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { createMetadataClient } from "../../src/client/index.js";
 import { cpuMs } from "../harness/processes.js";
+import { seededRandom } from "../harness/random.js";
 
 /** PrefixConfig shapes the stream. */
 export interface PrefixConfig {
@@ -38,18 +39,6 @@ export interface PrefixResult {
   evictions: Record<string, number>;
 }
 
-/** mulberry32 is a small seeded PRNG: the same seed, the same stream. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
-
 /** blockKey is a block's key as engines make them: 64 hex characters. */
 function blockKey(name: string): string {
   return createHash("sha256").update(name).digest("hex");
@@ -57,7 +46,7 @@ function blockKey(name: string): string {
 
 /** requestStream yields each request's chain of block keys. */
 function* requestStream(config: PrefixConfig): Generator<string[], never> {
-  const random = mulberry32(config.seed);
+  const random = seededRandom(config.seed);
   const lengths = Array.from({ length: config.prefixes }, () => 4 + Math.floor(random() * 29));
   const prefixes = lengths.map((length, p) => Array.from({ length }, (_, j) => blockKey(`prefix ${p} block ${j}`)));
   const weights = prefixes.map((_, r) => 1 / (r + 1) ** config.zipf);
@@ -73,7 +62,7 @@ function* requestStream(config: PrefixConfig): Generator<string[], never> {
 
 /** prefixPages is the rank size of a config: its fraction of all shared prefix blocks. */
 export function prefixPages(config: PrefixConfig): number {
-  const random = mulberry32(config.seed);
+  const random = seededRandom(config.seed);
   let blocks = 0;
   for (let p = 0; p < config.prefixes; p++) blocks += 4 + Math.floor(random() * 29);
   return Math.round(blocks * config.pagesPerPrefixBlock);

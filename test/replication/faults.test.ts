@@ -1,6 +1,7 @@
 import { ConnectError } from "@connectrpc/connect";
 import { Etcd3 } from "etcd3";
 import { describe, expect, it } from "vitest";
+import { seededRandom } from "../../bench/harness/random.js";
 import { AllocationStatus } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { createMetadataClient, type MetadataClient } from "../../src/client/index.js";
 import { lacking } from "../support/debian-packages.js";
@@ -17,17 +18,6 @@ const NS = "faults";
 /** KINDS are the kinds of fault injected: every kind, or those FAULT_KINDS names (comma-separated), to study one. */
 const ALL_KINDS = ["kill server", "kill leader", "pause server", "kill etcd", "pause etcd"] as const;
 const KINDS = ALL_KINDS.filter((kind) => (process.env.FAULT_KINDS ?? ALL_KINDS.join(",")).split(",").includes(kind));
-
-/** random is a small seeded generator (mulberry32): the same seed, the same faults. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
 
 /** Fault is one fault injected: its kind, when it began and when it was healed (the process resumed or restarted), ms. */
 interface Fault {
@@ -121,7 +111,7 @@ describe.skipIf(missing !== "")("high availability under randomized faults", () 
   it(
     `kill -9 and SIGSTOP of servers and etcd members, under 4 writers (seed ${SEED}): every acknowledged write is there, members converge`,
     async () => {
-      const next = random(SEED);
+      const next = seededRandom(SEED);
       const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)]!;
       const etcd = await startEtcdCluster(3);
       const servers: Server[] = await Promise.all([0, 1, 2].map(() => startServer(etcd)));

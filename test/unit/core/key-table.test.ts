@@ -3,6 +3,7 @@ import murmurhash from "murmurhash";
 import { describe, expect, it } from "vitest";
 import { assertInvariants } from "../../../bench/harness/invariants.js";
 import { murmurCollisions } from "../../../bench/harness/murmur-collisions.js";
+import { seededRandom } from "../../../bench/harness/random.js";
 import { keyListOf } from "../../../src/core/key-list.js";
 import { hashKey, KeyTable, PrefixedHash, SAME_HASH_LIMIT } from "../../../src/core/key-table.js";
 import { MetadataState, namespacesOf } from "../../../src/core/state.js";
@@ -116,16 +117,8 @@ describe("KeyTable", () => {
 });
 
 describe("keys that collide under every seed", () => {
-  /** A seeded generator (mulberry32), so that the keys are the same every run. */
-  const random = (() => {
-    let x = 0x2545f491;
-    return () => {
-      x = (x + 0x6d2b79f5) | 0;
-      let t = Math.imul(x ^ (x >>> 15), 1 | x);
-      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-      return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-    };
-  })();
+  /** A seeded generator, so that the keys are the same every run. */
+  const random = seededRandom(0x2545f491);
   const keys = murmurCollisions(10, random);
 
   it("are real: 1,024 distinct UTF-8 keys, one MurmurHash3 under any seed", () => {
