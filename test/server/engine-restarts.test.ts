@@ -7,7 +7,7 @@ import { type ChildServer, startChildRelay, startChildServer } from "../support/
 import { lacking } from "../support/debian-packages.js";
 import { type Engine, engines } from "../support/engine-clients.js";
 import { type EtcdCluster, type EtcdMember, startEtcdCluster } from "../support/etcd-cluster.js";
-import { type Server, serving, startServer as startMember, waitForLeader } from "../support/ha-cluster.js";
+import { readyMember, type Server, startServer as startMember, waitForLeader } from "../support/ha-cluster.js";
 import { readCounts } from "../support/standby-counts.js";
 import { tempDir } from "../support/temp-dir.js";
 import { freePort } from "../support/test-server.js";
@@ -87,7 +87,7 @@ function memberOf(member: Server): Restartable {
   const start = async () => {
     const started = await startChildServer(member.args);
     await started.logged("cluster: joined");
-    await ready(started);
+    await readyMember(started);
     return started;
   };
   return restartable(member.process, start, (started) => (member.process = started));
@@ -102,15 +102,6 @@ function etcdMemberOf(member: EtcdMember): Restartable {
     },
     start: () => member.start(),
   };
-}
-
-/** ready waits until the member answers health "" SERVING, as the StatefulSet's readiness probe does. */
-async function ready(member: ChildServer): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  while (!(await serving(member, ""))) {
-    if (Date.now() > deadline) throw new Error(`${member.url} not ready within 20 s`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 for (const [engine, start] of ENGINES) {

@@ -61,6 +61,15 @@ export async function serving(server: { readonly url: string }, service: string)
   return res?.status === ServingStatus.SERVING;
 }
 
+/** readyMember waits until the member answers health "" SERVING (loaded and, on a standby, caught up), as a StatefulSet's readiness probe does. */
+export async function readyMember(member: { readonly url: string }, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await serving(member, ""))) {
+    if (Date.now() > deadline) throw new Error(`${member.url} not ready within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 /** waitForLeader polls the members' health until exactly one serves MetadataService, and returns it. */
 export async function waitForLeader(servers: readonly Server[], timeoutMs = 20_000): Promise<Server> {
   const deadline = Date.now() + timeoutMs;
@@ -140,14 +149,24 @@ export async function logEntry(etcd: EtcdCluster, which: "first" | "last", clust
 export async function waitForStandbys(
   etcd: EtcdCluster,
   servers: readonly Server[],
-  { timeoutMs = 20_000, leader: known }: { timeoutMs?: number /** leader is the leader, where its health cannot be read (TLS) */; leader?: Server } = {},
+  {
+    timeoutMs = 20_000,
+    leader: known,
+    clusterName = "default",
+  }: {
+    timeoutMs?: number;
+    /** leader is the leader, where its health cannot be read (TLS) */
+    leader?: Server;
+    /** clusterName names the log in etcd: a shard's is `<cluster>/shard-<k>-of-<S>` */
+    clusterName?: string;
+  } = {},
 ): Promise<StoredState> {
   const deadline = Date.now() + timeoutMs;
   let last: StoredState[] = [];
   let end = 0;
   while (Date.now() < deadline) {
     const leader = known ?? (await waitForLeader(servers, Math.max(1, deadline - Date.now())));
-    end = await logEntry(etcd, "last");
+    end = await logEntry(etcd, "last", clusterName);
     const standbys = servers.filter((s) => s !== leader && s.process.child.exitCode === null && s.process.child.signalCode === null);
     last = await Promise.all(standbys.map((s) => readStored(s.dataDir)));
     await readStored(leader.dataDir);

@@ -1,0 +1,157 @@
+import { describe, expect, it } from "vitest";
+import { seededRandom } from "../../bench/harness/random.js";
+import { startChildRelay } from "../support/child-server.js";
+import { lacking } from "../support/debian-packages.js";
+import { type Engine, engines } from "../support/engine-clients.js";
+import { startEtcdCluster } from "../support/etcd-cluster.js";
+import { kill9, readyMember, restartServer, type Server, startServer, waitForLeader, waitForStandbys } from "../support/ha-cluster.js";
+import { pause } from "../support/pause.js";
+import { freePort } from "../support/test-server.js";
+
+const missing = lacking("the engines' fault test", "etcd", "requests");
+
+/** SECONDS is how long faults are made (ENGINE_FAULT_SECONDS to run longer); SEED picks them (FAULT_SEED to replay a run). */
+const SECONDS = Number(process.env.ENGINE_FAULT_SECONDS ?? 60);
+const SEED = Number(process.env.FAULT_SEED ?? Math.floor(Math.random() * 2 ** 31));
+
+const SHARDS = 2;
+const CLUSTER = "faults";
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Fault is what a machine or an operator does to one process, and what
+ * brings it back: it resolves once the process is up again (a member
+ * ready and its shard led). `group` is what it takes down for that long:
+ * a shard, etcd or a relay; one fault at a time in each, so that a shard
+ * keeps two members of three and etcd its quorum.
+ */
+interface Fault {
+  name: string;
+  group: string;
+  run(): Promise<string>;
+}
+
+describe.skipIf(missing !== "")("both engines, each through its relay, in front of 2 shards of 3 members on 3 etcd members", () => {
+  it(`ride through faults made at random, several at once (seed ${SEED}): members stopped by SIGTERM, killed or paused, relays and etcd members restarted; no error, nothing stored lost`, async () => {
+    const next = seededRandom(SEED);
+    const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)]!;
+    const etcd = await startEtcdCluster(3);
+    const args = (shard: number) => ["--cluster-name", CLUSTER, "--shards", String(SHARDS), "--shard", String(shard)];
+    const shards: Server[][] = await Promise.all(
+      Array.from({ length: SHARDS }, (_, shard) => Promise.all([0, 1, 2].map(() => startServer(etcd, undefined, args(shard))))),
+    );
+    await Promise.all(shards.map((members) => waitForLeader(members)));
+    // A relay per engine, each model in its own namespace: vLLM's keys complete on every rank, SGLang's kept per rank.
+    const upstream = shards.map((members) => members.map((m) => m.url).join(",")).join(";");
+    const relayArgs = async (extra: string[]) => ["--upstream", upstream, "--port", String(await freePort()), ...extra];
+    const relays = await Promise.all(
+      [relayArgs(["--vllm-namespace", "llama"]), relayArgs([])].map(async (made) => ({ args: await made, process: await startChildRelay(await made) })),
+    );
+    const running: Engine[] = await Promise.all(engines(1).map(([, start], i) => start(relays[i]!.process.url)));
+    await Promise.all(running.map((engine) => engine.progress(3)));
+
+    /** back waits until a shard's member is ready (loaded, caught up) and the shard has one leader, as a rollout waits. */
+    const back = async (shard: number, member: Server) => {
+      await readyMember(member);
+      await waitForLeader(shards[shard]!);
+    };
+    const memberFault = (name: string, act: (shard: number, member: Server) => Promise<void>) =>
+      shards.map(
+        (members, shard): Fault => ({
+          name,
+          group: `shard ${shard}`,
+          run: async () => {
+            const member = pick(members);
+            await act(shard, member);
+            await back(shard, member);
+            return member.url;
+          },
+        }),
+      );
+    const faults: Fault[] = [
+      ...memberFault("a member stopped by SIGTERM and started again", async (_, member) => {
+        member.process.child.kill("SIGTERM");
+        expect(await member.process.exited, `${member.url} exits cleanly after SIGTERM: ${member.process.stderr}`).toBe(0);
+        await restartServer(member);
+      }),
+      ...memberFault("a member killed (SIGKILL) and started again", async (_, member) => {
+        await kill9(member);
+        await restartServer(member);
+      }),
+      ...memberFault("a member paused (SIGSTOP) for 1-3 s", async (_, member) => {
+        await pause(member.process.child.pid!);
+        await sleep(1_000 + next() * 2_000);
+        member.process.child.kill("SIGCONT");
+      }),
+      ...relays.map(
+        (relay, i): Fault => ({
+          name: "a relay stopped by SIGTERM and started again on its port",
+          group: `relay ${i}`,
+          run: async () => {
+            relay.process.child.kill("SIGTERM");
+            expect(await relay.process.exited, `the relay exits cleanly after SIGTERM: ${relay.process.stderr}`).toBe(0);
+            relay.process = await startChildRelay(relay.args);
+            return relay.process.url;
+          },
+        }),
+      ),
+      {
+        name: "an etcd member stopped by SIGTERM and started again",
+        group: "etcd",
+        run: async () => {
+          const member = pick(etcd.members);
+          const { exit, stderr } = await member.stop();
+          expect(["SIGTERM", "code 0"], `etcd exits cleanly after SIGTERM: ${stderr}`).toContain(exit);
+          await member.start();
+          return member.name;
+        },
+      },
+    ];
+
+    // A fault every 0.3-2 s in a group where none is under way: faults overlap across shards, etcd and the relays.
+    const made: [number, string][] = [];
+    const busy = new Set<string>();
+    const underway = new Set<Promise<void>>();
+    let failed: unknown;
+    const started = Date.now();
+    while (Date.now() - started < SECONDS * 1_000 && failed === undefined) {
+      await sleep(300 + next() * 1_700);
+      const free = faults.filter((f) => !busy.has(f.group));
+      if (free.length === 0) continue;
+      const fault = pick(free);
+      busy.add(fault.group);
+      const at = (Date.now() - started) / 1_000;
+      const done: Promise<void> = fault.run().then(
+        (target) => {
+          made.push([at, `${at.toFixed(1)} s: ${fault.name} (${target}, ${fault.group})`]);
+          busy.delete(fault.group);
+          underway.delete(done);
+        },
+        (error: unknown) => {
+          failed ??= new Error(`${at.toFixed(1)} s: ${fault.name} (${fault.group}) did not come back`, { cause: error });
+        },
+      );
+      underway.add(done);
+    }
+    await Promise.all(underway);
+    if (failed !== undefined) throw failed;
+    await Promise.all(running.map((engine) => engine.progress(2)));
+    const runs = await Promise.all(running.map((engine) => engine.stop()));
+    console.log(
+      `engines under faults, seed ${SEED} (FAULT_SEED to replay it): ${made.length} faults\n  ${made
+        .sort(([a], [b]) => a - b)
+        .map(([, line]) => line)
+        .join("\n  ")}`,
+    );
+    for (const run of runs) {
+      console.log(`  an engine: ${run.calls} calls (the longest ${run.longestCallSeconds} s), ${run.stored} keys stored`);
+      expect(run.errors).toEqual([]);
+      expect(await run.missing(relays[0]!.process.url)).toEqual([]);
+      expect(run.stored).toBeGreaterThan(0);
+    }
+    // Each shard's standbys hold its log to the end, alike, and every member's store restores with every invariant.
+    for (const [shard, members] of shards.entries()) {
+      await waitForStandbys(etcd, members, { clusterName: `${CLUSTER}/shard-${shard}-of-${SHARDS}` });
+    }
+  }, 600_000);
+});
