@@ -54,6 +54,12 @@ def stopped_when_stdin_closes():
     return stopped
 
 
+def utc_now():
+    """utc_now is the time of day in UTC to the millisecond, as an error's mark, to set it beside the test's own log of what it did."""
+    now = time.time()
+    return time.strftime("%H:%M:%S", time.gmtime(now)) + ".%03d" % (int(now * 1000) % 1000)
+
+
 def loop(step, errors, every=1):
     """loop calls step(i) until stdin closes, counting each failure in errors and printing {"steps": N} every `every` turns; it returns N."""
     stopped = stopped_when_stdin_closes()
@@ -62,7 +68,7 @@ def loop(step, errors, every=1):
         try:
             step(i)
         except Exception as error:  # every failure is what the test counts
-            errors.append("%s: %s" % (type(error).__name__, str(error)[:300]))
+            errors.append("%s %s: %s" % (utc_now(), type(error).__name__, str(error)[:300]))
         i += 1
         if i % every == 0:
             print(json.dumps({"steps": i}), flush=True)
@@ -83,7 +89,7 @@ def initialize_then_loop(errors, initialize, step):
     try:
         initialize()
     except Exception as error:  # counted, and the loop still runs: its calls show whether the server recovers
-        errors.append("initialize: %s: %s" % (type(error).__name__, str(error)[:300]))
+        errors.append("%s initialize: %s: %s" % (utc_now(), type(error).__name__, str(error)[:300]))
     return loop(step, errors)
 
 
