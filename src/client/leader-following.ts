@@ -47,8 +47,6 @@ export interface Attempted<R> {
  */
 export class LeaderFollowing {
   private readonly servers: ServerList;
-  /** waiting are the attempts in flight per server, each aborted (and sent again) when prefer moves calls elsewhere. */
-  private readonly waiting = new Map<string, Set<AbortController>>();
 
   constructor(private readonly options: FollowingOptions) {
     this.servers = new ServerList(options);
@@ -69,19 +67,9 @@ export class LeaderFollowing {
     this.servers.replace(urls);
   }
 
-  /**
-   * prefer sends calls to `url` from now on (a relay's health watch found
-   * the leader there), those still waiting on the server they went to
-   * included: they are sent again to `url` at once. That server no longer
-   * leads: a paused one answers nothing until its PINGs time out, and
-   * whatever it answers then is NOT_LEADER or an error (every RPC is safe
-   * to retry).
-   */
+  /** prefer sends calls to `url` from now on (a relay's health watch found the leader there). */
   prefer(url: string): void {
-    const left = this.servers.url;
-    if (this.options.single || !this.servers.follow(url)) return;
-    this.options.onServer?.(this.servers.url);
-    for (const waiting of this.waiting.get(left) ?? []) waiting.abort();
+    if (!this.options.single && this.servers.follow(url)) this.options.onServer?.(this.servers.url);
   }
 
   /**
@@ -98,11 +86,9 @@ export class LeaderFollowing {
       let serverId: string | null = null;
       attempts++;
       const sentTo = this.servers.url;
-      const attempt = this.attempt(sentTo, callOptions?.signal);
       try {
         const response = await (this.servers.client()[method] as (r: unknown, o: CallOptions) => Promise<R>)(request, {
           ...callOptions,
-          signal: attempt.signal,
           onHeader(headers) {
             serverId = headers.get(SERVER_ID_HEADER);
             callOptions?.onHeader?.(headers);
@@ -112,11 +98,6 @@ export class LeaderFollowing {
       } catch (e) {
         const error = ConnectError.from(e);
         if (!lostConnection(error, callOptions?.signal)) throw error;
-        // Moved by prefer: to the server calls go to now, at once.
-        if (attempt.moved && Date.now() - started < deadlineMs) {
-          this.heard(error);
-          continue;
-        }
         // A standby that names the leader: go there now. Anything else unavailable: the next server, after a backoff.
         if (Date.now() - started < deadlineMs && !this.options.single && this.servers.follow(leaderUrlOf(error))) {
           this.heard(error);
@@ -128,32 +109,8 @@ export class LeaderFollowing {
         await pause(waitMs, callOptions?.signal);
         this.servers.failed(sentTo);
         if (this.servers.size > 1) this.options.onServer?.(this.servers.url);
-      } finally {
-        attempt.end();
       }
     }
-  }
-
-  /** attempt is the abort of one attempt at `url`: the caller's, or prefer's (moved), until it ends. */
-  private attempt(url: string, caller: AbortSignal | undefined): { signal: AbortSignal; readonly moved: boolean; end(): void } {
-    const controller = new AbortController();
-    const callerAborted = () => controller.abort(caller?.reason);
-    if (caller?.aborted) callerAborted();
-    caller?.addEventListener("abort", callerAborted, { once: true });
-    const waiting = this.waiting.get(url) ?? new Set<AbortController>();
-    this.waiting.set(url, waiting);
-    waiting.add(controller);
-    return {
-      signal: controller.signal,
-      get moved() {
-        return controller.signal.aborted && caller?.aborted !== true;
-      },
-      end: () => {
-        caller?.removeEventListener("abort", callerAborted);
-        waiting.delete(controller);
-        if (waiting.size === 0 && this.waiting.get(url) === waiting) this.waiting.delete(url);
-      },
-    };
   }
 
   /** heard reports a retry. */

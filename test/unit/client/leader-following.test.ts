@@ -45,17 +45,6 @@ async function until(check: () => boolean): Promise<void> {
 }
 
 describe("LeaderFollowing", () => {
-  it("sends a call waiting on the server it left again at once to the leader a relay's watch found (prefer)", async () => {
-    const { sent, failA, transportFor } = members();
-    const following = new LeaderFollowing({ baseUrl: "http://a,http://b,http://c", listedOnly: true, transportFor, policy: POLICY, random: () => 0.5 });
-    const call = following.call("batchExists", { keys: ["k"] }, undefined);
-    await until(() => failA.length === 1);
-    following.prefer("http://c");
-    const { response, attempts } = await call;
-    expect([response, attempts]).toEqual([expect.objectContaining({ exists: [true] }), 2]);
-    expect(sent).toEqual(["http://a", "http://c"]);
-  });
-
   it("sends a call failed by a server calls no longer go to where they go now, not to the list's next (which may be that server)", async () => {
     const { sent, failA, transportFor } = members();
     const following = new LeaderFollowing({ baseUrl: "http://a,http://b,http://c", listedOnly: true, transportFor, policy: POLICY, random: () => 0.5 });
