@@ -172,17 +172,11 @@ export class DualProtocolListener {
   async close(timeoutMs: number): Promise<void> {
     this.closing = true;
     const deadline = Date.now() + timeoutMs;
-    for (const session of this.sessions) {
-      session.close();
-      this.endIfIdle(session);
-    }
+    this.goAway();
     for (const answers of this.h1Answers.values()) for (const res of answers) if (!res.headersSent) res.shouldKeepAlive = false;
     while (this.callsInFlight() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
     const stopped = this.port?.close();
-    for (const session of this.sessions) {
-      session.close();
-      this.endIfIdle(session);
-    }
+    this.goAway(); // the sessions opened meanwhile too
     for (const [socket, answers] of this.h1Answers) if (answers.size === 0) socket.destroy();
     // A connection that has sent nothing yet holds no call (a health check's, a port probe's): the drain does not wait for it.
     for (const socket of this.unsorted) if (socket.bytesRead === 0) socket.destroy();
@@ -191,6 +185,17 @@ export class DualProtocolListener {
     for (const socket of this.sockets) socket.destroy();
     clearTimeout(this.sweeping);
     await stopped;
+  }
+
+  /** goAway closes every HTTP/2 session (closeSession). */
+  private goAway(): void {
+    for (const session of this.sessions) this.closeSession(session);
+  }
+
+  /** closeSession sends a session GOAWAY, and ends it now if no stream is open (else when its last one closes). */
+  private closeSession(session: http2.ServerHttp2Session): void {
+    session.close();
+    this.endIfIdle(session);
   }
 
   /** callsInFlight is true while an HTTP/1.1 answer or an HTTP/2 stream is open, or a connection has begun to say which protocol it speaks. */
@@ -219,9 +224,7 @@ export class DualProtocolListener {
     // A session without an open stream for idleTimeoutMs is closed (GOAWAY), then ends. One timer per session,
     // re-armed (refresh) whenever its last stream closes, and ignored while streams are open.
     const idle = setTimeout(() => {
-      if (streams.size !== 0) return;
-      session.close();
-      this.endIfIdle(session);
+      if (streams.size === 0) this.closeSession(session);
     }, this.idleTimeoutMs);
     idle.unref();
     session.on("stream", (stream) => {

@@ -10,10 +10,11 @@ export type Answer = { readonly writableEnded: boolean; readonly writableFinishe
  * server has ended but cannot send (its caller opens no HTTP/2 window: a
  * client that stopped reading) holds its bytes, and keeps its stream open,
  * for as long as the caller stays connected. At each sweep, an answer
- * found so at two sweeps at least limitMs apart is cancelled; and while the answers found so hold more than maxBytes in
- * all, those of the connection holding the most are cancelled, then the
- * next's: a few callers that stop reading cannot grow the server without
- * bound before the time limit.
+ * found so at two sweeps at least limitMs apart is cancelled; and while
+ * the answers found so hold more than maxBytes in all, those of the
+ * connection holding the most are cancelled, then the next's: a few
+ * callers that stop reading cannot grow the server without bound before
+ * the time limit.
  */
 export class UnreadAnswers<A extends Answer> {
   /** seen is when a sweep first found each answer ended and unsent. */
