@@ -11,6 +11,7 @@ import { kill9, type Server, startServer, waitForLeader } from "../support/ha-cl
 import { pause } from "../support/pause.js";
 import { tempDir } from "../support/temp-dir.js";
 import { freePort } from "../support/test-server.js";
+import { until } from "../support/until.js";
 
 const missingCluster = lacking("the relay's cluster tests", "etcd", "requests");
 const missingTls = lacking("the relay's TLS test", "etcd", "openssl");
@@ -55,7 +56,7 @@ describe.skipIf(missingEtcd !== "")("a relay in front of a cluster whose leader 
     const etcd = await startEtcdCluster(1);
     const servers: Server[] = await Promise.all([0, 1, 2].map(() => startServer(etcd)));
     const leader = await waitForLeader(servers);
-    // Its drain outlasts the call's wait (the move after the stopped connection's PINGs: 5-10 s, more on a busy machine).
+    // Its drain outlasts the call's wait (the election, then a PING of the stopped leader's connection unanswered for 1 s).
     const relay = await relayTo(servers.map((s) => s.url).join(","), ["--shutdown-timeout", "40s"]);
     const post = (path: string, body: unknown) => fetch(relay.url + path, { method: "POST", body: JSON.stringify(body) });
     expect((await post("/rank/0/initialize", { num_pages: 16 })).status).toBe(200);
@@ -155,15 +156,6 @@ describe.skipIf(missingTls !== "")("a relay in front of a cluster with token fil
     for (const member of servers) expect(await directStatus(member.url, certs, "worker-secret")).toBe(200);
   }, 60_000);
 });
-
-/** until polls `ok` every 100 ms, for at most 20 s. */
-async function until(ok: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  while (!(await ok())) {
-    if (Date.now() > deadline) throw new Error("never happened");
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 /** directStatus is the status of a BatchExists straight to a member over mTLS, with `token` or none. */
 function directStatus(url: string, certs: ReturnType<typeof makeCertificates>, token?: string): Promise<number> {

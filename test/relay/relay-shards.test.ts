@@ -15,6 +15,7 @@ import { kill9, startServer, waitForLeader } from "../support/ha-cluster.js";
 import { tempDir } from "../support/temp-dir.js";
 import { startTestRelay } from "../support/test-relay.js";
 import { startTestServer } from "../support/test-server.js";
+import { until } from "../support/until.js";
 
 const missingCluster = lacking("the sharded cluster's test", "etcd", "requests");
 
@@ -85,16 +86,6 @@ describe("a relay in front of a cluster of shards (--upstream with a member list
 async function relayShards(url: string): Promise<string[]> {
   const status = (await (await fetch(`${url}/status.json`)).json()) as { shards?: { members: { url: string; leader: boolean }[] }[] };
   return (status.shards ?? []).map((shard) => shard.members.find((m) => m.leader)?.url ?? "");
-}
-
-/** until polls `check` every 20 ms until it holds, and gives the ms it took; it fails after timeoutMs. */
-async function until(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<number> {
-  const started = Date.now();
-  while (!(await check().catch(() => false))) {
-    if (Date.now() - started > timeoutMs) throw new Error(`not within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return Date.now() - started;
 }
 
 /** alone marks a call as another shard's leader sends it: the member answers for its own shard only. */

@@ -13,19 +13,11 @@ import { Leadership } from "../../src/service/leadership.js";
 import { tempDir } from "../support/temp-dir.js";
 import { startTestRelay } from "../support/test-relay.js";
 import { freePort, startTestServer } from "../support/test-server.js";
+import { until } from "../support/until.js";
 
 /** status is the relay's health of a service. */
 async function status(url: string, service: string): Promise<ServingStatus> {
   return (await createClient(Health, createGrpcTransport({ baseUrl: url })).check({ service })).status;
-}
-
-/** until polls `ok` every 50 ms, for at most 5 s. */
-async function until(ok: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 5_000;
-  while (!(await ok())) {
-    if (Date.now() > deadline) throw new Error("never happened");
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }
 
 const exists = (url: string, headers: Record<string, string> = {}) =>

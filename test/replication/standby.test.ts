@@ -20,6 +20,8 @@ r = requests.post(sys.argv[1], json=json.loads(sys.argv[2]), timeout=10)
 print(json.dumps({"status": r.status_code, "history": [h.status_code for h in r.history], "body": r.json() if r.content else None}))
 `;
 
+import { until } from "../support/until.js";
+
 /** REFUSE makes standbys refuse calls (--standby-calls refuse), for the clients that route themselves, which these tests are about. */
 const REFUSE = ["--standby-calls", "refuse"];
 
@@ -38,15 +40,6 @@ async function untilNamesLeader(standby: Server): Promise<Response> {
 /** statusJson is `status --json` of a member. */
 async function statusJson(url: string): Promise<Record<string, unknown>> {
   return JSON.parse((await runCli(["status", "--server", url, "--json"])).stdout) as Record<string, unknown>;
-}
-
-/** until polls `ok` every 200 ms, for at most 20 s. */
-async function until(ok: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  while (!(await ok())) {
-    if (Date.now() > deadline) throw new Error("never happened");
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
 }
 
 describe.skipIf(missing !== "")("high availability on etcd: a standby's answers", () => {

@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { Watches, WatchNotOpened, watch } from "../../src/replication/watch.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
+import { until } from "../support/until.js";
 
 const missing = lacking("the watch tests", "etcd");
 
@@ -16,12 +17,6 @@ function stream() {
   let ended!: (error: Error) => void;
   const end = new Promise<Error>((resolve) => (ended = resolve));
   return { keys, end, events: { put: (kv: IKeyValue) => void keys.push(kv.key.toString()), ended } };
-}
-
-/** until polls `done` every 20 ms, for at most 5 s. */
-async function until(done: () => boolean): Promise<void> {
-  for (let i = 0; i < 250 && !done(); i++) await new Promise((resolve) => setTimeout(resolve, 20));
-  expect(done()).toBe(true);
 }
 
 describe.skipIf(missing !== "")("watches on etcd", () => {
