@@ -27,6 +27,12 @@ export interface FollowingOptions {
   readonly onRetry?: (error: ConnectError) => void;
   /** onServer hears each change of the server calls go to (a relay's metrics and health). */
   readonly onServer?: (url: string) => void;
+  /**
+   * left hears the server calls left when told of a leader elsewhere
+   * (prefer): the calls already there stay, unless its connection shows it
+   * stalled (LeanTransports.left).
+   */
+  readonly left?: (url: string) => void;
 }
 
 /** Attempted is a call's response, the server id its answer carried (null: none), and how many times it was sent. */
@@ -69,7 +75,10 @@ export class LeaderFollowing {
 
   /** prefer sends calls to `url` from now on (a relay's health watch found the leader there). */
   prefer(url: string): void {
-    if (!this.options.single && this.servers.follow(url)) this.options.onServer?.(this.servers.url);
+    const before = this.servers.url;
+    if (this.options.single || !this.servers.follow(url)) return;
+    this.options.onServer?.(this.servers.url);
+    this.options.left?.(before);
   }
 
   /**

@@ -15,6 +15,8 @@ export interface LeanGrpcOptions {
   readonly tls?: ClientTls;
   /** header is sent on every call (an authorization token). */
   readonly header?: Readonly<Record<string, string>>;
+  /** pingMs is how often the connection is PINGed, and how long an answer may take (LeanSession's 5 s by default). */
+  readonly pingMs?: number;
 }
 
 /**
@@ -25,6 +27,8 @@ export interface LeanGrpcOptions {
  */
 export type LeanGrpcTransport = Transport & {
   unaryBytes(path: string, frame: Buffer, timeoutMs: number | undefined, header?: Readonly<Record<string, string>>): Promise<Buffer>;
+  /** check PINGs the connection now and closes it, failing its calls, unless the answer comes within ms (LeanSession.check). */
+  check(ms: number): void;
   close(): void;
 };
 
@@ -40,7 +44,7 @@ export type LeanGrpcTransport = Transport & {
  * error without a gRPC status is gRPC's HTTP mapping (codeFromHttpStatus).
  */
 export function createLeanGrpcTransport(options: LeanGrpcOptions): LeanGrpcTransport {
-  const connection = new LeanSession(options.baseUrl, options.tls);
+  const connection = new LeanSession(options.baseUrl, options.tls, options.pingMs);
   const session = () => connection.open();
   return {
     unary: async (method, signal, timeoutMs, header, input) => {
@@ -55,6 +59,7 @@ export function createLeanGrpcTransport(options: LeanGrpcOptions): LeanGrpcTrans
     unaryBytes: async (path, frame, timeoutMs, header) =>
       messageOf(await exchange(session(), path, frame, undefined, timeoutMs, { ...options.header, ...header })),
     stream: () => Promise.reject(new ConnectError("the lean gRPC transport makes unary calls only", Code.Unimplemented)),
+    check: (ms) => connection.check(ms),
     close: () => connection.close(),
   };
 }

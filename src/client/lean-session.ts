@@ -1,7 +1,7 @@
 import * as http2 from "node:http2";
 import type { GrpcTransportOptions } from "@connectrpc/connect-node";
 import { noSniForIp } from "../protocol/peer-tls.js";
-import { pingWithin } from "../protocol/ping-within.js";
+import { destroyIfSilent, pingWithin } from "../protocol/ping-within.js";
 import type { ClientTls } from "./metadata-client.js";
 
 /** SessionManager is what connect-node's transports take to open their streams on a connection kept elsewhere. */
@@ -72,6 +72,11 @@ export class LeanSession implements SessionManager {
 
   notifyResponseByteRead(): void {
     // A stream's bytes say nothing the PINGs do not: they go on regardless.
+  }
+
+  /** check PINGs the open connection now, if any, and closes it unless the answer comes within ms (its server lost the lead). */
+  check(ms: number): void {
+    if (this.current !== undefined) destroyIfSilent(this.current, ms);
   }
 
   /** close closes the connection once its streams end. */

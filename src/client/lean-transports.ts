@@ -1,5 +1,5 @@
-import { createLeanGrpcTransport, type LeanGrpcTransport } from "./lean-grpc-transport.js";
-import type { ClientTls } from "./metadata-client.js";
+import { LEFT_PING_MS } from "../protocol/ping-within.js";
+import { createLeanGrpcTransport, type LeanGrpcOptions, type LeanGrpcTransport } from "./lean-grpc-transport.js";
 
 /**
  * LeanTransports keeps one lean gRPC transport (one multiplexed HTTP/2
@@ -10,7 +10,7 @@ import type { ClientTls } from "./metadata-client.js";
 export class LeanTransports {
   private readonly transports = new Map<string, LeanGrpcTransport>();
 
-  constructor(private readonly options: { readonly tls?: ClientTls; readonly header?: Readonly<Record<string, string>> }) {}
+  constructor(private readonly options: Pick<LeanGrpcOptions, "tls" | "header" | "pingMs">) {}
 
   /** of is the transport to `url`. */
   of(url: string): LeanGrpcTransport {
@@ -20,6 +20,15 @@ export class LeanTransports {
       this.transports.set(url, transport);
     }
     return transport;
+  }
+
+  /**
+   * left checks the connection to `url`, which calls just left for a new
+   * leader: unless it answers a PING within LEFT_PING_MS, it is closed and
+   * the calls held on it go again, to the new leader.
+   */
+  left(url: string): void {
+    this.transports.get(url)?.check(LEFT_PING_MS);
   }
 
   /** close closes every connection. */

@@ -22,3 +22,20 @@ export function pingWithin(session: http2.Http2Session, ms: number, heard: (erro
   const sent = session.ping((error) => settle(error ?? undefined));
   if (!sent) settle(new Error("a PING could not be sent (too many unanswered)"));
 }
+
+/**
+ * LEFT_PING_MS is how long a server that calls just left for a new leader
+ * (a health watch or etcd named one) has to answer a PING before its
+ * connection is destroyed: a leader paused or cut off through its failover
+ * would hold the calls on it until its connection's own PINGs time out,
+ * while a live one (a standby now, passing calls on) answers at once.
+ */
+export const LEFT_PING_MS = 1_000;
+
+/** destroyIfSilent PINGs a session and destroys it (failing its streams) when the answer does not come within ms. */
+export function destroyIfSilent(session: http2.Http2Session, ms: number): void {
+  if (session.closed || session.destroyed) return;
+  pingWithin(session, ms, (error) => {
+    if (error) session.destroy(error);
+  });
+}

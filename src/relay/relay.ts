@@ -47,6 +47,8 @@ export interface RelayParts {
   upstreamTls?: ClientTls;
   /** resolveSrv reads an SRV name's records for an --upstream of the SRV form (node:dns's by default; tests give their own). */
   resolveSrv?: ResolveSrv;
+  /** upstreamPingMs is how often the calls' connections upstream are PINGed (LeanSession's 5 s; tests set it longer). */
+  upstreamPingMs?: number;
   /** statusSampleMs is how often the status page's charts take a sample (STATUS_SAMPLE_MS; tests take them faster). */
   statusSampleMs?: number;
 }
@@ -89,6 +91,7 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
         shardLocal,
         spreadReads: options.reads === "members",
         limits: options,
+        pingMs: parts.upstreamPingMs,
       }),
     options.holdMs,
   );

@@ -32,6 +32,8 @@ export interface UpstreamConfig {
   readonly spreadReads?: boolean;
   /** limits are what the servers take of one call (--max-keys-per-call, --max-body-bytes): a Batch of gathered calls stays within them (Gathering). */
   readonly limits: BatchLimits;
+  /** pingMs is how often the calls' connections are PINGed (5 s by default; tests set it longer to see what else moves a held call). */
+  readonly pingMs?: number;
 }
 
 /**
@@ -59,7 +61,11 @@ export class Upstream {
 
   constructor(private readonly config: UpstreamConfig) {
     // A shard of a cluster split into shards is sent its own part of each call: it answers it alone, without routing it again.
-    this.transports = new LeanTransports({ tls: config.tls, header: callHeader(config.token, config.shardLocal ? { [SHARD_LOCAL_HEADER]: "1" } : {}) });
+    this.transports = new LeanTransports({
+      tls: config.tls,
+      header: callHeader(config.token, config.shardLocal ? { [SHARD_LOCAL_HEADER]: "1" } : {}),
+      pingMs: config.pingMs,
+    });
     this.urls = config.urls.split(",").map((url) => url.trim().replace(/\/$/, ""));
     this.following = new LeaderFollowing({
       baseUrl: this.urls.join(","),
@@ -69,6 +75,8 @@ export class Upstream {
       random: Math.random,
       onRetry: () => config.metrics.retried(),
       onServer: () => config.metrics.moved(),
+      // A leader paused through its failover holds the calls sent to it: they go again once its connection proves silent.
+      left: (url) => this.transports.left(url),
     });
     this.gathering = new Gathering(
       (method, request, options, holdMs) => this.following.call(method, request, options, holdMs),

@@ -8,8 +8,10 @@ import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../.
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { Leadership } from "../../src/service/leadership.js";
 import { startChildServer } from "../support/child-server.js";
+import { stallingProxy } from "../support/stalling-proxy.js";
 import { startTestRelay } from "../support/test-relay.js";
 import { startTestServer } from "../support/test-server.js";
+import { until } from "../support/until.js";
 
 /** CountingProxy passes every HTTP/2 stream on to `target` and counts them by path: what a relay asks of a server. */
 async function countingProxy(target: string): Promise<{ url: string; paths: string[]; close(): void }> {
@@ -47,16 +49,6 @@ async function countingProxy(target: string): Promise<{ url: string; paths: stri
 /** relayStatus is a relay's health of a service. */
 const relayStatus = async (url: string, service = MetadataService.typeName) =>
   (await createClient(Health, createGrpcTransport({ baseUrl: url })).check({ service })).status;
-
-/** until polls `ok` every 20 ms, and gives the ms it took; it fails after 10 s. */
-async function until(ok: () => Promise<boolean> | boolean): Promise<number> {
-  const started = Date.now();
-  while (!(await ok())) {
-    if (Date.now() - started > 10_000) throw new Error("never happened");
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  return Date.now() - started;
-}
 
 describe("a relay watches its upstream's health", () => {
   it("moves its calls when the leadership moves, as the members' watches tell it, and asks nothing of them while idle", async () => {
@@ -108,4 +100,30 @@ describe("a relay watches its upstream's health", () => {
     console.log(`and as serving again ${back} ms after it was continued`);
     expect((await createClient(MetadataService, createGrpcTransport({ baseUrl: relay.url })).batchExists({ keys: ["k"] })).exists).toEqual([false]);
   });
+});
+
+describe("a relay with a call held on a leader that stalls", () => {
+  it("sends the call again to the new leader its watches find, once the stalled one's connection leaves a PING unanswered", async () => {
+    const [first, second] = [new Leadership(), new Leadership()];
+    // a PINGs its connections every 10 minutes: its own PINGs, unanswered through the stall, do not end the call either.
+    const a = await startTestServer({}, undefined, 0, { leadership: first, standbyCalls: "refuse", http2KeepaliveMs: 600_000 });
+    const b = await startTestServer({}, undefined, 0, { leadership: second, standbyCalls: "refuse" });
+    first.lead(() => true);
+    second.follow(a.url, true);
+    const proxy = await stallingProxy(a.url);
+    // The calls' connection is PINGed every 10 minutes: only the move to the new leader can free the held call.
+    const relay = await startTestRelay(`${proxy.url},${b.url}`, { holdMs: 60_000, upstreamPingMs: 600_000 });
+    await until(async () => (await relayStatus(relay.url)) === ServingStatus.SERVING);
+    const client = createClient(MetadataService, createGrpcTransport({ baseUrl: relay.url }));
+    await client.initializeRank({ rank: 0, numPages: 8 });
+
+    proxy.stall(); // a stops answering: paused, or cut off
+    const held = client.batchExists({ keys: ["k"] });
+    await until(() => proxy.callsHeld() > 0); // the call is on its way to a
+    second.lead(() => true); // b leads (a's lease lapsed); a still stalled
+    const moved = performance.now();
+    expect((await held).exists).toEqual([false]); // answered by b: a, stalled, answers nothing
+    console.log(`the held call was answered ${Math.round(performance.now() - moved)} ms after b came to lead`);
+    proxy.resume();
+  }, 30_000);
 });

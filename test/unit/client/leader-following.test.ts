@@ -80,4 +80,19 @@ describe("LeaderFollowing", () => {
     abort.abort();
     await expect(call).rejects.toMatchObject({ code: Code.Canceled });
   });
+
+  it("tells of the server calls left when told of a leader elsewhere, and only then: the calls held there wait on its connection's check", async () => {
+    const { failA, transportFor } = members();
+    const left: string[] = [];
+    const following = new LeaderFollowing({ baseUrl: "http://a,http://c", transportFor, policy: POLICY, random: () => 0.5, left: (url) => left.push(url) });
+    const held = following.call("batchExists", { keys: ["k"] }, undefined);
+    await until(() => failA.length === 1);
+    following.prefer("http://a"); // where calls go already
+    expect(left).toEqual([]);
+    following.prefer("http://c");
+    following.prefer("http://c");
+    expect([left, following.current]).toEqual([["http://a"], "http://c"]);
+    failA[0]!(); // the check found "a" silent and closed its connection: the held call goes to "c"
+    expect((await held).attempts).toBe(2);
+  });
 });
