@@ -3,6 +3,7 @@ import * as http2 from "node:http2";
 import { BodyBudget } from "../framing/http/body-budget.js";
 import { LOG_POSITION } from "../protocol/headers.js";
 import { noSniForIp, type PeerTls } from "../protocol/peer-tls.js";
+import { destroyIfSilent, LEFT_PING_MS } from "../protocol/ping-within.js";
 import type { Leadership } from "../service/leadership.js";
 
 /** CONNECT_MS bounds the wait for a connection to the leader: a leader that does not answer by then is taken for gone. */
@@ -348,6 +349,7 @@ export class LeaderForward {
       client.once("connect", () => {
         clearTimeout(timer);
         resolve(client);
+        void this.checkWhenLeft(url, client);
       });
       // Every error, the first or a later one (the leader died under a live connection), ends this connection; none may go unheard.
       client.on("error", (error) => {
@@ -362,6 +364,22 @@ export class LeaderForward {
     });
     this.connection = { url, session };
     return session;
+  }
+
+  /**
+   * checkWhenLeft PINGs the connection to the leader at url each time this
+   * member names another leader (or leads), and destroys it unless it
+   * answers within LEFT_PING_MS: a leader paused or cut off through its
+   * failover would hold the calls on it for as long, and they go again,
+   * to the next leader. A live one, a standby now, keeps them.
+   */
+  private async checkWhenLeft(url: string, client: http2.ClientHttp2Session): Promise<void> {
+    const closed = new AbortController();
+    client.once("close", () => closed.abort());
+    while (!closed.signal.aborted) {
+      await this.leadership.next(closed.signal);
+      if (!closed.signal.aborted && this.leadership.refusal?.subject.leaderUrl !== url) destroyIfSilent(client, LEFT_PING_MS);
+    }
   }
 
   /** drop forgets the connection to url (it failed, or the leader changed). */

@@ -3,12 +3,17 @@ import * as http from "node:http";
 import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterEach, describe, expect, it } from "vitest";
+import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { LeaderForward } from "../../src/server/leader-forward.js";
 import { AccessPolicy } from "../../src/service/access-policy.js";
 import { Leadership } from "../../src/service/leadership.js";
+import { stallingProxy } from "../support/stalling-proxy.js";
 import { tempDir } from "../support/temp-dir.js";
 import { freePort, startTestServer, type TestServerConfig } from "../support/test-server.js";
+import { until } from "../support/until.js";
 
 const LIMITS = { maxBufferedBytes: 1 << 20, maxBufferedBytesPerConnection: 1 << 20, requestTimeoutMs: 60_000 };
 const closing: (() => void)[] = [];
@@ -114,6 +119,30 @@ describe("a standby's forwarding of calls (LeaderForward)", () => {
     expect(status).toBe(503);
     expect(JSON.parse(body as string)).toMatchObject({ code: "unavailable", reason: "REASON_NOT_LEADER" });
   });
+
+  it("sends the call again to the next leader it names, once the stalled one's connection leaves a PING unanswered", async () => {
+    const [first, next, standby] = [new Leadership(), new Leadership(), new Leadership()];
+    // a PINGs its connections every 10 minutes: its own PINGs, unanswered through the stall, do not end the call either.
+    const a = await startTestServer({}, undefined, 0, { leadership: first, standbyCalls: "refuse", http2KeepaliveMs: 600_000 });
+    const proxy = await stallingProxy(a.url);
+    const c = await startTestServer({}, undefined, 0, { leadership: next, standbyCalls: "refuse" });
+    const s = await startTestServer({}, undefined, 0, { leadership: standby, standbyCalls: "forward" });
+    first.lead(() => true);
+    next.follow(proxy.url, true);
+    standby.follow(proxy.url, true);
+    const client = createClient(MetadataService, createGrpcTransport({ baseUrl: s.url }));
+    await client.initializeRank({ rank: 0, numPages: 8 }); // forwarded to a: the standby's connection to it is open
+
+    proxy.stall(); // a stops answering: paused, or cut off
+    const held = client.batchExists({ keys: ["k"] });
+    await until(() => proxy.callsHeld() > 0); // the call is on its way to a
+    next.lead(() => true); // c leads (a's lease lapsed), and the standby reads so; a still stalled
+    standby.follow(c.url, true);
+    const moved = performance.now();
+    expect((await held).exists).toEqual([false]); // answered by c: a, stalled, answers nothing
+    console.log(`the forwarded call was answered ${Math.round(performance.now() - moved)} ms after the standby named the next leader`);
+    proxy.resume();
+  }, 30_000);
 });
 
 describe("a standby that forwards, before it forwards anything", () => {
