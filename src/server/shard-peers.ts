@@ -31,6 +31,8 @@ export interface PeerOptions {
   readonly tls?: ClientTls;
   /** limits are what a member takes of one call (--max-keys-per-call, --max-body-bytes): a Batch of gathered parts stays within them (Gathering). */
   readonly limits: BatchLimits;
+  /** pingMs is how often the connections to other shards are PINGed (5 s by default; tests set it longer to see what else moves a held call). */
+  readonly pingMs?: number;
 }
 
 /**
@@ -38,8 +40,9 @@ export interface PeerOptions {
  * the others: each shard's members and leader, read from etcd every
  * PEERS_MS in a cluster split into shards (in one of one shard, when the
  * topology is asked and its last read is older), answered as the
- * cluster's topology (its own shard too), and calls to another shard's leader through
- * LeaderFollowing (NOT_LEADER names it, the next member after a failure),
+ * cluster's topology (its own shard too), and calls to another shard's
+ * leader through LeaderFollowing (the leader read, or the one NOT_LEADER
+ * names, the next member after a failure),
  * held through its failovers within holdMs, over one multiplexed HTTP/2
  * connection per member, gathered into Batches as a relay's (Gathering).
  */
@@ -66,7 +69,7 @@ export class ShardPeers {
     private readonly options: PeerOptions,
   ) {
     const { count, index } = options.part;
-    this.transports = new LeanTransports({ tls: options.tls, header: callHeader(options.token, { [SHARD_LOCAL_HEADER]: "1" }) });
+    this.transports = new LeanTransports({ tls: options.tls, header: callHeader(options.token, { [SHARD_LOCAL_HEADER]: "1" }), pingMs: options.pingMs });
     this.followings = Array.from({ length: count }, (_, shard) =>
       shard === index
         ? undefined
@@ -77,6 +80,8 @@ export class ShardPeers {
             transportFor: (url) => this.transports.of(url),
             policy: { deadlineMs: options.holdMs, ...RETRY },
             random: Math.random,
+            // A leader paused through its failover holds the parts sent to it: they go again once its connection proves silent.
+            left: (url) => this.transports.left(url),
           }),
     );
     this.gatherings = this.followings.map(
@@ -137,7 +142,11 @@ export class ShardPeers {
         if (members === undefined || leader === undefined) return this.members[shard] ?? [];
         const leaderId = leader.kvs[0] === undefined ? undefined : (JSON.parse(leader.kvs[0].value.toString()) as LeaderRecord).memberId;
         const records = members.kvs.map((kv) => JSON.parse(kv.value.toString()) as MemberRecord).filter((record) => record.url !== "");
-        if (following !== undefined && records.length > 0) following.setServers(records.map((record) => record.url));
+        if (following !== undefined && records.length > 0) {
+          following.setServers(records.map((record) => record.url));
+          const leaderUrl = records.find((record) => record.memberId === leaderId)?.url;
+          if (leaderUrl !== undefined) following.prefer(leaderUrl);
+        }
         return records.map((record) => ({ id: record.memberId, url: record.url, leader: record.memberId === leaderId }));
       }),
     );

@@ -1,0 +1,60 @@
+import { Etcd3 } from "etcd3";
+import { afterEach, describe, expect, it } from "vitest";
+import { ClusterKeys, type LeaderRecord, type MemberRecord } from "../../src/replication/cluster-keys.js";
+import { ShardPeers, shardClusterName } from "../../src/server/shard-peers.js";
+import { Leadership } from "../../src/service/leadership.js";
+import { lacking } from "../support/debian-packages.js";
+import { startEtcdCluster } from "../support/etcd-cluster.js";
+import { stallingProxy } from "../support/stalling-proxy.js";
+import { startTestServer } from "../support/test-server.js";
+import { until } from "../support/until.js";
+
+const missing = lacking("the shard peers' test", "etcd");
+
+const closing: (() => void)[] = [];
+afterEach(() => {
+  for (const close of closing.splice(0)) close();
+});
+
+describe.skipIf(missing !== "")("a member's calls to another shard (ShardPeers)", () => {
+  it("go to the leader etcd names, and a call held on one that stalls goes again to the next, once its connection leaves a PING unanswered", async () => {
+    const etcd = await startEtcdCluster(1);
+    const client = new Etcd3({ hosts: etcd.endpoints.split(",") });
+    closing.push(() => client.close());
+    // Shard 1 of 2: a leads behind a proxy that can stall it, c is its standby; each refuses calls it does not lead for.
+    const [first, next] = [new Leadership(), new Leadership()];
+    // a PINGs its connections every 10 minutes: its own PINGs, unanswered through the stall, do not end the call either.
+    const a = await startTestServer({}, undefined, 0, { leadership: first, standbyCalls: "refuse", http2KeepaliveMs: 600_000 });
+    const c = await startTestServer({}, undefined, 0, { leadership: next, standbyCalls: "refuse" });
+    const proxy = await stallingProxy(a.url);
+    first.lead(() => true);
+    next.follow(proxy.url, true);
+    const keys = new ClusterKeys(shardClusterName("peers", { count: 2, index: 1 }));
+    const record = (memberId: string, url: string): MemberRecord => ({ memberId, url, role: "standby", appliedSeq: 0, atMs: Date.now() });
+    const leader = (memberId: string, url: string) => client.put(keys.leader).value(JSON.stringify({ memberId, url } satisfies LeaderRecord));
+    await client.put(keys.member("c")).value(JSON.stringify(record("c", c.url)));
+    await client.put(keys.member("a")).value(JSON.stringify(record("a", proxy.url)));
+    await leader("a", proxy.url);
+
+    // The calls' connections are PINGed every 10 minutes: only the move to the next leader can free the held call.
+    const peers = new ShardPeers(
+      { of: () => client, close: () => undefined },
+      { clusterName: "peers", part: { count: 2, index: 0 }, holdMs: 60_000, limits: { maxKeysPerCall: 1_000, maxBodyBytes: 1 << 20 }, pingMs: 600_000 },
+    );
+    closing.push(() => peers.close());
+    await until(async () => (await peers.topology()).shards?.[1]?.members?.some((m) => m.leader) === true);
+    const { serverId } = await peers.calls(1)("initializeRank", { namespace: "", rank: 0, numPages: 8 } as never);
+    expect(serverId).toBe(a.store.serverId);
+
+    proxy.stall(); // a stops answering: paused, or cut off
+    const held = peers.calls(1)("batchExists", { namespace: "", keys: ["k"] } as never);
+    await until(() => proxy.callsHeld() > 0); // the call is on its way to a
+    next.lead(() => true); // c leads (a's lease lapsed); a still stalled
+    await leader("c", c.url);
+    const moved = performance.now();
+    const answer = await held;
+    console.log(`the held call was answered ${Math.round(performance.now() - moved)} ms after etcd named the next leader`);
+    expect([answer.serverId, answer.response.exists]).toEqual([c.store.serverId, [false]]);
+    proxy.resume();
+  }, 30_000);
+});
