@@ -10,8 +10,8 @@ type SessionManager = NonNullable<GrpcTransportOptions["sessionManager"]>;
 /** CONNECT_MS bounds the wait for a connection: a server that does not accept by then is taken for gone. */
 const CONNECT_MS = 1_000;
 
-/** PING_MS is how often an open connection is PINGed by default, and how long the answer may take. */
-const PING_MS = 5_000;
+/** PING_MS is how often an open connection is PINGed by default, and how long the answer may take (the client's too). */
+export const PING_MS = 5_000;
 
 /**
  * LeanSession keeps one HTTP/2 connection to a server, made again on the

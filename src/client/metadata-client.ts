@@ -3,6 +3,7 @@ import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } f
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { defaultRetryPolicy, type RetryPolicy } from "./backoff.js";
 import { LeaderFollowing, type Method } from "./leader-following.js";
+import { PING_MS } from "./lean-session.js";
 import { MetadataError } from "./metadata-error.js";
 import { type InitRequest, ShardLink } from "./shard-link.js";
 import { ShardRouting } from "./shard-routing.js";
@@ -116,13 +117,16 @@ export function transportFor(options: MetadataClientOptions, header: Readonly<Re
   const sent = options.token === undefined ? header : { ...header, authorization: `Bearer ${options.token}` };
   const interceptors = Object.keys(sent).length === 0 ? [refusedAsUnavailable] : [refusedAsUnavailable, withHeader(sent)];
   const nodeOptions = options.tls === undefined ? undefined : { ...options.tls };
+  // A connection with calls on it that receives nothing for PING_MS is PINGed, and closed unless the answer comes within as
+  // long: its calls then go on to the next server. Without it (connect-node's default), a server paused or cut off held them.
+  const pings = { pingIntervalMs: PING_MS, pingTimeoutMs: PING_MS };
   switch (options.protocol ?? "grpc") {
     case "grpc":
-      return createGrpcTransport({ baseUrl: options.baseUrl, interceptors, nodeOptions });
+      return createGrpcTransport({ baseUrl: options.baseUrl, interceptors, nodeOptions, ...pings });
     case "connect":
-      return createConnectTransport({ baseUrl: options.baseUrl, httpVersion, interceptors, nodeOptions });
+      return createConnectTransport({ baseUrl: options.baseUrl, httpVersion, interceptors, nodeOptions, ...pings });
     case "grpc-web":
-      return createGrpcWebTransport({ baseUrl: options.baseUrl, httpVersion, interceptors, nodeOptions });
+      return createGrpcWebTransport({ baseUrl: options.baseUrl, httpVersion, interceptors, nodeOptions, ...pings });
   }
 }
 
