@@ -1,9 +1,9 @@
 import { type CallOptions, type Client, Code, ConnectError, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { PING_MS } from "../protocol/ping-within.js";
 import { defaultRetryPolicy, type RetryPolicy } from "./backoff.js";
 import { LeaderFollowing, type Method } from "./leader-following.js";
-import { PING_MS } from "./lean-session.js";
 import { MetadataError } from "./metadata-error.js";
 import { type InitRequest, ShardLink } from "./shard-link.js";
 import { ShardRouting } from "./shard-routing.js";
