@@ -1,13 +1,17 @@
-import { execFile, execFileSync } from "node:child_process";
+import { execFile, execFileSync, spawn } from "node:child_process";
+import { once } from "node:events";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { AccessPolicy } from "../../src/service/access-policy.js";
+import { Leadership } from "../../src/service/leadership.js";
 import { makeCertificates } from "../support/certificates.js";
 import { lacking } from "../support/debian-packages.js";
+import { stallingProxy } from "../support/stalling-proxy.js";
 import { tempDir } from "../support/temp-dir.js";
 import { freePort, startTestServer } from "../support/test-server.js";
+import { until } from "../support/until.js";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 const PYTHON = "/usr/bin/python3";
@@ -84,4 +88,46 @@ describe.skipIf(missing !== "")("the Python example where no server answers", ()
     },
     30_000,
   );
+});
+
+/** HELD_CALL initializes a rank, says so, waits for a line on stdin, then asks BatchExists and prints the answer (or the error). */
+const HELD_CALL = `
+import sys
+sys.path.insert(0, sys.argv[1])
+from hf3fs_metadata_client import MetadataClient, MetadataError
+client = MetadataClient(sys.argv[2])
+client.initialize_rank(0, 8)
+print("initialized", flush=True)
+sys.stdin.readline()
+try:
+    print("exists", list(client.batch_exists(["k"]).exists), flush=True)
+except MetadataError as error:
+    print("error", error.code.name, flush=True)
+`;
+
+describe.skipIf(missing !== "")("the Python example given a cluster's members, whose leader stalls with a call on it", () => {
+  it("closes the stalled connection once its keepalive PING goes unanswered, and sends the call to the next leader within its timeout", async () => {
+    execFileSync("bash", [`${ROOT}examples/python/generate.sh`]);
+    const [first, second] = [new Leadership(), new Leadership()];
+    // a PINGs its connections every 10 minutes: its own PINGs, unanswered through the stall, do not end the call either.
+    const a = await startTestServer({}, undefined, 0, { leadership: first, standbyCalls: "refuse", http2KeepaliveMs: 600_000 });
+    const b = await startTestServer({}, undefined, 0, { leadership: second, standbyCalls: "refuse" });
+    const proxy = await stallingProxy(a.url);
+    first.lead(() => true);
+    second.follow(proxy.url, true);
+    const targets = [proxy.url, b.url].map((url) => url.replace("http://", "")).join(",");
+    const child = spawn(PYTHON, ["-c", HELD_CALL, `${ROOT}examples/python`, targets], { stdio: ["pipe", "pipe", "inherit"] });
+    let stdout = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    const exited = once(child, "exit");
+    await until(() => stdout.includes("initialized\n"));
+
+    proxy.stall(); // a stops answering: paused, or cut off
+    child.stdin.write("go\n");
+    await until(() => proxy.callsHeld() > 0); // the call is on its way to a
+    second.lead(() => true); // b leads (a's lease lapsed); a still stalled
+    await exited;
+    expect(stdout).toBe("initialized\nexists [False]\n"); // answered by b within the call's 10 s: a, stalled, answers nothing
+    proxy.resume();
+  }, 30_000);
 });
