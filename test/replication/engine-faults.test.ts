@@ -34,7 +34,7 @@ interface Fault {
 }
 
 describe.skipIf(missing !== "")("both engines, each through its relay, in front of 2 shards of 3 members on 3 etcd members", () => {
-  it(`ride through faults made at random, several at once (seed ${SEED}): members stopped by SIGTERM, killed or paused, relays and etcd members restarted; no error, nothing stored lost`, async () => {
+  it(`ride through faults made at random, several at once (seed ${SEED}): members stopped by SIGTERM, killed or paused, relays restarted, etcd members restarted or paused; no error, nothing stored lost`, async () => {
     const next = seededRandom(SEED);
     const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)]!;
     const etcd = await startEtcdCluster(3);
@@ -108,6 +108,17 @@ describe.skipIf(missing !== "")("both engines, each through its relay, in front 
           const { exit, stderr } = await member.stop();
           expect(["SIGTERM", "code 0"], `etcd exits cleanly after SIGTERM: ${stderr}`).toContain(exit);
           await member.start();
+          return member.name;
+        },
+      },
+      {
+        name: "an etcd member paused (SIGSTOP) for 1-3 s",
+        group: "etcd",
+        run: async () => {
+          const member = pick(etcd.members);
+          await pause(member.process!.pid!);
+          await sleep(1_000 + next() * 2_000);
+          member.process!.kill("SIGCONT");
           return member.name;
         },
       },
