@@ -20,7 +20,8 @@ export function pingWithin(session: http2.Http2Session, ms: number, heard: (erro
   const deadline = setTimeout(() => setImmediate(() => settle(new Error(`a PING not answered within ${ms} ms`))), ms);
   deadline.unref();
   const sent = session.ping((error) => settle(error ?? undefined));
-  if (!sent) settle(new Error("a PING could not be sent (too many unanswered)"));
+  // Not sent: too many unanswered, or the connection is still being made (Node queues the PING and answers undefined).
+  if (!sent) settle(new Error("a PING could not be sent (too many unanswered, or the connection not made yet)"));
 }
 
 /** PING_MS is how often a client's connection to a server is PINGed by default, and how long the answer may take. */
@@ -35,7 +36,11 @@ export const PING_MS = 5_000;
  */
 export const LEFT_PING_MS = 1_000;
 
-/** destroyIfSilent PINGs a session and destroys it (failing its streams) when the answer does not come within ms. */
+/**
+ * destroyIfSilent PINGs a session and destroys it (failing its streams)
+ * when the answer does not come within ms, or at once when the connection
+ * is not made yet: a server that left the lead is not waited for.
+ */
 export function destroyIfSilent(session: http2.Http2Session, ms: number): void {
   if (session.closed || session.destroyed) return;
   pingWithin(session, ms, (error) => {
