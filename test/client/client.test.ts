@@ -6,8 +6,7 @@ import { describe, expect, it } from "vitest";
 import { BatchExistsResponseSchema } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { backoffMs, defaultRetryPolicy } from "../../src/client/backoff.js";
 import { AllocationStatus, createMetadataClient, MetadataError, Reason } from "../../src/client/index.js";
-import { Leadership } from "../../src/service/leadership.js";
-import { stallingProxy } from "../support/stalling-proxy.js";
+import { stallableLeader } from "../support/stallable-leader.js";
 import { freePort, startTestServer } from "../support/test-server.js";
 import { until } from "../support/until.js";
 
@@ -170,20 +169,14 @@ describe("the client", () => {
 describe("the client given a cluster's members, whose leader stalls with a call on it", () => {
   for (const protocol of ["grpc", "connect"] as const) {
     it(`over ${protocol} on HTTP/2, closes the stalled connection once its PING goes unanswered, and sends the call to the next leader`, async () => {
-      const [first, second] = [new Leadership(), new Leadership()];
-      // a PINGs its connections every 10 minutes: its own PINGs, unanswered through the stall, do not end the call either.
-      const a = await startTestServer({}, undefined, 0, { leadership: first, standbyCalls: "refuse", http2KeepaliveMs: 600_000 });
-      const b = await startTestServer({}, undefined, 0, { leadership: second, standbyCalls: "refuse" });
-      const proxy = await stallingProxy(a.url);
-      first.lead(() => true);
-      second.follow(proxy.url, true);
+      const { standby: b, proxy, takeOver } = await stallableLeader();
       const client = createMetadataClient({ baseUrl: `${proxy.url},${b.url}`, protocol, httpVersion: "2" });
       await client.initializeRank({ rank: 0, numPages: 8 });
 
       proxy.stall(); // a stops answering: paused, or cut off
       const held = client.batchExists({ keys: ["k"] });
       await until(() => proxy.callsHeld() > 0); // the call is on its way to a
-      second.lead(() => true); // b leads (a's lease lapsed); a still stalled
+      takeOver(); // b leads (a's lease lapsed); a still stalled
       const started = performance.now();
       expect((await held).exists).toEqual([false]); // answered by b: a, stalled, answers nothing
       console.log(`the held call was answered ${Math.round(performance.now() - started)} ms after b came to lead`);

@@ -5,10 +5,9 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { AccessPolicy } from "../../src/service/access-policy.js";
-import { Leadership } from "../../src/service/leadership.js";
 import { makeCertificates } from "../support/certificates.js";
 import { lacking } from "../support/debian-packages.js";
-import { stallingProxy } from "../support/stalling-proxy.js";
+import { stallableLeader } from "../support/stallable-leader.js";
 import { tempDir } from "../support/temp-dir.js";
 import { freePort, startTestServer } from "../support/test-server.js";
 import { until } from "../support/until.js";
@@ -108,13 +107,7 @@ except MetadataError as error:
 describe.skipIf(missing !== "")("the Python example given a cluster's members, whose leader stalls with a call on it", () => {
   it("closes the stalled connection once its keepalive PING goes unanswered, and sends the call to the next leader within its timeout", async () => {
     execFileSync("bash", [`${ROOT}examples/python/generate.sh`]);
-    const [first, second] = [new Leadership(), new Leadership()];
-    // a PINGs its connections every 10 minutes: its own PINGs, unanswered through the stall, do not end the call either.
-    const a = await startTestServer({}, undefined, 0, { leadership: first, standbyCalls: "refuse", http2KeepaliveMs: 600_000 });
-    const b = await startTestServer({}, undefined, 0, { leadership: second, standbyCalls: "refuse" });
-    const proxy = await stallingProxy(a.url);
-    first.lead(() => true);
-    second.follow(proxy.url, true);
+    const { standby: b, proxy, takeOver } = await stallableLeader();
     const targets = [proxy.url, b.url].map((url) => url.replace("http://", "")).join(",");
     const child = spawn(PYTHON, ["-c", HELD_CALL, `${ROOT}examples/python`, targets], { stdio: ["pipe", "pipe", "inherit"] });
     let stdout = "";
@@ -125,7 +118,7 @@ describe.skipIf(missing !== "")("the Python example given a cluster's members, w
     proxy.stall(); // a stops answering: paused, or cut off
     child.stdin.write("go\n");
     await until(() => proxy.callsHeld() > 0); // the call is on its way to a
-    second.lead(() => true); // b leads (a's lease lapsed); a still stalled
+    takeOver(); // b leads (a's lease lapsed); a still stalled
     await exited;
     expect(stdout).toBe("initialized\nexists [False]\n"); // answered by b within the call's 10 s: a, stalled, answers nothing
     proxy.resume();

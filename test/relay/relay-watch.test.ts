@@ -8,7 +8,7 @@ import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../.
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { Leadership } from "../../src/service/leadership.js";
 import { startChildServer } from "../support/child-server.js";
-import { stallingProxy } from "../support/stalling-proxy.js";
+import { stallableLeader } from "../support/stallable-leader.js";
 import { startTestRelay } from "../support/test-relay.js";
 import { startTestServer } from "../support/test-server.js";
 import { until } from "../support/until.js";
@@ -104,13 +104,7 @@ describe("a relay watches its upstream's health", () => {
 
 describe("a relay with a call held on a leader that stalls", () => {
   it("sends the call again to the new leader its watches find, once the stalled one's connection leaves a PING unanswered", async () => {
-    const [first, second] = [new Leadership(), new Leadership()];
-    // a PINGs its connections every 10 minutes: its own PINGs, unanswered through the stall, do not end the call either.
-    const a = await startTestServer({}, undefined, 0, { leadership: first, standbyCalls: "refuse", http2KeepaliveMs: 600_000 });
-    const b = await startTestServer({}, undefined, 0, { leadership: second, standbyCalls: "refuse" });
-    first.lead(() => true);
-    second.follow(a.url, true);
-    const proxy = await stallingProxy(a.url);
+    const { standby: b, proxy, takeOver } = await stallableLeader();
     // The calls' connection is PINGed every 10 minutes: only the move to the new leader can free the held call.
     const relay = await startTestRelay(`${proxy.url},${b.url}`, { holdMs: 60_000, upstreamPingMs: 600_000 });
     await until(async () => (await relayStatus(relay.url)) === ServingStatus.SERVING);
@@ -120,7 +114,7 @@ describe("a relay with a call held on a leader that stalls", () => {
     proxy.stall(); // a stops answering: paused, or cut off
     const held = client.batchExists({ keys: ["k"] });
     await until(() => proxy.callsHeld() > 0); // the call is on its way to a
-    second.lead(() => true); // b leads (a's lease lapsed); a still stalled
+    takeOver(); // b leads (a's lease lapsed); a still stalled
     const moved = performance.now();
     expect((await held).exists).toEqual([false]); // answered by b: a, stalled, answers nothing
     console.log(`the held call was answered ${Math.round(performance.now() - moved)} ms after b came to lead`);

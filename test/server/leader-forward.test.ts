@@ -10,7 +10,7 @@ import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { LeaderForward } from "../../src/server/leader-forward.js";
 import { AccessPolicy } from "../../src/service/access-policy.js";
 import { Leadership } from "../../src/service/leadership.js";
-import { stallingProxy } from "../support/stalling-proxy.js";
+import { stallableLeader } from "../support/stallable-leader.js";
 import { tempDir } from "../support/temp-dir.js";
 import { freePort, startTestServer, type TestServerConfig } from "../support/test-server.js";
 import { until } from "../support/until.js";
@@ -121,14 +121,10 @@ describe("a standby's forwarding of calls (LeaderForward)", () => {
   });
 
   it("sends the call again to the next leader it names, once the stalled one's connection leaves a PING unanswered", async () => {
-    const [first, next, standby] = [new Leadership(), new Leadership(), new Leadership()];
-    // a PINGs its connections every 10 minutes: its own PINGs, unanswered through the stall, do not end the call either.
-    const a = await startTestServer({}, undefined, 0, { leadership: first, standbyCalls: "refuse", http2KeepaliveMs: 600_000 });
-    const proxy = await stallingProxy(a.url);
-    const c = await startTestServer({}, undefined, 0, { leadership: next, standbyCalls: "refuse" });
+    // a leads behind a proxy that can stall it, c is a standby that refuses calls, s one that forwards them.
+    const { standby: c, proxy, takeOver } = await stallableLeader();
+    const standby = new Leadership();
     const s = await startTestServer({}, undefined, 0, { leadership: standby, standbyCalls: "forward" });
-    first.lead(() => true);
-    next.follow(proxy.url, true);
     standby.follow(proxy.url, true);
     const client = createClient(MetadataService, createGrpcTransport({ baseUrl: s.url }));
     await client.initializeRank({ rank: 0, numPages: 8 }); // forwarded to a: the standby's connection to it is open
@@ -136,7 +132,7 @@ describe("a standby's forwarding of calls (LeaderForward)", () => {
     proxy.stall(); // a stops answering: paused, or cut off
     const held = client.batchExists({ keys: ["k"] });
     await until(() => proxy.callsHeld() > 0); // the call is on its way to a
-    next.lead(() => true); // c leads (a's lease lapsed), and the standby reads so; a still stalled
+    takeOver(); // c leads (a's lease lapsed), and s reads so; a still stalled
     standby.follow(c.url, true);
     const moved = performance.now();
     expect((await held).exists).toEqual([false]); // answered by c: a, stalled, answers nothing

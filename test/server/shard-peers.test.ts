@@ -2,11 +2,9 @@ import { Etcd3 } from "etcd3";
 import { afterEach, describe, expect, it } from "vitest";
 import { ClusterKeys, type LeaderRecord, type MemberRecord } from "../../src/replication/cluster-keys.js";
 import { ShardPeers, shardClusterName } from "../../src/server/shard-peers.js";
-import { Leadership } from "../../src/service/leadership.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
-import { stallingProxy } from "../support/stalling-proxy.js";
-import { startTestServer } from "../support/test-server.js";
+import { stallableLeader } from "../support/stallable-leader.js";
 import { until } from "../support/until.js";
 
 const missing = lacking("the shard peers' test", "etcd");
@@ -22,13 +20,7 @@ describe.skipIf(missing !== "")("a member's calls to another shard (ShardPeers)"
     const client = new Etcd3({ hosts: etcd.endpoints.split(",") });
     closing.push(() => client.close());
     // Shard 1 of 2: a leads behind a proxy that can stall it, c is its standby; each refuses calls it does not lead for.
-    const [first, next] = [new Leadership(), new Leadership()];
-    // a PINGs its connections every 10 minutes: its own PINGs, unanswered through the stall, do not end the call either.
-    const a = await startTestServer({}, undefined, 0, { leadership: first, standbyCalls: "refuse", http2KeepaliveMs: 600_000 });
-    const c = await startTestServer({}, undefined, 0, { leadership: next, standbyCalls: "refuse" });
-    const proxy = await stallingProxy(a.url);
-    first.lead(() => true);
-    next.follow(proxy.url, true);
+    const { leader: a, standby: c, proxy, takeOver } = await stallableLeader();
     const keys = new ClusterKeys(shardClusterName("peers", { count: 2, index: 1 }));
     const record = (memberId: string, url: string): MemberRecord => ({ memberId, url, role: "standby", appliedSeq: 0, atMs: Date.now() });
     const leader = (memberId: string, url: string) => client.put(keys.leader).value(JSON.stringify({ memberId, url } satisfies LeaderRecord));
@@ -49,7 +41,7 @@ describe.skipIf(missing !== "")("a member's calls to another shard (ShardPeers)"
     proxy.stall(); // a stops answering: paused, or cut off
     const held = peers.calls(1)("batchExists", { namespace: "", keys: ["k"] } as never);
     await until(() => proxy.callsHeld() > 0); // the call is on its way to a
-    next.lead(() => true); // c leads (a's lease lapsed); a still stalled
+    takeOver(); // c leads (a's lease lapsed); a still stalled
     await leader("c", c.url);
     const moved = performance.now();
     const answer = await held;
