@@ -107,7 +107,7 @@ except MetadataError as error:
 describe.skipIf(missing !== "")("the Python example given a cluster's members, whose leader stalls with a call on it", () => {
   it("closes the stalled connection once its keepalive PING goes unanswered, and sends the call to the next leader within its timeout", async () => {
     execFileSync("bash", [`${ROOT}examples/python/generate.sh`]);
-    const { standby: b, proxy, takeOver } = await stallableLeader();
+    const { standby: b, proxy, heldThroughTakeOver } = await stallableLeader();
     const targets = [proxy.url, b.url].map((url) => url.replace("http://", "")).join(",");
     const child = spawn(PYTHON, ["-c", HELD_CALL, `${ROOT}examples/python`, targets], { stdio: ["pipe", "pipe", "inherit"] });
     let stdout = "";
@@ -115,12 +115,10 @@ describe.skipIf(missing !== "")("the Python example given a cluster's members, w
     const exited = once(child, "exit");
     await until(() => stdout.includes("initialized\n"));
 
-    proxy.stall(); // a stops answering: paused, or cut off
-    child.stdin.write("go\n");
-    await until(() => proxy.callsHeld() > 0); // the call is on its way to a
-    takeOver(); // b leads (a's lease lapsed); a still stalled
-    await exited;
+    await heldThroughTakeOver(async () => {
+      child.stdin.write("go\n");
+      await exited;
+    });
     expect(stdout).toBe("initialized\nexists [False]\n"); // answered by b within the call's 10 s: a, stalled, answers nothing
-    proxy.resume();
   }, 30_000);
 });

@@ -13,7 +13,6 @@ import { Leadership } from "../../src/service/leadership.js";
 import { stallableLeader } from "../support/stallable-leader.js";
 import { tempDir } from "../support/temp-dir.js";
 import { freePort, startTestServer, type TestServerConfig } from "../support/test-server.js";
-import { until } from "../support/until.js";
 
 const LIMITS = { maxBufferedBytes: 1 << 20, maxBufferedBytesPerConnection: 1 << 20, requestTimeoutMs: 60_000 };
 const closing: (() => void)[] = [];
@@ -122,22 +121,20 @@ describe("a standby's forwarding of calls (LeaderForward)", () => {
 
   it("sends the call again to the next leader it names, once the stalled one's connection leaves a PING unanswered", async () => {
     // a leads behind a proxy that can stall it, c is a standby that refuses calls, s one that forwards them.
-    const { standby: c, proxy, takeOver } = await stallableLeader();
+    const { standby: c, proxy, heldThroughTakeOver } = await stallableLeader();
     const standby = new Leadership();
     const s = await startTestServer({}, undefined, 0, { leadership: standby, standbyCalls: "forward" });
     standby.follow(proxy.url, true);
     const client = createClient(MetadataService, createGrpcTransport({ baseUrl: s.url }));
     await client.initializeRank({ rank: 0, numPages: 8 }); // forwarded to a: the standby's connection to it is open
 
-    proxy.stall(); // a stops answering: paused, or cut off
-    const held = client.batchExists({ keys: ["k"] });
-    await until(() => proxy.callsHeld() > 0); // the call is on its way to a
-    takeOver(); // c leads (a's lease lapsed), and s reads so; a still stalled
-    standby.follow(c.url, true);
-    const moved = performance.now();
-    expect((await held).exists).toEqual([false]); // answered by c: a, stalled, answers nothing
-    console.log(`the forwarded call was answered ${Math.round(performance.now() - moved)} ms after the standby named the next leader`);
-    proxy.resume();
+    // c leads (a's lease lapsed), and s reads so; a still stalled.
+    const { answer, ms } = await heldThroughTakeOver(
+      () => client.batchExists({ keys: ["k"] }),
+      () => standby.follow(c.url, true),
+    );
+    expect(answer.exists).toEqual([false]); // answered by c: a, stalled, answers nothing
+    console.log(`the forwarded call was answered ${ms} ms after the standby named the next leader`);
   }, 30_000);
 });
 

@@ -20,7 +20,7 @@ describe.skipIf(missing !== "")("a member's calls to another shard (ShardPeers)"
     const client = new Etcd3({ hosts: etcd.endpoints.split(",") });
     closing.push(() => client.close());
     // Shard 1 of 2: a leads behind a proxy that can stall it, c is its standby; each refuses calls it does not lead for.
-    const { leader: a, standby: c, proxy, takeOver } = await stallableLeader();
+    const { leader: a, standby: c, proxy, heldThroughTakeOver } = await stallableLeader();
     const keys = new ClusterKeys(shardClusterName("peers", { count: 2, index: 1 }));
     const record = (memberId: string, url: string): MemberRecord => ({ memberId, url, role: "standby", appliedSeq: 0, atMs: Date.now() });
     const leader = (memberId: string, url: string) => client.put(keys.leader).value(JSON.stringify({ memberId, url } satisfies LeaderRecord));
@@ -38,15 +38,12 @@ describe.skipIf(missing !== "")("a member's calls to another shard (ShardPeers)"
     const { serverId } = await peers.calls(1)("initializeRank", { namespace: "", rank: 0, numPages: 8 } as never);
     expect(serverId).toBe(a.store.serverId);
 
-    proxy.stall(); // a stops answering: paused, or cut off
-    const held = peers.calls(1)("batchExists", { namespace: "", keys: ["k"] } as never);
-    await until(() => proxy.callsHeld() > 0); // the call is on its way to a
-    takeOver(); // c leads (a's lease lapsed); a still stalled
-    await leader("c", c.url);
-    const moved = performance.now();
-    const answer = await held;
-    console.log(`the held call was answered ${Math.round(performance.now() - moved)} ms after etcd named the next leader`);
+    // c leads (a's lease lapsed), and etcd names it; a still stalled.
+    const { answer, ms } = await heldThroughTakeOver(
+      () => peers.calls(1)("batchExists", { namespace: "", keys: ["k"] } as never),
+      () => leader("c", c.url),
+    );
+    console.log(`the held call was answered ${ms} ms after etcd named the next leader`);
     expect([answer.serverId, answer.response.exists]).toEqual([c.store.serverId, [false]]);
-    proxy.resume();
   }, 30_000);
 });

@@ -1,6 +1,7 @@
 import { Leadership } from "../../src/service/leadership.js";
 import { type StallingProxy, stallingProxy } from "./stalling-proxy.js";
 import { startTestServer, type TestServer } from "./test-server.js";
+import { until } from "./until.js";
 
 /** StallableLeader is two in-process members: `leader` leads behind `proxy`, which can stall it; `standby` names it and refuses calls. */
 export interface StallableLeader {
@@ -8,8 +9,14 @@ export interface StallableLeader {
   readonly standby: TestServer;
   /** proxy is the way to the leader: its URL is the leader's as the others know it. */
   readonly proxy: StallingProxy;
-  /** takeOver makes the standby lead, as when the stalled leader's lease lapsed; the leader still believes it leads. */
-  takeOver(): void;
+  /**
+   * heldThroughTakeOver stalls the leader, makes `call`, and once the proxy
+   * holds it (it reached the leader) makes the standby lead, as when the
+   * stalled leader's lease lapsed (the leader still believes it leads), and runs
+   * `told` (whatever else learns of it); it resolves with the call's answer
+   * and the ms from the take-over to it, the leader resumed.
+   */
+  heldThroughTakeOver<T>(call: () => Promise<T>, told?: () => unknown): Promise<{ answer: T; ms: number }>;
 }
 
 /**
@@ -24,5 +31,23 @@ export async function stallableLeader(): Promise<StallableLeader> {
   const proxy = await stallingProxy(leader.url);
   first.lead(() => true);
   second.follow(proxy.url, true);
-  return { leader, standby, proxy, takeOver: () => second.lead(() => true) };
+  return {
+    leader,
+    standby,
+    proxy,
+    async heldThroughTakeOver(call, told) {
+      proxy.stall(); // the leader stops answering: paused, or cut off
+      try {
+        const held = call();
+        await until(() => proxy.callsHeld() > 0);
+        second.lead(() => true);
+        await told?.();
+        const from = performance.now();
+        const answer = await held;
+        return { answer, ms: Math.round(performance.now() - from) };
+      } finally {
+        proxy.resume();
+      }
+    },
+  };
 }
