@@ -57,6 +57,12 @@ describe.skipIf(missing !== "")("both engines, each through its relay, in front 
       await readyMember(member);
       await waitForLeader(shards[shard]!);
     };
+    /** pausedAWhile stops a process (SIGSTOP) for 1-3 s, as a stalled machine, then continues it. */
+    const pausedAWhile = async (pid: number) => {
+      await pause(pid);
+      await sleep(1_000 + next() * 2_000);
+      process.kill(pid, "SIGCONT");
+    };
     const memberFault = (name: string, act: (shard: number, member: Server) => Promise<void>) =>
       shards.map(
         (members, shard): Fault => ({
@@ -80,11 +86,7 @@ describe.skipIf(missing !== "")("both engines, each through its relay, in front 
         await kill9(member);
         await restartServer(member);
       }),
-      ...memberFault("a member paused (SIGSTOP) for 1-3 s", async (_, member) => {
-        await pause(member.process.child.pid!);
-        await sleep(1_000 + next() * 2_000);
-        member.process.child.kill("SIGCONT");
-      }),
+      ...memberFault("a member paused (SIGSTOP) for 1-3 s", (_, member) => pausedAWhile(member.process.child.pid!)),
       ...relays.map(
         (relay, i): Fault => ({
           name: "a relay stopped by SIGTERM and started again on its port",
@@ -116,9 +118,7 @@ describe.skipIf(missing !== "")("both engines, each through its relay, in front 
         group: "etcd",
         run: async () => {
           const member = pick(etcd.members);
-          await pause(member.process!.pid!);
-          await sleep(1_000 + next() * 2_000);
-          member.process!.kill("SIGCONT");
+          await pausedAWhile(member.process!.pid!);
           return member.name;
         },
       },
