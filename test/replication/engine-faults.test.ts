@@ -16,6 +16,8 @@ const SEED = Number(process.env.FAULT_SEED ?? Math.floor(Math.random() * 2 ** 31
 
 /** REST_MS is how long a group rests after its fault is over (the process back), longer than an engine's 1.8 s of retries. */
 const REST_MS = 2_000;
+/** TIMEOUT_MS gives the checks after the faults 5 minutes, and a run of 5 minutes of faults or less 10 in all. */
+const TIMEOUT_MS = Math.max(600_000, (SECONDS + 300) * 1_000);
 const SHARDS = 2;
 const CLUSTER = "faults";
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -34,144 +36,148 @@ interface Fault {
 }
 
 describe.skipIf(missing !== "")("both engines, each through its relay, in front of 2 shards of 3 members on 3 etcd members", () => {
-  it(`ride through faults made at random, several at once (seed ${SEED}): members stopped by SIGTERM, killed or paused, relays restarted, etcd members restarted or paused; no error, nothing stored lost`, async () => {
-    const next = seededRandom(SEED);
-    const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)]!;
-    const etcd = await startEtcdCluster(3);
-    const args = (shard: number) => ["--cluster-name", CLUSTER, "--shards", String(SHARDS), "--shard", String(shard)];
-    const shards: Server[][] = await Promise.all(
-      Array.from({ length: SHARDS }, (_, shard) => Promise.all([0, 1, 2].map(() => startServer(etcd, undefined, args(shard))))),
-    );
-    await Promise.all(shards.map((members) => waitForLeader(members)));
-    // A relay per engine, each model in its own namespace: vLLM's keys complete on every rank, SGLang's kept per rank.
-    const upstream = shards.map((members) => members.map((m) => m.url).join(",")).join(";");
-    const relayArgs = async (extra: string[]) => ["--upstream", upstream, "--port", String(await freePort()), ...extra];
-    const relays = await Promise.all(
-      [relayArgs(["--vllm-namespace", "llama"]), relayArgs([])].map(async (made) => ({ args: await made, process: await startChildRelay(await made) })),
-    );
-    const running: Engine[] = await Promise.all(engines(1).map(([, start], i) => start(relays[i]!.process.url)));
-    await Promise.all(running.map((engine) => engine.progress(3)));
-
-    /** back waits until a shard's member is ready (loaded, caught up) and the shard has one leader, as a rollout waits. */
-    const back = async (shard: number, member: Server) => {
-      await readyMember(member);
-      await waitForLeader(shards[shard]!);
-    };
-    /** pausedAWhile stops a process (SIGSTOP) for 1-3 s, as a stalled machine, then continues it. */
-    const pausedAWhile = async (pid: number) => {
-      await pause(pid);
-      await sleep(1_000 + next() * 2_000);
-      process.kill(pid, "SIGCONT");
-    };
-    const memberFault = (name: string, act: (shard: number, member: Server) => Promise<void>) =>
-      shards.map(
-        (members, shard): Fault => ({
-          name,
-          group: `shard ${shard}`,
-          run: async () => {
-            const member = pick(members);
-            await act(shard, member);
-            await back(shard, member);
-            return member.url;
-          },
-        }),
+  it(
+    `ride through faults made at random, several at once (seed ${SEED}): members stopped by SIGTERM, killed or paused, relays restarted, etcd members restarted or paused; no error, nothing stored lost`,
+    async () => {
+      const next = seededRandom(SEED);
+      const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)]!;
+      const etcd = await startEtcdCluster(3);
+      const args = (shard: number) => ["--cluster-name", CLUSTER, "--shards", String(SHARDS), "--shard", String(shard)];
+      const shards: Server[][] = await Promise.all(
+        Array.from({ length: SHARDS }, (_, shard) => Promise.all([0, 1, 2].map(() => startServer(etcd, undefined, args(shard))))),
       );
-    const faults: Fault[] = [
-      ...memberFault("a member stopped by SIGTERM and started again", async (_, member) => {
-        member.process.child.kill("SIGTERM");
-        expect(await member.process.exited, `${member.url} exits cleanly after SIGTERM: ${member.process.stderr}`).toBe(0);
-        await restartServer(member);
-      }),
-      ...memberFault("a member killed (SIGKILL) and started again", async (_, member) => {
-        await kill9(member);
-        await restartServer(member);
-      }),
-      ...memberFault("a member paused (SIGSTOP) for 1-3 s", (_, member) => pausedAWhile(member.process.child.pid!)),
-      ...relays.map(
-        (relay, i): Fault => ({
-          name: "a relay stopped by SIGTERM and started again on its port",
-          group: `relay ${i}`,
-          run: async () => {
-            const stopping = performance.now();
-            relay.process.child.kill("SIGTERM");
-            expect(await relay.process.exited, `the relay exits cleanly after SIGTERM: ${relay.process.stderr}`).toBe(0);
-            const starting = performance.now();
-            relay.process = await startChildRelay(relay.args);
-            const ms = (from: number, to: number) => Math.round(to - from);
-            return `${relay.process.url}: exited ${ms(stopping, starting)} ms after SIGTERM, listening ${ms(starting, performance.now())} ms after start`;
-          },
-        }),
-      ),
-      {
-        name: "an etcd member stopped by SIGTERM and started again",
-        group: "etcd",
-        run: async () => {
-          const member = pick(etcd.members);
-          const { exit, stderr } = await member.stop();
-          expect(["SIGTERM", "code 0"], `etcd exits cleanly after SIGTERM: ${stderr}`).toContain(exit);
-          await member.start();
-          return member.name;
-        },
-      },
-      {
-        name: "an etcd member paused (SIGSTOP) for 1-3 s",
-        group: "etcd",
-        run: async () => {
-          const member = pick(etcd.members);
-          await pausedAWhile(member.process!.pid!);
-          return member.name;
-        },
-      },
-    ];
-
-    // A fault every 0.3-2 s in a group where none is under way, nor was for REST_MS: faults overlap across shards, etcd and
-    // the relays, and a process is not restarted twice within one engine call's retries (two restarts of a relay 1 s
-    // apart refused calls at both, past the 1.8 s that vLLM retries; no supervisor restarts so fast).
-    const made: [number, string][] = [];
-    const busy = new Map<string, number>(); // a group's fault under way (infinity), or when its rest ends
-    const free = (group: string) => (busy.get(group) ?? 0) <= Date.now();
-    const underway = new Set<Promise<void>>();
-    let failed: unknown;
-    const started = Date.now();
-    while (Date.now() - started < SECONDS * 1_000 && failed === undefined) {
-      await sleep(300 + next() * 1_700);
-      const ready = faults.filter((f) => free(f.group));
-      if (ready.length === 0) continue;
-      const fault = pick(ready);
-      busy.set(fault.group, Number.POSITIVE_INFINITY);
-      const at = (Date.now() - started) / 1_000;
-      const clock = new Date().toISOString().slice(11, 23);
-      const done: Promise<void> = fault.run().then(
-        (target) => {
-          made.push([at, `${at.toFixed(1)} s (${clock} UTC): ${fault.name} (${target}, ${fault.group})`]);
-          busy.set(fault.group, Date.now() + REST_MS);
-          underway.delete(done);
-        },
-        (error: unknown) => {
-          failed ??= new Error(`${at.toFixed(1)} s: ${fault.name} (${fault.group}) did not come back`, { cause: error });
-        },
+      await Promise.all(shards.map((members) => waitForLeader(members)));
+      // A relay per engine, each model in its own namespace: vLLM's keys complete on every rank, SGLang's kept per rank.
+      const upstream = shards.map((members) => members.map((m) => m.url).join(",")).join(";");
+      const relayArgs = async (extra: string[]) => ["--upstream", upstream, "--port", String(await freePort()), ...extra];
+      const relays = await Promise.all(
+        [relayArgs(["--vllm-namespace", "llama"]), relayArgs([])].map(async (made) => ({ args: await made, process: await startChildRelay(await made) })),
       );
-      underway.add(done);
-    }
-    await Promise.all(underway);
-    if (failed !== undefined) throw failed;
-    await Promise.all(running.map((engine) => engine.progress(2)));
-    const runs = await Promise.all(running.map((engine) => engine.stop()));
-    console.log(
-      `engines under faults, seed ${SEED} (FAULT_SEED to replay it): ${made.length} faults\n  ${made
-        .sort(([a], [b]) => a - b)
-        .map(([, line]) => line)
-        .join("\n  ")}`,
-    );
-    for (const run of runs) {
-      console.log(`  an engine: ${run.calls} calls (the longest ${run.longestCallSeconds} s), ${run.stored} keys stored`);
-      expect(run.errors).toEqual([]);
-      expect(await run.missing(relays[0]!.process.url)).toEqual([]);
-      expect(run.stored).toBeGreaterThan(0);
-    }
-    // Each shard's standbys hold its log to the end, alike, and every member's store restores with every invariant.
-    for (const [shard, members] of shards.entries()) {
-      await waitForStandbys(etcd, members, { clusterName: `${CLUSTER}/shard-${shard}-of-${SHARDS}` });
-    }
-  }, 600_000);
+      const running: Engine[] = await Promise.all(engines(1).map(([, start], i) => start(relays[i]!.process.url)));
+      await Promise.all(running.map((engine) => engine.progress(3)));
+
+      /** back waits until a shard's member is ready (loaded, caught up) and the shard has one leader, as a rollout waits. */
+      const back = async (shard: number, member: Server) => {
+        await readyMember(member);
+        await waitForLeader(shards[shard]!);
+      };
+      /** pausedAWhile stops a process (SIGSTOP) for 1-3 s, as a stalled machine, then continues it. */
+      const pausedAWhile = async (pid: number) => {
+        await pause(pid);
+        await sleep(1_000 + next() * 2_000);
+        process.kill(pid, "SIGCONT");
+      };
+      const memberFault = (name: string, act: (shard: number, member: Server) => Promise<void>) =>
+        shards.map(
+          (members, shard): Fault => ({
+            name,
+            group: `shard ${shard}`,
+            run: async () => {
+              const member = pick(members);
+              await act(shard, member);
+              await back(shard, member);
+              return member.url;
+            },
+          }),
+        );
+      const faults: Fault[] = [
+        ...memberFault("a member stopped by SIGTERM and started again", async (_, member) => {
+          member.process.child.kill("SIGTERM");
+          expect(await member.process.exited, `${member.url} exits cleanly after SIGTERM: ${member.process.stderr}`).toBe(0);
+          await restartServer(member);
+        }),
+        ...memberFault("a member killed (SIGKILL) and started again", async (_, member) => {
+          await kill9(member);
+          await restartServer(member);
+        }),
+        ...memberFault("a member paused (SIGSTOP) for 1-3 s", (_, member) => pausedAWhile(member.process.child.pid!)),
+        ...relays.map(
+          (relay, i): Fault => ({
+            name: "a relay stopped by SIGTERM and started again on its port",
+            group: `relay ${i}`,
+            run: async () => {
+              const stopping = performance.now();
+              relay.process.child.kill("SIGTERM");
+              expect(await relay.process.exited, `the relay exits cleanly after SIGTERM: ${relay.process.stderr}`).toBe(0);
+              const starting = performance.now();
+              relay.process = await startChildRelay(relay.args);
+              const ms = (from: number, to: number) => Math.round(to - from);
+              return `${relay.process.url}: exited ${ms(stopping, starting)} ms after SIGTERM, listening ${ms(starting, performance.now())} ms after start`;
+            },
+          }),
+        ),
+        {
+          name: "an etcd member stopped by SIGTERM and started again",
+          group: "etcd",
+          run: async () => {
+            const member = pick(etcd.members);
+            const { exit, stderr } = await member.stop();
+            expect(["SIGTERM", "code 0"], `etcd exits cleanly after SIGTERM: ${stderr}`).toContain(exit);
+            await member.start();
+            return member.name;
+          },
+        },
+        {
+          name: "an etcd member paused (SIGSTOP) for 1-3 s",
+          group: "etcd",
+          run: async () => {
+            const member = pick(etcd.members);
+            await pausedAWhile(member.process!.pid!);
+            return member.name;
+          },
+        },
+      ];
+
+      // A fault every 0.3-2 s in a group where none is under way, nor was for REST_MS: faults overlap across shards, etcd and
+      // the relays, and a process is not restarted twice within one engine call's retries (two restarts of a relay 1 s
+      // apart refused calls at both, past the 1.8 s that vLLM retries; no supervisor restarts so fast).
+      const made: [number, string][] = [];
+      const busy = new Map<string, number>(); // a group's fault under way (infinity), or when its rest ends
+      const free = (group: string) => (busy.get(group) ?? 0) <= Date.now();
+      const underway = new Set<Promise<void>>();
+      let failed: unknown;
+      const started = Date.now();
+      while (Date.now() - started < SECONDS * 1_000 && failed === undefined) {
+        await sleep(300 + next() * 1_700);
+        const ready = faults.filter((f) => free(f.group));
+        if (ready.length === 0) continue;
+        const fault = pick(ready);
+        busy.set(fault.group, Number.POSITIVE_INFINITY);
+        const at = (Date.now() - started) / 1_000;
+        const clock = new Date().toISOString().slice(11, 23);
+        const done: Promise<void> = fault.run().then(
+          (target) => {
+            made.push([at, `${at.toFixed(1)} s (${clock} UTC): ${fault.name} (${target}, ${fault.group})`]);
+            busy.set(fault.group, Date.now() + REST_MS);
+            underway.delete(done);
+          },
+          (error: unknown) => {
+            failed ??= new Error(`${at.toFixed(1)} s: ${fault.name} (${fault.group}) did not come back`, { cause: error });
+          },
+        );
+        underway.add(done);
+      }
+      await Promise.all(underway);
+      if (failed !== undefined) throw failed;
+      await Promise.all(running.map((engine) => engine.progress(2)));
+      const runs = await Promise.all(running.map((engine) => engine.stop()));
+      console.log(
+        `engines under faults, seed ${SEED} (FAULT_SEED to replay it): ${made.length} faults\n  ${made
+          .sort(([a], [b]) => a - b)
+          .map(([, line]) => line)
+          .join("\n  ")}`,
+      );
+      for (const run of runs) {
+        console.log(`  an engine: ${run.calls} calls (the longest ${run.longestCallSeconds} s), ${run.stored} keys stored`);
+        expect(run.errors).toEqual([]);
+        expect(await run.missing(relays[0]!.process.url)).toEqual([]);
+        expect(run.stored).toBeGreaterThan(0);
+      }
+      // Each shard's standbys hold its log to the end, alike, and every member's store restores with every invariant.
+      for (const [shard, members] of shards.entries()) {
+        await waitForStandbys(etcd, members, { clusterName: `${CLUSTER}/shard-${shard}-of-${SHARDS}` });
+      }
+    },
+    TIMEOUT_MS,
+  );
 });
