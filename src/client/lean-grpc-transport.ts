@@ -29,6 +29,8 @@ export type LeanGrpcTransport = Transport & {
   unaryBytes(path: string, frame: Buffer, timeoutMs: number | undefined, header?: Readonly<Record<string, string>>): Promise<Buffer>;
   /** check PINGs the connection now and closes it, failing its calls, unless the answer comes within ms (LeanSession.check). */
   check(ms: number): void;
+  /** drop closes the connection now, failing its calls (LeanSession.drop). */
+  drop(): void;
   close(): void;
 };
 
@@ -60,6 +62,7 @@ export function createLeanGrpcTransport(options: LeanGrpcOptions): LeanGrpcTrans
       messageOf(await exchange(session(), path, frame, undefined, timeoutMs, { ...options.header, ...header })),
     stream: () => Promise.reject(new ConnectError("the lean gRPC transport makes unary calls only", Code.Unimplemented)),
     check: (ms) => connection.check(ms),
+    drop: () => connection.drop(),
     close: () => connection.close(),
   };
 }

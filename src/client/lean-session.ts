@@ -22,6 +22,7 @@ const CONNECT_MS = 1_000;
 export class LeanSession implements SessionManager {
   readonly authority: string;
   private current: http2.ClientHttp2Session | undefined;
+  private unheard = false;
 
   constructor(
     private readonly baseUrl: string,
@@ -42,11 +43,14 @@ export class LeanSession implements SessionManager {
       pinging = true;
       pingWithin(opened, this.pingMs, (error) => {
         pinging = false;
+        this.unheard = error !== undefined;
         if (error) opened.destroy(error);
       });
     }, this.pingMs);
     ping.unref();
     opened.once("connect", () => clearTimeout(timer));
+    // Its SETTINGS, not the connection: the kernel accepts connections for a paused process too.
+    opened.once("remoteSettings", () => (this.unheard = false));
     opened.on("error", () => undefined); // each stream on it hears its own end
     opened.once("close", () => {
       clearTimeout(timer);
@@ -69,6 +73,21 @@ export class LeanSession implements SessionManager {
 
   notifyResponseByteRead(): void {
     // A stream's bytes say nothing the PINGs do not: they go on regardless.
+  }
+
+  /**
+   * silent is true once one of its PINGs went unanswered within pingMs,
+   * until the server is heard again (a PING answered, or its SETTINGS on a
+   * new connection): a server paused or cut off stays silent however often
+   * the connection is made again.
+   */
+  get silent(): boolean {
+    return this.unheard;
+  }
+
+  /** drop closes the open connection now, if any, failing its calls (its server lost the lead and was found silent). */
+  drop(): void {
+    this.current?.destroy(new Error("the server lost the lead and is silent"));
   }
 
   /** check PINGs the open connection now, if any, and closes it unless the answer comes within ms (its server lost the lead). */

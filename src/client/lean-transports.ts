@@ -25,10 +25,14 @@ export class LeanTransports {
   /**
    * left checks the connection to `url`, which calls just left for a new
    * leader: unless it answers a PING within LEFT_PING_MS, it is closed and
-   * the calls held on it go again, to the new leader.
+   * the calls held on it go again, to the new leader. `silent`: the server
+   * already left a PING unanswered as long (a relay's health watch found
+   * it so), and the connection is closed at once.
    */
-  left(url: string): void {
-    this.transports.get(url)?.check(LEFT_PING_MS);
+  left(url: string, silent = false): void {
+    const transport = this.transports.get(url);
+    if (silent) transport?.drop();
+    else transport?.check(LEFT_PING_MS);
   }
 
   /** close closes every connection. */

@@ -82,6 +82,11 @@ export class ServerWatch {
     this.caughtUp = reads ? new HealthWatch(transport, "", onChange) : undefined;
   }
 
+  /** silent is true while the server has left a PING of the watch unanswered and not been heard since (LeanSession.silent). */
+  get silent(): boolean {
+    return this.session.silent;
+  }
+
   close(): void {
     this.leads.close();
     this.caughtUp?.close();

@@ -75,8 +75,9 @@ export class Upstream {
       random: Math.random,
       onRetry: () => config.metrics.retried(),
       onServer: () => config.metrics.moved(),
-      // A leader paused through its failover holds the calls sent to it: they go again once its connection proves silent.
-      left: (url) => this.transports.left(url),
+      // A leader paused through its failover holds the calls sent to it: they go again once its connection proves silent,
+      // at once if its watch found it so already.
+      left: (url) => this.transports.left(url, this.watches.get(url)?.silent === true),
     });
     this.gathering = new Gathering(
       (method, request, options, holdMs) => this.following.call(method, request, options, holdMs),

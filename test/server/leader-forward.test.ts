@@ -129,10 +129,7 @@ describe("a standby's forwarding of calls (LeaderForward)", () => {
     await client.initializeRank({ rank: 0, numPages: 8 }); // forwarded to a: the standby's connection to it is open
 
     // c leads (a's lease lapsed), and s reads so; a still stalled.
-    const { answer, ms } = await heldThroughTakeOver(
-      () => client.batchExists({ keys: ["k"] }),
-      () => standby.follow(c.url, true),
-    );
+    const { answer, ms } = await heldThroughTakeOver(() => client.batchExists({ keys: ["k"] }), { told: () => standby.follow(c.url, true) });
     expect(answer.exists).toEqual([false]); // answered by c: a, stalled, answers nothing
     console.log(`the forwarded call was answered ${ms} ms after the standby named the next leader`);
   }, 30_000);

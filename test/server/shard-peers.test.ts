@@ -39,10 +39,9 @@ describe.skipIf(missing !== "")("a member's calls to another shard (ShardPeers)"
     expect(serverId).toBe(a.store.serverId);
 
     // c leads (a's lease lapsed), and etcd names it; a still stalled.
-    const { answer, ms } = await heldThroughTakeOver(
-      () => peers.calls(1)("batchExists", { namespace: "", keys: ["k"] } as never),
-      () => leader("c", c.url),
-    );
+    const { answer, ms } = await heldThroughTakeOver(() => peers.calls(1)("batchExists", { namespace: "", keys: ["k"] } as never), {
+      told: () => leader("c", c.url),
+    });
     console.log(`the held call was answered ${ms} ms after etcd named the next leader`);
     expect([answer.serverId, answer.response.exists]).toEqual([c.store.serverId, [false]]);
   }, 30_000);

@@ -11,12 +11,21 @@ export interface StallableLeader {
   readonly proxy: StallingProxy;
   /**
    * heldThroughTakeOver stalls the leader, makes `call`, and once the proxy
-   * holds it (it reached the leader) makes the standby lead, as when the
-   * stalled leader's lease lapsed (the leader still believes it leads), and runs
-   * `told` (whatever else learns of it); it resolves with the call's answer
-   * and the ms from the take-over to it, the leader resumed.
+   * holds it (it reached the leader) runs `before`, makes the standby lead,
+   * as when the stalled leader's lease lapsed (the leader still believes it
+   * leads), and runs `told` (whatever else learns of it); it resolves with
+   * the call's answer and the ms from the take-over to it, the leader
+   * resumed.
    */
-  heldThroughTakeOver<T>(call: () => Promise<T>, told?: () => unknown): Promise<{ answer: T; ms: number }>;
+  heldThroughTakeOver<T>(call: () => Promise<T>, steps?: TakeOverSteps): Promise<{ answer: T; ms: number }>;
+}
+
+/** TakeOverSteps are what a test does around the take-over of a held call. */
+export interface TakeOverSteps {
+  /** before runs once the call is held, before the standby leads (a wait for what a stalled leader's failover takes). */
+  readonly before?: () => unknown;
+  /** told runs once the standby leads: whatever else learns of it. */
+  readonly told?: () => unknown;
 }
 
 /**
@@ -35,13 +44,14 @@ export async function stallableLeader(): Promise<StallableLeader> {
     leader,
     standby,
     proxy,
-    async heldThroughTakeOver(call, told) {
+    async heldThroughTakeOver(call, steps = {}) {
       proxy.stall(); // the leader stops answering: paused, or cut off
       try {
         const held = call();
         await until(() => proxy.callsHeld() > 0);
+        await steps.before?.();
         second.lead(() => true);
-        await told?.();
+        await steps.told?.();
         const from = performance.now();
         const answer = await held;
         return { answer, ms: Math.round(performance.now() - from) };

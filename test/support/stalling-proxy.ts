@@ -14,6 +14,8 @@ export interface StallingProxy {
   resume(): void;
   /** callsHeld counts the HTTP/2 HEADERS frames (new streams: calls) held since the stall on connections opened before it. */
   callsHeld(): number;
+  /** pingsHeld counts the PING frames (not their answers) held since the stall on those connections that hold a call. */
+  pingsHeld(): number;
 }
 
 const closers = new Set<() => void>();
@@ -26,8 +28,10 @@ afterEach(() => {
 /** PREFACE_BYTES is the length of an HTTP/2 client's connection preface, which precedes its frames. */
 const PREFACE_BYTES = 24;
 
-/** HEADERS is the type of an HTTP/2 HEADERS frame. */
+/** HEADERS, PING: the types of those HTTP/2 frames; ACK, the flag of a PING's answer. */
 const HEADERS = 0x1;
+const PING = 0x6;
+const ACK = 0x1;
 
 /** stallingProxy listens on 127.0.0.1 and an ephemeral port in front of `target` (http://host:port); closed after the test. */
 export async function stallingProxy(target: string): Promise<StallingProxy> {
@@ -36,10 +40,13 @@ export async function stallingProxy(target: string): Promise<StallingProxy> {
   const held: (() => void)[] = [];
   let stalled = false;
   let stallCount = 0;
-  let callsHeld = 0;
+  /** heldOn counts, per connection (closed ones too), the calls and PINGs held since the stall on those opened before it. */
+  const heldOn: { calls: number; pings: number }[] = [];
   const server = net.createServer((inbound) => {
     const outbound = net.connect(Number(port), hostname);
     const opened = stallCount;
+    const counts = { calls: 0, pings: 0 };
+    heldOn.push(counts);
     for (const end of [inbound, outbound]) {
       ends.add(end);
       end.on("error", () => undefined);
@@ -60,7 +67,10 @@ export async function stallingProxy(target: string): Promise<StallingProxy> {
         }
         if (pending.length < 9) break;
         const length = pending.readUIntBE(0, 3);
-        if (pending[3] === HEADERS && stalled && opened < stallCount) callsHeld++;
+        if (stalled && opened < stallCount) {
+          if (pending[3] === HEADERS) counts.calls++;
+          if (pending[3] === PING && (pending[4]! & ACK) === 0) counts.pings++;
+        }
         skip = 9 + length;
       }
       pass(outbound, chunk);
@@ -80,12 +90,16 @@ export async function stallingProxy(target: string): Promise<StallingProxy> {
     stall() {
       stalled = true;
       stallCount++;
-      callsHeld = 0;
+      for (const counts of heldOn) {
+        counts.calls = 0;
+        counts.pings = 0;
+      }
     },
     resume() {
       stalled = false;
       for (const write of held.splice(0)) write();
     },
-    callsHeld: () => callsHeld,
+    callsHeld: () => heldOn.reduce((sum, counts) => sum + counts.calls, 0),
+    pingsHeld: () => heldOn.reduce((sum, counts) => sum + (counts.calls > 0 ? counts.pings : 0), 0),
   };
 }
