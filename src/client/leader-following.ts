@@ -110,14 +110,16 @@ export class LeaderFollowing {
         // A standby that names the leader: go there now. Anything else unavailable: the next server, after a backoff.
         if (Date.now() - started < deadlineMs && !this.options.single && this.servers.follow(leaderUrlOf(error))) {
           this.heard(error);
+          this.options.onServer?.(this.servers.url);
           continue;
         }
         const waitMs = backoffMs(policy, n, random);
         if (Date.now() - started + waitMs > deadlineMs || callOptions?.signal?.aborted) throw this.unavailable(error, attempts, Date.now() - started);
         this.heard(error);
         await pause(waitMs, callOptions?.signal);
+        const before = this.servers.url;
         this.servers.failed(sentTo);
-        if (this.servers.size > 1) this.options.onServer?.(this.servers.url);
+        if (this.servers.url !== before) this.options.onServer?.(this.servers.url);
       }
     }
   }

@@ -45,9 +45,18 @@ async function until(check: () => boolean): Promise<void> {
 }
 
 describe("LeaderFollowing", () => {
-  it("sends a call failed by a server calls no longer go to where they go now, not to the list's next (which may be that server)", async () => {
+  it("sends a call failed by a server calls no longer go to where they go now, not to the list's next (which may be that server), and tells of each move once", async () => {
     const { sent, failA, transportFor } = members();
-    const following = new LeaderFollowing({ baseUrl: "http://a,http://b,http://c", listedOnly: true, transportFor, policy: POLICY, random: () => 0.5 });
+    const moves: string[] = [];
+    const onServer = (url: string) => moves.push(url);
+    const following = new LeaderFollowing({
+      baseUrl: "http://a,http://b,http://c",
+      listedOnly: true,
+      transportFor,
+      policy: POLICY,
+      random: () => 0.5,
+      onServer,
+    });
     const waiting = following.call("batchExists", { keys: ["k"] }, undefined);
     await until(() => failA.length === 1);
     // Another call finds "a" gone, then "b" names "c" the leader: calls go to "c" from then on.
@@ -55,10 +64,11 @@ describe("LeaderFollowing", () => {
     await until(() => failA.length === 2);
     failA[1]!();
     expect((await other).response).toMatchObject({ exists: [true] });
-    expect(following.current).toBe("http://c");
+    expect([following.current, moves]).toEqual(["http://c", ["http://b", "http://c"]]); // after "a" failed, and to the leader "b" named
     failA[0]!();
     expect((await waiting).response).toMatchObject({ exists: [true] });
     expect(sent).toEqual(["http://a", "http://a", "http://b", "http://c", "http://c"]);
+    expect(moves).toEqual(["http://b", "http://c"]); // no move: the first call failed where calls no longer went
   });
 
   it("goes on to the list's next server when the one that failed is still where calls go", async () => {
