@@ -88,6 +88,7 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
         token: parts.upstreamToken,
         tls: parts.upstreamTls,
         metrics,
+        logger,
         shardLocal,
         spreadReads: options.reads === "members",
         limits: options,

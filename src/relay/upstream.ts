@@ -6,6 +6,7 @@ import { callHeader, LeanTransports } from "../client/lean-transports.js";
 import type { ClientTls } from "../client/metadata-client.js";
 import { MetadataError } from "../core/index.js";
 import { SERVER_ID_HEADER, SHARD_LOCAL_HEADER } from "../protocol/headers.js";
+import type { Logger } from "../server/logger.js";
 import type { MetadataCalls } from "../service/metadata-calls.js";
 import { Notifier } from "../service/notifier.js";
 import { ServerWatch } from "./health-watch.js";
@@ -26,6 +27,8 @@ export interface UpstreamConfig {
   /** tls is what the relay trusts and presents upstream (https). */
   readonly tls?: ClientTls;
   readonly metrics: RelayMetrics;
+  /** logger hears where calls go and whether a server answers them (rare: failovers and failures upstream). */
+  readonly logger: Logger;
   /** shardLocal: the servers are one shard of a cluster split into shards, sent each its own part (SHARD_LOCAL_HEADER: not routed again). */
   readonly shardLocal?: boolean;
   /** spreadReads sends reads to the caught-up standbys in turn rather than to the leader (ReadSpreading). */
@@ -48,7 +51,7 @@ export interface UpstreamConfig {
  */
 export class Upstream {
   /** reach is what the relay's health reports: SERVING while a server answers calls. */
-  readonly reach = new Reach();
+  readonly reach: Reach;
   private readonly transports: LeanTransports;
   private readonly following: LeaderFollowing;
   /** gathering sends the calls that come in one turn of the event loop, or while two are on their way, together as Batches. */
@@ -60,6 +63,8 @@ export class Upstream {
   private readonly watches = new Map<string, ServerWatch>();
 
   constructor(private readonly config: UpstreamConfig) {
+    const logger = config.logger.child({ upstream: config.urls });
+    this.reach = new Reach(config.metrics, logger);
     // A shard of a cluster split into shards is sent its own part of each call: it answers it alone, without routing it again.
     this.transports = new LeanTransports({
       tls: config.tls,
@@ -74,10 +79,17 @@ export class Upstream {
       policy: { deadlineMs: config.holdMs, ...RETRY },
       random: Math.random,
       onRetry: () => config.metrics.retried(),
-      onServer: () => config.metrics.moved(),
+      onServer: (url) => {
+        config.metrics.moved();
+        logger.info({ url }, "upstream: calls go to another server");
+      },
       // A leader paused through its failover holds the calls sent to it: they go again once its connection proves silent,
       // at once if its watch found it so already.
-      left: (url) => this.transports.left(url, this.watches.get(url)?.silent === true),
+      left: (url) => {
+        const silent = this.watches.get(url)?.silent === true;
+        if (silent) logger.warn({ url }, "upstream: the server calls left is silent; the calls held there go again");
+        this.transports.left(url, silent);
+      },
     });
     this.gathering = new Gathering(
       (method, request, options, holdMs) => this.following.call(method, request, options, holdMs),
@@ -144,7 +156,7 @@ export class Upstream {
       const heard = this.reads === undefined ? options : { ...options, onHeader: (headers: Headers) => this.reads!.heard(headers) };
       const { response, serverId, attempts } = await this.gathering.call(method, request, heard, holdMs);
       this.config.metrics.observeUpstream(method, (performance.now() - started) / 1_000, attempts > 1);
-      this.reach.set(true, this.config.metrics);
+      this.reach.set(true);
       return { response, serverId: serverId ?? undefined };
     } catch (e) {
       const error = ConnectError.from(e);
@@ -170,7 +182,7 @@ export class Upstream {
   private readonly changed = (): void => {
     const serving = this.urls.filter((url) => this.watches.get(url)?.leads.serving === true);
     if (serving.length > 0 && !serving.includes(this.following.current)) this.following.prefer(serving[0]!);
-    this.reach.set(serving.length > 0, this.config.metrics);
+    this.reach.set(serving.length > 0);
     this.reads?.follow(this.urls.filter((url) => this.watches.get(url)?.caughtUp?.serving === true));
   };
 }
@@ -178,11 +190,16 @@ export class Upstream {
 /**
  * Reach is whether the relay reaches a server that answers calls, shaped
  * as health reads a cluster member's leadership (healthService): SERVING
- * while it does.
+ * while it does. Each change is counted and logged.
  */
 export class Reach {
   private up = false;
   private readonly notifier = new Notifier();
+
+  constructor(
+    private readonly metrics: RelayMetrics,
+    private readonly logger: Logger,
+  ) {}
 
   get caughtUp(): boolean {
     return this.up;
@@ -192,11 +209,13 @@ export class Reach {
     return this.up ? undefined : UNREACHED;
   }
 
-  /** set records whether a server answers, and tells the watchers and the metrics of a change. */
-  set(up: boolean, metrics: RelayMetrics): void {
+  /** set records whether a server answers, and tells the watchers, the metrics and the log of a change. */
+  set(up: boolean): void {
     if (up === this.up) return;
     this.up = up;
-    metrics.reach(up);
+    this.metrics.reach(up);
+    if (up) this.logger.info("upstream: a server answers calls");
+    else this.logger.warn("upstream: no server answers calls; calls are held until one does, within --hold");
     this.notifier.notify();
   }
 

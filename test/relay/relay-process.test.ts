@@ -56,7 +56,7 @@ describe.skipIf(missingEtcd !== "")("a relay in front of a cluster whose leader 
     const etcd = await startEtcdCluster(1);
     const servers: Server[] = await Promise.all([0, 1, 2].map(() => startServer(etcd)));
     const leader = await waitForLeader(servers);
-    // Its drain outlasts the call's wait (the election, then a PING of the stopped leader's connection unanswered for 1 s).
+    // Its drain outlasts the call's wait (the election; a PING of the stopped leader's connection unanswered for 1 s at most).
     const relay = await relayTo(servers.map((s) => s.url).join(","), ["--shutdown-timeout", "40s"]);
     const post = (path: string, body: unknown) => fetch(relay.url + path, { method: "POST", body: JSON.stringify(body) });
     expect((await post("/rank/0/initialize", { num_pages: 16 })).status).toBe(200);
@@ -85,6 +85,15 @@ describe.skipIf(missingEtcd !== "")("a relay in front of a cluster whose leader 
     expect(newLeader).not.toBe(leader);
     expect(await next).toBe(200);
     expect(await relay.exited).toBe(0);
+    // Its log says what it saw from the pause on, once each: no server answering, the stopped leader silent, the calls gone to
+    // the new one (before, they went from the first member listed to the leader its watch found, unless that was the first).
+    const said = relay.lines.map((line) => JSON.parse(line) as { msg: string; url?: string });
+    const paused = said.findIndex((line) => line.msg.startsWith("upstream: no server answers calls"));
+    const urls = (msg: string) => said.filter((line, at) => at > paused && line.msg.startsWith(msg)).map((line) => line.url);
+    expect(paused).toBeGreaterThan(0);
+    expect(urls("upstream: no server answers calls")).toEqual([]);
+    expect(urls("upstream: the server calls left is silent")).toEqual([leader.url]);
+    expect(urls("upstream: calls go to another server")).toEqual([newLeader.url]);
   }, 60_000);
 });
 
