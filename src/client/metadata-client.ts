@@ -1,7 +1,6 @@
 import { type CallOptions, type Client, Code, ConnectError, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { PING_MS } from "../protocol/ping-within.js";
 import { defaultRetryPolicy, type RetryPolicy } from "./backoff.js";
 import { LeaderFollowing, type Method } from "./leader-following.js";
 import { MetadataError } from "./metadata-error.js";
@@ -111,15 +110,24 @@ export function createMetadataClient(options: MetadataClientOptions): MetadataCl
   return Object.defineProperty(client, "serverId", { get: () => serverId, enumerable: true }) as MetadataClient;
 }
 
+/**
+ * CLIENT_PING_MS is how long a connection with calls on it may be silent
+ * before it is PINGed, and how long the answer may take: a stalled server's
+ * calls go on within twice as long, as the Python example's keepalive
+ * (examples/python) does; a live server answers within milliseconds, and
+ * holds its event loop far less (docs/performance.md).
+ */
+const CLIENT_PING_MS = 2_000;
+
 /** transportFor builds the transport of the options' protocol and HTTP version, sending the token if any, and `header`. */
 export function transportFor(options: MetadataClientOptions, header: Readonly<Record<string, string>> = {}): Transport {
   const httpVersion = options.httpVersion ?? "2";
   const sent = options.token === undefined ? header : { ...header, authorization: `Bearer ${options.token}` };
   const interceptors = Object.keys(sent).length === 0 ? [refusedAsUnavailable] : [refusedAsUnavailable, withHeader(sent)];
   const nodeOptions = options.tls === undefined ? undefined : { ...options.tls };
-  // A connection with calls on it that receives nothing for PING_MS is PINGed, and closed unless the answer comes within as
-  // long: its calls then go on to the next server. Without it (connect-node's default), a server paused or cut off held them.
-  const pings = { pingIntervalMs: PING_MS, pingTimeoutMs: PING_MS };
+  // A connection with calls on it that receives nothing for CLIENT_PING_MS is PINGed, and closed unless the answer comes within
+  // as long: its calls then go on to the next server. Without it (connect-node's default), a server paused or cut off held them.
+  const pings = { pingIntervalMs: CLIENT_PING_MS, pingTimeoutMs: CLIENT_PING_MS };
   switch (options.protocol ?? "grpc") {
     case "grpc":
       return createGrpcTransport({ baseUrl: options.baseUrl, interceptors, nodeOptions, ...pings });
