@@ -110,7 +110,9 @@ async function shardsOf(transport: Transport): Promise<ShardView[] | undefined> 
 }
 
 /** StatusPage is what status reads of a status page's data (GET /status.json): a server's or a relay's. */
-type StatusPage = { kind: "server"; serverId: string; url: string; loading?: LoadView } | { kind: "relay"; url: string; upstream: string; reachable: boolean };
+type StatusPage =
+  | { kind: "server"; serverId: string; url: string; loading?: LoadView }
+  | { kind: "relay"; url: string; upstream: string; reachable: boolean; callsGoTo?: string[]; silent?: string[] };
 
 /**
  * standaloneStatus reports what answers without a cluster from its status
@@ -128,11 +130,14 @@ async function standaloneStatus(parsed: Exclude<ReturnType<typeof parseOperatorA
   }
   if (page.kind === "relay") {
     const problems = page.reachable ? [] : ["no upstream server answers calls"];
-    if (json) console.log(JSON.stringify({ relay: true, url: page.url, upstream: page.upstream, healthy: page.reachable, problems }));
-    else
-      console.log(
-        `relay at ${page.url} to ${page.upstream}: ${page.reachable ? "reaching a server that answers calls" : "reaching no server that answers calls"}`,
-      );
+    const [callsGoTo, silent] = [page.callsGoTo ?? [], page.silent ?? []];
+    if (json) console.log(JSON.stringify({ relay: true, url: page.url, upstream: page.upstream, healthy: page.reachable, problems, callsGoTo, silent }));
+    else {
+      const reach = page.reachable ? "reaching a server that answers calls" : "reaching no server that answers calls";
+      const going = callsGoTo.length === 0 ? "" : `; calls go to ${callsGoTo.join(", ")}`;
+      const stalled = silent.length === 0 ? "" : `; silent (a PING unanswered: paused, stalled or cut off): ${silent.join(", ")}`;
+      console.log(`relay at ${page.url} to ${page.upstream}: ${reach}${going}${stalled}`);
+    }
     return page.reachable ? 0 : 1;
   }
   const loading = page.loading === undefined ? null : loadView(page.loading);

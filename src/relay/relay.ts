@@ -146,6 +146,8 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
       url,
       upstream: options.upstream,
       reachable: stats !== undefined,
+      callsGoTo: shards.going(),
+      silent: shards.silent(),
       ...(split && { shards: split }),
       namespaces,
       calls: counts,

@@ -50,6 +50,16 @@ export class ShardUpstreams {
     }));
   }
 
+  /** going are the servers calls go to, one per shard that a server answers in. */
+  going(): string[] {
+    return this.upstreams.filter((u) => u.reach.caughtUp).map((u) => u.current);
+  }
+
+  /** silent are the servers, of every shard, that the relay's watches found silent. */
+  silent(): string[] {
+    return this.upstreams.flatMap((u) => u.silent);
+  }
+
   /** first is shard 0's upstream (the one an SRV name's members go to). */
   get first(): Upstream {
     return this.upstreams[0]!;

@@ -122,6 +122,11 @@ export class Upstream {
     return this.urls;
   }
 
+  /** silent are the servers whose watch left a PING unanswered and has not heard them since (paused, stalled or cut off). */
+  get silent(): string[] {
+    return this.urls.filter((url) => this.watches.get(url)?.silent === true);
+  }
+
   /** setUrls replaces the servers (the members found by DNS: UpstreamDiscovery), and watches the new ones. */
   setUrls(urls: readonly string[]): void {
     this.urls = urls.map((url) => url.trim().replace(/\/$/, ""));

@@ -16,9 +16,11 @@ import { CurrentLoad, type LoadProgress } from "../../src/store/load-progress.js
 import { makeCertificates } from "../support/certificates.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
+import { stallingProxy } from "../support/stalling-proxy.js";
 import { tempDir } from "../support/temp-dir.js";
 import { startTestRelay } from "../support/test-relay.js";
 import { startTestServer } from "../support/test-server.js";
+import { until } from "../support/until.js";
 
 /** gatedLoad starts a load on `loads` that reports `progress` and then waits until `finish` is called. */
 function gatedLoad(loads: CurrentLoad, task: string, progress?: LoadProgress) {
@@ -153,18 +155,29 @@ describe("status and status.json while a server loads", () => {
     },
   );
 
-  it("a relay: whether it reaches a server that answers calls", async () => {
+  it("a relay: whether it reaches a server that answers calls, where its calls go, and which server it found silent", async () => {
     const upstream = await startTestServer();
-    const relay = await startTestRelay(upstream.url);
-    for (let i = 0; i < 200 && !(await status("--server", relay.url)).out.includes(": reaching a server"); i++) await new Promise((r) => setTimeout(r, 10));
-    expect(await status("--server", relay.url)).toEqual({ code: 0, out: `relay at ${relay.url} to ${upstream.url}: reaching a server that answers calls` });
+    const proxy = await stallingProxy(upstream.url); // holds every byte once stalled, as for a paused server
+    const relay = await startTestRelay(proxy.url);
+    const reaching = `relay at ${relay.url} to ${proxy.url}: reaching a server that answers calls; calls go to ${proxy.url}`;
+    await until(async () => (await status("--server", relay.url)).out === reaching);
+    expect((await status("--server", relay.url)).code).toBe(0);
+    expect(JSON.parse((await status("--server", relay.url, "--json")).out)).toMatchObject({ healthy: true, callsGoTo: [proxy.url], silent: [] });
+    proxy.stall();
+    const silent = `relay at ${relay.url} to ${proxy.url}: reaching no server that answers calls; silent (a PING unanswered: paused, stalled or cut off): ${proxy.url}`;
+    try {
+      await until(async () => (await status("--server", relay.url)).out === silent);
+    } finally {
+      proxy.resume();
+    }
+    await until(async () => (await status("--server", relay.url)).out === reaching); // heard again
     await upstream.close();
     let gone = await status("--server", relay.url);
     for (let i = 0; i < 300 && gone.code === 0; i++) {
       await new Promise((r) => setTimeout(r, 10));
       gone = await status("--server", relay.url);
     }
-    expect(gone).toEqual({ code: 1, out: `relay at ${relay.url} to ${upstream.url}: reaching no server that answers calls` });
+    expect(gone).toEqual({ code: 1, out: `relay at ${relay.url} to ${proxy.url}: reaching no server that answers calls` });
   });
 
   it("a cluster: each member's load as it published it, and the cluster not healthy until it ends", async () => {
