@@ -46,13 +46,13 @@ export class ShardUpstreams {
     if (this.upstreams.length === 1) return undefined;
     return this.upstreams.map((u, index) => ({
       index,
-      members: u.servers.map((url) => ({ url, leader: u.reach.caughtUp && url === u.current })),
+      members: u.servers.map((url) => ({ url, leader: url === u.going })),
     }));
   }
 
   /** going are the servers calls go to, one per shard that a server answers in. */
   going(): string[] {
-    return this.upstreams.filter((u) => u.reach.caughtUp).map((u) => u.current);
+    return this.upstreams.flatMap((u) => (u.going === undefined ? [] : [u.going]));
   }
 
   /** silent are the servers, of every shard, that the relay's watches found silent. */

@@ -86,7 +86,7 @@ export class Upstream {
       // A leader paused through its failover holds the calls sent to it: they go again once its connection proves silent,
       // at once if its watch found it so already.
       left: (url) => {
-        const silent = this.watches.get(url)?.silent === true;
+        const silent = this.silentAt(url);
         if (silent) logger.warn({ url }, "upstream: the server calls left is silent; the calls held there go again");
         this.transports.left(url, silent);
       },
@@ -112,19 +112,24 @@ export class Upstream {
     return { response: response as never, serverId };
   };
 
-  /** current is the server calls go to now: the leader its watch found, once one answers. */
-  get current(): string {
-    return this.following.current;
-  }
-
   /** servers are the servers it sends to. */
   get servers(): readonly string[] {
     return this.urls;
   }
 
+  /** going is the server calls go to once one answers them (the leader its watch found); undefined while none does. */
+  get going(): string | undefined {
+    return this.reach.caughtUp ? this.following.current : undefined;
+  }
+
   /** silent are the servers whose watch left a PING unanswered and has not heard them since (paused, stalled or cut off). */
   get silent(): string[] {
-    return this.urls.filter((url) => this.watches.get(url)?.silent === true);
+    return this.urls.filter((url) => this.silentAt(url));
+  }
+
+  /** silentAt is whether the watch of `url` found it silent (ServerWatch.silent). */
+  private silentAt(url: string): boolean {
+    return this.watches.get(url)?.silent === true;
   }
 
   /** setUrls replaces the servers (the members found by DNS: UpstreamDiscovery), and watches the new ones. */
