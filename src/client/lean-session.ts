@@ -1,7 +1,7 @@
 import * as http2 from "node:http2";
 import type { GrpcTransportOptions } from "@connectrpc/connect-node";
 import { noSniForIp } from "../protocol/peer-tls.js";
-import { destroyIfSilent, PING_MS, pingWithin } from "../protocol/ping-within.js";
+import { destroyIfSilent, pingWithin } from "../protocol/ping-within.js";
 import type { ClientTls } from "./metadata-client.js";
 
 /** SessionManager is what connect-node's transports take to open their streams on a connection kept elsewhere. */
@@ -9,6 +9,9 @@ type SessionManager = NonNullable<GrpcTransportOptions["sessionManager"]>;
 
 /** CONNECT_MS bounds the wait for a connection: a server that does not accept by then is taken for gone. */
 const CONNECT_MS = 1_000;
+
+/** PING_MS is how often a lean connection (a relay's, a member's to other shards) is PINGed by default, and how long the answer may take. */
+const PING_MS = 5_000;
 
 /**
  * LeanSession keeps one HTTP/2 connection to a server, made again on the

@@ -24,9 +24,6 @@ export function pingWithin(session: http2.Http2Session, ms: number, heard: (erro
   if (!sent) settle(new Error("a PING could not be sent (too many unanswered, or the connection not made yet)"));
 }
 
-/** PING_MS is how often a client's connection to a server is PINGed by default, and how long the answer may take. */
-export const PING_MS = 5_000;
-
 /**
  * LEFT_PING_MS is how long a server that calls just left for a new leader
  * (a health watch or etcd named one) has to answer a PING before its
