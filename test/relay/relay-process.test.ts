@@ -86,11 +86,13 @@ describe.skipIf(missingEtcd !== "")("a relay in front of a cluster whose leader 
     expect(newLeader).not.toBe(leader);
     expect(await next).toBe(200);
     expect(await relay.exited).toBe(0);
-    // Its log says what it saw from the pause on, once each: no server answering, the stopped leader silent, the calls gone to
+    // Its log says what it saw from the pause on, once each: the stopped leader silent, the calls gone to
     // the new one (before, they went from the first member listed to the leader its watch found, unless that was the first).
     const said = relay.lines.slice(logged).map((line) => JSON.parse(line) as { msg: string; url?: string });
     const urls = (msg: string) => said.filter((line) => line.msg.startsWith(msg)).map((line) => line.url);
-    expect(urls("upstream: no server answers calls")).toHaveLength(1);
+    // No server answers only if its watch found the stopped leader silent before the next was elected (the usual order, not
+    // the only one: on a busy machine the election may come first, and the relay then moves with no gap in its reach).
+    expect(urls("upstream: no server answers calls").length).toBeLessThanOrEqual(1);
     expect(urls("upstream: the server calls left is silent")).toEqual([leader.url]);
     expect(urls("upstream: calls go to another server")).toEqual([newLeader.url]);
   }, 60_000);
