@@ -22,6 +22,10 @@ export interface RelayStatus {
   url: string;
   upstream: string;
   reachable: boolean;
+  /** callsGoTo are the servers its calls go to, one per shard that a server answers calls in. */
+  callsGoTo: string[];
+  /** silent are the servers its watches found silent (a PING unanswered: paused, stalled or cut off). */
+  silent: string[];
   /** shards are the shards it sends to, when more than one. */
   shards?: ShownShard[];
   namespaces: ShownNamespace[];
@@ -105,7 +109,7 @@ function header(status: AnyStatus): string {
 /** cluster lists a cluster's members (and its shards, when split), or says what stands in for one. */
 function cluster(status: AnyStatus): string {
   const split = status.shards === undefined ? "" : shards(status.shards);
-  if (status.kind === "relay") return `<p>relaying to ${esc(status.upstream)} ${status.reachable ? "(reached)" : "(unreachable)"}</p>${split}`;
+  if (status.kind === "relay") return relayed(status) + split;
   if (status.cluster === undefined) return `<p>single node</p>${split}`;
   return (
     split +
@@ -121,6 +125,20 @@ function cluster(status: AnyStatus): string {
       ]),
     )
   );
+}
+
+/** relayed says where a relay's calls go and which servers it found silent, as `status` does, so that a stall's server is named. */
+function relayed(status: RelayStatus): string {
+  const reach = `<p>relaying to ${esc(status.upstream)} ${status.reachable ? "(reached)" : "(unreachable)"}</p>`;
+  const going = status.callsGoTo.length === 0 ? "" : `<p id="calls-go-to">calls go to ${list(status.callsGoTo)}</p>`;
+  const silent =
+    status.silent.length === 0 ? "" : `<p id="silent" class="down">silent (a PING unanswered: paused, stalled or cut off): ${list(status.silent)}</p>`;
+  return reach + going + silent;
+}
+
+/** list is URLs as text, comma-separated. */
+function list(urls: readonly string[]): string {
+  return urls.map(esc).join(", ");
 }
 
 /** shards lists the shards of a cluster split into shards: each one's leader (or that none is known) and its members. */

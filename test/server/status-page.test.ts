@@ -9,9 +9,11 @@ import { percentile } from "../../src/server/status-history.js";
 import { AccessPolicy } from "../../src/service/access-policy.js";
 import { CurrentLoad } from "../../src/store/load-progress.js";
 import { lacking } from "../support/debian-packages.js";
+import { stallingProxy } from "../support/stalling-proxy.js";
 import { tempDir } from "../support/temp-dir.js";
 import { startTestRelay } from "../support/test-relay.js";
 import { startTestServer } from "../support/test-server.js";
+import { until } from "../support/until.js";
 
 const missing = lacking("the status page test", "chromium");
 
@@ -181,6 +183,26 @@ describe.skipIf(missing !== "")("the status page in a real browser (headless chr
     const status = (await (await fetch(`${relay.url}/status.json`)).json()) as { kind: string; namespaces: { namespace: string; keys: number }[] };
     expect(status).toMatchObject({ kind: "relay", namespaces: [{ namespace: "page", keys: 3 }] });
     expect(await chromium(`${relay.url}/`, 3_000, "--dump-dom")).toContain("relaying to ");
+  }, 120_000);
+
+  it("a relay names where its calls go, and the server its watch found silent while it is", async () => {
+    const upstream = await startTestServer();
+    const proxy = await stallingProxy(upstream.url); // holds every byte once stalled, as for a paused server
+    const relay = await startTestRelay(proxy.url);
+    const shown = async () => (await (await fetch(`${relay.url}/status.json`)).json()) as { callsGoTo: string[]; silent: string[] };
+    await until(async () => (await shown()).callsGoTo.length === 1);
+    let dom = await chromium(`${relay.url}/`, 3_000, "--dump-dom");
+    expect(dom).toContain(`<p id="calls-go-to">calls go to ${proxy.url}</p>`);
+    expect(dom).not.toContain('id="silent"');
+    proxy.stall();
+    try {
+      await until(async () => (await shown()).silent.length === 1);
+      dom = await chromium(`${relay.url}/`, 1_000, "--dump-dom");
+    } finally {
+      proxy.resume();
+    }
+    expect(dom).toContain(`<p id="silent" class="down">silent (a PING unanswered: paused, stalled or cut off): ${proxy.url}</p>`);
+    expect(dom).not.toContain('id="calls-go-to"'); // no server answers calls while the only one is silent
   }, 120_000);
 });
 
