@@ -17,6 +17,8 @@ export interface LeanGrpcOptions {
   readonly header?: Readonly<Record<string, string>>;
   /** pingMs is how often the connection is PINGed, and how long an answer may take (LeanSession's 5 s by default). */
   readonly pingMs?: number;
+  /** heldPingMs is how long a call may wait before its connection is PINGed (HeldCalls' 250 ms by default; tests set it longer). */
+  readonly heldPingMs?: number;
 }
 
 /**
@@ -46,20 +48,19 @@ export type LeanGrpcTransport = Transport & {
  * error without a gRPC status is gRPC's HTTP mapping (codeFromHttpStatus).
  */
 export function createLeanGrpcTransport(options: LeanGrpcOptions): LeanGrpcTransport {
-  const connection = new LeanSession(options.baseUrl, options.tls, options.pingMs);
-  const session = () => connection.open();
+  const connection = new LeanSession(options.baseUrl, options.tls, options.pingMs, options.heldPingMs);
   return {
     unary: async (method, signal, timeoutMs, header, input) => {
       const path = `/${method.parent.typeName}/${method.name}`;
       const schema = method.input as DescMessage;
       const frame = encodeFramed(schema, create(schema, input as MessageInitShape<DescMessage>));
-      const done = await exchange(session(), path, frame, signal, timeoutMs, { ...options.header, ...plainHeader(header) });
+      const done = await exchange(connection, path, frame, signal, timeoutMs, { ...options.header, ...plainHeader(header) });
       const message = messageOf(done);
       const [head, trailer] = [webHeaders(done.head), webHeaders(done.trailers)];
       return { stream: false, service: method.parent, method, header: head, trailer, message: fromBinary(method.output, message) } as never;
     },
     unaryBytes: async (path, frame, timeoutMs, header) =>
-      messageOf(await exchange(session(), path, frame, undefined, timeoutMs, { ...options.header, ...header })),
+      messageOf(await exchange(connection, path, frame, undefined, timeoutMs, { ...options.header, ...header })),
     stream: () => Promise.reject(new ConnectError("the lean gRPC transport makes unary calls only", Code.Unimplemented)),
     check: (ms) => connection.check(ms),
     drop: () => connection.drop(),
@@ -76,9 +77,9 @@ interface Exchange {
   rstCode: number;
 }
 
-/** exchange sends one framed request on a session and resolves once its stream closed, however it ended. */
+/** exchange sends one framed request on a connection and resolves once its stream closed, however it ended. */
 function exchange(
-  session: http2.ClientHttp2Session,
+  connection: LeanSession,
   path: string,
   frame: Buffer,
   signal: AbortSignal | undefined,
@@ -87,7 +88,7 @@ function exchange(
 ): Promise<Exchange> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(new ConnectError("the call was canceled", Code.Canceled));
-    const stream = session.request({
+    const stream = connection.call({
       ":method": "POST",
       ":path": path,
       "content-type": "application/grpc+proto",

@@ -1,5 +1,6 @@
 import * as http2 from "node:http2";
 import type { GrpcTransportOptions } from "@connectrpc/connect-node";
+import { HELD_PING_MS, HeldCalls } from "../protocol/held-calls.js";
 import { noSniForIp } from "../protocol/peer-tls.js";
 import { destroyIfSilent, pingWithin } from "../protocol/ping-within.js";
 import type { ClientTls } from "./metadata-client.js";
@@ -25,12 +26,15 @@ const PING_MS = 5_000;
 export class LeanSession implements SessionManager {
   readonly authority: string;
   private current: http2.ClientHttp2Session | undefined;
+  /** held counts the calls waiting on current, and PINGs it when one waits long (HeldCalls). */
+  private held: HeldCalls | undefined;
   private unheard = false;
 
   constructor(
     private readonly baseUrl: string,
     private readonly tls?: ClientTls,
     private readonly pingMs = PING_MS,
+    private readonly heldPingMs = HELD_PING_MS,
   ) {
     this.authority = new URL(baseUrl).origin;
   }
@@ -62,7 +66,17 @@ export class LeanSession implements SessionManager {
     });
     opened.unref();
     this.current = opened;
+    this.held = new HeldCalls(opened, this.heldPingMs);
     return opened;
+  }
+
+  /** call opens a unary call's stream on the connection; it counts as waiting (HeldCalls) until it closes. */
+  call(headers: http2.OutgoingHttpHeaders): http2.ClientHttp2Stream {
+    const stream = this.open().request(headers);
+    const held = this.held!;
+    held.add(stream);
+    stream.once("close", () => held.done(stream));
+    return stream;
   }
 
   request(

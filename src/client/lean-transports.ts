@@ -10,7 +10,7 @@ import { createLeanGrpcTransport, type LeanGrpcOptions, type LeanGrpcTransport }
 export class LeanTransports {
   private readonly transports = new Map<string, LeanGrpcTransport>();
 
-  constructor(private readonly options: Pick<LeanGrpcOptions, "tls" | "header" | "pingMs">) {}
+  constructor(private readonly options: Pick<LeanGrpcOptions, "tls" | "header" | "pingMs" | "heldPingMs">) {}
 
   /** of is the transport to `url`. */
   of(url: string): LeanGrpcTransport {
@@ -24,8 +24,9 @@ export class LeanTransports {
 
   /**
    * left checks the connection to `url`, which calls just left for a new
-   * leader: unless it answers a PING within LEFT_PING_MS, it is closed and
-   * the calls held on it go again, to the new leader. `silent`: the server
+   * leader: unless it answers a PING within LEFT_PING_MS (counted from the
+   * PING sent for a call held there, if one is on its way), it is closed
+   * and the calls held on it go again, to the new leader. `silent`: the server
    * already left a PING unanswered as long (a relay's health watch found
    * it so), and the connection is closed at once.
    */

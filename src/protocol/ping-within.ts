@@ -1,13 +1,25 @@
 import type * as http2 from "node:http2";
 
+/** Unanswered is a session's PING on its way: when it was sent, and who waits for its answer. */
+interface Unanswered {
+  readonly sentAt: number;
+  readonly waiting: ((error?: Error) => void)[];
+}
+
+/** unanswered holds each session's PING on its way, if one is: another check joins it instead of sending its own. */
+const unanswered = new WeakMap<http2.Http2Session, Unanswered>();
+
 /**
  * pingWithin PINGs an HTTP/2 session and calls `heard` once: with no
  * error when the answer came within ms, with one when it did not, or the
- * PING could not be sent or failed. The verdict waits one turn of the event
- * loop past the timer, for its I/O: a process that was itself stalled (a
- * long task, a pause) finds the timer due and the answer already readable,
- * and Node runs due timers before it reads; without the turn, it would
- * close a live connection for its own stall.
+ * PING could not be sent or failed. A PING already on its way is joined,
+ * and ms counted from its sending: a connection already silent that long
+ * (a call held on it was PINGed, HeldCalls) is given up at once. The
+ * verdict waits one turn of the event loop past the timer, for its I/O: a
+ * process that was itself stalled (a long task, a pause) finds the timer
+ * due and the answer already readable, and Node runs due timers before it
+ * reads; without the turn, it would close a live connection for its own
+ * stall.
  */
 export function pingWithin(session: http2.Http2Session, ms: number, heard: (error?: Error) => void): void {
   let settled = false;
@@ -17,11 +29,22 @@ export function pingWithin(session: http2.Http2Session, ms: number, heard: (erro
     clearTimeout(deadline);
     heard(error);
   };
-  const deadline = setTimeout(() => setImmediate(() => settle(new Error(`a PING not answered within ${ms} ms`))), ms);
+  const joined = unanswered.get(session);
+  const left = joined === undefined ? ms : Math.max(0, joined.sentAt + ms - performance.now());
+  const deadline = setTimeout(() => setImmediate(() => settle(new Error(`a PING not answered within ${ms} ms`))), left);
   deadline.unref();
-  const sent = session.ping((error) => settle(error ?? undefined));
+  if (joined !== undefined) {
+    joined.waiting.push(settle);
+    return;
+  }
+  const ping: Unanswered = { sentAt: performance.now(), waiting: [settle] };
+  const sent = session.ping((error) => {
+    if (unanswered.get(session) === ping) unanswered.delete(session);
+    for (const answered of ping.waiting) answered(error ?? undefined);
+  });
   // Not sent: too many unanswered, or the connection is still being made (Node queues the PING and answers undefined).
   if (!sent) settle(new Error("a PING could not be sent (too many unanswered, or the connection not made yet)"));
+  else unanswered.set(session, ping);
 }
 
 /**

@@ -49,6 +49,8 @@ export interface RelayParts {
   resolveSrv?: ResolveSrv;
   /** upstreamPingMs is how often the calls' connections upstream are PINGed (LeanSession's 5 s; tests set it longer). */
   upstreamPingMs?: number;
+  /** upstreamHeldPingMs is how long a call upstream may wait before its connection is PINGed (HeldCalls' 250 ms; tests set it longer). */
+  upstreamHeldPingMs?: number;
   /** statusSampleMs is how often the status page's charts take a sample (STATUS_SAMPLE_MS; tests take them faster). */
   statusSampleMs?: number;
 }
@@ -93,6 +95,7 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
         spreadReads: options.reads === "members",
         limits: options,
         pingMs: parts.upstreamPingMs,
+        heldPingMs: parts.upstreamHeldPingMs,
       }),
     options.holdMs,
   );

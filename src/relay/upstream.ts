@@ -37,6 +37,8 @@ export interface UpstreamConfig {
   readonly limits: BatchLimits;
   /** pingMs is how often the calls' connections are PINGed (5 s by default; tests set it longer to see what else moves a held call). */
   readonly pingMs?: number;
+  /** heldPingMs is how long a call may wait before its connection is PINGed (250 ms by default; tests set it longer). */
+  readonly heldPingMs?: number;
 }
 
 /**
@@ -70,6 +72,7 @@ export class Upstream {
       tls: config.tls,
       header: callHeader(config.token, config.shardLocal ? { [SHARD_LOCAL_HEADER]: "1" } : {}),
       pingMs: config.pingMs,
+      heldPingMs: config.heldPingMs,
     });
     this.urls = config.urls.split(",").map((url) => url.trim().replace(/\/$/, ""));
     this.following = new LeaderFollowing({

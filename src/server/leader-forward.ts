@@ -2,6 +2,7 @@ import type * as http from "node:http";
 import * as http2 from "node:http2";
 import { BodyBudget } from "../framing/http/body-budget.js";
 import { LOG_POSITION } from "../protocol/headers.js";
+import { HeldCalls } from "../protocol/held-calls.js";
 import { noSniForIp, type PeerTls } from "../protocol/peer-tls.js";
 import { destroyIfSilent, LEFT_PING_MS } from "../protocol/ping-within.js";
 import type { Leadership } from "../service/leadership.js";
@@ -78,6 +79,8 @@ type Response = http.ServerResponse | http2.Http2ServerResponse;
  */
 export class LeaderForward {
   private connection: { url: string; session: Promise<http2.ClientHttp2Session> } | undefined;
+  /** held counts the calls waiting on each connection, and PINGs it when one waits long (HeldCalls). */
+  private readonly held = new WeakMap<http2.ClientHttp2Session, HeldCalls>();
   private closed = false;
   /** selfUrl is this member's own URL (set once it listens): a call whose body was read when the member came to lead goes there. */
   selfUrl = "";
@@ -264,6 +267,9 @@ export class LeaderForward {
     let upstream: http2.ClientHttp2Stream;
     try {
       upstream = session.request(headers);
+      const held = this.held.get(session);
+      held?.add(upstream);
+      upstream.once("close", () => held?.done(upstream));
     } catch (error) {
       // Nothing was sent: on a connection that closed, the call goes to the next leader; on a live one, the call itself was refused.
       if (session.closed || session.destroyed) throw new Unreached(`the connection to the leader at ${leaderUrl} closed: ${(error as Error).message}`);
@@ -348,6 +354,7 @@ export class LeaderForward {
       const timer = setTimeout(() => client.destroy(new Error(`no connection to the leader at ${url} within ${CONNECT_MS} ms`)), CONNECT_MS);
       client.once("connect", () => {
         clearTimeout(timer);
+        this.held.set(client, new HeldCalls(client));
         resolve(client);
         void this.checkWhenLeft(url, client);
       });
@@ -369,9 +376,10 @@ export class LeaderForward {
   /**
    * checkWhenLeft PINGs the connection to the leader at url each time this
    * member names another leader (or leads), and destroys it unless it
-   * answers within LEFT_PING_MS: a leader paused or cut off through its
-   * failover would hold the calls on it for as long, and they go again,
-   * to the next leader. A live one, a standby now, keeps them.
+   * answers within LEFT_PING_MS, counted from the PING HeldCalls sent if
+   * one is on its way: a leader paused or cut off through its failover
+   * would hold the calls on it for as long, and they go again, to the next
+   * leader. A live one, a standby now, keeps them.
    */
   private async checkWhenLeft(url: string, client: http2.ClientHttp2Session): Promise<void> {
     const closed = new AbortController();

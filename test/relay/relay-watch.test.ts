@@ -112,8 +112,8 @@ describe("a relay with a call held on a leader that stalls", () => {
     "sends the call again to the new leader, with no PING on the calls' connection to wait for, when $first first",
     async ({ waitForSilence }) => {
       const { standby: b, proxy, heldThroughTakeOver } = await stallableLeader();
-      // The calls' connection is PINGed every 10 minutes: only the move to the new leader can free the held call.
-      const relay = await startTestRelay(`${proxy.url},${b.url}`, { holdMs: 60_000, upstreamPingMs: 600_000 });
+      // The calls' connection is PINGed every 10 minutes, and not for a call held: only the move to the new leader can free it.
+      const relay = await startTestRelay(`${proxy.url},${b.url}`, { holdMs: 60_000, upstreamPingMs: 600_000, upstreamHeldPingMs: 600_000 });
       await until(async () => (await relayStatus(relay.url)) === ServingStatus.SERVING);
       const client = createClient(MetadataService, createGrpcTransport({ baseUrl: relay.url }));
       await client.initializeRank({ rank: 0, numPages: 8 });

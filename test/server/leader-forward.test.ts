@@ -13,6 +13,7 @@ import { Leadership } from "../../src/service/leadership.js";
 import { stallableLeader } from "../support/stallable-leader.js";
 import { tempDir } from "../support/temp-dir.js";
 import { freePort, startTestServer, type TestServerConfig } from "../support/test-server.js";
+import { until } from "../support/until.js";
 
 const LIMITS = { maxBufferedBytes: 1 << 20, maxBufferedBytesPerConnection: 1 << 20, requestTimeoutMs: 60_000 };
 const closing: (() => void)[] = [];
@@ -119,7 +120,7 @@ describe("a standby's forwarding of calls (LeaderForward)", () => {
     expect(JSON.parse(body as string)).toMatchObject({ code: "unavailable", reason: "REASON_NOT_LEADER" });
   });
 
-  it("sends the call again to the next leader it names, once the stalled one's connection leaves a PING unanswered", async () => {
+  it("sends the call again to the next leader it names, once the stalled one's connection leaves the held call's PING unanswered", async () => {
     // a leads behind a proxy that can stall it, c is a standby that refuses calls, s one that forwards them.
     const { standby: c, proxy, heldThroughTakeOver } = await stallableLeader();
     const standby = new Leadership();
@@ -128,9 +129,18 @@ describe("a standby's forwarding of calls (LeaderForward)", () => {
     const client = createClient(MetadataService, createGrpcTransport({ baseUrl: s.url }));
     await client.initializeRank({ rank: 0, numPages: 8 }); // forwarded to a: the standby's connection to it is open
 
-    // c leads (a's lease lapsed), and s reads so; a still stalled.
-    const { answer, ms } = await heldThroughTakeOver(() => client.batchExists({ keys: ["k"] }), { told: () => standby.follow(c.url, true) });
+    // The call held on a, s PINGs their connection (HeldCalls); then c leads (a's lease lapsed), and s reads so; a still stalled.
+    let pings = 0;
+    const { answer, ms } = await heldThroughTakeOver(() => client.batchExists({ keys: ["k"] }), {
+      before: () => until(() => proxy.pingsHeld() > 0),
+      told: () => {
+        pings = proxy.pingsHeld();
+        standby.follow(c.url, true);
+      },
+    });
     expect(answer.exists).toEqual([false]); // answered by c: a, stalled, answers nothing
+    // The check as s named c joined the PING on its way: it sent none of its own, and waited only what was left of LEFT_PING_MS.
+    expect(proxy.pingsHeld()).toBe(pings);
     console.log(`the forwarded call was answered ${ms} ms after the standby named the next leader`);
   }, 30_000);
 });
