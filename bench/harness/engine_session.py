@@ -23,28 +23,38 @@ def engine_session():
 
 
 class Calls:
-    """Calls sends one process's calls on its engine_session, counting them and the longest (its retries included), and keeps the errors its loop meets."""
+    """Calls sends one process's calls on its engine_session, counting them and the longest (its retries included: when it began, to what URL), and keeps the errors its loop meets."""
 
     def __init__(self):
         self.session = engine_session()
         self.count = 0
         self.longest = 0.0
+        self.longest_began = ""
+        self.longest_url = ""
+        self.retried = 0
         self.errors = []
 
     def post(self, url, **kwargs):
         """post sends one call (requests' json= or data= and headers=) and returns its JSON answer, None for none (204)."""
         self.count += 1
+        began = utc_now()
         started = time.monotonic()
         try:
             res = self.session.post(url, **kwargs)
+            # urllib3 keeps the tries it made before this answer: a refused connection, a 503.
+            if res.raw.retries is not None and res.raw.retries.history:
+                self.retried += 1
             res.raise_for_status()
             return None if res.status_code == 204 or not res.content else res.json()
         finally:
-            self.longest = max(self.longest, time.monotonic() - started)
+            took = time.monotonic() - started
+            if took > self.longest:
+                self.longest, self.longest_began, self.longest_url = took, began, url
 
     def report(self, **fields):
-        """report prints the process's summary line: its calls, errors and longest call in seconds, and fields."""
-        print(json.dumps(dict(calls=self.count, errors=self.errors, longestCallSeconds=round(self.longest, 3), **fields)), flush=True)
+        """report prints the process's summary line: its calls, those answered after a retry, errors, longest call (in seconds, when it began in UTC, its URL), and fields."""
+        longest = dict(longestCallSeconds=round(self.longest, 3), longestCallBegan=self.longest_began, longestCallUrl=self.longest_url)
+        print(json.dumps(dict(calls=self.count, retried=self.retried, errors=self.errors, **longest, **fields)), flush=True)
 
 
 def stopped_when_stdin_closes():

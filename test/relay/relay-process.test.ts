@@ -41,7 +41,7 @@ for (const [engineName, start] of ENGINES) {
       }
       const run = await engine.stop();
       console.log(
-        `${engineName} through a relay across 2 leaders killed for good: ${run.calls} calls (the longest ${run.longestCallSeconds} s), ${run.stored} keys stored`,
+        `${engineName} through a relay across 2 leaders killed for good: ${run.calls} calls (the longest ${run.longestCall}), ${run.stored} keys stored`,
       );
       expect(run.errors).toEqual([]);
       expect(await run.missing(relay.url)).toEqual([]);
@@ -113,7 +113,7 @@ for (const [engineName, start] of ENGINES) {
         await engine.progress(5);
       }
       const run = await engine.stop();
-      console.log(`${engineName} across 2 relay restarts: ${run.calls} calls (the longest ${run.longestCallSeconds} s), ${run.stored} keys stored`);
+      console.log(`${engineName} across 2 relay restarts: ${run.calls} calls (the longest ${run.longestCall}), ${run.stored} keys stored`);
       expect(run.errors).toEqual([]);
       expect(await run.missing(relay.url)).toEqual([]);
     }, 60_000);

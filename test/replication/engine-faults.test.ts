@@ -168,7 +168,7 @@ describe.skipIf(missing !== "")("both engines, each through its relay, in front 
           .join("\n  ")}`,
       );
       for (const run of runs) {
-        console.log(`  an engine: ${run.calls} calls (the longest ${run.longestCallSeconds} s), ${run.stored} keys stored`);
+        console.log(`  an engine: ${run.calls} calls (the longest ${run.longestCall}), ${run.stored} keys stored`);
         expect(run.errors).toEqual([]);
         expect(await run.missing(relays[0]!.process.url)).toEqual([]);
         expect(run.stored).toBeGreaterThan(0);

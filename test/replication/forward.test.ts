@@ -87,7 +87,7 @@ describe.skipIf(missing !== "")("high availability on etcd: standbys forward cal
       }
       const run = await engine.stop();
       console.log(
-        `${engineName} given one standby across ${killed} leaders killed for good: ${run.calls} calls (the longest ${run.longestCallSeconds} s), ${run.stored} keys stored`,
+        `${engineName} given one standby across ${killed} leaders killed for good: ${run.calls} calls (the longest ${run.longestCall}), ${run.stored} keys stored`,
       );
       expect(killed).toBeGreaterThanOrEqual(1);
       expect(run.errors).toEqual([]);

@@ -77,7 +77,7 @@ describe.skipIf(missing !== "")("high availability on etcd: a power loss", () =>
       const converged = await waitForStandbys(etcd, servers, { timeoutMs: 30_000 });
       expect(converged.records.filter((r) => r.includes('"kind":"key"') && r.includes(`"namespace":"${NS}"`))).toHaveLength(acknowledged.size);
       console.log(
-        `a power loss: ${acknowledged.size} writes acknowledged, the log from entry ${logStart}, the leader's store at ${leaderStored}; alone, the old leader answered ${early === true ? "the truth" : `with an error (${early})`} and asked for a snapshot ${asked} times; the engine made ${run.calls} calls (the longest ${run.longestCallSeconds} s) and stored ${run.stored} keys`,
+        `a power loss: ${acknowledged.size} writes acknowledged, the log from entry ${logStart}, the leader's store at ${leaderStored}; alone, the old leader answered ${early === true ? "the truth" : `with an error (${early})`} and asked for a snapshot ${asked} times; the engine made ${run.calls} calls (the longest ${run.longestCall}) and stored ${run.stored} keys`,
       );
     },
     180_000,

@@ -62,7 +62,7 @@ for (const [engine, start] of engines(2.5)) {
       const result = await run.stop();
       const connections = (await connectionsTaken(server.url)) - before - 1; // the scrape's own
       console.log(
-        `${engine} with --idle-timeout 1s: ${result.calls} calls (the longest ${result.longestCallSeconds} s), ${result.stored} keys stored, ${connections} connections`,
+        `${engine} with --idle-timeout 1s: ${result.calls} calls (the longest ${result.longestCall}), ${result.stored} keys stored, ${connections} connections`,
       );
       expect(result.errors).toEqual([]);
       // Without the closes, 4: each process's connection (and vLLM's initialization's); each reader made at least 4 turns, 3 after its first.

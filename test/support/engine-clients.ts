@@ -19,9 +19,15 @@ export interface WorkerSummary {
 /** EngineSummary is what a process of vllm_engine.py or sglang_engine.py reports once its stdin closes: a writer its confirmed keys, a reader its turns. */
 export interface EngineSummary {
   calls: number;
+  /** retried counts the calls answered only after urllib3 tried again (a refused connection, a 5xx). */
+  retried: number;
   errors: string[];
   /** longestCallSeconds is the process's longest call, its retries and any wait at the server included. */
   longestCallSeconds: number;
+  /** longestCallBegan is when that call began (UTC, to the millisecond), to set beside a test's log of faults. */
+  longestCallBegan: string;
+  /** longestCallUrl is where that call went. */
+  longestCallUrl: string;
   confirmed?: string[];
   turns?: number;
 }
@@ -92,8 +98,12 @@ export interface EngineRun {
   /** errors are the calls that failed after the client's retries, and the wrong answers, each prefixed by who met it. */
   errors: string[];
   calls: number;
+  /** retried counts the calls answered only after the client tried again, in every process. */
+  retried: number;
   /** longestCallSeconds is the longest call of any of its processes, retries included. */
   longestCallSeconds: number;
+  /** longestCall says that call: how long, when it began, who sent it and where. */
+  longestCall: string;
   /** stored is how many keys the engine has whole: confirmed on every rank (vLLM), or on its rank by each rank (SGLang). */
   stored: number;
   /** missing asks the server at url for the keys stored and returns those it does not have. */
@@ -114,9 +124,11 @@ async function postJson<T>(url: string, body: unknown): Promise<T> {
   return (await res.json()) as T;
 }
 
-/** longestOf is the longest call of any of the processes. */
-function longestOf(processes: EngineSummary[]): number {
-  return Math.max(0, ...processes.map((p) => p.longestCallSeconds));
+/** longestOf is the longest call of any of the processes, and what it was. */
+function longestOf(processes: [string, EngineSummary][]): Pick<EngineRun, "longestCallSeconds" | "longestCall"> {
+  const [who, summary] = processes.reduce((a, b) => (b[1].longestCallSeconds > a[1].longestCallSeconds ? b : a));
+  const { longestCallSeconds: seconds, longestCallBegan: began, longestCallUrl: url } = summary;
+  return { longestCallSeconds: seconds, longestCall: `${seconds} s, begun ${began} UTC by the ${who} to ${url}` };
 }
 
 /** errorsOf is every process's errors, each prefixed by who met it. */
@@ -162,10 +174,12 @@ export class VllmEngine implements Engine {
     const [scheduler, ...workers] = await Promise.all([this.scheduler.stop(), ...this.workers.map((w) => w.stop())]);
     const everywhere = workers.map((w) => new Set(w.confirmed));
     const complete = [...everywhere[0]!].filter((key) => everywhere.every((keys) => keys.has(key)));
+    const processes: [string, EngineSummary][] = [["scheduler", scheduler!], ...workers.map((w, rank): [string, EngineSummary] => [`worker ${rank}`, w])];
     return {
-      errors: errorsOf([["scheduler", scheduler!], ...workers.map((w, rank): [string, EngineSummary] => [`worker ${rank}`, w])]),
+      errors: errorsOf(processes),
       calls: scheduler!.calls + workers.reduce((sum, w) => sum + w.calls, 0),
-      longestCallSeconds: longestOf([scheduler!, ...workers]),
+      retried: processes.reduce((sum, [, p]) => sum + p.retried, 0),
+      ...longestOf(processes),
       stored: complete.length,
       complete,
       async missing(url) {
@@ -202,13 +216,15 @@ export class SglangEngine implements Engine {
   /** stop ends every process; the keys it reports stored are each writer's, asked of its rank with SGLang's exists. */
   async stop(): Promise<EngineRun> {
     const [writers, prefetchers] = await Promise.all([Promise.all(this.writers.map((w) => w.stop())), Promise.all(this.prefetchers.map((p) => p.stop()))]);
+    const processes = [
+      ...writers.map((w, rank): [string, EngineSummary] => [`writer ${rank}`, w]),
+      ...prefetchers.map((p, rank): [string, EngineSummary] => [`prefetcher ${rank}`, p]),
+    ];
     return {
-      errors: errorsOf([
-        ...writers.map((w, rank): [string, EngineSummary] => [`writer ${rank}`, w]),
-        ...prefetchers.map((p, rank): [string, EngineSummary] => [`prefetcher ${rank}`, p]),
-      ]),
+      errors: errorsOf(processes),
       calls: [...writers, ...prefetchers].reduce((sum, s) => sum + s.calls, 0),
-      longestCallSeconds: longestOf([...writers, ...prefetchers]),
+      retried: processes.reduce((sum, [, p]) => sum + p.retried, 0),
+      ...longestOf(processes),
       stored: writers.reduce((sum, w) => sum + w.confirmed!.length, 0),
       async missing(url) {
         const missing = await Promise.all(
