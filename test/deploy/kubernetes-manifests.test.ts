@@ -163,7 +163,7 @@ describe("the Kubernetes manifests", () => {
     );
   });
 
-  it("run the relay on each engine node's 127.0.0.1:18000, upstream of every member by its advertise URL", () => {
+  it("run the relay on each engine node's 127.0.0.1:18000, upstream of every member by its advertise URL, upgraded beside the old one", () => {
     const set = one("StatefulSet");
     const pod = one("DaemonSet").spec.template.spec;
     const relay = pod.containers[0];
@@ -174,6 +174,11 @@ describe("the Kubernetes manifests", () => {
     expect(relay.env).toContainEqual({ name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } });
     // The kubelet's probes reach the pod's IP, not the node's 127.0.0.1: the relay's probe runs inside.
     expect(relay.readinessProbe.exec.command).toEqual(["hf3fs-metadata", "health", "--server", "http://127.0.0.1:18000"]);
+    // An upgrade surges: the new relay waits for the port at least as long as the old pod may take to be found ready beside
+    // it (its probe), deleted and drained (its grace period), so it does not give up while the old one still holds it.
+    expect(one("DaemonSet").spec.updateStrategy).toEqual({ type: "RollingUpdate", rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } });
+    const waitsMs = parseDuration(flagValue(relay.args, "--port-wait")!);
+    expect(waitsMs).toBeGreaterThan((pod.terminationGracePeriodSeconds + relay.readinessProbe.periodSeconds + relay.readinessProbe.timeoutSeconds) * 1000);
   });
 
   it("refer only to Secret and ConfigMap keys that exist, and every file an option names is mounted", () => {

@@ -3,7 +3,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import type { StandbyCounts } from "../../bench/harness/standby-counts.js";
 import { ClusterService } from "../../gen/hf3fs/metadata/v1/cluster_pb.js";
-import { type ChildServer, startChildRelay, startChildServer } from "../support/child-server.js";
+import { type ChildServer, type SpawnedChild, spawnChildRelay, startChildRelay, startChildServer } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
 import { type Engine, engines } from "../support/engine-clients.js";
 import { type EtcdCluster, type EtcdMember, startEtcdCluster } from "../support/etcd-cluster.js";
@@ -23,6 +23,8 @@ const ROUNDS = 3;
  * same port (and data dir).
  */
 interface Restartable {
+  /** prepare runs before the stop: what comes up before the old process goes (a DaemonSet's surge). */
+  prepare?(): Promise<void>;
   /** stop sends SIGTERM and resolves once the process exited: "" if it exited cleanly, else how it ended and its stderr. */
   stop(): Promise<string>;
   /** start runs it again, and resolves once it is up. */
@@ -31,6 +33,7 @@ interface Restartable {
 
 /** restart stops `target` with SIGTERM, waits for its exit, starts it again, and returns how long the old process took to exit. */
 async function restart(target: Restartable): Promise<number> {
+  await target.prepare?.();
   const sent = Date.now();
   const failed = await target.stop();
   const tookMs = Date.now() - sent;
@@ -55,6 +58,35 @@ function restartable(first: ChildServer, start: () => Promise<ChildServer>, star
   };
 }
 
+/** PORT_WAIT is what a process logs when the port is still held by the one it replaces. */
+const PORT_WAIT = "the port is in use; waiting for it (a restart's previous process still draining its calls)";
+
+/**
+ * surging is a relay replaced as a DaemonSet with maxSurge replaces its
+ * pod on the node's network: the next process starts first and waits for
+ * the port (its readiness probe meanwhile answered by the old one), then
+ * the old one gets SIGTERM; `waited` hears of each next one that waited.
+ */
+function surging(first: ChildServer, args: string[], waited: () => void): Restartable {
+  let process = first;
+  let next: SpawnedChild | undefined;
+  return {
+    prepare: async () => {
+      next = spawnChildRelay(args);
+      await next.logged(PORT_WAIT);
+      waited();
+    },
+    stop: async () => {
+      process.child.kill("SIGTERM");
+      const code = await process.exited;
+      return code === 0 ? "" : `exit code ${code}; stderr: ${process.stderr}`;
+    },
+    start: async () => {
+      process = await next!.listening;
+    },
+  };
+}
+
 /** ENGINES are both engines, their readers idle 3 s between turns, as vLLM's scheduler between requests. */
 const ENGINES = engines(3);
 
@@ -74,7 +106,7 @@ async function rideThrough(start: (url: string) => Promise<Engine>, engineUrl: s
   }
   const run = await engine.stop();
   console.log(
-    `an engine across ${ROUNDS} SIGTERM restarts: ${run.calls} calls (the longest ${run.longestCallSeconds} s), exits after ${exits.join(", ")} ms, ${run.stored} keys stored`,
+    `an engine across ${ROUNDS} SIGTERM restarts: ${run.calls} calls, ${run.retried} answered after a retry (the longest ${run.longestCall}), exits after ${exits.join(", ")} ms, ${run.stored} keys stored`,
   );
   expect(run.errors).toEqual([]);
   for (const tookMs of exits) expect(tookMs).toBeLessThan(2_000);
@@ -119,6 +151,16 @@ for (const [engine, start] of ENGINES) {
       const first = await startChildRelay(args);
       const relay = restartable(first, () => startChildRelay(args));
       await rideThrough(start, first.url, async () => relay);
+    }, 120_000);
+
+    it("its relay is replaced as a DaemonSet with maxSurge replaces it: the next one started first, waiting for the port, then the old one stopped by SIGTERM", async () => {
+      const upstream = await startChildServer(["--data-dir", tempDir()]);
+      const args = ["--upstream", upstream.url, "--port", String(await freePort()), "--port-wait", "60s"];
+      const first = await startChildRelay(args);
+      let waited = 0;
+      const relay = surging(first, args, () => waited++);
+      await rideThrough(start, first.url, async () => relay);
+      expect(waited).toBe(ROUNDS); // each next relay was up, waiting for the port, before the old one was stopped
     }, 120_000);
   });
 

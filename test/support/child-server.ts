@@ -56,13 +56,25 @@ export function startInstalledCommand(bin: string, verb: "serve" | "relay", args
 }
 
 /** startChild runs a listening command of the CLI and resolves once it logged "listening". */
-async function startChild(
-  verb: "serve" | "relay",
-  args: string[],
-  env: NodeJS.ProcessEnv,
-  wrapper: string[],
-  cli = [process.execPath, BIN],
-): Promise<ChildServer> {
+function startChild(verb: "serve" | "relay", args: string[], env: NodeJS.ProcessEnv, wrapper: string[], cli = [process.execPath, BIN]): Promise<ChildServer> {
+  return spawnChild(verb, args, env, wrapper, cli).listening;
+}
+
+/** SpawnedChild is a listening command of the CLI as it starts: its output so far, and its ChildServer once it listens. */
+export interface SpawnedChild {
+  child: ChildProcess;
+  lines: string[];
+  logged(msg: string): Promise<void>;
+  listening: Promise<ChildServer>;
+}
+
+/** spawnChildRelay starts `hf3fs-metadata relay` like startChildRelay, returning at once: a relay that waits for its port (a surge's) listens only later. */
+export function spawnChildRelay(args: string[]): SpawnedChild {
+  return spawnChild("relay", args, {}, []);
+}
+
+/** spawnChild runs a listening command of the CLI on 127.0.0.1 (an ephemeral port unless args give --port), killed after the test. */
+function spawnChild(verb: "serve" | "relay", args: string[], env: NodeJS.ProcessEnv, wrapper: string[], cli = [process.execPath, BIN]): SpawnedChild {
   const command = [...wrapper, ...cli, verb, "--host", "127.0.0.1", "--port", "0", ...args];
   const child = spawn(command[0]!, command.slice(1), {
     env: { ...process.env, ...env },
@@ -73,7 +85,7 @@ async function startChild(
   const lines: string[] = [];
   let stderr = "";
   child.stderr.on("data", (d) => (stderr += d));
-  const url = await new Promise<string>((resolve, reject) => {
+  const url = new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout }).on("line", (line) => {
       lines.push(line);
       const event = JSON.parse(line) as { msg?: string; url?: string };
@@ -87,8 +99,8 @@ async function startChild(
     died.catch(() => undefined); // it rejects once the server exits, whether or not anyone still waits
     while (!has()) await Promise.race([once(child.stdout!, "data"), died]);
   };
-  return {
-    url,
+  const listening = url.then((listeningAt) => ({
+    url: listeningAt,
     child,
     lines,
     logged,
@@ -96,5 +108,6 @@ async function startChild(
     get stderr() {
       return stderr;
     },
-  };
+  }));
+  return { child, lines, logged, listening };
 }
