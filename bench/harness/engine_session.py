@@ -11,6 +11,7 @@ import time
 
 import requests
 from requests.adapters import HTTPAdapter
+from urllib3.exceptions import NewConnectionError
 from urllib3.util.retry import Retry
 
 
@@ -32,6 +33,7 @@ class Calls:
         self.longest_began = ""
         self.longest_url = ""
         self.retried = 0
+        self.refused = 0
         self.errors = []
 
     def post(self, url, **kwargs):
@@ -44,6 +46,8 @@ class Calls:
             # urllib3 keeps the tries it made before this answer: a refused connection, a 503.
             if res.raw.retries is not None and res.raw.retries.history:
                 self.retried += 1
+                if any(isinstance(h.error, NewConnectionError) for h in res.raw.retries.history):
+                    self.refused += 1
             res.raise_for_status()
             return None if res.status_code == 204 or not res.content else res.json()
         finally:
@@ -52,9 +56,9 @@ class Calls:
                 self.longest, self.longest_began, self.longest_url = took, began, url
 
     def report(self, **fields):
-        """report prints the process's summary line: its calls, those answered after a retry, errors, longest call (in seconds, when it began in UTC, its URL), and fields."""
+        """report prints the process's summary line: its calls, those answered after a retry (and of them after a connection refused), errors, longest call (in seconds, when it began in UTC, its URL), and fields."""
         longest = dict(longestCallSeconds=round(self.longest, 3), longestCallBegan=self.longest_began, longestCallUrl=self.longest_url)
-        print(json.dumps(dict(calls=self.count, retried=self.retried, errors=self.errors, **longest, **fields)), flush=True)
+        print(json.dumps(dict(calls=self.count, retried=self.retried, refused=self.refused, errors=self.errors, **longest, **fields)), flush=True)
 
 
 def stopped_when_stdin_closes():

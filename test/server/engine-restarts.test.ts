@@ -5,7 +5,7 @@ import type { StandbyCounts } from "../../bench/harness/standby-counts.js";
 import { ClusterService } from "../../gen/hf3fs/metadata/v1/cluster_pb.js";
 import { type ChildServer, type SpawnedChild, spawnChildRelay, startChildRelay, startChildServer } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
-import { type Engine, engines } from "../support/engine-clients.js";
+import { type Engine, type EngineRun, engines } from "../support/engine-clients.js";
 import { type EtcdCluster, type EtcdMember, startEtcdCluster } from "../support/etcd-cluster.js";
 import { readyMember, type Server, startServer as startMember, waitForLeader } from "../support/ha-cluster.js";
 import { readCounts } from "../support/standby-counts.js";
@@ -96,7 +96,7 @@ const ENGINES = engines(3);
  * each old process exited within 2 s of its SIGTERM, and that every key the
  * engine stored is there at the end.
  */
-async function rideThrough(start: (url: string) => Promise<Engine>, engineUrl: string, pick: () => Promise<Restartable>): Promise<void> {
+async function rideThrough(start: (url: string) => Promise<Engine>, engineUrl: string, pick: () => Promise<Restartable>): Promise<EngineRun> {
   const engine = await start(engineUrl);
   await engine.progress(5);
   const exits: number[] = [];
@@ -106,12 +106,13 @@ async function rideThrough(start: (url: string) => Promise<Engine>, engineUrl: s
   }
   const run = await engine.stop();
   console.log(
-    `an engine across ${ROUNDS} SIGTERM restarts: ${run.calls} calls, ${run.retried} answered after a retry (the longest ${run.longestCall}), exits after ${exits.join(", ")} ms, ${run.stored} keys stored`,
+    `an engine across ${ROUNDS} SIGTERM restarts: ${run.calls} calls, ${run.retried} answered after a retry (${run.refused} after a connection refused; the longest ${run.longestCall}), exits after ${exits.join(", ")} ms, ${run.stored} keys stored`,
   );
   expect(run.errors).toEqual([]);
   for (const tookMs of exits) expect(tookMs).toBeLessThan(2_000);
   expect(await run.missing(engineUrl)).toEqual([]);
   expect(run.stored).toBeGreaterThanOrEqual(5 * (ROUNDS + 1));
+  return run;
 }
 
 /** memberOf is a cluster member as a Restartable: started again on its port and data dir, and counted as up once ready (health "" SERVING: loaded and, on a standby, caught up), as Kubernetes waits for it. */
@@ -159,8 +160,10 @@ for (const [engine, start] of ENGINES) {
       const first = await startChildRelay(args);
       let waited = 0;
       const relay = surging(first, args, () => waited++);
-      await rideThrough(start, first.url, async () => relay);
+      const run = await rideThrough(start, first.url, async () => relay);
       expect(waited).toBe(ROUNDS); // each next relay was up, waiting for the port, before the old one was stopped
+      // The old one handed the port over before it told its connections to end: each reconnected to a port that was taken.
+      expect(run.refused).toBe(0);
     }, 120_000);
   });
 

@@ -21,6 +21,8 @@ export interface EngineSummary {
   calls: number;
   /** retried counts the calls answered only after urllib3 tried again (a refused connection, a 5xx). */
   retried: number;
+  /** refused counts those of them that met a connection refused (no process held the port). */
+  refused: number;
   errors: string[];
   /** longestCallSeconds is the process's longest call, its retries and any wait at the server included. */
   longestCallSeconds: number;
@@ -100,6 +102,8 @@ export interface EngineRun {
   calls: number;
   /** retried counts the calls answered only after the client tried again, in every process. */
   retried: number;
+  /** refused counts those of them that met a connection refused. */
+  refused: number;
   /** longestCallSeconds is the longest call of any of its processes, retries included. */
   longestCallSeconds: number;
   /** longestCall says that call: how long, when it began, who sent it and where. */
@@ -179,6 +183,7 @@ export class VllmEngine implements Engine {
       errors: errorsOf(processes),
       calls: scheduler!.calls + workers.reduce((sum, w) => sum + w.calls, 0),
       retried: processes.reduce((sum, [, p]) => sum + p.retried, 0),
+      refused: processes.reduce((sum, [, p]) => sum + p.refused, 0),
       ...longestOf(processes),
       stored: complete.length,
       complete,
@@ -224,6 +229,7 @@ export class SglangEngine implements Engine {
       errors: errorsOf(processes),
       calls: [...writers, ...prefetchers].reduce((sum, s) => sum + s.calls, 0),
       retried: processes.reduce((sum, [, p]) => sum + p.retried, 0),
+      refused: processes.reduce((sum, [, p]) => sum + p.refused, 0),
       ...longestOf(processes),
       stored: writers.reduce((sum, w) => sum + w.confirmed!.length, 0),
       async missing(url) {

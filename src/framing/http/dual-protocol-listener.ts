@@ -167,14 +167,20 @@ export class DualProtocolListener {
    * a keep-alive client keeps its side open until it next uses it, and the
    * drain would wait for that; a connection that has sent nothing yet is
    * closed too), and resolves once every connection is closed; after
-   * timeoutMs it stops and destroys what is left.
+   * timeoutMs it stops and destroys what is left. When the next process
+   * already waits for the port (a DaemonSet's surge), the port is handed
+   * over to it first, and only then are the connections told to end: they
+   * reconnect to a port that is taken, and the calls in flight are still
+   * answered here.
    */
   async close(timeoutMs: number): Promise<void> {
-    this.closing = true;
     const deadline = Date.now() + timeoutMs;
+    // Until the next process took the port, the connections here go on as they were: one closed now would reconnect to no one.
+    const handedOver = (await this.port?.handOver()) === true;
+    this.closing = true;
     this.goAway();
     for (const answers of this.h1Answers.values()) for (const res of answers) if (!res.headersSent) res.shouldKeepAlive = false;
-    while (this.callsInFlight() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    while (!handedOver && this.callsInFlight() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
     const stopped = this.port?.close();
     this.goAway(); // the sessions opened meanwhile too
     for (const [socket, answers] of this.h1Answers) if (answers.size === 0) socket.destroy();
