@@ -25,11 +25,11 @@ export const FLAGS: { readonly [F in keyof ServerOptions | keyof RelayOptions]: 
   http2KeepaliveMs: { flag: "http2-keepalive", help: "an HTTP/2 connection silent this long is pinged, and closed unless it answers within as long again" },
   shutdownTimeoutMs: {
     flag: "shutdown-timeout",
-    help: "how long shutdown waits for calls in flight; the port stays open, and new connections are served, while any is",
+    help: "how long shutdown waits for calls in flight; the port stays open, and new connections are served, while any is, unless a process waiting for the port takes it over first",
   },
   portWaitMs: {
     flag: "port-wait",
-    help: "how long to wait for the port while another process holds it (a restart's previous one, still draining its calls); 0: refuse at once",
+    help: "how long to wait for the port while another process holds it (a restart's previous one, still draining its calls; or one still serving, which hands the port over as it stops); 0: refuse at once",
   },
   dataDir: { flag: "data-dir", help: "directory of the durable store" },
   inMemory: { flag: "in-memory", help: "keep state in memory only (lost on exit)" },
