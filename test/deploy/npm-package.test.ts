@@ -200,7 +200,7 @@ describe("the systemd units", () => {
   });
 
   it("are what docs/operating.md's restart recipe shows", () => {
-    const recipe = /With systemd, `deploy\/systemd\/hf3fs-metadata.service`[\s\S]*?```ini\n([\s\S]*?)```/.exec(
+    const recipe = /With systemd,\s+`deploy\/systemd\/hf3fs-metadata.service`[\s\S]*?```ini\n([\s\S]*?)```/.exec(
       readFileSync(join(ROOT, "docs/operating.md"), "utf8"),
     )![1]!;
     const unit = readFileSync(join(UNITS, "hf3fs-metadata.service"), "utf8").split("\n");
