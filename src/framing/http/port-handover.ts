@@ -49,6 +49,7 @@ export class Successor {
       server.listen(handoverName(host, port), () => resolve(true));
     });
     if (!listening) return undefined;
+    server.on("error", () => undefined); // a failed accept at its name costs the hand-over, never the process
     server.unref();
     return successor;
   }
