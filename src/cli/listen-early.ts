@@ -6,6 +6,9 @@ import type { TlsOptions } from "../server/tls-options.js";
 import type { AccessOptions } from "../service/access-options.js";
 import { warnIfExposed } from "./caller-security.js";
 
+/** PORT_IN_USE is what a starting process logs while another holds its port: the one it replaces, which frees it or hands it over as it stops. */
+export const PORT_IN_USE = "the port is in use; waiting for it (the process that holds it frees it, or hands it over, as it stops)";
+
 /**
  * listenEarly binds a listening command's port before the rest of it
  * loads (from then on a client's connection waits rather than being
@@ -22,10 +25,7 @@ export async function listenEarly(
   let port: EarlyPort;
   try {
     port = await EarlyPort.bind(options.host, options.port, options.maxConnections, options.portWaitMs, () =>
-      logger.warn(
-        { port: options.port, waitMs: options.portWaitMs },
-        "the port is in use; waiting for it (a restart's previous process still draining its calls)",
-      ),
+      logger.warn({ port: options.port, waitMs: options.portWaitMs }, PORT_IN_USE),
     );
   } catch (error) {
     console.error(`hf3fs-metadata ${command}: cannot listen on ${options.host}:${options.port}: ${(error as Error).message}`);

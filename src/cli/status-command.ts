@@ -4,6 +4,7 @@ import { Code, ConnectError, createClient, type Transport } from "@connectrpc/co
 import { MemberRole, ReplicationService, type StatusResponse } from "../../gen/hf3fs/metadata/internal/v1/replication_pb.js";
 import { ClusterService } from "../../gen/hf3fs/metadata/v1/cluster_pb.js";
 import { transportFor } from "../client/metadata-client.js";
+import { SILENT_MEANS } from "../protocol/ping-within.js";
 import { type LoadStatus, percentOf } from "../store/load-progress.js";
 import { CONNECTION_HELP, DEFAULT_SERVER, parseOperatorArgs, tryParse } from "./operator-commands.js";
 
@@ -135,7 +136,7 @@ async function standaloneStatus(parsed: Exclude<ReturnType<typeof parseOperatorA
     else {
       const reach = page.reachable ? "reaching a server that answers calls" : "reaching no server that answers calls";
       const going = callsGoTo.length === 0 ? "" : `; calls go to ${callsGoTo.join(", ")}`;
-      const stalled = silent.length === 0 ? "" : `; silent (a PING unanswered: paused, stalled or cut off): ${silent.join(", ")}`;
+      const stalled = silent.length === 0 ? "" : `; silent (${SILENT_MEANS}): ${silent.join(", ")}`;
       console.log(`relay at ${page.url} to ${page.upstream}: ${reach}${going}${stalled}`);
     }
     return page.reachable ? 0 : 1;

@@ -1,5 +1,8 @@
 import type * as http2 from "node:http2";
 
+/** SILENT_MEANS says what a server found silent is, wherever it is shown (a relay's status, its page). */
+export const SILENT_MEANS = "a PING unanswered: paused, stalled or cut off";
+
 /** Unanswered is a session's PING on its way: when it was sent, and who waits for its answer. */
 interface Unanswered {
   readonly sentAt: number;

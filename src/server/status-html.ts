@@ -1,3 +1,4 @@
+import { SILENT_MEANS } from "../protocol/ping-within.js";
 import type { LoadStatus } from "../store/load-progress.js";
 import type { HistorySample } from "./status-history.js";
 import type { ServerStatus, ShownShard } from "./status-view.js";
@@ -24,7 +25,7 @@ export interface RelayStatus {
   reachable: boolean;
   /** callsGoTo are the servers its calls go to, one per shard that a server answers calls in. */
   callsGoTo: string[];
-  /** silent are the servers its watches found silent (a PING unanswered: paused, stalled or cut off). */
+  /** silent are the servers its watches found silent (SILENT_MEANS). */
   silent: string[];
   /** shards are the shards it sends to, when more than one. */
   shards?: ShownShard[];
@@ -131,8 +132,7 @@ function cluster(status: AnyStatus): string {
 function relayed(status: RelayStatus): string {
   const reach = `<p>relaying to ${esc(status.upstream)} ${status.reachable ? "(reached)" : "(unreachable)"}</p>`;
   const going = status.callsGoTo.length === 0 ? "" : `<p id="calls-go-to">calls go to ${list(status.callsGoTo)}</p>`;
-  const silent =
-    status.silent.length === 0 ? "" : `<p id="silent" class="down">silent (a PING unanswered: paused, stalled or cut off): ${list(status.silent)}</p>`;
+  const silent = status.silent.length === 0 ? "" : `<p id="silent" class="down">silent (${SILENT_MEANS}): ${list(status.silent)}</p>`;
   return reach + going + silent;
 }
 

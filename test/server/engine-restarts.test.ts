@@ -3,6 +3,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import type { StandbyCounts } from "../../bench/harness/standby-counts.js";
 import { ClusterService } from "../../gen/hf3fs/metadata/v1/cluster_pb.js";
+import { PORT_IN_USE } from "../../src/cli/listen-early.js";
 import { type ChildServer, type SpawnedChild, spawnChildRelay, startChildRelay, startChildServer } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
 import { type Engine, type EngineRun, engines } from "../support/engine-clients.js";
@@ -58,9 +59,6 @@ function restartable(first: ChildServer, start: () => Promise<ChildServer>, star
   };
 }
 
-/** PORT_WAIT is what a process logs when the port is still held by the one it replaces. */
-const PORT_WAIT = "the port is in use; waiting for it (a restart's previous process still draining its calls)";
-
 /**
  * surging is a relay replaced as a DaemonSet with maxSurge replaces its
  * pod on the node's network: the next process starts first and waits for
@@ -73,7 +71,7 @@ function surging(first: ChildServer, args: string[], waited: () => void): Restar
   return {
     prepare: async () => {
       next = spawnChildRelay(args);
-      await next.logged(PORT_WAIT);
+      await next.logged(PORT_IN_USE);
       waited();
     },
     stop: async () => {
