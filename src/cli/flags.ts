@@ -18,7 +18,7 @@ export interface Flag {
  */
 export const FLAGS: { readonly [F in keyof ServerOptions | keyof RelayOptions]: Flag } = {
   host: { flag: "host", help: "address to listen on" },
-  port: { flag: "port", help: "TCP port (0: any free port)" },
+  port: { flag: "port", help: "TCP port (0: any free port); under systemd's socket activation, the socket unit's port" },
   maxConnections: { flag: "max-connections", help: "connections at once at most; more are closed as they come" },
   maxStreamsPerConnection: { flag: "max-streams-per-connection", help: "concurrent HTTP/2 streams (calls) per connection at most" },
   idleTimeoutMs: { flag: "idle-timeout", help: "a connection without a call in flight this long is closed" },

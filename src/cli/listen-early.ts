@@ -5,6 +5,7 @@ import { serverUrl } from "../server/server-url.js";
 import type { TlsOptions } from "../server/tls-options.js";
 import type { AccessOptions } from "../service/access-options.js";
 import { warnIfExposed } from "./caller-security.js";
+import { systemdSocket } from "./systemd-socket.js";
 
 /** PORT_IN_USE is what a starting process logs while another holds its port: the one it replaces, which frees it or hands it over as it stops. */
 export const PORT_IN_USE = "the port is in use; waiting for it (the process that holds it frees it, or hands it over, as it stops)";
@@ -12,9 +13,10 @@ export const PORT_IN_USE = "the port is in use; waiting for it (the process that
 /**
  * listenEarly binds a listening command's port before the rest of it
  * loads (from then on a client's connection waits rather than being
- * refused) and logs "listening", after a warning when it listens beyond
- * loopback without tokens or TLS; undefined, with the reason on stderr,
- * when the port cannot be bound.
+ * refused), or takes the socket systemd passed it (socket activation: its
+ * port must be --port's, unless that is 0), and logs "listening", after a
+ * warning when it listens beyond loopback without tokens or TLS;
+ * undefined, with the reason on stderr, when it cannot listen.
  */
 export async function listenEarly(
   command: string,
@@ -23,14 +25,28 @@ export async function listenEarly(
 ): Promise<EarlyPort | undefined> {
   warnIfExposed(options, logger);
   let port: EarlyPort;
+  let fd: number | undefined;
   try {
-    port = await EarlyPort.bind(options.host, options.port, options.maxConnections, options.portWaitMs, () =>
-      logger.warn({ port: options.port, waitMs: options.portWaitMs }, PORT_IN_USE),
-    );
+    fd = systemdSocket(process.env, process.pid);
+    port =
+      fd === undefined
+        ? await EarlyPort.bind(options.host, options.port, options.maxConnections, options.portWaitMs, () =>
+            logger.warn({ port: options.port, waitMs: options.portWaitMs }, PORT_IN_USE),
+          )
+        : await EarlyPort.adopt(fd, options.maxConnections);
   } catch (error) {
-    console.error(`hf3fs-metadata ${command}: cannot listen on ${options.host}:${options.port}: ${(error as Error).message}`);
+    const where = fd === undefined ? `on ${options.host}:${options.port}` : "on the socket systemd passed";
+    console.error(`hf3fs-metadata ${command}: cannot listen ${where}: ${(error as Error).message}`);
     return undefined;
   }
-  logger.info({ url: serverUrl(options.host, port.port, options.tlsCert !== ""), pid: process.pid }, "listening");
+  if (fd !== undefined && options.port !== 0 && port.port !== options.port) {
+    console.error(
+      `hf3fs-metadata ${command}: the socket systemd passed listens on port ${port.port}, and --port is ${options.port}: make the socket unit's ListenStream= and --port name one port`,
+    );
+    await port.close();
+    return undefined;
+  }
+  const host = fd === undefined ? options.host : port.host;
+  logger.info({ url: serverUrl(host, port.port, options.tlsCert !== ""), pid: process.pid, ...(fd === undefined ? {} : { socket: "systemd" }) }, "listening");
   return port;
 }

@@ -1,7 +1,7 @@
 import { execFileSync, spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, normalize } from "node:path";
+import { basename, dirname, join, normalize } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startInstalledCommand } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
@@ -186,16 +186,30 @@ describe("the systemd units", () => {
   const units = readdirSync(UNITS).filter((f) => f.endsWith(".service"));
   const skip = lacking("the systemd units' check", "systemd");
 
-  it.skipIf(skip !== "")("parse (systemd-analyze verify), with the installed command in place of /usr/local/bin", () => {
+  it.skipIf(skip !== "")("parse (systemd-analyze verify), each service with its socket, with the installed command in place of /usr/local/bin", () => {
     expect(units).toEqual(["hf3fs-metadata-relay.service", "hf3fs-metadata.service"]);
     for (const unit of units) {
       const text = readFileSync(join(UNITS, unit), "utf8");
       expect(text).toContain("ExecStart=/usr/local/bin/hf3fs-metadata ");
       const local = join(work, unit);
       writeFileSync(local, text.replaceAll("/usr/local/bin/hf3fs-metadata", bin));
-      const verify = spawnSync("systemd-analyze", ["verify", local], { encoding: "utf8" });
+      const socket = join(work, unit.replace(/\.service$/, ".socket"));
+      writeFileSync(socket, readFileSync(join(UNITS, basename(socket)), "utf8"));
+      const verify = spawnSync("systemd-analyze", ["verify", socket, local], { encoding: "utf8" });
       expect(verify.stderr, unit).toBe("");
       expect(verify.status, unit).toBe(0);
+    }
+  });
+
+  it("take their port from a socket unit of the same name, whose ListenStream= is the address of --host and --port", () => {
+    for (const unit of units) {
+      const text = readFileSync(join(UNITS, unit), "utf8");
+      const socket = unit.replace(/\.service$/, ".socket");
+      expect(text, unit).toContain(`\nRequires=${socket}\n`);
+      expect(text, unit).toContain(`\nAfter=${socket}\n`);
+      const listen = /^ListenStream=(.*)$/m.exec(readFileSync(join(UNITS, socket), "utf8"))![1];
+      const [host, port] = [/--host (\S+)/.exec(text)![1], /--port (\d+)/.exec(text)![1]];
+      expect(listen, socket).toBe(`${host}:${port}`);
     }
   });
 

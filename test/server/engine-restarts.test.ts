@@ -9,6 +9,7 @@ import { lacking } from "../support/debian-packages.js";
 import { type Engine, type EngineRun, engines } from "../support/engine-clients.js";
 import { type EtcdCluster, type EtcdMember, startEtcdCluster } from "../support/etcd-cluster.js";
 import { readyMember, type Server, startServer as startMember, waitForLeader } from "../support/ha-cluster.js";
+import { activationSocket } from "../support/socket-activation.js";
 import { readCounts } from "../support/standby-counts.js";
 import { tempDir } from "../support/temp-dir.js";
 import { freePort } from "../support/test-server.js";
@@ -144,12 +145,32 @@ for (const [engine, start] of ENGINES) {
       await rideThrough(start, first.url, async () => server);
     }, 120_000);
 
+    it("a single-node server socket-activated (systemd's socket unit keeps its port) is restarted by SIGTERM-wait-start three times: none refused", async () => {
+      const socket = await activationSocket();
+      const args = ["--data-dir", tempDir(), "--port", String(socket.port)];
+      const first = await startChildServer(args, {}, socket.wrapper);
+      const server = restartable(first, () => startChildServer(args, {}, socket.wrapper));
+      const run = await rideThrough(start, first.url, async () => server);
+      // Between the old process and the new one, connections wait in the socket's backlog.
+      expect(run.refused).toBe(0);
+    }, 120_000);
+
     it("its relay is restarted by SIGTERM-wait-start three times (a sidecar restarted by its pod)", async () => {
       const upstream = await startChildServer(["--data-dir", tempDir()]);
       const args = ["--upstream", upstream.url, "--port", String(await freePort())];
       const first = await startChildRelay(args);
       const relay = restartable(first, () => startChildRelay(args));
       await rideThrough(start, first.url, async () => relay);
+    }, 120_000);
+
+    it("its relay socket-activated (systemd's socket unit keeps its port) is restarted by SIGTERM-wait-start three times: none refused", async () => {
+      const upstream = await startChildServer(["--data-dir", tempDir()]);
+      const socket = await activationSocket();
+      const args = ["--upstream", upstream.url, "--port", String(socket.port)];
+      const first = await startChildRelay(args, {}, socket.wrapper);
+      const relay = restartable(first, () => startChildRelay(args, {}, socket.wrapper));
+      const run = await rideThrough(start, first.url, async () => relay);
+      expect(run.refused).toBe(0);
     }, 120_000);
 
     it("its relay is replaced as a DaemonSet with maxSurge replaces it: the next one started first, waiting for the port, then the old one stopped by SIGTERM", async () => {

@@ -45,9 +45,9 @@ export async function startChildServer(args: string[] = ["--in-memory"], env: No
   return startChild("serve", args, env, wrapper);
 }
 
-/** startChildRelay runs `hf3fs-metadata relay` on 127.0.0.1 (an ephemeral port unless args give --port), killed after the test. */
-export function startChildRelay(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ChildServer> {
-  return startChild("relay", args, env, []);
+/** startChildRelay runs `hf3fs-metadata relay` on 127.0.0.1 (an ephemeral port unless args give --port), killed after the test; `wrapper` as startChildServer's. */
+export function startChildRelay(args: string[], env: NodeJS.ProcessEnv = {}, wrapper: string[] = []): Promise<ChildServer> {
+  return startChild("relay", args, env, wrapper);
 }
 
 /** startInstalledCommand runs `verb` of an installed hf3fs-metadata command (`bin`, run as the shell would run it) like startChildServer. */

@@ -20,8 +20,8 @@ export class EarlyPort {
     readonly server: net.Server,
     readonly host: string,
     readonly port: number,
-    /** asked is the port asked for: 0 (any free one) is one no other process waits for. */
-    private readonly asked: number,
+    /** successors is whether a next process may wait for this port (not an ephemeral one, nor a socket systemd keeps). */
+    private readonly successors: boolean,
   ) {}
 
   /**
@@ -61,13 +61,44 @@ export class EarlyPort {
         }
         successor?.bound();
         successor = undefined;
-        const early = new EarlyPort(server, host, (server.address() as net.AddressInfo).port, port);
-        server.on("connection", (socket) => early.accept(socket));
-        return early;
+        return EarlyPort.serving(server, host, port !== 0);
       }
     } finally {
       successor?.close();
     }
+  }
+
+  /**
+   * adopt listens on the socket of file descriptor `fd`, one bound and
+   * listening already: systemd's, passed to a socket-activated process.
+   * systemd keeps it open across restarts, so that a connection made while
+   * no process accepts waits in its backlog instead of being refused.
+   */
+  static async adopt(fd: number, maxConnections: number): Promise<EarlyPort> {
+    const server = net.createServer({ pauseOnConnect: true, noDelay: true });
+    server.maxConnections = maxConnections;
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen({ fd }, () => {
+        server.off("error", reject);
+        resolve();
+      });
+    });
+    const address = server.address();
+    if (address === null || typeof address === "string") {
+      server.close();
+      throw new Error(
+        `the socket passed as file descriptor ${fd} is not a TCP socket (${address}): give the socket unit a ListenStream= of an address and port`,
+      );
+    }
+    return EarlyPort.serving(server, address.address, false);
+  }
+
+  /** serving is an EarlyPort of a listening server; its connections wait for handTo. */
+  private static serving(server: net.Server, host: string, successors: boolean): EarlyPort {
+    const early = new EarlyPort(server, host, (server.address() as net.AddressInfo).port, successors);
+    server.on("connection", (socket) => early.accept(socket));
+    return early;
   }
 
   /** handTo gives every connection, those that waited first, to `take`. */
@@ -91,7 +122,7 @@ export class EarlyPort {
    * one took it; false, the port still open, when none waits.
    */
   handOver(): Promise<boolean> {
-    if (this.asked === 0) return Promise.resolve(false);
+    if (!this.successors) return Promise.resolve(false);
     return handOver(this.host, this.port, () => void this.close());
   }
 
