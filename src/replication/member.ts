@@ -18,6 +18,7 @@ import { type EtcdUnary, etcd3Append, type LogAppend } from "./log-append.js";
 import { etcd3LogEnd, unaryLogEnd } from "./log-end.js";
 import { LogReader } from "./log-reader.js";
 import { LogWriter } from "./log-writer.js";
+import { etcd3RecordPut, type RecordPut, unaryRecordPut } from "./record-put.js";
 import { ReplicatedStore } from "./replicated-store.js";
 import { sleep } from "./sleep.js";
 import { type MemberEntry, StandbyKeepers } from "./standby-keepers.js";
@@ -43,7 +44,7 @@ export interface MemberOptions {
   peerTls?: PeerTls;
   /** standbyReadLagMs is how far behind the log's end a standby may answer reads itself (StandbyReads, --standby-read-lag); 0 or undefined: never. */
   standbyReadLagMs?: number;
-  /** etcdLean is a lean client of etcd (etcd-lean-client.ts) for the leader's appends, a standby's questions of the log's end and the lease's keep-alives, closed with the member; undefined: the etcd3 client's (etcd3Append, etcd3LogEnd, KeepAliveStream). */
+  /** etcdLean is a lean client of etcd (etcd-lean-client.ts) for the leader's appends, a standby's questions of the log's end, the lease's keep-alives and the member's records, closed with the member; undefined: the etcd3 client's (etcd3Append, etcd3LogEnd, KeepAliveStream, etcd3RecordPut). */
   etcdLean?: { txn: EtcdUnary; keepAlive: EtcdUnary; close(): void };
 }
 
@@ -84,6 +85,8 @@ export class Member {
   private readonly append: LogAppend;
   /** keepAlives is how a term keeps its lease alive: on etcdLean when given, else on one etcd3 stream (EtcdSession's own). */
   private readonly keepAlives: ((leaseId: string) => KeepAlives) | undefined;
+  /** recordPut is how the member writes its records (publish): on etcdLean when given, else through etcd3. */
+  private readonly recordPut: RecordPut;
   /** copy writes the groups applied or appended to the local store, a window at a time. */
   private readonly copy: LocalCopy;
   private readonly standby: HotStandby;
@@ -114,11 +117,12 @@ export class Member {
     private readonly logger: Logger,
   ) {
     this.keys = new ClusterKeys(options.clusterName);
-    // The leader's appends, a standby's questions of the log's end and the lease's keep-alives: on the lean client when there is one.
+    // The leader's appends, a standby's questions of the log's end, the lease's keep-alives and the records: on the lean client when there is one.
     const lean = options.etcdLean;
     this.append = lean ? unaryAppend(lean.txn) : etcd3Append(client);
     this.keepAlives = lean && ((leaseId) => unaryKeepAlives(lean.keepAlive, leaseId));
     const logEnd = lean ? unaryLogEnd(lean.txn, this.keys) : etcd3LogEnd(client, this.keys);
+    this.recordPut = lean ? unaryRecordPut(lean.txn) : etcd3RecordPut(client);
     this.copy = new LocalCopy(local);
     this.reader = new LogReader(client, watches, this.keys, this.copy, (changes) => {
       this.standby.apply(changes);
@@ -305,12 +309,12 @@ export class Member {
     };
     const loading = this.loads.lasting(LOAD_SHOWN_MS);
     const value = Buffer.from(JSON.stringify(loading === undefined ? record : { ...record, loading }));
-    await session.call((options) => this.client.kv.put({ key: this.keys.member(this.memberId), value, lease: session.id }, options)).catch(() => undefined);
+    await session.call((options) => this.recordPut(this.keys.member(this.memberId), value, session.id, options)).catch(() => undefined);
     if (record.atMs - this.known.atMs < KNOWN_MS && record.role === this.known.role) return;
     this.known = { atMs: record.atMs, role: record.role };
     // The lasting record, which status shows once the member is down, never holds a load: a member that is down loads nothing.
     const lasting = loading === undefined ? value : Buffer.from(JSON.stringify(record));
-    await session.call((options) => this.client.kv.put({ key: this.keys.knownMember(this.memberId), value: lasting }, options)).catch(() => undefined);
+    await session.call((options) => this.recordPut(this.keys.knownMember(this.memberId), lasting, undefined, options)).catch(() => undefined);
   }
 
   /** leading is true while this member leads. */

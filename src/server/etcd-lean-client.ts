@@ -12,7 +12,7 @@ const TXN_PATH = "/etcdserverpb.KV/Txn";
 const KEEP_ALIVE_PATH = "/etcdserverpb.Lease/LeaseKeepAlive";
 const AUTHENTICATE_PATH = "/etcdserverpb.Auth/Authenticate";
 
-/** EtcdLeanClient sends etcd a member's frequent calls on node:http2 (the lean way of LogAppend, LogEnd and a lease's keep-alives); closed with the member. */
+/** EtcdLeanClient sends etcd a member's frequent calls on node:http2 (the lean way of LogAppend, LogEnd, RecordPut and a lease's keep-alives); closed with the member. */
 export interface EtcdLeanClient {
   /** txn sends a KV.Txn. */
   readonly txn: EtcdUnary;

@@ -4,6 +4,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { decodeAppendAnswer, encodeAppendTxn } from "../../../src/replication/append-txn.js";
 import { decodeLastKey, encodeLogEndTxn } from "../../../src/replication/log-end.js";
+import { encodePutTxn } from "../../../src/replication/record-put.js";
 import { etcdRegistry, etcdField as field, etcdMessage as message } from "../../support/etcd-schema.js";
 
 // etcd's KV.Txn messages as protobuf-es reads them, with fields the append and a standby's question
@@ -168,6 +169,18 @@ describe("a standby's question of the log's end, as a KV.Txn on the wire", () =>
         const expected = op?.case === "responseRange" ? op.value.kvs[0]?.key : undefined;
         const got = decodeLastKey(wire);
         expect(got === undefined ? undefined : Buffer.from(got)).toEqual(expected === undefined ? undefined : Buffer.from(expected));
+      }),
+    );
+  });
+});
+
+describe("a member's record put as a KV.Txn on the wire", () => {
+  it("is the request protobuf-es writes for it, byte for byte, with its lease or none", () => {
+    fc.assert(
+      fc.property(bytes, bytes, fc.option(fc.bigInt({ min: 1n, max: (1n << 63n) - 1n }), { nil: undefined }), (key, value, lease) => {
+        const put = { key, value, ...(lease === undefined ? {} : { lease }) };
+        const expected = create(TxnRequest, { success: [{ request: { case: "requestPut", value: put } }] });
+        expect(Buffer.from(encodePutTxn(key, value, lease?.toString()))).toEqual(Buffer.from(toBinary(TxnRequest, expected)));
       }),
     );
   });
