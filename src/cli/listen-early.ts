@@ -23,7 +23,6 @@ export async function listenEarly(
   options: Pick<ListenerOptions, "host" | "port" | "maxConnections" | "portWaitMs"> & AccessOptions & TlsOptions,
   logger: Logger,
 ): Promise<EarlyPort | undefined> {
-  warnIfExposed(options, logger);
   let port: EarlyPort;
   let fd: number | undefined;
   try {
@@ -46,7 +45,9 @@ export async function listenEarly(
     await port.close();
     return undefined;
   }
+  // The address systemd's socket listens on is its unit's, whatever --host says.
   const host = fd === undefined ? options.host : port.host;
+  warnIfExposed({ ...options, host }, logger);
   logger.info({ url: serverUrl(host, port.port, options.tlsCert !== ""), pid: process.pid, ...(fd === undefined ? {} : { socket: "systemd" }) }, "listening");
   return port;
 }
