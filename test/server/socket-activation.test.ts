@@ -2,8 +2,8 @@ import { spawn } from "node:child_process";
 import { once } from "node:events";
 import * as net from "node:net";
 import { describe, expect, it } from "vitest";
-import { startChildRelay, startChildServer } from "../support/child-server.js";
-import { activationSocket } from "../support/socket-activation.js";
+import { type ChildServer, startChildRelay, startChildServer } from "../support/child-server.js";
+import { type ActivationSocket, activationSocket } from "../support/socket-activation.js";
 import { tempDir } from "../support/temp-dir.js";
 
 const BIN = new URL("../../src/cli/bin.mjs", import.meta.url).pathname;
@@ -31,20 +31,22 @@ async function connectedCall(port: number, path: string, body: unknown): Promise
   return { answer: once(socket, "close").then(() => answer) };
 }
 
+/** starter is how `verb` is started on `socket` as its socket-activated service: serve on a data dir, or relay in front of a server. */
+async function starter(verb: "serve" | "relay", socket: ActivationSocket): Promise<() => Promise<ChildServer>> {
+  if (verb === "serve") {
+    const args = ["--data-dir", tempDir(), "--port", String(socket.port)];
+    return () => startChildServer(args, {}, socket.wrapper);
+  }
+  const upstream = await startChildServer(["--data-dir", tempDir()]);
+  const args = ["--upstream", upstream.url, "--port", String(socket.port)];
+  return () => startChildRelay(args, {}, socket.wrapper);
+}
+
 describe("socket activation (a socket systemd keeps across a service's restarts)", () => {
   for (const verb of ["serve", "relay"] as const) {
     it(`${verb} listens on the socket it is passed, and a call made while no process runs waits there for the next one`, async () => {
       const socket = await activationSocket();
-      const start =
-        verb === "serve"
-          ? (() => {
-              const args = ["--data-dir", tempDir(), "--port", String(socket.port)];
-              return () => startChildServer(args, {}, socket.wrapper);
-            })()
-          : await (async () => {
-              const upstream = await startChildServer(["--data-dir", tempDir()]);
-              return () => startChildRelay(["--upstream", upstream.url, "--port", String(socket.port)], {}, socket.wrapper);
-            })();
+      const start = await starter(verb, socket);
       const first = await start();
       expect(first.url).toBe(`http://127.0.0.1:${socket.port}`);
       expect(first.lines.some((line) => (JSON.parse(line) as { socket?: string }).socket === "systemd")).toBe(true);
