@@ -21,9 +21,9 @@ export function etcd3RecordPut(client: Etcd3): RecordPut {
 
 /**
  * unaryRecordPut is RecordPut as a KV.Txn of that one put, sent by `txn`
- * (the lean client of the leader's appends; through etcd3's stack a call
- * costs the member about twice the CPU, docs/performance.md). A Txn of no
- * compare always runs its success ops.
+ * (the lean client of the leader's appends, cheaper per call than etcd3's
+ * stack: docs/performance.md). A Txn of no compare always runs its
+ * success ops.
  */
 export function unaryRecordPut(txn: EtcdUnary): RecordPut {
   return async (key, value, lease, options) => {

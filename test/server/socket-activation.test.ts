@@ -77,4 +77,17 @@ describe("socket activation (a socket systemd keeps across a service's restarts)
     expect(code).toBe(1);
     expect(stderr).toContain(`the socket systemd passed listens on port ${socket.port}, and --port is ${socket.port + 1}`);
   }, 30_000);
+
+  it("warns of listening beyond loopback by the socket's address, whatever --host says", async () => {
+    // The unit's ListenStream= is every address; --host (127.0.0.1 here, as the test's servers run) is not where it listens.
+    const socket = await activationSocket("0.0.0.0");
+    const server = await startChildServer(["--in-memory", "--port", String(socket.port)], {}, socket.wrapper);
+    expect(server.url).toBe(`http://0.0.0.0:${socket.port}`);
+    const warning = server.lines
+      .map((line) => JSON.parse(line) as { msg?: string; host?: string })
+      .find((event) => event.msg?.startsWith("listening beyond loopback"));
+    expect(warning?.host).toBe("0.0.0.0");
+    server.child.kill("SIGTERM");
+    expect(await server.exited).toBe(0);
+  }, 30_000);
 });

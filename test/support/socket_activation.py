@@ -1,8 +1,9 @@
 """systemd's socket activation, for tests: one process keeps a listening socket, as systemd does
 across a service's restarts, and runs each process of the service with it.
 
-  socket_activation.py hold PATH       listens on 127.0.0.1 and a free port, prints the port, and
-                                       hands the socket to whoever connects to the Unix socket PATH
+  socket_activation.py hold PATH [HOST]
+                                       listens on HOST (127.0.0.1) and a free port, prints the port,
+                                       and hands the socket to whoever connects to the Unix socket PATH
   socket_activation.py run PATH CMD... takes the socket from PATH's holder and runs CMD as systemd
                                        runs a socket-activated service: the socket as file
                                        descriptor 3, LISTEN_FDS=1, LISTEN_PID its own pid (exec
@@ -19,10 +20,10 @@ import sys
 SD_LISTEN_FDS_START = 3
 
 
-def hold(path):
+def hold(path, host):
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", 0))
+    listener.bind((host, 0))
     listener.listen(socket.SOMAXCONN)
     handoff = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     handoff.bind(path)
@@ -46,6 +47,6 @@ def run(path, command):
 
 if __name__ == "__main__":
     if sys.argv[1] == "hold":
-        hold(sys.argv[2])
+        hold(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "127.0.0.1")
     else:
         run(sys.argv[2], sys.argv[3:])
