@@ -30,8 +30,20 @@ export interface ServerProcess {
  */
 function entryArgs(entry: string): string[] {
   const bin = entry.replace(/src\/cli\/main\.ts$/, "src/cli/bin.mjs");
-  if (bin !== entry && existsSync(`${ROOT}${bin}`)) return [`${ROOT}${bin}`];
+  if (bin !== entry && existsSync(`${ROOT}${bin}`)) return [...shebangFlags(`${ROOT}${entry}`), `${ROOT}${bin}`];
   return ["--import", "tsx", `${ROOT}${entry}`];
+}
+
+/**
+ * shebangFlags are the node flags a checkout's CLI starts with as installed: those its
+ * main.ts's first line gives `node` (`#!/usr/bin/env -S node FLAGS`), so that each
+ * checkout of an A/B runs as it is deployed; BENCH_NODE_FLAGS=none leaves them out.
+ */
+export function shebangFlags(main: string): string[] {
+  if (process.env.BENCH_NODE_FLAGS === "none") return [];
+  const line = readFileSync(main, "utf8").split("\n", 1)[0]!;
+  const flags = /^#!\/usr\/bin\/env -S node (.*)$/.exec(line)?.[1];
+  return flags === undefined ? [] : flags.trim().split(/\s+/);
 }
 
 /** startProcess runs a node entry point (with nodeArgs; see entryArgs) that logs a "listening" JSON line with its url. */

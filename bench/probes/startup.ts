@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
+import { shebangFlags } from "../harness/processes.js";
 import { fillStore } from "./recovery.js";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
@@ -14,10 +15,12 @@ export interface StartTimes {
   readyMs: number;
 }
 
-/** startOnce starts the CLI as a supervisor would (`node src/cli/bin.mjs serve`, the compiled build) and times it; then kills it. */
+/** startOnce starts the CLI as a supervisor would (`node FLAGS src/cli/bin.mjs serve`, the compiled build with the installed command's node flags) and times it; then kills it. */
 async function startOnce(args: string[]): Promise<StartTimes> {
   const started = performance.now();
-  const child = spawn(process.execPath, [BIN, "serve", "--port", "0", "--log-level", "info", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [...shebangFlags(join(ROOT, "src/cli/main.ts")), BIN, "serve", "--port", "0", "--log-level", "info", ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let stderr = "";
   child.stderr.on("data", (d) => (stderr += d));
   const times: Partial<StartTimes> = {};

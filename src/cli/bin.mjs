@@ -1,4 +1,4 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --initial-old-space-size=64
 // hf3fs-metadata: runs the compiled build in dist/ (`npm run build`, which `npm ci` runs), so a start
 // costs no compiling; when dist/ is missing or older than a source, it runs the sources through tsx.
 import { readdirSync, statSync } from "node:fs";

@@ -1,4 +1,8 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --initial-old-space-size=64
+// The flag keeps V8's limit for the old generation at 64 MB or more: left to itself, V8 set it so close
+// to a small live heap (a relay's, a shard's server's) that under load it marked and compacted the whole
+// heap over and over (docs/performance.md, "V8's old generation"). `npm start`, src/cli/bin.mjs and the
+// benchmarks' processes start with the same flags (test/unit/cli/node-flags.test.ts).
 const COMMANDS = `usage: hf3fs-metadata <command> [options]
 
 commands:

@@ -80,6 +80,9 @@ describe("the npm package", () => {
   it("serves a vLLM JSON call, and a script importing hf3fs-metadata/client runs the cycle over gRPC", async () => {
     const server = await startInstalledCommand(bin, "serve", ["--in-memory"]);
     await server.logged("ready");
+    // The command's first line gave node its flags (test/unit/cli/node-flags.test.ts): the running server has them.
+    const argv = readFileSync(`/proc/${server.child.pid}/cmdline`, "utf8").split("\0");
+    expect(argv).toContain("--initial-old-space-size=64");
     const json = async (path: string, body: unknown) => {
       const res = await fetch(`${server.url}${path}`, { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" } });
       return { status: res.status, body: res.status === 204 ? undefined : await res.json() };
