@@ -1,9 +1,9 @@
 import type { ListenerTls } from "../framing/http/dual-protocol-listener.js";
-import type { Logger } from "../server/logger.js";
 import { readOptionFile, tlsOf } from "../server/tls-files.js";
 import type { TlsOptions } from "../server/tls-options.js";
 import { type AccessOptions, hasTokens } from "../service/access-options.js";
-import { AccessPolicy } from "../service/access-policy.js";
+import type { AccessPolicy } from "../service/access-policy.js";
+import { readTokens } from "../service/token-file.js";
 
 export { readOptionFile };
 
@@ -13,32 +13,35 @@ export interface CallerSecurity {
   readonly tls?: ListenerTls;
 }
 
-/** callerSecurityOf reads the token and TLS files of the options. Throws naming an unreadable or empty file. */
-export function callerSecurityOf(options: AccessOptions & TlsOptions): CallerSecurity {
-  return { access: accessPolicyOf(options), tls: tlsOf(options) };
+/**
+ * callerFilesOf reads the TLS files of the options and checks that each
+ * token file can be read and holds a token (throws naming the file), before
+ * a command binds its port: a start that would fail on them fails before it
+ * takes the port over from the process it replaces.
+ */
+export function callerFilesOf(options: AccessOptions & TlsOptions): { tls?: ListenerTls } {
+  for (const file of tokenFiles(options)) readTokens(file);
+  return { tls: tlsOf(options) };
 }
 
-/** accessPolicyOf builds the access policy of the token file options; undefined when none is given. */
-function accessPolicyOf(options: AccessOptions): AccessPolicy | undefined {
-  if (!hasTokens(options)) return undefined;
+/**
+ * callerSecurityOf adds the access policy of the token files to what
+ * callerFilesOf read, once the port is bound: the policy's module (and the
+ * core's errors, with the generated code) loads only then.
+ */
+export async function callerSecurityOf(options: AccessOptions, files: { tls?: ListenerTls }): Promise<CallerSecurity> {
+  if (!hasTokens(options)) return files;
+  const { AccessPolicy } = await import("../service/access-policy.js");
   const file = (name: string) => (name === "" ? undefined : name);
-  return new AccessPolicy({
+  const access = new AccessPolicy({
     workerTokenFile: file(options.authTokenFile),
     adminTokenFile: file(options.adminTokenFile),
     clearTokenFile: file(options.clearTokenFile),
   });
+  return { ...files, access };
 }
 
-/** warnIfExposed logs a warning when a command listens beyond loopback without tokens or without TLS. */
-export function warnIfExposed(options: { host: string } & AccessOptions & TlsOptions, logger: Logger): void {
-  if (isLoopback(options.host) || (options.authTokenFile !== "" && options.tlsCert !== "")) return;
-  const missing = [
-    options.authTokenFile === "" ? "without --auth-token-file (anyone who reaches the port may call it)" : "",
-    options.tlsCert === "" ? "without TLS (tokens and keys cross the network in clear)" : "",
-  ].filter((m) => m !== "");
-  logger.warn({ host: options.host }, `listening beyond loopback ${missing.join(" and ")}`);
-}
-
-function isLoopback(host: string): boolean {
-  return host === "localhost" || host === "::1" || host.startsWith("127.");
+/** tokenFiles are the token files the options name. */
+function tokenFiles(options: AccessOptions): string[] {
+  return [options.authTokenFile, options.adminTokenFile, options.clearTokenFile].filter((f) => f !== "");
 }

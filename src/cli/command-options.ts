@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import type { NameOf, OptionKind, OptionSpec, OptionTable } from "../core/index.js";
+import type { NameOf, OptionKind, OptionSpec, OptionTable } from "../core/options.js";
 import { formatDuration, parseDuration } from "./duration.js";
 import { FLAGS, type Flag } from "./flags.js";
 

@@ -4,7 +4,6 @@ import type { Logger } from "../server/logger.js";
 import { serverUrl } from "../server/server-url.js";
 import type { TlsOptions } from "../server/tls-options.js";
 import type { AccessOptions } from "../service/access-options.js";
-import { warnIfExposed } from "./caller-security.js";
 import { systemdSocket } from "./systemd-socket.js";
 
 /** PORT_IN_USE is what a starting process logs while another holds its port: the one it replaces, which frees it or hands it over as it stops. */
@@ -50,4 +49,18 @@ export async function listenEarly(
   warnIfExposed({ ...options, host }, logger);
   logger.info({ url: serverUrl(host, port.port, options.tlsCert !== ""), pid: process.pid, ...(fd === undefined ? {} : { socket: "systemd" }) }, "listening");
   return port;
+}
+
+/** warnIfExposed logs a warning when a command listens beyond loopback without tokens or without TLS. */
+function warnIfExposed(options: { host: string } & AccessOptions & TlsOptions, logger: Logger): void {
+  if (isLoopback(options.host) || (options.authTokenFile !== "" && options.tlsCert !== "")) return;
+  const missing = [
+    options.authTokenFile === "" ? "without --auth-token-file (anyone who reaches the port may call it)" : "",
+    options.tlsCert === "" ? "without TLS (tokens and keys cross the network in clear)" : "",
+  ].filter((m) => m !== "");
+  logger.warn({ host: options.host }, `listening beyond loopback ${missing.join(" and ")}`);
+}
+
+function isLoopback(host: string): boolean {
+  return host === "localhost" || host === "::1" || host.startsWith("127.");
 }

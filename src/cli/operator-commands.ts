@@ -4,7 +4,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { createHealthClient, createMetadataClient } from "../client/index.js";
 import { NAMESPACE_COUNTERS, type NamespaceCounts } from "../core/index.js";
-import { readTokens } from "../service/access-policy.js";
+import { readTokens } from "../service/token-file.js";
 import { parseDuration } from "./duration.js";
 import { renderStats } from "./render-stats.js";
 import { defaultServerOptions } from "./serve-options.js";

@@ -1,14 +1,16 @@
 import { createLogger } from "../server/logger.js";
 import { stopSignal } from "../server/run-until-stopped.js";
-import { type CallerSecurity, callerSecurityOf } from "./caller-security.js";
+import { callerFilesOf, callerSecurityOf } from "./caller-security.js";
 import { listenEarly } from "./listen-early.js";
 import { parseServerOptions, type ServerOptions, usage, usageError } from "./serve-options.js";
 
 /**
  * serveCommand runs `hf3fs-metadata serve` until SIGTERM/SIGINT (exit 0) or
- * a store failure (exit 1). It binds the port as soon as the options are
- * read, then loads the single-node server (serve-node.ts) or the cluster
- * member (serve-member.ts), which serve the connections that waited.
+ * a store failure (exit 1). It binds the port as soon as the options and
+ * the files they name are read, loading nothing of the core's state or the
+ * generated code before (test/unit/cli/start-imports.test.ts), then loads
+ * the single-node server (serve-node.ts) or the cluster member
+ * (serve-member.ts), which serve the connections that waited.
  */
 export async function serveCommand(args: string[]): Promise<number> {
   if (args.includes("--help") || args.includes("-h")) {
@@ -23,9 +25,9 @@ export async function serveCommand(args: string[]): Promise<number> {
     return 2;
   }
   const logger = createLogger(options.logLevel);
-  let security: CallerSecurity;
+  let files: ReturnType<typeof callerFilesOf>;
   try {
-    security = callerSecurityOf(options);
+    files = callerFilesOf(options);
   } catch (error) {
     console.error(`hf3fs-metadata serve: ${(error as Error).message}`);
     return 1;
@@ -33,6 +35,13 @@ export async function serveCommand(args: string[]): Promise<number> {
   const stopped = stopSignal();
   const port = await listenEarly("serve", options, logger);
   if (port === undefined) return 1;
+  // The token files again, for the policy: one that went away since it was read above ends the start as it would have there.
+  const security = await callerSecurityOf(options, files).catch((error: Error) => error);
+  if (security instanceof Error) {
+    console.error(`hf3fs-metadata serve: ${security.message}`);
+    await port.close();
+    return 1;
+  }
   const start = { options, security, port, stopped, logger };
   if (options.etcdEndpoints !== "") return (await import("../server/serve-member.js")).serveMember(start);
   return (await import("../server/serve-node.js")).serveNode(start);

@@ -2,7 +2,8 @@
  * The core's public face: what the layers above it (the store, the service,
  * replication, the server, the CLI) may use of the state machine. Every
  * import from outside src/core comes through here (`npm run lint`,
- * core-has-one-face); the rest of the core is its own.
+ * core-has-one-face), or through options.ts, the part of it a command's
+ * options need before its port is bound; the rest of the core is its own.
  */
 export type { Change } from "./change.js";
 export {

@@ -1,17 +1,13 @@
 import { KeyScope } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { RANK_SEPARATOR } from "./namespace-name.js";
 
 export { KeyScope };
 
 /**
- * RANK_SEPARATOR joins a namespace's name and a rank into the internal name
- * of that rank in a namespace of KEY_SCOPE_RANK: each rank is a namespace
- * of its own inside (its keys, lists, leases and TTLs), under that name in
- * the journal, the store and the log. Namespace names may not hold it
- * (namespaceName), so no name a client gives can meet an internal one.
+ * rankScopedName is the internal name of one rank of a namespace of
+ * KEY_SCOPE_RANK: each rank is a namespace of its own inside (its keys,
+ * lists, leases and TTLs), under that name in the journal, the store and the log.
  */
-export const RANK_SEPARATOR = "\u001f";
-
-/** rankScopedName is the internal name of one rank of a namespace of KEY_SCOPE_RANK. */
 export function rankScopedName(name: string, rank: number): string {
   return `${name}${RANK_SEPARATOR}${rank}`;
 }

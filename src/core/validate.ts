@@ -1,6 +1,6 @@
 import { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
 import { KeyList, type Keys, keyListOf } from "./key-list.js";
-import { RANK_SEPARATOR } from "./key-scope.js";
+import { namespaceProblem } from "./namespace-name.js";
 import { DEFAULT_NAMESPACE, type StateOptions } from "./state-options.js";
 
 /** MAX_UINT32 is the largest rank, world size or page count a request can carry. */
@@ -12,12 +12,8 @@ const INT32 = { min: -(2 ** 31), max: 2 ** 31 - 1 };
 /** namespaceName resolves a request's namespace: empty means DEFAULT_NAMESPACE. */
 export function namespaceName(name: string, options: StateOptions): string {
   if (name === "") return DEFAULT_NAMESPACE;
-  if (typeof name !== "string" || utf8Length(name) > options.maxKeyBytes) {
-    throw invalidArgument("namespace", `namespace must be a string of at most ${options.maxKeyBytes} bytes`);
-  }
-  if (name.includes(RANK_SEPARATOR)) {
-    throw invalidArgument("namespace", "namespace must not hold U+001F (the store names each rank of a namespace of KEY_SCOPE_RANK with it)");
-  }
+  const problem = namespaceProblem(name, options.maxKeyBytes);
+  if (problem !== undefined) throw invalidArgument("namespace", problem);
   return name;
 }
 
@@ -105,9 +101,4 @@ export function checkPages(pages: readonly number[], field: string, numPages: nu
       });
     }
   }
-}
-
-/** utf8Length is the number of bytes of s in UTF-8 (a lone surrogate counts as the 3 bytes of U+FFFD, as encoders write it). */
-function utf8Length(s: string): number {
-  return Buffer.byteLength(s, "utf8");
 }

@@ -8,7 +8,7 @@ import {
   type OptionTable,
   optionTable,
   STATE_OPTIONS,
-} from "../core/index.js";
+} from "../core/options.js";
 import { LISTENER_OPTIONS, type ListenerOptions } from "../framing/http/listener-options.js";
 import { LOG_OPTIONS, type LogOptions } from "../server/logger.js";
 import { checkTls, TLS_OPTIONS, type TlsOptions } from "../server/tls-options.js";

@@ -1,4 +1,4 @@
-import { type NameOf, type OptionsOf, optionTable, type StateOptions } from "../core/index.js";
+import { type NameOf, type OptionsOf, optionTable, type StateOptions } from "../core/options.js";
 import type { AccessOptions } from "../service/access-options.js";
 import type { StoreOptions } from "../store/store-options.js";
 

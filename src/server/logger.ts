@@ -1,6 +1,5 @@
 import { type Logger, pino } from "pino";
-import { type OptionsOf, optionTable } from "../core/index.js";
-import { FORMAT_VERSION } from "../store/schema.js";
+import { type OptionsOf, optionTable } from "../core/options.js";
 
 export type { Logger };
 
@@ -19,9 +18,4 @@ export type LogOptions = OptionsOf<typeof LOG_OPTIONS>;
 /** createLogger writes one JSON line per event to stdout, its time in ISO 8601 (UTC). */
 export function createLogger(level: string): Logger {
   return pino({ level, base: { service: "hf3fs-metadata" }, timestamp: pino.stdTimeFunctions.isoTime });
-}
-
-/** logMigration says that opening a store migrated it to the current format (LmdbStore.migratedFrom), once, at the start. */
-export function logMigration(store: { readonly path: string; readonly migratedFrom: number | undefined }, logger: Logger): void {
-  if (store.migratedFrom !== undefined) logger.info({ path: store.path, from: store.migratedFrom, to: FORMAT_VERSION }, "migrated the store");
 }

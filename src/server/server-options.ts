@@ -8,7 +8,7 @@ import {
   type OptionTable,
   STATE_OPTIONS,
   type StateOptions,
-} from "../core/index.js";
+} from "../core/options.js";
 import { LISTENER_OPTIONS, type ListenerOptions } from "../framing/http/listener-options.js";
 import { CLUSTER_OPTIONS, type ClusterOptions, checkCluster } from "../replication/cluster-options.js";
 import { ACCESS_OPTIONS, type AccessOptions, checkAccess } from "../service/access-options.js";

@@ -1,8 +1,9 @@
 import type { EarlyPort } from "../framing/http/early-port.js";
 import { isInternalCommitRejection, LmdbStore } from "../store/lmdb-store.js";
 import { logProgress } from "../store/load-progress.js";
+import { FORMAT_VERSION } from "../store/schema.js";
 import { tolerateKnownRejections } from "./known-rejections.js";
-import { type Logger, logMigration } from "./logger.js";
+import type { Logger } from "./logger.js";
 import type { ServerParts } from "./server.js";
 import type { ServerOptions } from "./server-options.js";
 
@@ -56,4 +57,9 @@ export async function keepShard(store: LmdbStore, index: number, count: number):
     );
   }
   await store.recordShard({ index, count });
+}
+
+/** logMigration says that opening a store migrated it to the current format (LmdbStore.migratedFrom), once, at the start. */
+function logMigration(store: { readonly path: string; readonly migratedFrom: number | undefined }, logger: Logger): void {
+  if (store.migratedFrom !== undefined) logger.info({ path: store.path, from: store.migratedFrom, to: FORMAT_VERSION }, "migrated the store");
 }

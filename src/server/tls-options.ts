@@ -1,4 +1,4 @@
-import { type NameOf, type OptionsOf, optionTable } from "../core/index.js";
+import { type NameOf, type OptionsOf, optionTable } from "../core/options.js";
 
 /** TLS_OPTIONS are the PEM files of TLS on the port (tls-files.ts reads them). */
 export const TLS_OPTIONS = optionTable({

@@ -1,5 +1,5 @@
-import type { NameOf, OptionsOf } from "../core/index.js";
-import { optionTable } from "../core/index.js";
+import type { NameOf, OptionsOf } from "../core/options.js";
+import { optionTable } from "../core/options.js";
 
 /** ACCESS_OPTIONS name the token files that decide who may call (AccessPolicy). */
 export const ACCESS_OPTIONS = optionTable({

@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { MetadataError, Reason } from "../core/index.js";
+import { readTokens } from "./token-file.js";
 
 /**
  * ADMIN_METHODS are the calls that can drop other engines' keys: they need
@@ -106,22 +106,6 @@ export class AccessPolicy {
       token === undefined ? `${method} needs a token: send the header authorization: Bearer <token>` : "the token is not known to this server",
     );
   }
-}
-
-/** readTokens reads a token file: one token per line; blank lines and lines starting with # are ignored. */
-export function readTokens(file: string): string[] {
-  let text: string;
-  try {
-    text = readFileSync(file, "utf8");
-  } catch (error) {
-    throw new Error(`cannot read the token file ${file}: ${(error as Error).message}`);
-  }
-  const tokens = text
-    .split(/\r?\n/)
-    .map((line) => line.trim())
-    .filter((line) => line !== "" && !line.startsWith("#"));
-  if (tokens.length === 0) throw new Error(`the token file ${file} holds no token`);
-  return tokens;
 }
 
 /**

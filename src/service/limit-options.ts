@@ -1,4 +1,4 @@
-import { defaultStateOptions, defaultsOf, type NameOf, type OptionsOf, optionTable, type StateOptions } from "../core/index.js";
+import { defaultStateOptions, defaultsOf, type NameOf, type OptionsOf, optionTable, type StateOptions } from "../core/options.js";
 import { ENVELOPE_BYTES } from "../protocol/envelope.js";
 
 /**

@@ -1,4 +1,4 @@
-import { type OptionsOf, optionTable } from "../core/index.js";
+import { type OptionsOf, optionTable } from "../core/options.js";
 
 /** STORE_OPTIONS choose where the state is kept. */
 export const STORE_OPTIONS = optionTable({

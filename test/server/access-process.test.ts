@@ -61,5 +61,7 @@ describe("serve with token files", () => {
     const run = await runCli(["serve", "--in-memory", "--auth-token-file", "/nonexistent/tokens"]);
     expect(run.code).toBe(1);
     expect(run.stderr).toContain("cannot read the token file /nonexistent/tokens");
+    // Before it binds the port: a restart with a bad file never takes the port over from the process it replaces.
+    expect(run.stdout).not.toContain('"listening"');
   });
 });

@@ -1,4 +1,4 @@
-import { type OptionsOf, optionTable } from "../../core/index.js";
+import { type OptionsOf, optionTable } from "../../core/options.js";
 
 /** LISTENER_OPTIONS say where the server listens and bound its connections (DualProtocolListener). */
 export const LISTENER_OPTIONS = optionTable({

@@ -1,5 +1,5 @@
-import type { StateOptions } from "../../core/index.js";
-import { type NameOf, namespaceName, type OptionsOf, optionTable } from "../../core/index.js";
+import type { StateOptions } from "../../core/options.js";
+import { type NameOf, namespaceProblem, type OptionsOf, optionTable } from "../../core/options.js";
 
 /** VLLM_OPTIONS shape the namespaces vLLM's routes create (vllm-routes.ts). */
 export const VLLM_OPTIONS = optionTable({
@@ -18,11 +18,8 @@ export type VllmOptions = OptionsOf<typeof VLLM_OPTIONS>;
 
 /** checkVllm throws unless the declared world size fits the ranks a namespace may have, and the namespace is one the core takes. */
 export function checkVllm(options: VllmOptions & StateOptions, name: NameOf): void {
-  try {
-    namespaceName(options.vllmNamespace, options);
-  } catch (error) {
-    throw new RangeError(`${name("vllmNamespace")}: ${(error as Error).message}`);
-  }
+  const problem = options.vllmNamespace === "" ? undefined : namespaceProblem(options.vllmNamespace, options.maxKeyBytes);
+  if (problem !== undefined) throw new RangeError(`${name("vllmNamespace")}: ${problem}`);
   if (options.vllmWorldSize > options.maxRanksPerNamespace) {
     throw new RangeError(
       `${name("vllmWorldSize")} must be at most ${name("maxRanksPerNamespace")} (${options.maxRanksPerNamespace}), got ${options.vllmWorldSize}`,

@@ -45,6 +45,10 @@ describe("parseServerOptions", () => {
     expect(() => parseServerOptions(["--port", "x"], {})).toThrow(/whole number/);
     expect(() => parseServerOptions(["--read-lease-ttl", "soon"], {})).toThrow(/read-lease-ttl/);
     expect(() => parseServerOptions(["--port", "70000"], {})).toThrow(/65535/);
+    // The vLLM namespace is one the core takes (the rule of core/options.ts, which the option checks use before the port is bound).
+    expect(() => parseServerOptions(["--vllm-namespace", "a\u001fb"], {})).toThrow(/--vllm-namespace: namespace must not hold U\+001F/);
+    expect(() => parseServerOptions(["--vllm-namespace", "x".repeat(40), "--max-key-bytes", "32"], {})).toThrow(/--vllm-namespace: .*at most 32 bytes/);
+    expect(parseServerOptions(["--vllm-namespace", ""], {}).vllmNamespace).toBe("");
     expect(() => parseServerOptions(["--max-key-bytes", "1025"], {})).toThrow(/--max-key-bytes must be at most 1024/);
     expect(() => parseServerOptions(["--max-ranks-per-namespace", "32768"], {})).toThrow(/--max-ranks-per-namespace must be at most 32767, got 32768/);
     expect(() => parseServerOptions(["--eviction", "fifo"], {})).toThrow(/--eviction takes prefix or lru, got "fifo"/);
