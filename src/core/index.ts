@@ -19,22 +19,12 @@ export { type Clock, systemClock } from "./clock.js";
 export { invalidArgument, limitExceeded, MetadataError, Reason } from "./errors.js";
 export { KeyList, type Keys } from "./key-list.js";
 export { addCounts, NAMESPACE_COUNTERS, type NamespaceCounts } from "./namespace-counters.js";
-export {
-  checkBounds,
-  defaultsOf,
-  definedOf,
-  type NameOf,
-  type OptionKind,
-  type OptionSpec,
-  type OptionsOf,
-  type OptionTable,
-  optionTable,
-} from "./option-table.js";
+// The face for options (the option tables, the state options, the namespace rule) is part of this one.
+export * from "./options.js";
 export { actedRank, askedRank } from "./rank-view.js";
 export type { Restoring } from "./recovery.js";
 export { ReplayState } from "./replay-state.js";
 export { keyShard, keyShards, pageShard, type ShardPart } from "./shards.js";
 export { KeyScope, MetadataState, type NamespaceStatsView } from "./state.js";
-export { checkShard, checkWatermarks, DEFAULT_NAMESPACE, defaultStateOptions, STATE_OPTIONS, type StateOptions } from "./state-options.js";
 export type { StateReads } from "./state-reads.js";
 export { checkInt32, checkUint32, namespaceName } from "./validate.js";
