@@ -3,7 +3,7 @@ import { readOptionFile, tlsOf } from "../server/tls-files.js";
 import type { TlsOptions } from "../server/tls-options.js";
 import { type AccessOptions, hasTokens } from "../service/access-options.js";
 import type { AccessPolicy } from "../service/access-policy.js";
-import { readTokens } from "../service/token-file.js";
+import { type AccessFiles, type AccessTokens, readAccessTokens } from "../service/token-file.js";
 
 export { readOptionFile };
 
@@ -13,35 +13,32 @@ export interface CallerSecurity {
   readonly tls?: ListenerTls;
 }
 
+/** CallerFiles are the TLS and token files of the options, read. */
+export interface CallerFiles {
+  readonly tls?: ListenerTls;
+  readonly tokens?: { readonly files: AccessFiles; readonly read: AccessTokens };
+}
+
 /**
- * callerFilesOf reads the TLS files of the options and checks that each
- * token file can be read and holds a token (throws naming the file), before
+ * callerFilesOf reads the TLS and token files of the options (throws naming
+ * a file that cannot be read, or a token file that holds no token), before
  * a command binds its port: a start that would fail on them fails before it
  * takes the port over from the process it replaces.
  */
-export function callerFilesOf(options: AccessOptions & TlsOptions): { tls?: ListenerTls } {
-  for (const file of tokenFiles(options)) readTokens(file);
-  return { tls: tlsOf(options) };
+export function callerFilesOf(options: AccessOptions & TlsOptions): CallerFiles {
+  if (!hasTokens(options)) return { tls: tlsOf(options) };
+  const file = (name: string) => (name === "" ? undefined : name);
+  const files = { workerTokenFile: file(options.authTokenFile), adminTokenFile: file(options.adminTokenFile), clearTokenFile: file(options.clearTokenFile) };
+  return { tls: tlsOf(options), tokens: { files, read: readAccessTokens(files) } };
 }
 
 /**
- * callerSecurityOf adds the access policy of the token files to what
- * callerFilesOf read, once the port is bound: the policy's module (and the
- * core's errors, with the generated code) loads only then.
+ * callerSecurityOf builds the access policy of the tokens read, once the
+ * port is bound: the policy's module (and the core's errors, with the
+ * generated code) loads only then.
  */
-export async function callerSecurityOf(options: AccessOptions, files: { tls?: ListenerTls }): Promise<CallerSecurity> {
-  if (!hasTokens(options)) return files;
+export async function callerSecurityOf({ tls, tokens }: CallerFiles): Promise<CallerSecurity> {
+  if (tokens === undefined) return { tls };
   const { AccessPolicy } = await import("../service/access-policy.js");
-  const file = (name: string) => (name === "" ? undefined : name);
-  const access = new AccessPolicy({
-    workerTokenFile: file(options.authTokenFile),
-    adminTokenFile: file(options.adminTokenFile),
-    clearTokenFile: file(options.clearTokenFile),
-  });
-  return { ...files, access };
-}
-
-/** tokenFiles are the token files the options name. */
-function tokenFiles(options: AccessOptions): string[] {
-  return [options.authTokenFile, options.adminTokenFile, options.clearTokenFile].filter((f) => f !== "");
+  return { tls, access: new AccessPolicy(tokens.files, tokens.read) };
 }

@@ -3,7 +3,7 @@ import { defaultRelayOptions, RELAY_TABLES, type RelayOptions, relayOptions } fr
 import { createLogger } from "../server/logger.js";
 import { stopSignal } from "../server/run-until-stopped.js";
 import { readTokens } from "../service/token-file.js";
-import { callerFilesOf, callerSecurityOf, readOptionFile } from "./caller-security.js";
+import { type CallerFiles, callerFilesOf, callerSecurityOf, readOptionFile } from "./caller-security.js";
 import { CommandOptions } from "./command-options.js";
 import { listenEarly } from "./listen-early.js";
 
@@ -28,7 +28,7 @@ export async function relayCommand(args: string[]): Promise<number> {
     return 2;
   }
   const logger = createLogger(options.logLevel);
-  let files: ReturnType<typeof callerFilesOf>;
+  let files: CallerFiles;
   let upstreamToken: string | undefined;
   let upstreamTls: ClientTls | undefined;
   try {
@@ -42,13 +42,7 @@ export async function relayCommand(args: string[]): Promise<number> {
   const stopped = stopSignal();
   const port = await listenEarly("relay", options, logger);
   if (port === undefined) return 1;
-  // The token files again, for the policy: one that went away since it was read above ends the start as it would have there.
-  const security = await callerSecurityOf(options, files).catch((error: Error) => error);
-  if (security instanceof Error) {
-    console.error(`hf3fs-metadata relay: ${security.message}`);
-    await port.close();
-    return 1;
-  }
+  const security = await callerSecurityOf(files);
   const { startRelay } = await import("../relay/relay.js");
   const relay = await startRelay(options, { ...security, bound: port, upstreamToken, upstreamTls }, logger);
   logger.info({ signal: await stopped }, "shutting down");

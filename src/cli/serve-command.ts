@@ -1,6 +1,6 @@
 import { createLogger } from "../server/logger.js";
 import { stopSignal } from "../server/run-until-stopped.js";
-import { callerFilesOf, callerSecurityOf } from "./caller-security.js";
+import { type CallerFiles, callerFilesOf, callerSecurityOf } from "./caller-security.js";
 import { listenEarly } from "./listen-early.js";
 import { parseServerOptions, type ServerOptions, usage, usageError } from "./serve-options.js";
 
@@ -25,7 +25,7 @@ export async function serveCommand(args: string[]): Promise<number> {
     return 2;
   }
   const logger = createLogger(options.logLevel);
-  let files: ReturnType<typeof callerFilesOf>;
+  let files: CallerFiles;
   try {
     files = callerFilesOf(options);
   } catch (error) {
@@ -35,13 +35,7 @@ export async function serveCommand(args: string[]): Promise<number> {
   const stopped = stopSignal();
   const port = await listenEarly("serve", options, logger);
   if (port === undefined) return 1;
-  // The token files again, for the policy: one that went away since it was read above ends the start as it would have there.
-  const security = await callerSecurityOf(options, files).catch((error: Error) => error);
-  if (security instanceof Error) {
-    console.error(`hf3fs-metadata serve: ${security.message}`);
-    await port.close();
-    return 1;
-  }
+  const security = await callerSecurityOf(files);
   const start = { options, security, port, stopped, logger };
   if (options.etcdEndpoints !== "") return (await import("../server/serve-member.js")).serveMember(start);
   return (await import("../server/serve-node.js")).serveNode(start);

@@ -5,7 +5,7 @@
  */
 export const RANK_SEPARATOR = "\u001f";
 
-/** namespaceProblem is why a namespace name (not empty) is not one the core takes, undefined when it is. */
+/** namespaceProblem is why a namespace name is not one the core takes, undefined when it is (the empty name, the default namespace, is). */
 export function namespaceProblem(name: string, maxKeyBytes: number): string | undefined {
   // UTF-8 bytes as encoders write them (a lone surrogate counts as the 3 bytes of U+FFFD).
   if (typeof name !== "string" || Buffer.byteLength(name, "utf8") > maxKeyBytes) return `namespace must be a string of at most ${maxKeyBytes} bytes`;

@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { MetadataError, Reason } from "../core/index.js";
-import { readTokens } from "./token-file.js";
+import { type AccessFiles, type AccessTokens, readAccessTokens } from "./token-file.js";
 
 /**
  * ADMIN_METHODS are the calls that can drop other engines' keys: they need
@@ -37,16 +37,6 @@ const CLEAR_METHODS: ReadonlySet<string> = new Set(["Clear", "DeleteKeys", "vllm
  */
 const ALWAYS_ADMIN_METHODS: ReadonlySet<string> = new Set(["replication.Snapshot"]);
 
-/** AccessFiles name the token files of an AccessPolicy; at least one is given. */
-export interface AccessFiles {
-  /** workerTokenFile holds the tokens every call needs; undefined: the calls that are not admin calls are open. */
-  readonly workerTokenFile?: string;
-  /** adminTokenFile holds the tokens the ADMIN_METHODS need (they may do everything); undefined: a worker token may do everything. */
-  readonly adminTokenFile?: string;
-  /** clearTokenFile holds tokens that may make every worker call and the CLEAR_METHODS, never another admin call; undefined: none. */
-  readonly clearTokenFile?: string;
-}
-
 /** TokenCounts says how many tokens a policy holds (never the tokens). */
 export interface TokenCounts {
   worker: number;
@@ -65,15 +55,20 @@ export class AccessPolicy {
   private admin: Buffer[] = [];
   private clear: Buffer[] = [];
 
-  constructor(private readonly files: AccessFiles) {
-    this.reload();
+  /** The policy of `files`, with their tokens as `tokens` read them (read now when not given). */
+  constructor(
+    private readonly files: AccessFiles,
+    tokens: AccessTokens = readAccessTokens(files),
+  ) {
+    this.use(tokens);
   }
 
   /** reload reads the token files again and returns the counts; when a file cannot be read or holds no token it throws, and the tokens stay as they were. */
   reload(): TokenCounts {
-    const worker = this.files.workerTokenFile === undefined ? [] : readTokens(this.files.workerTokenFile);
-    const admin = this.files.adminTokenFile === undefined ? [] : readTokens(this.files.adminTokenFile);
-    const clear = this.files.clearTokenFile === undefined ? [] : readTokens(this.files.clearTokenFile);
+    return this.use(readAccessTokens(this.files));
+  }
+
+  private use({ worker, admin, clear }: AccessTokens): TokenCounts {
     this.worker = worker.map(digest);
     this.admin = admin.map(digest);
     this.clear = clear.map(digest);

@@ -18,7 +18,7 @@ export type VllmOptions = OptionsOf<typeof VLLM_OPTIONS>;
 
 /** checkVllm throws unless the declared world size fits the ranks a namespace may have, and the namespace is one the core takes. */
 export function checkVllm(options: VllmOptions & StateOptions, name: NameOf): void {
-  const problem = options.vllmNamespace === "" ? undefined : namespaceProblem(options.vllmNamespace, options.maxKeyBytes);
+  const problem = namespaceProblem(options.vllmNamespace, options.maxKeyBytes);
   if (problem !== undefined) throw new RangeError(`${name("vllmNamespace")}: ${problem}`);
   if (options.vllmWorldSize > options.maxRanksPerNamespace) {
     throw new RangeError(
