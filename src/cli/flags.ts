@@ -106,6 +106,11 @@ export const FLAGS: { readonly [F in keyof ServerOptions | keyof RelayOptions]: 
     flag: "shard-etcd-endpoints",
     help: "for a cluster split into shards whose shards keep their logs on etcd clusters of their own: each shard's etcd client URLs, shard 0's first, separated by semicolons (URL,URL;URL,URL); this member's shard's must be its --etcd-endpoints; empty: every shard on --etcd-endpoints",
   },
+  memberIndex: {
+    flag: "member-index",
+    help: "this member's place among a cluster's members numbered from 0, as a StatefulSet numbers its pods (the label apps.kubernetes.io/pod-index): it serves shard <index> mod --shards, so 3 × S members numbered 0 to 3S - 1 make S shards of 3; give it or --shard, not both",
+    defaultHelp: "none: the member serves --shard",
+  },
   clusterName: { flag: "cluster-name", help: "the cluster's name; its etcd keys live under /hf3fs-metadata/<name>/" },
   advertiseUrl: { flag: "advertise-url", help: "URL at which clients and the other members reach this member (empty: the URL it listens on)" },
   standbyCalls: {

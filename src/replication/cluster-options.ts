@@ -9,6 +9,8 @@ export const CLUSTER_OPTIONS = optionTable({
     default: "",
   },
   shardEtcdEndpoints: { kind: "string", default: "" },
+  /** memberIndex, when given, is the member's place in a set of members (a StatefulSet's pod index): its shard is memberIndex mod shards (resolveMemberShard). */
+  memberIndex: { kind: "integer", min: 0, max: 1_000_000, default: 0 },
   clusterName: { kind: "string", default: "default" },
   advertiseUrl: {
     kind: "string",
@@ -42,6 +44,26 @@ const LINK_FIELDS = ["etcdCa", "etcdCert", "etcdKey", "etcdUser", "etcdPasswordF
 
 /** URL matches an http(s) URL of a host (and port), as --etcd-endpoints and --advertise-url take. */
 const URL = /^https?:\/\/[^/\s]+\/?$/;
+
+/**
+ * resolveMemberShard gives a member the shard of its --member-index, when
+ * that is given: the index mod --shards, so that one set of 3 × S members
+ * numbered from 0 (a StatefulSet's pods) makes S shards of 3, members
+ * i, i + S, i + 2S in shard i. A member gives its index or its shard, not
+ * both.
+ */
+export function resolveMemberShard(
+  options: Pick<ClusterOptions, "etcdEndpoints" | "memberIndex"> & Pick<StateOptions, "shards" | "shard">,
+  name: NameOf,
+  given: ReadonlySet<string>,
+): void {
+  if (!given.has("memberIndex")) return;
+  if (options.etcdEndpoints === "") throw new RangeError(`${name("memberIndex")} is for a member of a cluster: give ${name("etcdEndpoints")} too`);
+  if (given.has("shard")) {
+    throw new RangeError(`give ${name("shard")} or ${name("memberIndex")}, not both: a member's shard is its index mod ${name("shards")}`);
+  }
+  options.shard = options.memberIndex % options.shards;
+}
 
 /** checkCluster throws unless the options of high availability go together, and with the store, the tokens and the shards. */
 export function checkCluster(options: ClusterOptions & StoreOptions & AccessOptions & Pick<StateOptions, "shards" | "shard">, name: NameOf): void {

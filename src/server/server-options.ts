@@ -10,7 +10,7 @@ import {
   type StateOptions,
 } from "../core/options.js";
 import { LISTENER_OPTIONS, type ListenerOptions } from "../framing/http/listener-options.js";
-import { CLUSTER_OPTIONS, type ClusterOptions, checkCluster } from "../replication/cluster-options.js";
+import { CLUSTER_OPTIONS, type ClusterOptions, checkCluster, resolveMemberShard } from "../replication/cluster-options.js";
 import { ACCESS_OPTIONS, type AccessOptions, checkAccess } from "../service/access-options.js";
 import { checkVllm, VLLM_OPTIONS, type VllmOptions } from "../service/json/vllm-options.js";
 import { LIMIT_OPTIONS, type LimitOptions, resolveLimits } from "../service/limit-options.js";
@@ -55,7 +55,13 @@ export const OPTION_GROUPS: readonly OptionGroup[] = [
   { table: ACCESS_OPTIONS, check: checkAccess },
   { table: TLS_OPTIONS, check: checkTls },
   { table: LOG_OPTIONS },
-  { table: CLUSTER_OPTIONS, check: checkCluster },
+  {
+    table: CLUSTER_OPTIONS,
+    check: (options, name, given) => {
+      resolveMemberShard(options, name, given);
+      checkCluster(options, name);
+    },
+  },
 ];
 
 /** defaultServerOptions are the documented defaults. */

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { parseDuration } from "../../src/cli/duration.js";
+import { parseServerOptions } from "../../src/cli/serve-options.js";
 import { makeCertificates } from "../support/certificates.js";
 import { runCli, startChildServer } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
@@ -161,6 +162,33 @@ describe("the Kubernetes manifests", () => {
     expect(one("DaemonSet").spec.template.spec.terminationGracePeriodSeconds * 1000).toBeGreaterThan(
       parseDuration(flagValue(one("DaemonSet").spec.template.spec.containers[0].args, "--shutdown-timeout")!),
     );
+  });
+
+  it("make a shard of every 3 members: the replicas are 3 per shard of the config, and pod i serves shard i mod the shards", () => {
+    const set = one("StatefulSet");
+    const member = set.spec.template.spec.containers[0];
+    const config = one("ConfigMap").data as Record<string, string>;
+    expect(set.spec.replicas).toBe(3 * Number(config.shards));
+    type Env = { name: string; value?: string; valueFrom?: { configMapKeyRef?: { key: string }; fieldRef?: { fieldPath: string } } };
+    /** envOf is the member's environment as the kubelet makes it for the pod of `index`, with `shards` in the ConfigMap. */
+    const envOf = (index: number, shards: string) =>
+      Object.fromEntries(
+        (member.env as Env[]).map(({ name, value, valueFrom }) => {
+          const key = valueFrom?.configMapKeyRef?.key;
+          if (key !== undefined) return [name, key === "shards" ? shards : config[key]];
+          if (valueFrom?.fieldRef?.fieldPath === "metadata.labels['apps.kubernetes.io/pod-index']") return [name, String(index)];
+          return [name, value ?? "pod"];
+        }),
+      );
+    const shardsOf = (shards: string, pods: number) =>
+      Array.from({ length: pods }, (_, index) => parseServerOptions(member.args.slice(1), envOf(index, shards))).map((o) => [o.shards, o.shard]);
+    expect(shardsOf(config.shards!, set.spec.replicas)).toEqual([
+      [1, 0],
+      [1, 0],
+      [1, 0],
+    ]);
+    // Two shards: 6 replicas, 3 members in each.
+    expect(shardsOf("2", 6).map(([, shard]) => shard)).toEqual([0, 1, 0, 1, 0, 1]);
   });
 
   it("run the relay on each engine node's 127.0.0.1:18000, upstream of every member by its advertise URL, upgraded beside the old one", () => {

@@ -97,8 +97,10 @@ const alone: Interceptor = (next) => (req) => {
 describe.skipIf(missingCluster !== "")("unmodified vLLM clients in front of 2 shards of 3 members each: through 2 relays, and straight at a member", () => {
   it("kill -9 of each shard's leader in turn, not restarted: no error, nothing confirmed lost, each shard's pages its own; the relays follow the topology", async () => {
     const etcd = await startEtcdCluster(3);
-    const args = (shard: number) => ["--cluster-name", "sharded", "--shards", "2", "--shard", String(shard)];
-    const shards = await Promise.all([0, 1].map((shard) => Promise.all([0, 1, 2].map(() => startServer(etcd, undefined, args(shard))))));
+    const cluster = ["--cluster-name", "sharded"];
+    // Started as deploy/kubernetes's StatefulSet starts them: members 0 to 5 by their index, member i in shard i mod 2.
+    const members = await Promise.all([0, 1, 2, 3, 4, 5].map((i) => startServer(etcd, undefined, [...cluster, "--shards", "2", "--member-index", String(i)])));
+    const shards = [0, 1].map((shard) => members.filter((_, i) => i % 2 === shard));
     const leaders = await Promise.all(shards.map((members) => waitForLeader(members)));
     const urls = shards.map((members) => members.map((m) => m.url));
 
@@ -123,7 +125,8 @@ describe.skipIf(missingCluster !== "")("unmodified vLLM clients in front of 2 sh
       etcd.endpoints,
       "--port",
       "0",
-      ...args(0).slice(0, 3),
+      ...cluster,
+      "--shards",
       "3",
       "--shard",
       "0",

@@ -186,6 +186,23 @@ describe("--shards and --shard", () => {
     expect(parseServerOptions([], {})).toMatchObject({ shards: 1, shard: 0 });
   });
 
+  it("--member-index gives a member the shard of its index mod --shards, so a StatefulSet of 3 × S pods makes S shards of 3", () => {
+    const member = ["--data-dir", "d", "--etcd-endpoints", "http://e1:2379", "--shards", "2"];
+    // As Kubernetes gives it: the pod's index in the environment, from its label apps.kubernetes.io/pod-index.
+    const shards = [0, 1, 2, 3, 4, 5].map((index) => parseServerOptions(member, { HF3FS_METADATA_MEMBER_INDEX: String(index) }).shard);
+    expect(shards).toEqual([0, 1, 0, 1, 0, 1]);
+    expect(parseServerOptions(["--data-dir", "d", "--etcd-endpoints", "http://e1:2379", "--member-index", "2"], {}).shard).toBe(0);
+    expect(() => parseServerOptions([...member, "--member-index", "1", "--shard", "1"], {})).toThrow(
+      "give --shard or --member-index, not both: a member's shard is its index mod --shards",
+    );
+    expect(() => parseServerOptions(["--member-index", "1"], {})).toThrow("--member-index is for a member of a cluster: give --etcd-endpoints too");
+    expect(() => parseServerOptions(member, { HF3FS_METADATA_MEMBER_INDEX: "pod-1" })).toThrow("--member-index must be a whole number");
+    // Its shard's etcd, when the shards have their own, is checked against the shard it gives.
+    const own = [...member, "--shard-etcd-endpoints", "http://e0:2379;http://e1:2379"];
+    expect(parseServerOptions([...own, "--member-index", "3"], {}).shard).toBe(1);
+    expect(() => parseServerOptions([...own, "--member-index", "4"], {})).toThrow("--shard-etcd-endpoints gives shard 0 the etcd endpoints http://e0:2379");
+  });
+
   it("--shard-etcd-endpoints names each shard's etcd, this member's shard's being its own", () => {
     const member = ["--data-dir", "d", "--etcd-endpoints", "http://e1:2379", "--shards", "2", "--shard", "1"];
     const given = parseServerOptions([...member, "--shard-etcd-endpoints", "http://e0:2379,http://e0b:2379; http://e1:2379"], {});
