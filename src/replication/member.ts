@@ -187,6 +187,11 @@ export class Member {
     return this.local.serverId;
   }
 
+  /** shard is the shard this member serves (--shard, or its --member-index mod --shards). */
+  get shard(): number {
+    return this.options.state.shard;
+  }
+
   /** advertise is the URL clients and the other members reach this member at ("" before start). */
   get advertise(): string {
     return this.advertiseUrl;

@@ -19,6 +19,8 @@ export interface ClusterView {
   /** memberId is this member's id; advertise, the URL the others reach it at (the status page's header). */
   readonly memberId: string;
   readonly advertise: string;
+  /** shard is the shard whose cluster this is (0 in a cluster not split): the cluster's series carry it, as each shard has its own log and leader. */
+  readonly shard: number;
   /** standbyReads are the reads this member answered as a standby, or passed on (StandbyReads). */
   readonly standbyReads?: { readonly counts: StandbyReadCounts; readonly lagMs: number; staleMs(): number };
 }
@@ -163,12 +165,13 @@ export class Metrics {
   private clusterGauges(cluster: ClusterView): void {
     new Gauge({
       name: "hf3fs_metadata_cluster_member_applied_seq",
-      help: "The last log entry each member of the cluster applied, by member id, advertise URL and role (leader or standby).",
-      labelNames: ["member", "url", "role"],
+      help: "The last log entry each member of this member's shard's cluster applied (each shard has a log of its own), by shard, member id, advertise URL and role (leader or standby).",
+      labelNames: ["shard", "member", "url", "role"],
       registers: [this.registry],
       async collect() {
         this.reset();
-        for (const m of await cluster.members().catch(() => [])) this.set({ member: m.memberId, url: m.url, role: m.role }, m.appliedSeq);
+        const shard = String(cluster.shard);
+        for (const m of await cluster.members().catch(() => [])) this.set({ shard, member: m.memberId, url: m.url, role: m.role }, m.appliedSeq);
       },
     });
     const reads = cluster.standbyReads;
@@ -195,10 +198,11 @@ export class Metrics {
     }
     new Gauge({
       name: "hf3fs_metadata_cluster_leader",
-      help: "1 while this member leads the cluster, else 0.",
+      help: "1 while this member leads its shard's cluster, else 0, by shard.",
+      labelNames: ["shard"],
       registers: [this.registry],
       collect() {
-        this.set(cluster.leading() ? 1 : 0);
+        this.set({ shard: String(cluster.shard) }, cluster.leading() ? 1 : 0);
       },
     });
   }

@@ -116,6 +116,14 @@ describe.skipIf(missingCluster !== "")("unmodified vLLM clients in front of 2 sh
           ),
       );
     });
+    // Each member's metrics name the shard of its index: its cluster's series are that shard's alone.
+    for (const [i, member] of members.entries()) {
+      const metrics = await (await fetch(`${member.url}/metrics`)).text();
+      const leads = leaders.includes(member) ? 1 : 0;
+      expect(metrics).toMatch(new RegExp(`^hf3fs_metadata_cluster_leader\\{shard="${i % 2}"\\} ${leads}$`, "m"));
+      const shardsNamed = new Set([...metrics.matchAll(/^hf3fs_metadata_cluster_member_applied_seq\{shard="(\d+)"/gm)].map((m) => m[1]));
+      expect([...shardsNamed]).toEqual([String(i % 2)]);
+    }
     // A member started with another number of shards is refused, naming both.
     const refused = await runCli([
       "serve",

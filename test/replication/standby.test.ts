@@ -112,9 +112,11 @@ describe.skipIf(missing !== "")("high availability on etcd: a standby's answers"
     expect(lines[3]).toMatch(new RegExp(`^[0-9a-f-]{36}  ${standby.url} +standby +\\d+ +\\d+ +now$`));
     expect(lines[4]).toBe("healthy");
     const metrics = await (await fetch(`${standby.url}/metrics`)).text();
-    expect(metrics).toMatch(new RegExp(`hf3fs_metadata_cluster_member_applied_seq\\{member="[0-9a-f-]{36}",url="${leader.url}",role="leader"\\} \\d+`));
-    expect(metrics).toMatch(/^hf3fs_metadata_cluster_leader 0$/m);
-    expect(await (await fetch(`${leader.url}/metrics`)).text()).toMatch(/^hf3fs_metadata_cluster_leader 1$/m);
+    expect(metrics).toMatch(
+      new RegExp(`hf3fs_metadata_cluster_member_applied_seq\\{shard="0",member="[0-9a-f-]{36}",url="${leader.url}",role="leader"\\} \\d+`),
+    );
+    expect(metrics).toMatch(/^hf3fs_metadata_cluster_leader\{shard="0"\} 0$/m);
+    expect(await (await fetch(`${leader.url}/metrics`)).text()).toMatch(/^hf3fs_metadata_cluster_leader\{shard="0"\} 1$/m);
 
     // A member killed for good shows as down, with when it was last seen, and the cluster as degraded, until it is forgotten.
     const third = await startServer(etcd);

@@ -195,6 +195,7 @@ describe("status and status.json while a server loads", () => {
       clusterId: "c1",
       clusterName: "kv",
       memberId: "m1",
+      shard: 0,
       leading: () => true,
       members: async () => members,
       knownMembers: async () => members,

@@ -57,6 +57,7 @@ describe("the status page without script (curl, a screenshot, scripts off)", () 
       leading: () => false,
       memberId: "m-self",
       advertise: "http://10.0.0.2:18000",
+      shard: 0,
     };
     const server = await startTestServer({}, undefined, 0, { cluster: cluster as never, statusSampleMs: 100 });
     await fill(server.url);
@@ -213,7 +214,7 @@ describe("the Grafana dashboard (deploy/grafana/hf3fs-metadata.json)", () => {
     };
     const asked = new Set(dashboard.panels.flatMap((p) => p.targets.flatMap((t) => t.expr.match(/hf3fs_[a-z_]+/g) ?? [])));
     // A member of a cluster exports the cluster's series too: a stub of its view gives them here.
-    const cluster = { members: async () => [], knownMembers: async () => [], leading: () => true, memberId: "m", advertise: "" } as never;
+    const cluster = { members: async () => [], knownMembers: async () => [], leading: () => true, memberId: "m", advertise: "", shard: 0 } as never;
     const server = await startTestServer({}, undefined, 0, { cluster });
     await fill(server.url);
     const relay = await startTestRelay(server.url);
