@@ -43,15 +43,20 @@ export class RelayMetrics {
     buckets: [2, 4, 8, 16, 32, 64],
     registers: [this.registry],
   });
-  private readonly reachable = new Gauge({
-    name: "hf3fs_relay_upstream_reachable",
-    help: "1 while the relay reaches a server that answers calls (a single server, or a cluster's leader), else 0.",
-    registers: [this.registry],
-  });
+  /** reaches says whether the relay reaches, in every shard, a server that answers calls (ShardUpstreams.caughtUp); read when scraped. */
+  reaches: () => boolean = () => false;
 
   constructor() {
     collectProcessMetrics(this.registry);
-    this.reachable.set(0);
+    const reaches = () => this.reaches();
+    new Gauge({
+      name: "hf3fs_relay_upstream_reachable",
+      help: "1 while the relay reaches a server that answers calls (a single server, or a cluster's leader) in every shard, else 0.",
+      registers: [this.registry],
+      collect() {
+        this.set(reaches() ? 1 : 0);
+      },
+    });
   }
 
   /** observeCall counts one call at the relay that ended with code ("ok" or a gRPC code name), and its latency. */
@@ -79,10 +84,5 @@ export class RelayMetrics {
   /** gathered records a Batch sent upstream with `calls` calls. */
   gathered(calls: number): void {
     this.batches.observe(calls);
-  }
-
-  /** reach sets whether the upstream answers calls. */
-  reach(up: boolean): void {
-    this.reachable.set(up ? 1 : 0);
   }
 }

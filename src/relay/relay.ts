@@ -99,6 +99,7 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
       }),
     options.holdMs,
   );
+  metrics.reaches = () => shards.caughtUp;
   let seeds: readonly string[] = srv === undefined ? groups.flatMap(upstreamUrls) : [];
   const discovery =
     srv &&

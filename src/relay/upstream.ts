@@ -66,7 +66,7 @@ export class Upstream {
 
   constructor(private readonly config: UpstreamConfig) {
     const logger = config.logger.child({ upstream: config.urls });
-    this.reach = new Reach(config.metrics, logger);
+    this.reach = new Reach(logger);
     // A shard of a cluster split into shards is sent its own part of each call: it answers it alone, without routing it again.
     this.transports = new LeanTransports({
       tls: config.tls,
@@ -203,16 +203,13 @@ export class Upstream {
 /**
  * Reach is whether the relay reaches a server that answers calls, shaped
  * as health reads a cluster member's leadership (healthService): SERVING
- * while it does. Each change is counted and logged.
+ * while it does. Each change is logged.
  */
 export class Reach {
   private up = false;
   private readonly notifier = new Notifier();
 
-  constructor(
-    private readonly metrics: RelayMetrics,
-    private readonly logger: Logger,
-  ) {}
+  constructor(private readonly logger: Logger) {}
 
   get caughtUp(): boolean {
     return this.up;
@@ -222,11 +219,10 @@ export class Reach {
     return this.up ? undefined : UNREACHED;
   }
 
-  /** set records whether a server answers, and tells the watchers, the metrics and the log of a change. */
+  /** set records whether a server answers, and tells the watchers and the log of a change. */
   set(up: boolean): void {
     if (up === this.up) return;
     this.up = up;
-    this.metrics.reach(up);
     if (up) this.logger.info("upstream: a server answers calls");
     else this.logger.warn("upstream: no server answers calls; calls are held until one does, within --hold");
     this.notifier.notify();

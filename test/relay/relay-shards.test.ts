@@ -14,7 +14,7 @@ import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, startServer, waitForLeader } from "../support/ha-cluster.js";
 import { tempDir } from "../support/temp-dir.js";
 import { startTestRelay } from "../support/test-relay.js";
-import { startTestServer } from "../support/test-server.js";
+import { freePort, startTestServer } from "../support/test-server.js";
 import { until } from "../support/until.js";
 
 const missingCluster = lacking("the sharded cluster's test", "etcd", "requests");
@@ -28,6 +28,19 @@ async function post(url: string, path: string, body: object): Promise<{ status: 
 }
 
 describe("a relay in front of a cluster of shards (--upstream with a member list per shard, ';' between them)", () => {
+  it("reports its upstream reachable (hf3fs_relay_upstream_reachable 1) only while it reaches every shard", async () => {
+    const first = await startTestServer({ shards: 2, shard: 0 });
+    const port = await freePort();
+    const relay = await startTestRelay(`${first.url};http://127.0.0.1:${port}`, { holdMs: 10_000 });
+    const reachable = async () => /^hf3fs_relay_upstream_reachable (\d)$/m.exec(await (await fetch(`${relay.url}/metrics`)).text())?.[1];
+    // A call on shard 0's keys alone is answered: shard 0 is reached, shard 1 not yet.
+    const key = KEYS.find((k) => keyShard("m", k, 2) === 0)!;
+    expect((await post(relay.url, "/keys/batch_exists", { namespace: "m", keys: [key] })).status).toBe(200);
+    expect(await reachable()).toBe("0");
+    await startTestServer({ shards: 2, shard: 1 }, undefined, port);
+    await until(async () => (await reachable()) === "1");
+  });
+
   it("places each key on its shard and its page among the shard's own, and answers as one server", async () => {
     const shards = await Promise.all([0, 1].map((shard) => startTestServer({ shards: 2, shard })));
     const relay = await startTestRelay(shards.map((s) => s.url).join(";"));
