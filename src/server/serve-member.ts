@@ -67,6 +67,8 @@ export async function serveMember({ options, security, port, stopped, logger }: 
       await local.close();
       throw error;
     });
+    // Its shard's cluster id already holds the data dir to this shard; the store says which, for inspect.
+    if (local.shard.index !== part.index || local.shard.count !== part.count) await local.recordShard(part);
     // Every member answers the cluster's topology; split into shards, its leader sends the keys of the other shards to their leaders.
     const etcd = shardEtcd(shardEtcdEndpoints(options), options.etcdEndpoints, client, (hosts) => etcdClient({ ...clientOptions, hosts }));
     peers = new ShardPeers(etcd, {

@@ -166,7 +166,10 @@ describe.skipIf(missingCluster !== "")("unmodified vLLM clients in front of 2 sh
     const progress = () => Promise.all(workers.map((w) => w.progress(4)));
     await progress();
     for (const [shard, members] of shards.entries()) {
-      await kill9(leaders[shard]!);
+      const killed = leaders[shard]!;
+      await kill9(killed);
+      // Its data dir says whose it is, and counts its part of each rank's pages.
+      expect((await runCli(["inspect", "--data-dir", killed.dataDir])).stdout).toMatch(new RegExp(`member id [0-9a-f-]{36}  shard ${shard} of 2\n`));
       leaders[shard] = await waitForLeader(members);
       const followed = await until(async () => (await relayShards(relayB.url))[shard] === leaders[shard]!.url);
       console.log(`relay B names shard ${shard}'s new leader ${followed} ms after the health checks found it`);

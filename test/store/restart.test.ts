@@ -32,6 +32,23 @@ describe("hf3fs-metadata serve on a data dir", () => {
     expect(await second.exited).toBe(0);
   });
 
+  it("inspect counts a shard's store among the pages its shard owns, and names the shard", async () => {
+    const dir = tempDir();
+    const server = await startChildServer(["--data-dir", dir, "--shards", "2", "--shard", "1"]);
+    const client = createMetadataClient({ baseUrl: server.url, retry: { deadlineMs: 0 } });
+    await client.initializeRank({ rank: 0, numPages: 64, worldSize: 1 });
+    // Keys of any shard: a single node of shard 1 holds them all, on its own pages (the odd ones).
+    const { pages } = await client.batchAllocate({ rank: 0, keys: ["a", "b", "c"] });
+    expect(pages.every((page) => page % 2 === 1)).toBe(true);
+    await client.confirmWrite({ rank: 0, keys: ["a", "b", "c"], pages });
+    server.child.kill("SIGTERM");
+    expect(await server.exited).toBe(0);
+    const inspected = await runCli(["inspect", "--data-dir", dir]);
+    expect(inspected.stdout).toMatch(/server id [0-9a-f-]{36} {2}shard 1 of 2\n/);
+    // 64 pages declared, 32 of them the shard's: 29 free, 3 used, and the bar drawn over the 32.
+    expect(inspected.stdout).toMatch(/\s0\s+64\s+29\s+0\s+3\s+\[###\.{27}\]/);
+  });
+
   it("gives an in-memory server a new server id every start", async () => {
     const ids = [];
     for (let i = 0; i < 2; i++) {
