@@ -18,7 +18,8 @@ once its lease lapsed), the last log entry it applied, how far it is behind the 
 and when it last published, and how far a member's long load is (its standby state, a snapshot). Exits 0
 when a member leads, none is down or loading and none lags more than --max-lag entries (default
 ${DEFAULT_MAX_LAG}); 1 otherwise, or when the server cannot tell. A cluster of shards also lists each shard's
-leader and members, and exits 1 while a shard has no leader. A single-node server reports itself:
+leader and members, and exits 1 while a shard has no leader, or any shard's members are down, loading
+or lagging as above (it asks a member of each other shard). A single-node server reports itself:
 serving, or how far it is in loading its store; a relay, whether it reaches a server that answers
 calls. --json prints the same as one JSON object. --forget MEMBER removes a member that is down for
 good (an admin call with token files).
@@ -67,7 +68,12 @@ export async function statusCommand(args: string[]): Promise<number> {
     const members = viewsOf(status);
     const leader = members.find((m) => m.role === "leader");
     const shards = await shardsOf(transport);
-    const problems = [...problemsOf(members, maxLag), ...(shards ?? []).flatMap((s) => (s.leader === null ? [`shard ${s.shard}: no leader`] : []))];
+    const others =
+      shards === undefined
+        ? []
+        : await otherShardProblems(shards, members, maxLag, (url) => transportFor({ baseUrl: url, token: parsed.token, tls: parsed.tls }));
+    const leaderless = (shards ?? []).flatMap((s) => (s.leader === null ? [`shard ${s.shard}: no leader`] : []));
+    const problems = [...new Set([...problemsOf(members, maxLag), ...leaderless, ...others])];
     if (values.json) {
       const report = {
         clusterName: status.clusterName,
@@ -108,6 +114,30 @@ async function shardsOf(transport: Transport): Promise<ShardView[] | undefined> 
     leader: s.members.find((m) => m.leader)?.url ?? null,
     members: s.members.map((m) => m.url),
   }));
+}
+
+/**
+ * otherShardProblems asks each other shard's cluster for its members
+ * (Status at its leader, or at its first member while it has none) and
+ * says, by shard, what makes it unhealthy, as problemsOf does for the
+ * asked member's own: each shard has a log, a leader and members of its own.
+ */
+async function otherShardProblems(shards: ShardView[], own: MemberView[], maxLag: number, connect: (url: string) => Transport): Promise<string[]> {
+  const ownUrls = new Set(own.map((m) => m.url));
+  const others = shards.filter((s) => !s.members.some((url) => ownUrls.has(url)));
+  const asked = await Promise.all(
+    others.map(async (s) => {
+      const url = s.leader ?? s.members[0];
+      if (url === undefined) return [`shard ${s.shard}: no member known`];
+      try {
+        const status = await createClient(ReplicationService, connect(url)).status({}, { timeoutMs: 5_000 });
+        return problemsOf(viewsOf(status), maxLag).map((p) => `shard ${s.shard}: ${p}`);
+      } catch (error) {
+        return [`shard ${s.shard}: ${url} did not answer (${ConnectError.from(error).rawMessage})`];
+      }
+    }),
+  );
+  return asked.flat();
 }
 
 /** StatusPage is what status reads of a status page's data (GET /status.json): a server's or a relay's. */

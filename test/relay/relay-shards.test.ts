@@ -203,6 +203,12 @@ describe.skipIf(missingCluster !== "")("unmodified vLLM clients in front of 2 sh
     console.log(`status and the status page agree with the members' health on each shard's leader after ${agreed} ms`);
     expect(shown.status).toEqual(leaders.map((leader, shard) => ({ shard, leader: leader.url, members: expect.any(Array) })));
     expect(shown.page).toEqual(leaders.map((leader) => leader.url));
+    // status asks each shard's own cluster: at a member of shard 1, it names shard 0's killed leader as down too, and exits 1.
+    await until(async () => {
+      const status = await runCli(["status", "--server", straight.url, "--json"]);
+      const { problems } = JSON.parse(status.stdout) as { problems: string[] };
+      return status.code === 1 && problems.includes("1 member(s) down") && problems.includes("shard 0: 1 member(s) down");
+    }, 30_000);
 
     // A call of shard 1's keys sent to shard 0's leader is answered right: the keys land on shard 1 alone.
     const misrouted = KEYS.filter((key) => keyShard("misrouted", key, 2) === 1);
