@@ -72,8 +72,7 @@ export async function statusCommand(args: string[]): Promise<number> {
       shards === undefined
         ? []
         : await otherShardProblems(shards, members, maxLag, (url) => transportFor({ baseUrl: url, token: parsed.token, tls: parsed.tls }));
-    const leaderless = (shards ?? []).flatMap((s) => (s.leader === null ? [`shard ${s.shard}: no leader`] : []));
-    const problems = [...new Set([...problemsOf(members, maxLag), ...leaderless, ...others])];
+    const problems = [...problemsOf(members, maxLag), ...others];
     if (values.json) {
       const report = {
         clusterName: status.clusterName,
@@ -118,23 +117,27 @@ async function shardsOf(transport: Transport): Promise<ShardView[] | undefined> 
 
 /**
  * otherShardProblems asks each other shard's cluster for its members
- * (Status at its leader, or at its first member while it has none) and
- * says, by shard, what makes it unhealthy, as problemsOf does for the
- * asked member's own: each shard has a log, a leader and members of its own.
+ * (Status at its leader, or at its first member while the topology names
+ * none) and says, by shard and once each, what makes it unhealthy, as
+ * problemsOf does for the asked member's own: each shard has a log, a
+ * leader and members of its own.
  */
 async function otherShardProblems(shards: ShardView[], own: MemberView[], maxLag: number, connect: (url: string) => Transport): Promise<string[]> {
   const ownUrls = new Set(own.map((m) => m.url));
   const others = shards.filter((s) => !s.members.some((url) => ownUrls.has(url)));
   const asked = await Promise.all(
     others.map(async (s) => {
+      const problems = s.leader === null ? ["no leader"] : [];
       const url = s.leader ?? s.members[0];
-      if (url === undefined) return [`shard ${s.shard}: no member known`];
-      try {
-        const status = await createClient(ReplicationService, connect(url)).status({}, { timeoutMs: 5_000 });
-        return problemsOf(viewsOf(status), maxLag).map((p) => `shard ${s.shard}: ${p}`);
-      } catch (error) {
-        return [`shard ${s.shard}: ${url} did not answer (${ConnectError.from(error).rawMessage})`];
+      if (url === undefined) problems.push("no member known");
+      else {
+        try {
+          problems.push(...problemsOf(viewsOf(await createClient(ReplicationService, connect(url)).status({}, { timeoutMs: 5_000 })), maxLag));
+        } catch (error) {
+          problems.push(`${url} did not answer (${ConnectError.from(error).rawMessage})`);
+        }
       }
+      return [...new Set(problems)].map((p) => `shard ${s.shard}: ${p}`);
     }),
   );
   return asked.flat();
