@@ -31,6 +31,7 @@ import { type ClusterView, callCounts, Metrics } from "./metrics.js";
 import { RefusalLog } from "./refusal-log.js";
 import { requestHandler } from "./request-handler.js";
 import type { ServerOptions } from "./server-options.js";
+import type { ShardMembers } from "./shard-peers.js";
 import { serverStatus, shownShards, statusNamespaces } from "./status-view.js";
 import { listen } from "./surface.js";
 
@@ -80,6 +81,8 @@ export interface ServerParts {
 export interface Peers {
   calls(shard: number): MetadataCalls;
   topology(): Topology | Promise<Topology>;
+  /** shardMembers reads each shard's members for the status page (ShardPeers.shardMembers); left out, the page lists each shard's URLs alone. */
+  shardMembers?(): Promise<(ShardMembers | { error: string })[]>;
   close(): void;
 }
 
@@ -200,16 +203,17 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
       sample: async () => ({ calls: await callCounts(metrics.calls), latency: await metrics.latencyBuckets(), namespaces: statusNamespaces(ledger.state) }),
       statusSampleMs: parts.statusSampleMs,
       status: async (url, history) =>
-        serverStatus(
+        serverStatus({
           url,
           serverId,
-          ledger.state,
-          await callCounts(metrics.calls),
-          parts.cluster,
-          parts.loads?.status,
+          state: ledger.state,
+          calls: await callCounts(metrics.calls),
+          cluster: parts.cluster,
+          loading: parts.loads?.status,
           history,
-          options.shards > 1 ? shownShards(await topology(url)) : undefined,
-        ),
+          part: { count: options.shards, index: options.shard },
+          shards: options.shards > 1 ? shownShards(await topology(url), await peers?.shardMembers?.()) : undefined,
+        }),
       access,
       metricsAuth: options.metricsAuth,
       shuttingDown: SHUTTING_DOWN,

@@ -129,27 +129,59 @@ export class ShardPeers {
     return this.inFlight;
   }
 
+  /**
+   * shardMembers reads every shard's members from etcd now, for the status
+   * page: the records of those that run, the lasting records of every one
+   * it has known (those down among them) and its leader; a shard that etcd
+   * did not answer for, the reason.
+   */
+  shardMembers(): Promise<(ShardMembers | { error: string })[]> {
+    return Promise.all(this.followings.map((_, shard) => this.readShard(shard, true).catch((error: Error) => ({ error: error.message }))));
+  }
+
   /** readOnce reads every shard once (read). */
   private async readOnce(): Promise<void> {
     this.readAt = Date.now();
     const read = await Promise.all(
       this.followings.map(async (following, shard) => {
-        const keys = new ClusterKeys(shardClusterName(this.options.clusterName, { count: this.options.part.count, index: shard }));
-        const [members, leader] = await Promise.all([
-          this.etcd.of(shard).kv.range({ key: keys.members, range_end: keys.membersEnd }),
-          this.etcd.of(shard).kv.range({ key: keys.leader }),
-        ]).catch(() => [undefined, undefined]);
-        if (members === undefined || leader === undefined) return this.members[shard] ?? [];
-        const leaderId = leader.kvs[0] === undefined ? undefined : (JSON.parse(leader.kvs[0].value.toString()) as LeaderRecord).memberId;
-        const records = members.kvs.map((kv) => JSON.parse(kv.value.toString()) as MemberRecord).filter((record) => record.url !== "");
+        const read = await this.readShard(shard, false).catch(() => undefined);
+        if (read === undefined) return this.members[shard] ?? [];
+        const records = read.running.filter((record) => record.url !== "");
         if (following !== undefined && records.length > 0) {
           following.setServers(records.map((record) => record.url));
-          const leaderUrl = records.find((record) => record.memberId === leaderId)?.url;
+          const leaderUrl = records.find((record) => record.memberId === read.leaderId)?.url;
           if (leaderUrl !== undefined) following.prefer(leaderUrl);
         }
-        return records.map((record) => ({ id: record.memberId, url: record.url, leader: record.memberId === leaderId }));
+        return records.map((record) => ({ id: record.memberId, url: record.url, leader: record.memberId === read.leaderId }));
       }),
     );
     this.members = read;
   }
+
+  /** readShard reads one shard's member records and leader from its etcd, and its lasting records when `known`. */
+  private async readShard(shard: number, known: boolean): Promise<ShardMembers> {
+    const keys = new ClusterKeys(shardClusterName(this.options.clusterName, { count: this.options.part.count, index: shard }));
+    const kv = this.etcd.of(shard).kv;
+    const [running, leader, lasting] = await Promise.all([
+      kv.range({ key: keys.members, range_end: keys.membersEnd }),
+      kv.range({ key: keys.leader }),
+      known ? kv.range({ key: keys.known, range_end: keys.knownEnd }) : undefined,
+    ]);
+    const records = (kvs: { value: Buffer }[]) => kvs.map((kv) => JSON.parse(kv.value.toString()) as MemberRecord);
+    return {
+      running: records(running.kvs),
+      known: lasting === undefined ? [] : records(lasting.kvs),
+      leaderId: leader.kvs[0] === undefined ? undefined : (JSON.parse(leader.kvs[0].value.toString()) as LeaderRecord).memberId,
+    };
+  }
+}
+
+/** ShardMembers are one shard's members as its etcd holds them. */
+export interface ShardMembers {
+  /** running are the records of the members that run (each kept under its lease). */
+  readonly running: MemberRecord[];
+  /** known are the lasting records of every member the shard has known (empty when not read). */
+  readonly known: MemberRecord[];
+  /** leaderId is the member that holds the shard's leader key, if any. */
+  readonly leaderId: string | undefined;
 }

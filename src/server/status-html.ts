@@ -1,7 +1,7 @@
 import { SILENT_MEANS } from "../protocol/ping-within.js";
 import type { LoadStatus } from "../store/load-progress.js";
 import type { HistorySample } from "./status-history.js";
-import type { ServerStatus, ShownShard } from "./status-view.js";
+import type { MemberLine, ServerStatus, ShownShard } from "./status-view.js";
 
 /** ShownNamespace is what the page shows of a namespace: a server's NamespaceStatsView, or the GetStats answer a relay reads upstream. */
 export interface ShownNamespace {
@@ -58,7 +58,7 @@ ${header(status)}
 <div id="updated" class="muted">updated ${new Date(nowMs).toISOString()}</div>
 <p id="loading" class="loading">${"loading" in status && status.loading ? `this server is ${esc(loadText(status.loading))}` : ""}</p>
 <h2>Cluster</h2><div id="cluster">${cluster(status)}</div>
-<h2>Namespaces</h2><div id="namespaces">${standby(status) ? "<p>the leader keeps them: see its page</p>" : namespaces(status.namespaces)}</div>
+<h2>Namespaces</h2><div id="namespaces">${standby(status) ? "<p>the leader keeps them: see its page</p>" : shardShare(status) + namespaces(status.namespaces)}</div>
 <h2>Calls per second</h2><div id="calls">${callRates(status.history?.samples ?? [])}</div>
 <h2>The last minutes</h2><div id="charts" class="charts">${charts(status)}</div>
 </main>
@@ -81,6 +81,13 @@ setInterval(async () => {
 /** standby is true on a standby's page: its state is the leader's log, not served, so the namespaces are on the leader's page. */
 function standby(status: AnyStatus): boolean {
   return status.kind === "server" && status.self !== undefined && status.self.role !== "leader";
+}
+
+/** shardShare says, on a server of one shard of several, that its namespaces count only the pages its shard holds. */
+function shardShare(status: AnyStatus): string {
+  if (status.kind !== "server" || status.shard === undefined) return "";
+  const { index, count } = status.shard;
+  return `<p id="shard-share" class="muted">shard ${index} of ${count}: the keys and pages this shard holds (a relay's page, or GetStats, sums every shard)</p>`;
 }
 
 /** title names what the page is about in a few words. */
@@ -112,20 +119,29 @@ function cluster(status: AnyStatus): string {
   const split = status.shards === undefined ? "" : shards(status.shards);
   if (status.kind === "relay") return relayed(status) + split;
   if (status.cluster === undefined) return `<p>single node</p>${split}`;
-  return (
-    split +
-    table(
-      ["member", "url", "role", "applied", "lag", "loading"],
-      status.cluster.members.map((m) => [
-        td(m.memberId),
-        td(m.url),
-        td(m.role, m.role === "down" ? "down" : ""),
-        td(m.appliedSeq),
-        td(m.lag ?? ""),
-        td(m.loading ? loadText(m.loading) : "", "loading"),
-      ]),
-    )
-  );
+  const head = ["member", "url", "role", "applied", "lag", "loading"];
+  // Split into shards, every shard's members, each one's lag behind its own shard's leader; else this cluster's.
+  if (status.shards?.every((s) => s.lines !== undefined || s.unread !== undefined)) {
+    const rows = status.shards.flatMap((s) =>
+      s.lines === undefined
+        ? [[td(s.index), `<td colspan="${head.length}" class="down">not read from its etcd: ${esc(s.unread)}</td>`]]
+        : s.lines.map((m) => [td(s.index), ...memberCells(m)]),
+    );
+    return split + table(["shard", ...head], rows);
+  }
+  return split + table(head, status.cluster.members.map(memberCells));
+}
+
+/** memberCells are a member's cells in the members' table: its id, URL, role (down in red), last entry applied, lag and load. */
+function memberCells(m: MemberLine): string[] {
+  return [
+    td(m.memberId),
+    td(m.url),
+    td(m.role, m.role === "down" ? "down" : ""),
+    td(m.appliedSeq),
+    td(m.lag ?? ""),
+    td(m.loading ? loadText(m.loading) : "", "loading"),
+  ];
 }
 
 /** relayed says where a relay's calls go and which servers it found silent, as `status` does, so that a stall's server is named. */

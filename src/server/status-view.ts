@@ -1,14 +1,16 @@
-import type { MetadataState, NamespaceStatsView } from "../core/index.js";
+import type { MetadataState, NamespaceStatsView, ShardPart } from "../core/index.js";
+import type { MemberRecord } from "../replication/cluster-keys.js";
 import type { Topology } from "../service/cluster-service.js";
 import type { LoadStatus } from "../store/load-progress.js";
 import type { ClusterView } from "./metrics.js";
+import type { ShardMembers } from "./shard-peers.js";
 import type { HistorySample, StatusHistory } from "./status-history.js";
 
 /** STATUS_NAMESPACES bounds the namespaces the status page shows (the first, by name). */
 const STATUS_NAMESPACES = 100;
 
 /** MemberLine is one member as the status page shows it. */
-interface MemberLine {
+export interface MemberLine {
   memberId: string;
   url: string;
   role: string;
@@ -34,6 +36,8 @@ export interface ServerStatus {
   leader?: { memberId: string; url: string };
   /** history is what the page charts: a sample every `everyMs` (StatusHistory). */
   history?: { everyMs: number; samples: readonly HistorySample[] };
+  /** shard is this server's shard, in a cluster split into more than one: its namespaces count the pages that shard holds. */
+  shard?: { index: number; count: number };
   /** shards are the cluster's shards, when it is split into more than one. */
   shards?: ShownShard[];
 }
@@ -42,43 +46,66 @@ export interface ServerStatus {
 export interface ShownShard {
   index: number;
   members: readonly { url: string; leader: boolean }[];
+  /** lines are its members as a member's page lists them (role, applied, lag, load; those down too): a server's page, not a relay's. */
+  lines?: MemberLine[];
+  /** unread says why its members could not be read from its etcd, when they could not. */
+  unread?: string;
 }
 
-/** shownShards are a topology's shards as the page shows them; undefined for a cluster of one shard. */
-export function shownShards(topology: Topology): ShownShard[] | undefined {
+/** shownShards are a topology's shards as the page shows them, with each shard's members as read from its etcd when given; undefined for a cluster of one shard. */
+export function shownShards(topology: Topology, read?: readonly (ShardMembers | { error: string })[]): ShownShard[] | undefined {
   if ((topology.shardCount ?? 1) <= 1) return undefined;
-  return (topology.shards ?? []).map((shard) => ({
-    index: shard.index ?? 0,
-    members: (shard.members ?? []).map((m) => ({ url: m.url ?? "", leader: m.leader ?? false })),
-  }));
+  return (topology.shards ?? []).map((shard) => {
+    const index = shard.index ?? 0;
+    const members = (shard.members ?? []).map((m) => ({ url: m.url ?? "", leader: m.leader ?? false }));
+    const own = read?.[index];
+    if (own === undefined) return { index, members };
+    return "error" in own ? { index, members, unread: own.error } : { index, members, lines: memberLines(own.running, own.known) };
+  });
+}
+
+/** StatusParts are what a server's status is read from. */
+export interface StatusParts {
+  url: string;
+  serverId: string;
+  state: MetadataState;
+  calls: Record<string, number>;
+  /** cluster is the member's own cluster (its shard's), when it is one. */
+  cluster?: ClusterView;
+  loading?: LoadStatus;
+  history?: StatusHistory;
+  /** part is the server's shard, in a cluster split into more than one. */
+  part?: ShardPart;
+  shards?: ShownShard[];
 }
 
 /** serverStatus reads a server's status: its state's first namespaces, its cluster's members (down ones too), its call counts, its load under way. */
-export async function serverStatus(
-  url: string,
-  serverId: string,
-  state: MetadataState,
-  calls: Record<string, number>,
-  cluster: ClusterView | undefined,
-  loading?: LoadStatus,
-  history?: StatusHistory,
-  shards?: ShownShard[],
-): Promise<ServerStatus> {
+export async function serverStatus({ url, serverId, state, calls, cluster, loading, history, part, shards }: StatusParts): Promise<ServerStatus> {
   const status: ServerStatus = {
     kind: "server",
     url,
     serverId,
     namespaces: statusNamespaces(state),
     calls,
+    ...(part && part.count > 1 && { shard: { index: part.index, count: part.count } }),
     ...(shards && { shards }),
     ...(loading && { loading }),
     ...(history && { history: { everyMs: history.everyMs, samples: history.samples } }),
   };
   if (cluster === undefined) return status;
   const [running, known] = await Promise.all([cluster.members(), cluster.knownMembers()]);
+  const leader = running.find((m) => m.role === "leader");
+  status.self = { memberId: cluster.memberId, url: cluster.advertise, role: cluster.leading() ? "leader" : "standby" };
+  if (leader !== undefined) status.leader = { memberId: leader.memberId, url: leader.url };
+  status.cluster = { members: memberLines(running, known) };
+  return status;
+}
+
+/** memberLines are a cluster's members as the page lists them: those that run, then those it has known that do not (down), each one's lag behind the one that leads. */
+function memberLines(running: readonly MemberRecord[], known: readonly MemberRecord[]): MemberLine[] {
   const live = new Set(running.map((m) => m.memberId));
   const leader = running.find((m) => m.role === "leader");
-  const line = (m: (typeof running)[number], role: string): MemberLine => ({
+  const line = (m: MemberRecord, role: string): MemberLine => ({
     memberId: m.memberId,
     url: m.url,
     role,
@@ -86,12 +113,7 @@ export async function serverStatus(
     lag: leader === undefined ? null : Math.max(0, leader.appliedSeq - m.appliedSeq),
     ...(m.loading && { loading: m.loading }),
   });
-  status.self = { memberId: cluster.memberId, url: cluster.advertise, role: cluster.leading() ? "leader" : "standby" };
-  if (leader !== undefined) status.leader = { memberId: leader.memberId, url: leader.url };
-  status.cluster = {
-    members: [...running.map((m) => line(m, m.role)), ...known.filter((m) => !live.has(m.memberId)).map((m) => line(m, "down"))],
-  };
-  return status;
+  return [...running.map((m) => line(m, m.role)), ...known.filter((m) => !live.has(m.memberId)).map((m) => line(m, "down"))];
 }
 
 /** statusNamespaces are the namespaces the status page shows (and charts): the first STATUS_NAMESPACES, by name, as they stand (peekStats). */

@@ -165,8 +165,10 @@ describe.skipIf(missingCluster !== "")("unmodified vLLM clients in front of 2 sh
     const workers = [VllmWorker.start(relayA.url, 2, 4_096, 0), VllmWorker.start(relayB.url, 2, 4_096, 0), VllmWorker.start(straight.url, 2, 4_096, 0)];
     const progress = () => Promise.all(workers.map((w) => w.progress(4)));
     await progress();
+    const killedUrls: string[] = [];
     for (const [shard, members] of shards.entries()) {
       const killed = leaders[shard]!;
+      killedUrls.push(killed.url);
       await kill9(killed);
       // Its data dir says whose it is, and counts its part of each rank's pages.
       expect((await runCli(["inspect", "--data-dir", killed.dataDir])).stdout).toMatch(new RegExp(`member id [0-9a-f-]{36}  shard ${shard} of 2\n`));
@@ -208,6 +210,13 @@ describe.skipIf(missingCluster !== "")("unmodified vLLM clients in front of 2 sh
       const status = await runCli(["status", "--server", straight.url, "--json"]);
       const { problems } = JSON.parse(status.stdout) as { problems: string[] };
       return status.code === 1 && problems.includes("1 member(s) down") && problems.includes("shard 0: 1 member(s) down");
+    }, 30_000);
+    // So does its status page: every shard's members, each shard's killed leader down among them and its new one leading.
+    type Line = { url: string; role: string };
+    await until(async () => {
+      const page = (await (await fetch(`${straight.url}/status.json`)).json()) as { shards: { lines: Line[] }[] };
+      const roles = page.shards.map((s) => Object.fromEntries(s.lines.map((m) => [m.url, m.role])));
+      return roles.every((r, shard) => r[killedUrls[shard]!] === "down" && r[leaders[shard]!.url] === "leader" && Object.keys(r).length === 3);
     }, 30_000);
 
     // A call of shard 1's keys sent to shard 0's leader is answered right: the keys land on shard 1 alone.

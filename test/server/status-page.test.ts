@@ -85,6 +85,52 @@ describe("the status page without script (curl, a screenshot, scripts off)", () 
   });
 });
 
+describe("the status page of a member of a cluster split into shards", () => {
+  /** member is a member record as etcd holds it. */
+  const member = (memberId: string, role: string, appliedSeq: number) => ({ memberId, url: `http://${memberId}:18000`, role, appliedSeq, atMs: 0 });
+  /** topology is the cluster's shards as the members' topology answers them (which leads per etcd's leader keys). */
+  const topology = {
+    shardCount: 2,
+    shards: [
+      { index: 0, members: [{ url: "http://a0:18000", leader: true }] },
+      { index: 1, members: [{ url: "http://b0:18000", leader: true }] },
+    ],
+  };
+
+  it("lists every shard's members, each one's lag behind its own shard's leader and those down; and says its namespaces are its shard's", async () => {
+    const own = { running: [member("b0", "leader", 7), member("b1", "standby", 7)], known: [member("b0", "leader", 7), member("b1", "standby", 7)] };
+    const cluster = {
+      members: async () => own.running,
+      knownMembers: async () => own.known,
+      leading: () => true,
+      memberId: "b0",
+      advertise: "http://b0:18000",
+      shard: 1,
+    };
+    const shard0 = { running: [member("a0", "leader", 90), member("a1", "standby", 85)], known: [member("a2", "standby", 60)], leaderId: "a0" };
+    const read: unknown[] = [shard0, { ...own, leaderId: "b0" }];
+    const peers = {
+      calls: () => () => Promise.reject(new Error("no call in this test")),
+      topology: () => topology,
+      shardMembers: async () => read,
+      close: () => {},
+    };
+    const server = await startTestServer({ shards: 2, shard: 1 }, undefined, 0, { cluster: cluster as never, peers: peers as never });
+    const page = await (await fetch(`${server.url}/`)).text();
+    // Shard 0's members, each one's lag behind shard 0's leader (90), not behind this member's own leader (7).
+    expect(page).toContain("<tr><td>0</td><td>a0</td><td>http://a0:18000</td><td>leader</td><td>90</td><td>0</td>");
+    expect(page).toContain("<tr><td>0</td><td>a1</td><td>http://a1:18000</td><td>standby</td><td>85</td><td>5</td>");
+    expect(page).toContain('<tr><td>0</td><td>a2</td><td>http://a2:18000</td><td class="down">down</td><td>60</td><td>30</td>');
+    expect(page).toContain("<tr><td>1</td><td>b1</td><td>http://b1:18000</td><td>standby</td><td>7</td><td>0</td>");
+    expect(page).toContain('<p id="shard-share" class="muted">shard 1 of 2: the keys and pages this shard holds');
+    // A shard whose etcd did not answer is said to be unread, in its row.
+    read[0] = { error: "etcd did not answer" };
+    expect(await (await fetch(`${server.url}/`)).text()).toContain(
+      '<tr><td>0</td><td colspan="6" class="down">not read from its etcd: etcd did not answer</td></tr>',
+    );
+  });
+});
+
 describe("a percentile from a histogram's buckets", () => {
   it("is the upper bound of the bucket that holds it, between two readings of prom-client's cumulative buckets", async () => {
     const registry = new Registry();
