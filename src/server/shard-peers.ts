@@ -6,11 +6,15 @@ import type { ClientTls } from "../client/metadata-client.js";
 import type { ShardPart } from "../core/index.js";
 import { SHARD_LOCAL_HEADER } from "../protocol/headers.js";
 import { ClusterKeys, type LeaderRecord, type MemberRecord } from "../replication/cluster-keys.js";
+import { attempts } from "../replication/within.js";
 import { type Member, type Topology, topologyOf } from "../service/cluster-service.js";
 import type { MetadataCalls } from "../service/metadata-calls.js";
 
 /** PEERS_MS is how often a member reads every shard's members and leader from etcd. */
 const PEERS_MS = 1_000;
+
+/** READ_MS bounds a read of one shard's members from its etcd (in attempts that each go to an endpoint anew). */
+const READ_MS = 2_000;
 
 /** RETRY is the backoff between sends of a call to another shard: short, as its failover takes about 2 s. */
 const RETRY = { initialBackoffMs: 25, maxBackoffMs: 250 };
@@ -139,33 +143,37 @@ export class ShardPeers {
     return Promise.all(this.followings.map((_, shard) => this.readShard(shard, true).catch((error: Error) => ({ error: error.message }))));
   }
 
-  /** readOnce reads every shard once (read). */
+  /** readOnce reads every shard once (read), and keeps each shard's members as they come: a shard whose read fails keeps what it had. */
   private async readOnce(): Promise<void> {
     this.readAt = Date.now();
-    const read = await Promise.all(
+    await Promise.all(
       this.followings.map(async (following, shard) => {
         const read = await this.readShard(shard, false).catch(() => undefined);
-        if (read === undefined) return this.members[shard] ?? [];
+        if (read === undefined) return;
         const records = read.running.filter((record) => record.url !== "");
         if (following !== undefined && records.length > 0) {
           following.setServers(records.map((record) => record.url));
           const leaderUrl = records.find((record) => record.memberId === read.leaderId)?.url;
           if (leaderUrl !== undefined) following.prefer(leaderUrl);
         }
-        return records.map((record) => ({ id: record.memberId, url: record.url, leader: record.memberId === read.leaderId }));
+        this.members[shard] = records.map((record) => ({ id: record.memberId, url: record.url, leader: record.memberId === read.leaderId }));
       }),
     );
-    this.members = read;
   }
 
-  /** readShard reads one shard's member records and leader from its etcd, and its lasting records when `known`. */
+  /**
+   * readShard reads one shard's member records and leader from its etcd,
+   * and its lasting records when `known`, within READ_MS: an etcd that
+   * stops answering (paused, cut off) fails the read, not hold it and every
+   * read after it.
+   */
   private async readShard(shard: number, known: boolean): Promise<ShardMembers> {
     const keys = new ClusterKeys(shardClusterName(this.options.clusterName, { count: this.options.part.count, index: shard }));
     const kv = this.etcd.of(shard).kv;
     const [running, leader, lasting] = await Promise.all([
-      kv.range({ key: keys.members, range_end: keys.membersEnd }),
-      kv.range({ key: keys.leader }),
-      known ? kv.range({ key: keys.known, range_end: keys.knownEnd }) : undefined,
+      attempts(READ_MS, (o) => kv.range({ key: keys.members, range_end: keys.membersEnd }, o)),
+      attempts(READ_MS, (o) => kv.range({ key: keys.leader }, o)),
+      known ? attempts(READ_MS, (o) => kv.range({ key: keys.known, range_end: keys.knownEnd }, o)) : undefined,
     ]);
     const records = (kvs: { value: Buffer }[]) => kvs.map((kv) => JSON.parse(kv.value.toString()) as MemberRecord);
     return {

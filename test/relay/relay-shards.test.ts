@@ -12,6 +12,7 @@ import { lacking } from "../support/debian-packages.js";
 import { VllmWorker } from "../support/engine-clients.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { kill9, startServer, waitForLeader } from "../support/ha-cluster.js";
+import { pause } from "../support/pause.js";
 import { tempDir } from "../support/temp-dir.js";
 import { startTestRelay } from "../support/test-relay.js";
 import { freePort, startTestServer } from "../support/test-server.js";
@@ -274,5 +275,25 @@ describe.skipIf(missingCluster !== "")("a cluster of 3 shards, each on an etcd c
       return last.problems.includes("shard 2: no leader");
     });
     expect(last.code).toBe(1);
+
+    // Shard 2's etcd paused (SIGSTOP: it neither answers nor closes its connections): a member of shard 1 still
+    // follows the shards it can read, so shard 0's next leader shows in its topology, and its status page
+    // answers, saying shard 2's members were not read.
+    const paused = etcds[2]!.members[0]!.process!;
+    await pause(paused.pid!);
+    try {
+      await kill9(leaders[0]!);
+      leaders[0] = await waitForLeader(shards[0]!.filter((m) => m !== leaders[0]));
+      const at = shards[1]![0]!.url;
+      const followed = await until(async () => {
+        const topology = await createClient(ClusterService, createGrpcTransport({ baseUrl: at })).getTopology({}, { timeoutMs: 5_000 });
+        return topology.shards[0]!.members.find((m) => m.leader)?.url === leaders[0]!.url;
+      }, 20_000);
+      console.log(`with shard 2's etcd paused, a member of shard 1 names shard 0's new leader ${followed} ms after it was elected`);
+      const page = (await (await fetch(`${at}/status.json`, { signal: AbortSignal.timeout(10_000) })).json()) as { shards: { unread?: string }[] };
+      expect(page.shards.map((s) => s.unread !== undefined)).toEqual([false, false, true]);
+    } finally {
+      paused.kill("SIGCONT");
+    }
   }, 180_000);
 });
