@@ -60,6 +60,8 @@ export class ShardPeers {
   private members: Member[][] = [];
   /** readAt is when the last read began (0: never). */
   private readAt = 0;
+  /** firstRead is the first read of a cluster split into shards (undefined in one of one shard). */
+  private readonly firstRead: Promise<void> | undefined;
   /** inFlight is the read under way: one at a time, so that an older read never lands after a newer one. */
   private inFlight: Promise<void> | undefined;
 
@@ -95,7 +97,7 @@ export class ShardPeers {
     if (count > 1) {
       this.reading = setInterval(() => void this.read(), PEERS_MS);
       this.reading.unref();
-      void this.read();
+      this.firstRead = this.read();
     }
   }
 
@@ -109,9 +111,16 @@ export class ShardPeers {
     };
   }
 
-  /** topology is the cluster's shards as last read, read again first when that is older than PEERS_MS. */
+  /**
+   * topology is the cluster's shards as last read. Split into shards, the
+   * reads every PEERS_MS keep it current, and it waits only for the first:
+   * a read that one shard's silent etcd holds (READ_MS) does not hold the
+   * answer, which relays wait a second for. Of one shard, it is read again
+   * first when older than PEERS_MS.
+   */
   async topology(): Promise<Topology> {
-    if (Date.now() - this.readAt > PEERS_MS) await this.read();
+    if (this.firstRead !== undefined) await this.firstRead;
+    else if (Date.now() - this.readAt > PEERS_MS) await this.read();
     return topologyOf(this.options.part, this.members);
   }
 
