@@ -235,9 +235,10 @@ export interface ResetResult {
  * defines it anew. Unless forced, it refuses while the namespace is in
  * use (a worker's or a scheduler's call in the last IN_USE_MS), a read
  * lease is live there (a key's, or a deleted key's page held for one), or
- * a page is reserved (a write in flight), changing nothing.
+ * a page is reserved (a write in flight), changing nothing. `validateOnly`
+ * checks so and counts what it would forget, forgetting nothing.
  */
-export function resetNamespace(registry: Registry, eviction: Eviction, namespace: string | undefined, force: boolean): ResetResult {
+export function resetNamespace(registry: Registry, eviction: Eviction, namespace: string | undefined, force: boolean, validateOnly = false): ResetResult {
   const names = namespace === undefined ? registry.names() : [namespaceName(namespace, registry.options)];
   registry.expire();
   const now = registry.clock();
@@ -277,7 +278,7 @@ export function resetNamespace(registry: Registry, eviction: Eviction, namespace
     result.namespaces++;
     for (const ns of parts) {
       result.ranks += ns.ranks.size;
-      result.forgottenKeys += forgetNamespace(registry, eviction, ns);
+      result.forgottenKeys += validateOnly ? ns.confirmedKeys : forgetNamespace(registry, eviction, ns);
     }
   }
   return result;

@@ -103,9 +103,9 @@ export class MetadataState implements StateReads {
     return dropRank(this.registry, this.eviction, namespace, rankNo);
   }
 
-  /** reset forgets a namespace whole (undefined: all), an admin's call (rank-admin.ts); refused while read leases live unless force. */
-  reset(namespace: string | undefined, force: boolean): ResetResult {
-    return resetNamespace(this.registry, this.eviction, namespace, force);
+  /** reset forgets a namespace whole (undefined: all), an admin's call (rank-admin.ts); refused while in use unless force; with validateOnly, checks and counts only. */
+  reset(namespace: string | undefined, force: boolean, validateOnly = false): ResetResult {
+    return resetNamespace(this.registry, this.eviction, namespace, force, validateOnly);
   }
 
   /**

@@ -57,7 +57,7 @@ export function metadataService(ledger: Pick<Ledger, "state" | "reads">, serverI
       return { forgottenKeys: ledger.state.dropRank(req.namespace, req.rank) };
     },
     async resetNamespace(req) {
-      return ledger.state.reset(req.allNamespaces ? undefined : req.namespace, req.force);
+      return ledger.state.reset(req.allNamespaces ? undefined : req.namespace, req.force, req.validateOnly);
     },
     async getStats(req) {
       const reads = ledger.reads?.() ?? ledger.state;

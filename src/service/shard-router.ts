@@ -12,12 +12,13 @@ import type { Answer, MetadataCalls, MethodName, RequestOf, ResponseOf } from ".
  * and their answers are merged in the caller's order; pages to release go
  * to the shard that owns them (pageShard); the calls on a whole namespace
  * (InitializeRank, Clear, DropRank, ResetNamespace, GetStats) go to every
- * shard and their answers are added up. A call whose keys all belong to
- * one shard goes there as it came. When a part fails, the call fails with
- * the error of the lowest shard that failed; the parts that succeeded
- * stand, and the client retries the whole call (a BatchAllocate retried
- * gets the same pages back, RESERVED). Keys that came as bytes go on as
- * bytes (KeyBytesMessage.part).
+ * shard and their answers are added up (a reset not forced is checked on
+ * every shard first). A call whose keys all belong to one shard goes there
+ * as it came. When a part fails, the call fails with the error of the
+ * lowest shard that failed; the parts that succeeded stand, and the client
+ * retries the whole call (a BatchAllocate retried gets the same pages
+ * back, RESERVED). Keys that came as bytes go on as bytes
+ * (KeyBytesMessage.part).
  */
 export function shardRouter(shards: readonly MetadataCalls[]): MetadataCalls {
   if (shards.length === 0) throw new RangeError("a cluster has at least one shard");
@@ -66,12 +67,7 @@ class Router {
       case "dropRank":
         return this.everywhere("dropRank", r, signal, (answers) => ({ forgottenKeys: sum(answers, (a) => a.forgottenKeys) })) as never;
       case "resetNamespace":
-        // Every shard holds every namespace's ranks: they are counted once; the keys are each shard's own.
-        return this.everywhere("resetNamespace", r, signal, (answers) => ({
-          namespaces: Math.max(...answers.map((a) => a.namespaces)),
-          ranks: Math.max(...answers.map((a) => a.ranks)),
-          forgottenKeys: sum(answers, (a) => a.forgottenKeys),
-        })) as never;
+        return this.resetNamespace(r, signal) as never;
       case "getStats":
         return this.everywhere("getStats", r, signal, mergedStats) as never;
       case "batch":
@@ -196,6 +192,25 @@ class Router {
   ): Promise<Answer<M>> {
     const answers = await settled(this.shards.map((shard) => shard(method, request, signal)));
     return answer(method, merge(answers.map((a) => a.response)));
+  }
+
+  /**
+   * resetNamespace resets on every shard. One that is not forced is first
+   * checked on every shard (validate_only), so that a reset one shard
+   * refuses (its engines' calls, its reservations, its read leases) is
+   * refused before any shard forgets the namespace.
+   */
+  private async resetNamespace(request: RequestOf<"resetNamespace">, signal?: AbortSignal): Promise<Answer<"resetNamespace">> {
+    // Every shard holds every namespace's ranks: they are counted once; the keys are each shard's own.
+    const merge = (answers: ResponseOf<"resetNamespace">[]) => ({
+      namespaces: Math.max(...answers.map((a) => a.namespaces)),
+      ranks: Math.max(...answers.map((a) => a.ranks)),
+      forgottenKeys: sum(answers, (a) => a.forgottenKeys),
+    });
+    if (!request.force && !request.validateOnly) {
+      await this.everywhere("resetNamespace", create(MetadataService.method.resetNamespace.input, { ...request, validateOnly: true }), signal, merge);
+    }
+    return this.everywhere("resetNamespace", request, signal, merge);
   }
 
   /** partsOf groups the positions of keys by the shard each key belongs to, in shard order. */

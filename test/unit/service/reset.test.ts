@@ -87,6 +87,27 @@ describe("ResetNamespace: a namespace defined anew", () => {
   });
 });
 
+describe("ResetNamespace with validate_only", () => {
+  it("is refused as the reset would be, or counts what it would forget, and forgets nothing", async () => {
+    const server = await startTestServer({ reservationTtlMs: 120_000 });
+    const client = createMetadataClient({ baseUrl: server.url });
+    for (const rank of [0, 1]) await client.initializeRank({ namespace: "m", rank, numPages: 4 });
+    const { pages } = await client.batchAllocate({ namespace: "m", rank: 0, keys: ["a", "b"] });
+    await client.confirmWrite({ namespace: "m", rank: 0, keys: ["a"], pages: [pages[0]!] }); // "b" stays reserved
+    server.time.advance(60_000);
+    await expect(client.resetNamespace({ namespace: "m", validateOnly: true })).rejects.toMatchObject({ code: Code.FailedPrecondition });
+    await client.confirmWrite({ namespace: "m", rank: 0, keys: ["b"], pages: [pages[1]!] });
+    server.time.advance(60_000);
+    expect(await client.resetNamespace({ namespace: "m", validateOnly: true })).toMatchObject({ namespaces: 1, ranks: 2, forgottenKeys: 2 });
+    expect(await post(server.url, "/reset", { namespace: "m", validate_only: true })).toEqual({
+      status: 200,
+      body: { namespaces: 1, ranks: 2, forgotten_keys: 2 },
+    });
+    expect(Number((await client.getStats({ namespace: "m" })).namespaces[0]!.keys)).toBe(2); // nothing forgotten
+    expect(await client.resetNamespace({ namespace: "m" })).toMatchObject({ namespaces: 1, ranks: 2, forgottenKeys: 2 });
+  });
+});
+
 describe("ResetNamespace of a namespace in use", () => {
   it("refuses while its engines called in the last minute, saying what a reset would do to them and offering Clear; force resets", async () => {
     const server = await startTestServer();

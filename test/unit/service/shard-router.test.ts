@@ -99,6 +99,30 @@ describe("shardRouter: a cluster of shards answers as one node", () => {
     expect((await router("confirmWrite", again)).response.confirmed).toBe(0);
   });
 
+  it("refuses a reset that one shard refuses on every shard, changing none: each is checked before any forgets", async () => {
+    const time = new FakeClock();
+    const states = [0, 1].map((index) => new MetadataState(time.clock, { shards: 2, shard: index, reservationTtlMs: 600_000 }, false));
+    const router = shardRouter(states.map((state, index) => localCalls(metadataService({ state }, `s${index}`))));
+    const [zero, one] = [KEYS.filter((key) => keyShard("m", key, 2) === 0), KEYS.filter((key) => keyShard("m", key, 2) === 1)];
+    await router("initializeRank", create(MetadataService.method.initializeRank.input, { namespace: "m", rank: 0, numPages: 64, worldSize: 1 }));
+    const { response } = await router("batchAllocate", create(MetadataService.method.batchAllocate.input, { namespace: "m", rank: 0, keys: zero }));
+    await router("confirmWrite", create(MetadataService.method.confirmWrite.input, { namespace: "m", rank: 0, keys: zero, pages: [...response.pages] }));
+    // A worker died writing a key of shard 1: its page stays reserved there, shard 0 has none.
+    await router("batchAllocate", create(MetadataService.method.batchAllocate.input, { namespace: "m", rank: 0, keys: [one[0]!] }));
+    time.advance(60_000);
+    const reset = create(MetadataService.method.resetNamespace.input, { namespace: "m" });
+    await expect(router("resetNamespace", reset)).rejects.toMatchObject({ reason: Reason.WRITES_IN_FLIGHT });
+    // Shard 0 forgot nothing: its keys are there, as is shard 1's reserved page.
+    expect(states.map((state) => [state.stats("m")[0]?.keys, state.stats("m")[0]?.ranks[0]?.reservedPages])).toEqual([
+      [zero.length, 0],
+      [0, 1],
+    ]);
+    // Forced, every shard forgets it.
+    const forced = await router("resetNamespace", create(MetadataService.method.resetNamespace.input, { namespace: "m", force: true }));
+    expect(forced.response).toMatchObject({ namespaces: 1, ranks: 1, forgottenKeys: zero.length });
+    expect(states.map((state) => state.stats("m"))).toEqual([[], []]);
+  });
+
   afterEach(() => vi.restoreAllMocks());
 
   it("routes keys that came as bytes (a relay's fast path) without making them strings, with the answers of strings", async () => {
