@@ -13,7 +13,8 @@ import type { Answer, MetadataCalls, MethodName, RequestOf, ResponseOf } from ".
  * to the shard that owns them (pageShard); the calls on a whole namespace
  * (InitializeRank, Clear, DropRank, ResetNamespace, GetStats) go to every
  * shard and their answers are added up (a reset not forced is checked on
- * every shard first). A call whose keys all belong to one shard goes there
+ * every shard first; a shrink of a rank one shard refuses is undone on the
+ * others). A call whose keys all belong to one shard goes there
  * as it came. When a part fails, the call fails with the error of the
  * lowest shard that failed; the parts that succeeded stand, and the client
  * retries the whole call (a BatchAllocate retried gets the same pages
@@ -55,13 +56,7 @@ class Router {
       case "deleteKeys":
         return this.byKey("deleteKeys", r, signal, (answers) => ({ deleted: sum(answers, (a) => a.deleted) })) as never;
       case "initializeRank":
-        return this.everywhere("initializeRank", r, signal, (answers) => ({
-          ...answers[0]!,
-          created: answers.some((a) => a.created),
-          freePages: sum(answers, (a) => a.freePages),
-          // A client that sees the id change (any shard's server replaced) initializes its rank again.
-          serverId: answers.map((a) => a.serverId).join(","),
-        })) as never;
+        return this.initializeRank(r, signal) as never;
       case "clear":
         return this.everywhere("clear", r, signal, () => ({})) as never;
       case "dropRank":
@@ -192,6 +187,34 @@ class Router {
   ): Promise<Answer<M>> {
     const answers = await settled(this.shards.map((shard) => shard(method, request, signal)));
     return answer(method, merge(answers.map((a) => a.response)));
+  }
+
+  /**
+   * initializeRank declares the rank on every shard. A shrink that a shard
+   * refuses (a page past the new size held there) is undone on the shards
+   * that made it: grown back to the size they had, which no shard refuses,
+   * so that a refused resize leaves every shard's rank as it was.
+   */
+  private async initializeRank(request: RequestOf<"initializeRank">, signal?: AbortSignal): Promise<Answer<"initializeRank">> {
+    const results = await Promise.allSettled(this.shards.map((shard) => shard("initializeRank", request, signal)));
+    const failed = results.find((r) => r.status === "rejected");
+    if (failed !== undefined) {
+      const undo = (r: (typeof results)[number], shard: number) => {
+        const shrunkFrom = r.status === "fulfilled" ? r.value.response.resizedFrom : 0;
+        if (shrunkFrom <= request.numPages) return undefined;
+        return this.shards[shard]!("initializeRank", create(MetadataService.method.initializeRank.input, { ...request, numPages: shrunkFrom }), signal);
+      };
+      await Promise.allSettled(results.map(undo));
+      throw failed.reason;
+    }
+    const answers = results.map((r) => (r as PromiseFulfilledResult<Answer<"initializeRank">>).value.response);
+    return answer("initializeRank", {
+      ...answers[0]!,
+      created: answers.some((a) => a.created),
+      freePages: sum(answers, (a) => a.freePages),
+      // A client that sees the id change (any shard's server replaced) initializes its rank again.
+      serverId: answers.map((a) => a.serverId).join(","),
+    });
   }
 
   /**

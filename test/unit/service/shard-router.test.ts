@@ -123,6 +123,26 @@ describe("shardRouter: a cluster of shards answers as one node", () => {
     expect(states.map((state) => state.stats("m"))).toEqual([[], []]);
   });
 
+  it("leaves every shard's rank as it was when one shard refuses to shrink it: the others grow it back", async () => {
+    const time = new FakeClock();
+    const states = [0, 1].map((index) => new MetadataState(time.clock, { shards: 2, shard: index }, false));
+    const router = shardRouter(states.map((state, index) => localCalls(metadataService({ state }, `s${index}`))));
+    const init = (numPages: number) =>
+      router("initializeRank", create(MetadataService.method.initializeRank.input, { namespace: "m", rank: 0, numPages, worldSize: 1 }));
+    await init(64);
+    // Shard 1 holds its pages 1, 3, ..., 11; shard 0 holds none.
+    const one = KEYS.filter((key) => keyShard("m", key, 2) === 1).slice(0, 6);
+    const { response } = await router("batchAllocate", create(MetadataService.method.batchAllocate.input, { namespace: "m", rank: 0, keys: one }));
+    expect(Math.max(...response.pages)).toBeGreaterThanOrEqual(8);
+    await router("confirmWrite", create(MetadataService.method.confirmWrite.input, { namespace: "m", rank: 0, keys: one, pages: [...response.pages] }));
+    await expect(init(8)).rejects.toMatchObject({ reason: Reason.RANK_CONFIG_MISMATCH });
+    expect(states.map((state) => state.stats("m")[0]!.ranks[0]!.numPages)).toEqual([64, 64]);
+    // Once shard 1's pages past 8 are free, the shrink goes through on both.
+    await router("deleteKeys", create(MetadataService.method.deleteKeys.input, { namespace: "m", keys: one }));
+    expect((await init(8)).response).toMatchObject({ numPages: 8, resizedFrom: 64 });
+    expect(states.map((state) => state.stats("m")[0]!.ranks[0]!.numPages)).toEqual([8, 8]);
+  });
+
   afterEach(() => vi.restoreAllMocks());
 
   it("routes keys that came as bytes (a relay's fast path) without making them strings, with the answers of strings", async () => {
