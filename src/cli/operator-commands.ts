@@ -102,7 +102,7 @@ export async function healthCommand(args: string[]): Promise<number> {
   }
 }
 
-const RESET_USAGE = `usage: hf3fs-metadata reset (--namespace NS | --all) [--force] [--dry-run] [--retry-for DURATION] [--server URL] [--token-file FILE] [--ca-file FILE [--cert-file FILE --key-file FILE]]
+const RESET_USAGE = `usage: hf3fs-metadata reset (--namespace NS | --all) [--force] [--retry-for DURATION] [--server URL] [--token-file FILE] [--ca-file FILE [--cert-file FILE --key-file FILE]]
 
 Forgets a namespace (or every namespace) whole, ranks, keys and reservations, so that the next
 InitializeRank defines it anew (a new model, page size or tensor-parallel size). Needs an admin token
@@ -110,10 +110,9 @@ when the server has --admin-token-file. Refused while its engines run (a worker'
 call in the last minute: after a reset their next calls fail, and vLLM's never initializes again;
 \`clear\` drops the keys and keeps the ranks), while readers hold read leases there, or writers hold
 reserved pages; --force forgets it anyway, and a reader still reading may then read pages handed to
-other keys, and a writer still writing may write a page handed to another key. --dry-run forgets
-nothing: it is refused as the reset would be (with --force, never), or says what it would forget
-now. On a cluster of shards a reset without --force is checked on every shard first, so that one a
-shard refuses changes no shard.
+other keys, and a writer still writing may write a page handed to another key. On a cluster of
+shards a reset without --force is checked on every shard first, so that one a shard refuses changes
+no shard.
 It retries through restarts and failovers for --retry-for (default 20s). A reset that fails without an
 answer (the server or its cluster's leader became unreachable) may have taken effect: it says so; a
 repeat is safe, and changes nothing once done.
@@ -135,12 +134,9 @@ const ADMIN_RETRY_MS = 20_000;
 
 /** resetCommand forgets a namespace (or all) on a running server, and prints what it forgot. */
 export function resetCommand(args: string[]): Promise<number> {
-  const flags = { force: { type: "boolean" }, "dry-run": { type: "boolean" } } as const;
-  return adminCommand("reset", args, RESET_USAGE, flags, async (client, target, values) => {
-    const [force, validateOnly] = [values.force === true, values["dry-run"] === true];
-    const done = await client.resetNamespace({ ...target, force, validateOnly });
-    const counts = `${done.namespaces} namespace(s), ${done.ranks} rank(s) and ${done.forgottenKeys} key(s)`;
-    return validateOnly ? `a reset now would forget ${counts}; nothing forgotten` : `${counts} forgotten`;
+  return adminCommand("reset", args, RESET_USAGE, { force: { type: "boolean" } }, async (client, target, values) => {
+    const done = await client.resetNamespace({ ...target, force: values.force === true });
+    return `${done.namespaces} namespace(s), ${done.ranks} rank(s) and ${done.forgottenKeys} key(s) forgotten`;
   });
 }
 

@@ -106,12 +106,7 @@ export function vllmRoutes({ worldSize, namespace }: { worldSize: number; namesp
       name: "vllm.reset",
       pattern: /^\/reset$/,
       method: "resetNamespace",
-      request: (body) => ({
-        namespace: namespaceField(body),
-        allNamespaces: bool(body, "all_namespaces"),
-        force: bool(body, "force"),
-        validateOnly: bool(body, "validate_only"),
-      }),
+      request: (body) => ({ namespace: namespaceField(body), allNamespaces: bool(body, "all_namespaces"), force: bool(body, "force") }),
       reply: ({ namespaces, ranks, forgottenKeys }) => ({ status: 200, body: { namespaces, ranks, forgotten_keys: forgottenKeys } }),
     }),
   ];

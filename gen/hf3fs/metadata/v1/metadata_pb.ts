@@ -972,7 +972,8 @@ export type ResetNamespaceRequest = Message<"hf3fs.metadata.v1.ResetNamespaceReq
    * validate_only checks the reset and forgets nothing: it is refused as
    * the reset would be, or answers what the reset would forget now. A
    * cluster of shards checks every shard so before a reset that is not
-   * forced, so that a reset one shard refuses changes no shard.
+   * forced, so that a reset one shard refuses changes no shard. A server
+   * that predates this field ignores it, and resets.
    *
    * @generated from field: bool validate_only = 4;
    */
