@@ -14,9 +14,9 @@ import type { Answer, MetadataCalls, MethodName, RequestOf, ResponseOf } from ".
  * (InitializeRank, Clear, DropRank, ResetNamespace, GetStats) go to every
  * shard and their answers are added up (a reset not forced is checked on
  * every shard first; a shrink of a rank one shard refuses is undone on the
- * others). A call whose keys all belong to one shard goes there
- * as it came. When a part fails, the call fails with the error of the
- * lowest shard that failed; the parts that succeeded stand, and the client
+ * others). A call whose keys all belong to one shard goes there as it
+ * came. When a part fails, the call fails with the error of the lowest
+ * shard that failed; the parts that succeeded stand, and the client
  * retries the whole call (a BatchAllocate retried gets the same pages
  * back, RESERVED). Keys that came as bytes go on as bytes
  * (KeyBytesMessage.part).
