@@ -1,7 +1,8 @@
 import { create } from "@bufbuild/protobuf";
-import { AllocationStatus, MetadataService, type NamespaceStats, type RankStats } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { AllocationStatus, MetadataService, type NamespaceStats, type RankStats, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { type Keys, keyShards, NAMESPACE_COUNTERS, pageShard } from "../core/index.js";
 import { runBatch } from "./batch-calls.js";
+import { reasonOf, toConnectError } from "./error-table.js";
 import { KeyBytesMessage, keysOf } from "./key-bytes.js";
 import type { Answer, MetadataCalls, MethodName, RequestOf, ResponseOf } from "./metadata-calls.js";
 
@@ -14,7 +15,7 @@ import type { Answer, MetadataCalls, MethodName, RequestOf, ResponseOf } from ".
  * (InitializeRank, Clear, DropRank, ResetNamespace, GetStats) go to every
  * shard and their answers are added up (a reset not forced is checked on
  * every shard first; a shrink of a rank one shard refuses is undone on the
- * others). A call whose keys all belong to one shard goes there as it
+ * others; a rank a drop finds gone on some shards is dropped). A call whose keys all belong to one shard goes there as it
  * came. When a part fails, the call fails with the error of the lowest
  * shard that failed; the parts that succeeded stand, and the client
  * retries the whole call (a BatchAllocate retried gets the same pages
@@ -60,7 +61,7 @@ class Router {
       case "clear":
         return this.everywhere("clear", r, signal, () => ({})) as never;
       case "dropRank":
-        return this.everywhere("dropRank", r, signal, (answers) => ({ forgottenKeys: sum(answers, (a) => a.forgottenKeys) })) as never;
+        return this.dropRank(r, signal) as never;
       case "resetNamespace":
         return this.resetNamespace(r, signal) as never;
       case "getStats":
@@ -215,6 +216,21 @@ class Router {
       // A client that sees the id change (any shard's server replaced) initializes its rank again.
       serverId: answers.map((a) => a.serverId).join(","),
     });
+  }
+
+  /**
+   * dropRank drops the rank on every shard. A shard where it is gone
+   * already (RANK_NOT_INITIALIZED) counts as done while another dropped it
+   * now: a drop sent again after a part failed finishes it, instead of
+   * failing on the shards its first send reached.
+   */
+  private async dropRank(request: RequestOf<"dropRank">, signal?: AbortSignal): Promise<Answer<"dropRank">> {
+    const results = await Promise.allSettled(this.shards.map((shard) => shard("dropRank", request, signal)));
+    const dropped = results.flatMap((r) => (r.status === "fulfilled" ? [r.value.response] : []));
+    const gone = (error: unknown) => reasonOf(toConnectError(error, request.namespace)) === Reason.RANK_NOT_INITIALIZED;
+    const failed = results.find((r) => r.status === "rejected" && !(dropped.length > 0 && gone(r.reason)));
+    if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
+    return answer("dropRank", { forgottenKeys: sum(dropped, (a) => a.forgottenKeys) });
   }
 
   /**

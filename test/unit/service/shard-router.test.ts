@@ -143,6 +143,32 @@ describe("shardRouter: a cluster of shards answers as one node", () => {
     expect(states.map((state) => state.stats("m")[0]!.ranks[0]!.numPages)).toEqual([8, 8]);
   });
 
+  it("finishes a DropRank sent again after a part failed: a shard where the rank is gone already counts as done", async () => {
+    const time = new FakeClock();
+    let down = true; // shard 1's leader, away for the first send
+    const shards = [0, 1].map((index) => {
+      const calls = localCalls(metadataService({ state: new MetadataState(time.clock, { shards: 2, shard: index }, false) }, `s${index}`));
+      return (async (method, request, signal) => {
+        if (index === 1 && method === "dropRank" && down) throw new Error("shard 1's leader went away");
+        return calls(method, request, signal);
+      }) as MetadataCalls;
+    });
+    const router = shardRouter(shards);
+    for (const rank of [0, 1]) await router("initializeRank", create(MetadataService.method.initializeRank.input, { namespace: "m", rank, numPages: 8 }));
+    const { response } = await router("batchAllocate", create(MetadataService.method.batchAllocate.input, { namespace: "m", rank: 1, keys: KEYS }));
+    await router(
+      "confirmWrite",
+      create(MetadataService.method.confirmWrite.input, { namespace: "m", rank: 1, keys: KEYS.slice(0, 8), pages: response.pages.slice(0, 8) }),
+    );
+    const drop = create(MetadataService.method.dropRank.input, { namespace: "m", rank: 1 });
+    await expect(router("dropRank", drop)).rejects.toThrow("shard 1's leader went away"); // shard 0 dropped it
+    down = false;
+    const { response: dropped } = await router("dropRank", drop);
+    expect(dropped.forgottenKeys).toBe(KEYS.slice(0, 8).filter((key) => keyShard("m", key, 2) === 1).length);
+    // Gone on every shard, a drop is refused as on one node.
+    await expect(router("dropRank", drop)).rejects.toMatchObject({ reason: Reason.RANK_NOT_INITIALIZED });
+  });
+
   afterEach(() => vi.restoreAllMocks());
 
   it("routes keys that came as bytes (a relay's fast path) without making them strings, with the answers of strings", async () => {
