@@ -21,7 +21,7 @@ const KEYS = Array.from({ length: 40 }, (_, i) => `block-${i}`);
  * topology names both, but which cannot route: a call's keys of the other
  * shard fail there. Only a client that routes by itself gets answers.
  */
-async function twoShards() {
+async function twoShards(options: { reservationTtlMs?: number } = {}) {
   const urls: string[] = [];
   const cannotRoute = () => async () => {
     throw new CoreError(Reason.UPSTREAM_UNAVAILABLE, "this test's shards do not route");
@@ -29,7 +29,7 @@ async function twoShards() {
   const servers = [];
   for (const shard of [0, 1]) {
     const topology = () => topologyOf({ count: 2, index: shard }, [[{ id: "a", url: urls[0]!, leader: true }], [{ id: "b", url: urls[1]!, leader: true }]]);
-    const server = await startTestServer({ shards: 2, shard }, undefined, 0, { peers: { calls: cannotRoute, topology, close: () => undefined } });
+    const server = await startTestServer({ shards: 2, shard, ...options }, undefined, 0, { peers: { calls: cannotRoute, topology, close: () => undefined } });
     urls.push(server.url);
     servers.push(server);
   }
@@ -60,6 +60,19 @@ describe("the TypeScript client with route: true, in front of a cluster of shard
     expect((await client.getLocations({ namespace: "m", rank: 0, keys: KEYS })).pages).toEqual(pages);
     const [stats] = (await client.getStats({ namespace: "m" })).namespaces;
     expect([Number(stats!.keys), stats!.ranks[0]!.usedPages]).toEqual([KEYS.length, KEYS.length]);
+  });
+
+  it("checks a reset on every shard over the wire before any forgets: one that a shard refuses leaves the other's keys", async () => {
+    const [zero, one] = await twoShards({ reservationTtlMs: 600_000 });
+    const client = createMetadataClient({ baseUrl: zero!.url, route: true });
+    await client.initializeRank({ namespace: "m", rank: 0, numPages: 64, worldSize: 1 });
+    const [onZero, onOne] = [KEYS.filter((key) => keyShard("m", key, 2) === 0), KEYS.find((key) => keyShard("m", key, 2) === 1)!];
+    const { pages } = await client.batchAllocate({ namespace: "m", rank: 0, keys: onZero });
+    await client.confirmWrite({ namespace: "m", rank: 0, keys: onZero, pages });
+    await client.batchAllocate({ namespace: "m", rank: 0, keys: [onOne] }); // left reserved on shard 1
+    for (const server of [zero!, one!]) server.time.advance(60_000);
+    await expect(client.resetNamespace({ namespace: "m" })).rejects.toMatchObject({ reason: Reason.WRITES_IN_FLIGHT });
+    expect(Number((await client.getStats({ namespace: "m" })).namespaces[0]!.keys)).toBe(onZero.length);
   });
 
   it("is needed: without it, the same call fails at a member that cannot route", async () => {
