@@ -31,7 +31,7 @@ import { type ClusterView, callCounts, Metrics } from "./metrics.js";
 import { RefusalLog } from "./refusal-log.js";
 import { requestHandler } from "./request-handler.js";
 import type { ServerOptions } from "./server-options.js";
-import type { ShardMembers } from "./shard-peers.js";
+import type { ShardRead } from "./shard-peers.js";
 import { serverStatus, shownShards, statusNamespaces } from "./status-view.js";
 import { listen } from "./surface.js";
 
@@ -82,7 +82,7 @@ export interface Peers {
   calls(shard: number): MetadataCalls;
   topology(): Topology | Promise<Topology>;
   /** shardMembers reads each shard's members for the status page (ShardPeers.shardMembers); left out, the page lists each shard's URLs alone. */
-  shardMembers?(): Promise<(ShardMembers | { error: string })[]>;
+  shardMembers?(): Promise<ShardRead[]>;
   close(): void;
 }
 

@@ -143,13 +143,18 @@ export class ShardPeers {
   }
 
   /**
-   * shardMembers reads every shard's members from etcd now, for the status
-   * page: the records of those that run, the lasting records of every one
-   * it has known (those down among them) and its leader; a shard that etcd
-   * did not answer for, the reason.
+   * shardMembers reads each other shard's members from its etcd now, for
+   * the status page: the records of those that run, the lasting records of
+   * every one it has known (those down among them) and its leader; a shard
+   * that etcd did not answer for, the reason. This member's own shard is
+   * undefined: its own cluster reads those (ClusterView).
    */
-  shardMembers(): Promise<(ShardMembers | { error: string })[]> {
-    return Promise.all(this.followings.map((_, shard) => this.readShard(shard, true).catch((error: Error) => ({ error: error.message }))));
+  shardMembers(): Promise<ShardRead[]> {
+    return Promise.all(
+      this.followings.map((following, shard) =>
+        following === undefined ? undefined : this.readShard(shard, true).catch((error: Error) => ({ error: error.message })),
+      ),
+    );
   }
 
   /** readOnce reads every shard once (read), and keeps each shard's members as they come: a shard whose read fails keeps what it had. */
@@ -192,6 +197,9 @@ export class ShardPeers {
     };
   }
 }
+
+/** ShardRead is what shardMembers read of a shard: its members, why they could not be read, or undefined for the member's own shard. */
+export type ShardRead = ShardMembers | { error: string } | undefined;
 
 /** ShardMembers are one shard's members as its etcd holds them. */
 export interface ShardMembers {

@@ -3,7 +3,7 @@ import type { MemberRecord } from "../replication/cluster-keys.js";
 import type { Topology } from "../service/cluster-service.js";
 import type { LoadStatus } from "../store/load-progress.js";
 import type { ClusterView } from "./metrics.js";
-import type { ShardMembers } from "./shard-peers.js";
+import type { ShardRead } from "./shard-peers.js";
 import type { HistorySample, StatusHistory } from "./status-history.js";
 
 /** STATUS_NAMESPACES bounds the namespaces the status page shows (the first, by name). */
@@ -52,15 +52,15 @@ export interface ShownShard {
   unread?: string;
 }
 
-/** shownShards are a topology's shards as the page shows them, with each shard's members as read from its etcd when given; undefined for a cluster of one shard. */
-export function shownShards(topology: Topology, read?: readonly (ShardMembers | { error: string })[]): ShownShard[] | undefined {
+/** shownShards are a topology's shards as the page shows them, with each other shard's members as read from its etcd when given (serverStatus adds its own shard's); undefined for a cluster of one shard. */
+export function shownShards(topology: Topology, reads?: readonly ShardRead[]): ShownShard[] | undefined {
   if ((topology.shardCount ?? 1) <= 1) return undefined;
   return (topology.shards ?? []).map((shard) => {
     const index = shard.index ?? 0;
     const members = (shard.members ?? []).map((m) => ({ url: m.url ?? "", leader: m.leader ?? false }));
-    const own = read?.[index];
-    if (own === undefined) return { index, members };
-    return "error" in own ? { index, members, unread: own.error } : { index, members, lines: memberLines(own.running, own.known) };
+    const read = reads?.[index];
+    if (read === undefined) return { index, members };
+    return "error" in read ? { index, members, unread: read.error } : { index, members, lines: memberLines(read.running, read.known) };
   });
 }
 
@@ -98,6 +98,9 @@ export async function serverStatus({ url, serverId, state, calls, cluster, loadi
   status.self = { memberId: cluster.memberId, url: cluster.advertise, role: cluster.leading() ? "leader" : "standby" };
   if (leader !== undefined) status.leader = { memberId: leader.memberId, url: leader.url };
   status.cluster = { members: memberLines(running, known) };
+  // Its own shard's members are its cluster's, read once.
+  const own = part === undefined ? undefined : status.shards?.[part.index];
+  if (own !== undefined) own.lines = status.cluster.members;
   return status;
 }
 

@@ -15,12 +15,12 @@ import type { Answer, MetadataCalls, MethodName, RequestOf, ResponseOf } from ".
  * (InitializeRank, Clear, DropRank, ResetNamespace, GetStats) go to every
  * shard and their answers are added up (a reset not forced is checked on
  * every shard first; a shrink of a rank one shard refuses is undone on the
- * others; a rank a drop finds gone on some shards is dropped). A call whose keys all belong to one shard goes there as it
- * came. When a part fails, the call fails with the error of the lowest
- * shard that failed; the parts that succeeded stand, and the client
- * retries the whole call (a BatchAllocate retried gets the same pages
- * back, RESERVED). Keys that came as bytes go on as bytes
- * (KeyBytesMessage.part).
+ * others; a rank a drop finds gone on some shards is dropped). A call
+ * whose keys all belong to one shard goes there as it came. When a part
+ * fails, the call fails with the error of the lowest shard that failed;
+ * the parts that succeeded stand, and the client retries the whole call
+ * (a BatchAllocate retried gets the same pages back, RESERVED). Keys that
+ * came as bytes go on as bytes (KeyBytesMessage.part).
  */
 export function shardRouter(shards: readonly MetadataCalls[]): MetadataCalls {
   if (shards.length === 0) throw new RangeError("a cluster has at least one shard");
