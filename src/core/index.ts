@@ -27,4 +27,4 @@ export { ReplayState } from "./replay-state.js";
 export { keyShard, keyShards, pageShard, type ShardPart } from "./shards.js";
 export { KeyScope, MetadataState, type NamespaceStatsView } from "./state.js";
 export type { StateReads } from "./state-reads.js";
-export { checkInt32, checkUint32, namespaceName } from "./validate.js";
+export { allocateCall, type CallLimits, checkInt32, checkUint32, confirmCall, keysCall, namespaceName } from "./validate.js";

@@ -1,8 +1,8 @@
-import type { KeyList, Keys } from "./key-list.js";
+import type { Keys } from "./key-list.js";
 import type { Registry } from "./registry.js";
 import type { StateOptions } from "./state-options.js";
 import { type NamespaceStatsView, statsOf, statsPage } from "./stats-views.js";
-import { checkUint32, keyListFor, namespaceName } from "./validate.js";
+import { checkUint32, keysCall, namespaceName } from "./validate.js";
 
 /**
  * StateReads are the calls that only read a state: what a leader answers
@@ -26,8 +26,7 @@ export interface StateReads {
  * read records nothing.
  */
 export function keysExist(registry: Registry, namespace: string, keyBatch: Keys, rankNo: number | undefined, callAtMs?: number): boolean[] {
-  const name = namespaceName(namespace, registry.options);
-  const keys: KeyList = keyListFor(keyBatch, "keys", registry.options);
+  const { name, keys } = keysCall(namespace, keyBatch, registry.options);
   if (rankNo !== undefined) checkUint32(rankNo, "rank");
   const exists = new Array<boolean>(keys.length).fill(false);
   if (rankNo !== undefined) {

@@ -16,7 +16,7 @@ import { keysExist, type StateReads, statsIn } from "./state-reads.js";
 import { stateRecords } from "./state-records.js";
 import type { AllocateResult, ConfirmResult } from "./state-results.js";
 import { type NamespaceStatsView, type RankStatsView, statsInOrder, statsPage } from "./stats-views.js";
-import { checkCount, checkPages, checkPrefixes, checkSameLength, checkUint32, keyListFor, namespaceName } from "./validate.js";
+import { allocateCall, checkPages, checkUint32, confirmCall, keysCall, namespaceName } from "./validate.js";
 
 export type { AllocateResult, ConfirmResult, InitializeRankResult, NamespaceStatsView, RankStatsView };
 export { AllocationStatus, KeyScope, Role };
@@ -117,9 +117,7 @@ export class MetadataState implements StateReads {
    * (evictAhead).
    */
   batchAllocate(namespace: string, rankNo: number, keyBatch: Keys, prefixKeys: Keys = []): AllocateResult {
-    const name = namespaceName(namespace, this.options);
-    const keys = keyListFor(keyBatch, "keys", this.options);
-    const prefixes = prefixKeys.length > 0 ? checkPrefixes(keys, prefixKeys, this.options) : undefined;
+    const { name, keys, prefixes } = allocateCall(namespace, keyBatch, prefixKeys, this.options);
     this.expire();
     const { ns, rank } = this.registry.rankOf(name, rankNo);
     const now = this.registry.clock();
@@ -227,12 +225,7 @@ export class MetadataState implements StateReads {
     pagesToRelease: readonly number[] = [],
     keysToRelease: Keys = [],
   ): ConfirmResult {
-    const name = namespaceName(namespace, this.options);
-    const keys = keyListFor(keyBatch, "keys", this.options);
-    checkSameLength(keys, "keys", pages, "pages");
-    checkCount(pagesToRelease, "pages_to_release", this.options);
-    const releasing = keysToRelease.length > 0 ? keyListFor(keysToRelease, "keys_to_release", this.options) : undefined;
-    if (releasing !== undefined) checkSameLength(releasing, "keys_to_release", pagesToRelease, "pages_to_release");
+    const { name, keys, releasing } = confirmCall(namespace, keyBatch, pages, pagesToRelease, keysToRelease, this.options);
     this.expire();
     const { ns, rank } = this.registry.rankOf(name, rankNo);
     ns.lastCallMs = this.registry.clock();
@@ -337,8 +330,7 @@ export class MetadataState implements StateReads {
    * gives each found key a read lease.
    */
   getLocations(namespace: string, rankNo: number, keyBatch: Keys, includeIncomplete = false): number[] {
-    const name = namespaceName(namespace, this.options);
-    const keys = keyListFor(keyBatch, "keys", this.options);
+    const { name, keys } = keysCall(namespace, keyBatch, this.options);
     this.expire();
     const { ns, rank } = this.registry.rankOf(name, rankNo);
     const now = this.registry.clock();
@@ -364,8 +356,7 @@ export class MetadataState implements StateReads {
    * held (on some rank) and are gone.
    */
   deleteKeys(namespace: string, keyBatch: Keys, rankNo?: number): number {
-    const name = namespaceName(namespace, this.options);
-    const keys = keyListFor(keyBatch, "keys", this.options);
+    const { name, keys } = keysCall(namespace, keyBatch, this.options);
     const parts = this.partsFor(name, rankNo, "DeleteKeys");
     this.expire();
     const deleted = new Uint8Array(keys.length);

@@ -3,6 +3,9 @@ import { KeyList, type Keys, keyListOf } from "./key-list.js";
 import { namespaceProblem } from "./namespace-name.js";
 import { DEFAULT_NAMESPACE, type StateOptions } from "./state-options.js";
 
+/** CallLimits are the options a request's own checks read: what one call may carry. */
+export type CallLimits = Pick<StateOptions, "maxKeysPerCall" | "maxKeyBytes">;
+
 /** MAX_UINT32 is the largest rank, world size or page count a request can carry. */
 const MAX_UINT32 = 2 ** 32 - 1;
 
@@ -10,7 +13,7 @@ const MAX_UINT32 = 2 ** 32 - 1;
 const INT32 = { min: -(2 ** 31), max: 2 ** 31 - 1 };
 
 /** namespaceName resolves a request's namespace: empty means DEFAULT_NAMESPACE. */
-export function namespaceName(name: string, options: StateOptions): string {
+export function namespaceName(name: string, options: CallLimits): string {
   if (name === "") return DEFAULT_NAMESPACE;
   const problem = namespaceProblem(name, options.maxKeyBytes);
   if (problem !== undefined) throw invalidArgument("namespace", problem);
@@ -37,7 +40,7 @@ export function checkInt32(value: number, field: string): void {
  * bytes, whether they came from a codec (which checked their UTF-8) or are
  * strings encoded here.
  */
-export function keyListFor(keys: Keys, field: string, options: StateOptions, emptyAllowed = false): KeyList {
+export function keyListFor(keys: Keys, field: string, options: CallLimits, emptyAllowed = false): KeyList {
   checkCount(keys, field, options);
   const what = emptyAllowed ? "a string" : "a non-empty string";
   if (!(keys instanceof KeyList)) {
@@ -50,7 +53,9 @@ export function keyListFor(keys: Keys, field: string, options: StateOptions, emp
   for (let i = 0; i < list.length; i++) {
     const bytes = list.byteLength(i);
     if (bytes === 0 && !emptyAllowed) throw invalidArgument(field, `${field}[${i}] must be ${what}`);
-    if (bytes > maxBytes) throw limitExceeded(field, `${field}[${i}] is ${bytes} bytes, more than the limit of ${maxBytes}`, { key: list.key(i).slice(0, 64) });
+    // Named by its bytes, not its position: a call split between shards checks each part alone (its ErrorInfo's key names it).
+    if (bytes > maxBytes)
+      throw limitExceeded(field, `${field} holds a key of ${bytes} bytes, more than the limit of ${maxBytes}`, { key: list.key(i).slice(0, 64) });
   }
   return list;
 }
@@ -61,7 +66,7 @@ export function keyListFor(keys: Keys, field: string, options: StateOptions, emp
  * (the key is a root), and none the key itself (a key cannot come before
  * itself in a prefix match).
  */
-export function checkPrefixes(keys: KeyList, prefixKeys: Keys, options: StateOptions): KeyList {
+export function checkPrefixes(keys: KeyList, prefixKeys: Keys, options: CallLimits): KeyList {
   checkSameLength(keys, "keys", prefixKeys, "prefix_keys");
   const prefixes = keyListFor(prefixKeys, "prefix_keys", options, true);
   for (let i = 0; i < keys.length; i++) {
@@ -75,7 +80,7 @@ export function checkPrefixes(keys: KeyList, prefixKeys: Keys, options: StateOpt
 }
 
 /** checkCount checks that a batch field has at most maxKeysPerCall entries. */
-export function checkCount(values: { length: number }, field: string, options: StateOptions): void {
+export function checkCount(values: { length: number }, field: string, options: CallLimits): void {
   if (values.length > options.maxKeysPerCall) {
     throw limitExceeded(field, `${field} has ${values.length} entries, more than the limit of ${options.maxKeysPerCall} per call`);
   }
@@ -94,11 +99,46 @@ export function checkPages(pages: readonly number[], field: string, numPages: nu
   for (let i = 0; i < pages.length; i++) {
     const page = pages[i]!;
     if (!(page >= 0 && page < numPages && Number.isInteger(page))) {
-      throw new MetadataError(Reason.PAGE_OUT_OF_RANGE, `${field}[${i}] = ${page} is not a page of rank ${subject.rank} (0 .. ${numPages - 1})`, {
+      // Named by its value, not its position: a call split between shards checks each part alone.
+      throw new MetadataError(Reason.PAGE_OUT_OF_RANGE, `${field} holds ${page}, not a page of rank ${subject.rank} (0 .. ${numPages - 1})`, {
         ...subject,
         page: Number.isInteger(page) ? page : undefined,
         field,
       });
     }
   }
+}
+
+/**
+ * keysCall checks what a call on keys says on its own, before any state is
+ * read: its namespace and its keys. A node checks it there; a router
+ * checks it before it splits the call between shards, so that its errors
+ * are a node's and name the caller's positions.
+ */
+export function keysCall(namespace: string, keys: Keys, options: CallLimits): { name: string; keys: KeyList } {
+  return { name: namespaceName(namespace, options), keys: keyListFor(keys, "keys", options) };
+}
+
+/** allocateCall checks what a BatchAllocate says on its own (keysCall): its keys, and its prefix keys when it names any. */
+export function allocateCall(namespace: string, keys: Keys, prefixKeys: Keys, options: CallLimits): { name: string; keys: KeyList; prefixes?: KeyList } {
+  const call = keysCall(namespace, keys, options);
+  return prefixKeys.length > 0 ? { ...call, prefixes: checkPrefixes(call.keys, prefixKeys, options) } : call;
+}
+
+/** confirmCall checks what a ConfirmWrite says on its own (keysCall): its keys and pages paired, its releases and their keys paired. */
+export function confirmCall(
+  namespace: string,
+  keys: Keys,
+  pages: readonly number[],
+  pagesToRelease: readonly number[],
+  keysToRelease: Keys,
+  options: CallLimits,
+): { name: string; keys: KeyList; releasing?: KeyList } {
+  const call = keysCall(namespace, keys, options);
+  checkSameLength(call.keys, "keys", pages, "pages");
+  checkCount(pagesToRelease, "pages_to_release", options);
+  if (keysToRelease.length === 0) return call;
+  const releasing = keyListFor(keysToRelease, "keys_to_release", options);
+  checkSameLength(releasing, "keys_to_release", pagesToRelease, "pages_to_release");
+  return { ...call, releasing };
 }

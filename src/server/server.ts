@@ -165,7 +165,8 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
   const local = metadataService(ledger, serverId, heard);
   const { peers } = parts;
   const routing = peers !== undefined && options.shards > 1 ? peers : undefined;
-  const calls = routing === undefined ? localCalls(local) : shardRouter(shardCalls(options.shards, options.shard, localCalls(local), routing));
+  const calls =
+    routing === undefined ? localCalls(local) : shardRouter(shardCalls(options.shards, options.shard, localCalls(local), routing), ledger.state.options);
   const service = routing === undefined ? local : routedService(calls, heard);
   // A single node is its shard's one member and leader; a member reads the cluster's shards from etcd.
   const topology = (url: string) => peers?.topology() ?? singleNodeTopology({ count: options.shards, index: options.shard }, url);

@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { AllocationStatus, MetadataService, type NamespaceStats, type RankStats, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { type Keys, keyShards, NAMESPACE_COUNTERS, pageShard } from "../core/index.js";
+import { allocateCall, type CallLimits, confirmCall, type Keys, keyShards, keysCall, NAMESPACE_COUNTERS, pageShard } from "../core/index.js";
 import { runBatch } from "./batch-calls.js";
 import { reasonOf, toConnectError } from "./error-table.js";
 import { KeyBytesMessage, keysOf } from "./key-bytes.js";
@@ -20,12 +20,16 @@ import type { Answer, MetadataCalls, MethodName, RequestOf, ResponseOf } from ".
  * fails, the call fails with the error of the lowest shard that failed;
  * the parts that succeeded stand, and the client retries the whole call
  * (a BatchAllocate retried gets the same pages back, RESERVED). Keys that
- * came as bytes go on as bytes (KeyBytesMessage.part).
+ * came as bytes go on as bytes (KeyBytesMessage.part). A call it splits is
+ * first checked whole as a node checks it (keysCall): a part alone cannot
+ * see a parallel field's length, nor name the caller's positions, nor hold
+ * the call to `limits` (a member's own; a relay and a client, which do not
+ * know the servers', leave them to each shard's part).
  */
-export function shardRouter(shards: readonly MetadataCalls[]): MetadataCalls {
+export function shardRouter(shards: readonly MetadataCalls[], limits: CallLimits = UNLIMITED): MetadataCalls {
   if (shards.length === 0) throw new RangeError("a cluster has at least one shard");
   if (shards.length === 1) return shards[0]!;
-  const route = new Router(shards);
+  const route = new Router(shards, limits);
   return (method, request, signal) => route.call(method, request, signal);
 }
 
@@ -34,6 +38,9 @@ export function shardCalls(count: number, index: number, own: MetadataCalls, pee
   return Array.from({ length: count }, (_, shard) => (shard === index ? own : peers.calls(shard)));
 }
 
+/** UNLIMITED checks a call's shape alone: the limits are each shard's. */
+const UNLIMITED: CallLimits = { maxKeysPerCall: Number.POSITIVE_INFINITY, maxKeyBytes: Number.POSITIVE_INFINITY };
+
 /** Part is one shard's share of a call: the positions of the caller's keys it carries. */
 interface Part {
   readonly shard: number;
@@ -41,7 +48,10 @@ interface Part {
 }
 
 class Router {
-  constructor(private readonly shards: readonly MetadataCalls[]) {}
+  constructor(
+    private readonly shards: readonly MetadataCalls[],
+    private readonly limits: CallLimits,
+  ) {}
 
   call<M extends MethodName>(method: M, request: RequestOf<M>, signal?: AbortSignal): Promise<Answer<M>> {
     const r = request as never;
@@ -78,8 +88,10 @@ class Router {
   private batchAllocate(request: RequestOf<"batchAllocate">, signal?: AbortSignal): Promise<Answer<"batchAllocate">> {
     const keys = keysOf(request, "keys");
     const parts = this.partsOf(request.namespace, keys);
-    // Counted on the key fields as they came: reading `request.keys` would make every key a string.
-    const prefixed = keysOf(request, "prefixKeys").length === keys.length;
+    // Read on the key fields as they came: reading `request.keys` would make every key a string.
+    const prefixKeys = keysOf(request, "prefixKeys");
+    if (parts.length > 1) allocateCall(request.namespace, keys, prefixKeys, this.limits);
+    const prefixed = prefixKeys.length > 0;
     return this.send(
       "batchAllocate",
       parts,
@@ -106,11 +118,13 @@ class Router {
     const count = this.shards.length;
     const writes = new Map<number, number[]>();
     const releases = new Map<number, number[]>();
-    const shardOf = keyShards(request.namespace, keysOf(request, "keys"), count);
+    const keys = keysOf(request, "keys");
+    const shardOf = keyShards(request.namespace, keys, count);
     for (let i = 0; i < shardOf.length; i++) push(writes, shardOf[i]!, i);
-    for (let i = 0; i < request.pagesToRelease.length; i++) push(releases, pageShard(request.pagesToRelease[i]!, count), i);
+    for (let i = 0; i < request.pagesToRelease.length; i++) push(releases, releaseShard(request.pagesToRelease[i]!, count), i);
     const shards = [...new Set([...writes.keys(), ...releases.keys()])].sort((a, b) => a - b);
     if (shards.length <= 1) return this.shards[shards[0] ?? 0]!("confirmWrite", request, signal);
+    confirmCall(request.namespace, keys, request.pages, request.pagesToRelease, request.keysToRelease, this.limits);
     const withKeys = request.keysToRelease.length > 0;
     const answers = await settled(
       shards.map((shard) => {
@@ -145,6 +159,7 @@ class Router {
   ): Promise<Answer<M>> {
     const keys = keysOf(request, "keys");
     const parts = this.partsOf(request.namespace, keys);
+    if (parts.length > 1) keysCall(request.namespace, keys, this.limits);
     return this.send(
       method,
       parts,
@@ -259,6 +274,11 @@ class Router {
     for (let i = 0; i < shards.length; i++) push(byShard, shards[i]!, i);
     return [...byShard].sort(([a], [b]) => a - b).map(([shard, positions]) => ({ shard, positions }));
   }
+}
+
+/** releaseShard is the shard of a page to release; one that is no page goes to shard 0, which refuses it as a node does (PAGE_OUT_OF_RANGE, after the rank's checks). */
+function releaseShard(page: number, count: number): number {
+  return Number.isInteger(page) && page >= 0 ? pageShard(page, count) : 0;
 }
 
 /** settled waits for every part; when any failed, it throws the error of the first (in shard order) that did. */

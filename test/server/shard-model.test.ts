@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import { assertInvariants } from "../../bench/harness/invariants.js";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataError } from "../../src/client/metadata-error.js";
+import type { StateOptions } from "../../src/core/options.js";
 import { SHARD_LOCAL_HEADER } from "../../src/protocol/headers.js";
 import { topologyOf } from "../../src/service/cluster-service.js";
 import type { MetadataCalls } from "../../src/service/metadata-calls.js";
@@ -36,7 +37,7 @@ function callsOf(client: Client<typeof MetadataService>): MetadataCalls {
  * routing the keys of the others to them (as a member routes to the
  * other shards' leaders, marked shard-local), each on a fake clock.
  */
-async function cluster(): Promise<TestServer[]> {
+async function cluster(limits: Partial<StateOptions> = {}): Promise<TestServer[]> {
   const urls: string[] = [];
   // A server asks for its ways to the others as it starts, before they listen: each is made at its first call.
   const peer = (shard: number): MetadataCalls => {
@@ -53,7 +54,7 @@ async function cluster(): Promise<TestServer[]> {
         { count: SHARDS, index: shard },
         urls.map((url, i) => [{ id: `m${i}`, url, leader: true }]),
       );
-    const server = await startTestServer({ shards: SHARDS, shard }, undefined, 0, { peers: { calls: peer, topology, close: () => undefined } });
+    const server = await startTestServer({ ...limits, shards: SHARDS, shard }, undefined, 0, { peers: { calls: peer, topology, close: () => undefined } });
     urls.push(server.url);
     servers.push(server);
   }
@@ -88,4 +89,33 @@ describe("a cluster of 3 shards over the network, called at any member", () => {
       { numRuns: Number(process.env.MODEL_RUNS ?? 60) },
     );
   }, 120_000);
+
+  it("refuses a bad call as a single node does, naming the caller's positions, and holds the whole call to the member's --max-keys-per-call", async () => {
+    const limits = { maxKeysPerCall: 20 };
+    const [servers, node] = await Promise.all([cluster(limits), startTestServer(limits)]);
+    try {
+      const [member, one] = [servers[1]!, node].map((s) => createClient(MetadataService, createGrpcTransport({ baseUrl: s.url })));
+      const keys = Array.from({ length: 32 }, (_, i) => `key-${i}`);
+      const refusal = (call: Promise<unknown>) =>
+        call.then(
+          () => undefined,
+          (error) => ({ reason: MetadataError.of(error).reason, message: MetadataError.of(error).rawMessage }),
+        );
+      for (const client of [member!, one!]) await client.initializeRank({ rank: 0, numPages: 64, worldSize: 1 });
+      const bad = [
+        (c: typeof one) => c!.batchAllocate({ rank: 0, keys }),
+        (c: typeof one) => c!.batchAllocate({ rank: 0, keys: [...keys.slice(0, 5), "", ...keys.slice(5, 10)] }),
+        (c: typeof one) => c!.batchExists({ keys: keys.slice(0, 12), rank: 0, callerRank: 0 }),
+        (c: typeof one) => c!.confirmWrite({ rank: 0, keys: keys.slice(0, 12), pages: [1, 2, 3] }),
+        (c: typeof one) => c!.confirmWrite({ rank: 0, pagesToRelease: [2, -3], keysToRelease: ["a", "b"] }),
+      ];
+      for (const call of bad) {
+        const expected = await refusal(call(one));
+        expect(expected).toBeDefined();
+        expect(await refusal(call(member))).toEqual(expected);
+      }
+    } finally {
+      await Promise.all([...servers, node].map((s) => s.close()));
+    }
+  });
 });

@@ -3,16 +3,23 @@ import fc from "fast-check";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { assertInvariants } from "../../../bench/harness/invariants.js";
 import { AllocationStatus, MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { Reason } from "../../../src/core/errors.js";
+import { type MetadataError, Reason } from "../../../src/core/errors.js";
 import { KeyList } from "../../../src/core/key-list.js";
 import { keyShard } from "../../../src/core/shards.js";
 import { MetadataState } from "../../../src/core/state.js";
 import { BATCH_CODECS } from "../../../src/framing/grpc/batch-codecs.js";
-import type { MetadataCalls, RequestOf } from "../../../src/service/metadata-calls.js";
+import type { MetadataCalls, MethodName, RequestOf } from "../../../src/service/metadata-calls.js";
 import { localCalls, metadataService } from "../../../src/service/metadata-service.js";
 import { shardRouter } from "../../../src/service/shard-router.js";
 import { FakeClock } from "../../support/fake-clock.js";
 import { KEYS, type Model, modelOf, OP, single, step } from "../../support/shard-model.js";
+
+/** asBytes is a request as the gRPC fast path decodes it: its keys left as the request's bytes (KeyBytesMessage). */
+function asBytes<M extends MethodName>(method: M, init: object): RequestOf<M> {
+  const schema = MetadataService.method[method].input;
+  const name = method.charAt(0).toUpperCase() + method.slice(1);
+  return BATCH_CODECS[name]!.decode(Buffer.from(toBinary(schema, create(schema, init as never))), Number.MAX_SAFE_INTEGER) as RequestOf<M>;
+}
 
 /** sharded is `count` shards in process, behind the router. */
 function sharded(time: FakeClock, count: number): Model {
@@ -169,6 +176,68 @@ describe("shardRouter: a cluster of shards answers as one node", () => {
     await expect(router("dropRank", drop)).rejects.toMatchObject({ reason: Reason.RANK_NOT_INITIALIZED });
   });
 
+  describe("refuses a bad call as one node does: the same reason, field and message, naming the caller's positions", () => {
+    const LIMITS = { maxKeysPerCall: 20, maxKeyBytes: 64 };
+    const keys = (n: number) => KEYS.concat(KEYS.map((key) => `${key}'`)).slice(0, n);
+    const long = "x".repeat(65);
+    /** BAD are calls wrong in one way each, of keys on both shards: a part of each alone would be right, or wrong elsewhere. */
+    const BAD: [string, MethodName, object][] = [
+      ["an empty key at 5", "batchAllocate", { rank: 0, keys: [...keys(5), "", ...keys(10).slice(5)] }],
+      ["10 prefix keys for 16 keys", "batchAllocate", { rank: 0, keys: keys(16), prefixKeys: keys(10) }],
+      ["a key its own prefix at 7", "batchAllocate", { rank: 0, keys: keys(16), prefixKeys: keys(16).map((key, i) => (i === 7 ? key : "")) }],
+      ["32 keys, over 20", "batchAllocate", { rank: 0, keys: keys(32) }],
+      ["a key over 64 bytes", "batchAllocate", { rank: 0, keys: [...keys(9), long] }],
+      ["a namespace holding U+001F", "batchAllocate", { namespace: "a\u001fb", rank: 0, keys: keys(8) }],
+      ["3 pages for 16 keys", "confirmWrite", { rank: 0, keys: keys(16), pages: [1, 2, 3] }],
+      ["a page past the rank", "confirmWrite", { rank: 0, keys: keys(3), pages: [1, 2, 300] }],
+      ["3 pages to release for 1 key", "confirmWrite", { rank: 0, pagesToRelease: [1, 2, 3], keysToRelease: ["a"] }],
+      ["a page to release past the rank", "confirmWrite", { rank: 0, pagesToRelease: [1, 2, 300], keysToRelease: ["a", "b", "c"] }],
+      ["a negative page to release", "confirmWrite", { rank: 0, pagesToRelease: [2, -3], keysToRelease: ["a", "b"] }],
+      ["a negative page", "confirmWrite", { rank: 0, keys: keys(4), pages: [-1, 2, 3, 4] }],
+      ["an empty key at 5", "batchExists", { keys: [...keys(5), ""] }],
+      ["32 keys, over 20", "batchExists", { keys: keys(32) }],
+      ["an empty key at 5 of 22", "getLocations", { rank: 0, keys: [...keys(5), "", ...keys(16)] }],
+      ["a key over 64 bytes", "deleteKeys", { keys: [...keys(5), long] }],
+    ];
+    /** refusal is the error a call gets, as the fields a caller reads of it. */
+    const refusal = async (calls: MetadataCalls, method: MethodName, request: unknown) => {
+      try {
+        return { answered: (await calls(method, request as never)).response };
+      } catch (error) {
+        const { reason, message, subject } = error as MetadataError;
+        return { reason, message, field: subject?.field };
+      }
+    };
+    const ready = async (calls: MetadataCalls) => {
+      await calls("initializeRank", create(MetadataService.method.initializeRank.input, { rank: 0, numPages: 64, worldSize: 1 }));
+      return calls;
+    };
+    const node = (time: FakeClock) => ready(localCalls(metadataService({ state: new MetadataState(time.clock, LIMITS, false) }, "one")));
+    /** shards are 2 shards with a node's limits behind a router given them (a member's) or not (a relay's, a client's). */
+    const shards = (time: FakeClock, limits?: typeof LIMITS) =>
+      ready(
+        shardRouter(
+          [0, 1].map((index) =>
+            localCalls(metadataService({ state: new MetadataState(time.clock, { ...LIMITS, shards: 2, shard: index }, false) }, `s${index}`)),
+          ),
+          limits,
+        ),
+      );
+
+    it.each(BAD)("%s (%s)", async (_, method, init) => {
+      const time = new FakeClock();
+      const [one, member, relay] = await Promise.all([node(time), shards(time, LIMITS), shards(time)]);
+      const schema = MetadataService.method[method].input;
+      const expected = await refusal(one, method, create(schema, init as never));
+      expect(expected.reason).toBeDefined();
+      expect(await refusal(member, method, create(schema, init as never))).toEqual(expected);
+      if (method !== "deleteKeys") expect(await refusal(member, method, asBytes(method, init))).toEqual(expected);
+      // A router that does not know the servers' limits leaves them to each shard's part; every other refusal is a node's.
+      const whole = ((init as { keys?: string[] }).keys?.length ?? 0) > LIMITS.maxKeysPerCall;
+      if (!whole) expect(await refusal(relay, method, create(schema, init as never))).toEqual(expected);
+    });
+  });
+
   afterEach(() => vi.restoreAllMocks());
 
   it("routes keys that came as bytes (a relay's fast path) without making them strings, with the answers of strings", async () => {
@@ -176,11 +245,6 @@ describe("shardRouter: a cluster of shards answers as one node", () => {
     const router = shardRouter(
       [0, 1].map((index) => localCalls(metadataService({ state: new MetadataState(time.clock, { shards: 2, shard: index }, false) }, `s${index}`))),
     );
-    const asBytes = <M extends "batchAllocate" | "confirmWrite" | "batchExists" | "getLocations">(method: M, init: object): RequestOf<M> => {
-      const schema = MetadataService.method[method].input;
-      const name = method.charAt(0).toUpperCase() + method.slice(1);
-      return BATCH_CODECS[name]!.decode(Buffer.from(toBinary(schema, create(schema, init as never))), Number.MAX_SAFE_INTEGER) as RequestOf<M>;
-    };
     await router("initializeRank", create(MetadataService.method.initializeRank.input, { rank: 0, numPages: 64, worldSize: 1 }));
     const toStrings = vi.spyOn(KeyList.prototype, "toStrings");
     const { response: given } = await router("batchAllocate", asBytes("batchAllocate", { rank: 0, keys: KEYS, prefixKeys: ["", ...KEYS.slice(0, -1)] }));
