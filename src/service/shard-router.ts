@@ -227,6 +227,8 @@ class Router {
     return answer("initializeRank", {
       ...answers[0]!,
       created: answers.some((a) => a.created),
+      // Resized where any shard resized it now: a call sent again after a part failed finishes the resize.
+      resizedFrom: Math.max(...answers.map((a) => a.resizedFrom)),
       freePages: sum(answers, (a) => a.freePages),
       // A client that sees the id change (any shard's server replaced) initializes its rank again.
       serverId: answers.map((a) => a.serverId).join(","),

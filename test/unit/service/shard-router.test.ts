@@ -150,6 +150,27 @@ describe("shardRouter: a cluster of shards answers as one node", () => {
     expect(states.map((state) => state.stats("m")[0]!.ranks[0]!.numPages)).toEqual([8, 8]);
   });
 
+  it("says a resize an InitializeRank sent again finished, when its first send resized the rank on one shard only", async () => {
+    const time = new FakeClock();
+    let down = false; // shard 1's leader
+    const shards = [0, 1].map((index) => {
+      const calls = localCalls(metadataService({ state: new MetadataState(time.clock, { shards: 2, shard: index }, false) }, `s${index}`));
+      return (async (method, request, signal) => {
+        if (index === 1 && down) throw new Error("shard 1's leader went away");
+        return calls(method, request, signal);
+      }) as MetadataCalls;
+    });
+    const router = shardRouter(shards);
+    const init = (numPages: number) =>
+      router("initializeRank", create(MetadataService.method.initializeRank.input, { namespace: "m", rank: 0, numPages, worldSize: 1 }));
+    expect((await init(64)).response).toMatchObject({ created: true, resizedFrom: 0 });
+    down = true;
+    await expect(init(128)).rejects.toThrow("shard 1's leader went away"); // shard 0 grew it
+    down = false;
+    expect((await init(128)).response).toMatchObject({ created: false, numPages: 128, resizedFrom: 64, freePages: 128 });
+    expect((await init(128)).response).toMatchObject({ resizedFrom: 0 });
+  });
+
   it("finishes a DropRank sent again after a part failed: a shard where the rank is gone already counts as done", async () => {
     const time = new FakeClock();
     let down = true; // shard 1's leader, away for the first send
