@@ -20,11 +20,12 @@ import type { Answer, MetadataCalls, MethodName, RequestOf, ResponseOf } from ".
  * fails, the call fails with the error of the lowest shard that failed;
  * the parts that succeeded stand, and the client retries the whole call
  * (a BatchAllocate retried gets the same pages back, RESERVED). Keys that
- * came as bytes go on as bytes (KeyBytesMessage.part). A call it splits is
- * first checked whole as a node checks it (keysCall): a part alone cannot
- * see a parallel field's length, nor name the caller's positions, nor hold
- * the call to `limits` (a member's own; a relay and a client, which do not
- * know the servers', leave them to each shard's part).
+ * came as bytes go on as bytes (KeyBytesMessage.part). A call on keys is
+ * first checked whole as a node checks it (keysCall), its keys made bytes
+ * once for it and its hash: a part alone cannot see a parallel field's
+ * length, nor name the caller's positions, nor hold the call to `limits`
+ * (a member's own; a relay and a client, which do not know the servers',
+ * leave them to each shard's part).
  */
 export function shardRouter(shards: readonly MetadataCalls[], limits: CallLimits = UNLIMITED): MetadataCalls {
   if (shards.length === 0) throw new RangeError("a cluster has at least one shard");
@@ -86,12 +87,10 @@ class Router {
 
   /** batchAllocate splits keys (and their prefix keys) by shard, and merges pages and statuses. */
   private batchAllocate(request: RequestOf<"batchAllocate">, signal?: AbortSignal): Promise<Answer<"batchAllocate">> {
-    const keys = keysOf(request, "keys");
-    const parts = this.partsOf(request.namespace, keys);
     // Read on the key fields as they came: reading `request.keys` would make every key a string.
-    const prefixKeys = keysOf(request, "prefixKeys");
-    if (parts.length > 1) allocateCall(request.namespace, keys, prefixKeys, this.limits);
-    const prefixed = prefixKeys.length > 0;
+    const { keys, prefixes } = allocateCall(request.namespace, keysOf(request, "keys"), keysOf(request, "prefixKeys"), this.limits);
+    const parts = this.partsOf(request.namespace, keys);
+    const prefixed = prefixes !== undefined;
     return this.send(
       "batchAllocate",
       parts,
@@ -118,13 +117,12 @@ class Router {
     const count = this.shards.length;
     const writes = new Map<number, number[]>();
     const releases = new Map<number, number[]>();
-    const keys = keysOf(request, "keys");
+    const { keys } = confirmCall(request.namespace, keysOf(request, "keys"), request.pages, request.pagesToRelease, request.keysToRelease, this.limits);
     const shardOf = keyShards(request.namespace, keys, count);
     for (let i = 0; i < shardOf.length; i++) push(writes, shardOf[i]!, i);
     for (let i = 0; i < request.pagesToRelease.length; i++) push(releases, releaseShard(request.pagesToRelease[i]!, count), i);
     const shards = [...new Set([...writes.keys(), ...releases.keys()])].sort((a, b) => a - b);
     if (shards.length <= 1) return this.shards[shards[0] ?? 0]!("confirmWrite", request, signal);
-    confirmCall(request.namespace, keys, request.pages, request.pagesToRelease, request.keysToRelease, this.limits);
     const withKeys = request.keysToRelease.length > 0;
     const answers = await settled(
       shards.map((shard) => {
@@ -157,9 +155,8 @@ class Router {
     signal: AbortSignal | undefined,
     merge: (answers: ResponseOf<M>[], parts: Part[], n: number) => object,
   ): Promise<Answer<M>> {
-    const keys = keysOf(request, "keys");
+    const { keys } = keysCall(request.namespace, keysOf(request, "keys"), this.limits);
     const parts = this.partsOf(request.namespace, keys);
-    if (parts.length > 1) keysCall(request.namespace, keys, this.limits);
     return this.send(
       method,
       parts,
