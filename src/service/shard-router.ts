@@ -54,7 +54,8 @@ class Router {
     private readonly limits: CallLimits,
   ) {}
 
-  call<M extends MethodName>(method: M, request: RequestOf<M>, signal?: AbortSignal): Promise<Answer<M>> {
+  /** call answers a call; async, so that a call refused before it is sent (its checks, a method without a route) is a rejected promise too. */
+  async call<M extends MethodName>(method: M, request: RequestOf<M>, signal?: AbortSignal): Promise<Answer<M>> {
     const r = request as never;
     switch (method) {
       case "batchAllocate":
