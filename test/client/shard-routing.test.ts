@@ -62,6 +62,28 @@ describe("the TypeScript client with route: true, in front of a cluster of shard
     expect([Number(stats!.keys), stats!.ranks[0]!.usedPages]).toEqual([KEYS.length, KEYS.length]);
   });
 
+  it("refuses a bad call itself as one node refuses it, with the server's reason, field and message, and a MetadataError", async () => {
+    const [[zero], node] = await Promise.all([twoShards(), startTestServer()]);
+    const [routed, plain] = [createMetadataClient({ baseUrl: zero!.url, route: true }), createMetadataClient({ baseUrl: node.url })];
+    for (const client of [routed, plain]) await client.initializeRank({ namespace: "m", rank: 0, numPages: 64, worldSize: 1 });
+    const refusal = (call: Promise<unknown>) =>
+      call.then(
+        () => undefined,
+        (error) => (error instanceof MetadataError ? { reason: error.reason, field: error.info?.field, message: error.rawMessage } : error),
+      );
+    const bad = [
+      (c: typeof plain) => c!.batchAllocate({ namespace: "m", rank: 0, keys: [...KEYS.slice(0, 5), "", ...KEYS.slice(5)] }),
+      (c: typeof plain) => c!.confirmWrite({ namespace: "m", rank: 0, keys: KEYS, pages: [1, 2] }),
+      (c: typeof plain) => c!.confirmWrite({ namespace: "m", rank: 0, pagesToRelease: [4, -1], keysToRelease: ["a", "b"] }),
+    ];
+    for (const call of bad) {
+      const expected = await refusal(call(plain));
+      expect(expected).toHaveProperty("reason");
+      expect(await refusal(call(routed))).toEqual(expected);
+    }
+    await node.close();
+  });
+
   it("checks a reset on every shard over the wire before any forgets: one that a shard refuses leaves the other's keys", async () => {
     const [zero, one] = await twoShards({ reservationTtlMs: 600_000 });
     const client = createMetadataClient({ baseUrl: zero!.url, route: true });
