@@ -88,6 +88,26 @@ describe("a relay answers as the server behind it", () => {
     }
   });
 
+  it("a bad call of either JSON dialect, in front of 2 shards: the same status and body as one server's", async () => {
+    const direct = await startTestServer();
+    const shards = await Promise.all([0, 1].map((shard) => startTestServer({ shards: 2, shard })));
+    const relay = await startTestRelay(shards.map((s) => s.url).join(";"));
+    const keys = (prefix: string) => Array.from({ length: 8 }, (_, i) => `${prefix}${i}`);
+    const bad: (typeof JSON_CALLS)[number][] = [
+      ["POST", "/rank/0/initialize", '{"num_pages": 64}'],
+      ["POST", "/keys/batch_allocate", JSON.stringify({ rank: 0, keys: [...keys("k").map((k) => [k, null]), ["", null]] })],
+      ["POST", "/keys/batch_allocate", JSON.stringify({ rank: 0, keys: keys("k").map((k, i) => [k, i === 5 ? k : null]) })],
+      ["POST", "/keys/confirm_write", JSON.stringify({ rank: 0, confirmations: keys("k").map((k, i) => [k, i === 6 ? 99 : i]) })],
+      ["POST", "/0/initialize", '{"namespace": "sg", "num_pages": 64}'],
+      ["POST", "/0/confirm_write", JSON.stringify({ namespace: "sg", written_keys_to_confirm: [], pages_to_release: [2, 3, -1] })],
+      ["POST", "/0/exists", JSON.stringify({ namespace: "sg", keys: [...keys("k"), ""] })],
+    ];
+    for (const call of bad) {
+      const [fromServer, fromRelay] = [await jsonAnswer(direct.url, call), await jsonAnswer(relay.url, call)];
+      expect({ call, ...fromRelay }).toEqual({ call, ...fromServer });
+    }
+  });
+
   it.each(TRANSPORTS)("every MetadataService call over %s: the same responses, codes, messages, ErrorInfo and server ids", async (_, transport) => {
     const direct = await startTestServer();
     const behind = await startTestServer();
