@@ -5,24 +5,36 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { assertInvariants } from "../../../bench/harness/invariants.js";
 import { MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { startTestServer, type TestServer } from "../../support/test-server.js";
+import { startTestShards } from "../../support/test-shards.js";
 
 // Every answer must be one docs/contract.md documents; never INTERNAL (13), UNKNOWN (2) or 500.
 const GRPC_CODES = new Set(["0", "3", "4", "5", "8", "9", "12", "14"]);
 const JSON_STATUSES = new Set([200, 204, 400, 404, 405, 408, 409, 413]);
 const RUNS = Number(process.env.FUZZ_RUNS ?? 1_000);
 
-let server: TestServer;
+/** SERVED are what the fuzz is sent to: one node, and a member of 2 shards, which routes each call's parts (startTestShards). */
+const SERVED = [
+  ["one node", 1],
+  ["a member of 2 shards", 2],
+] as const;
+const LIMITS = { maxKeysPerCall: 64, maxKeyBytes: 64 };
+
+let servers: TestServer[];
 let session: http2.ClientHttp2Session;
 
-// The test server is stopped after each test, so each test starts its own.
-beforeEach(async () => {
-  server = await startTestServer({ maxKeysPerCall: 64, maxKeyBytes: 64 });
-  server.state.initializeRank("", 0, 16, 2);
-  server.state.initializeRank("", 1, 16, 2);
-  session = http2.connect(server.url);
-});
+/** serve starts what a describe fuzzes (its servers are stopped after each test, so each test starts its own), ranks 0 and 1 defined on each. */
+async function serve(shards: number): Promise<void> {
+  servers = shards === 1 ? [await startTestServer(LIMITS)] : await startTestShards(shards, LIMITS);
+  for (const { state } of servers) for (const rank of [0, 1]) state.initializeRank("", rank, 16, 2);
+  session = http2.connect(servers[0]!.url);
+}
 
 afterEach(() => session.destroy());
+
+/** invariantsHold checks every state served. */
+function invariantsHold(): void {
+  for (const { state } of servers) assertInvariants(state);
+}
 
 /** post sends one HTTP/2 request and returns its status and grpc-status (from trailers or headers). */
 function post(path: string, headers: http2.OutgoingHttpHeaders, body: Uint8Array): Promise<{ status: number; grpcStatus?: string }> {
@@ -72,7 +84,9 @@ const mutated = (input: DescMessage) =>
 
 const message = (input: DescMessage) => fc.oneof(fc.uint8Array({ maxLength: 120 }), mutated(input));
 
-describe("fuzzing every framing (seed printed on failure)", () => {
+describe.each(SERVED)("fuzzing every framing at %s (seed printed on failure)", (_, shards) => {
+  beforeEach(() => serve(shards));
+
   it.each(methods.map((m) => [m.name, m] as const))("gRPC messages of %s: documented codes only, invariants hold", async (_, method) => {
     await fc.assert(
       fc.asyncProperty(message(method.input), fc.constantFrom("grpc", "connect", "grpc-web"), async (bytes, framing) => {
@@ -85,9 +99,37 @@ describe("fuzzing every framing (seed printed on failure)", () => {
               : await post(path, { "content-type": "application/proto" }, bytes);
         if (framing === "connect") expect(JSON_STATUSES).toContain(answer.status);
         else expect(GRPC_CODES).toContain(answer.grpcStatus);
-        assertInvariants(server.state);
+        invariantsHold();
       }),
       { numRuns: RUNS / 4 },
+    );
+  });
+
+  // Messages well formed on the wire and wrong in their fields: empty, long and repeated keys, negative and huge pages, lengths unequal.
+  const wireKey = fc.oneof(fc.constantFrom("a", "b", "c", "d", "e", "f", "g", "h", "", "k".repeat(65)), fc.string({ maxLength: 4 }));
+  const int32 = fc.oneof(fc.integer({ min: -2, max: 20 }), fc.constantFrom(-(2 ** 31), 2 ** 31 - 1));
+  const fields = fc.record(
+    {
+      namespace: fc.constantFrom("", "kv", "m", "\u001f"),
+      rank: fc.constantFrom(0, 1, 5),
+      keys: fc.array(wireKey, { maxLength: 12 }),
+      prefixKeys: fc.array(wireKey, { maxLength: 12 }),
+      pages: fc.array(int32, { maxLength: 12 }),
+      pagesToRelease: fc.array(int32, { maxLength: 12 }),
+      keysToRelease: fc.array(wireKey, { maxLength: 12 }),
+      numPages: fc.constantFrom(0, 1, 16, 2 ** 32 - 1),
+    },
+    { requiredKeys: [] },
+  );
+  it.each(methods.map((m) => [m.name, m] as const))("gRPC messages of %s wrong in their fields: documented codes only, invariants hold", async (_, method) => {
+    await fc.assert(
+      fc.asyncProperty(fields, async (init) => {
+        const bytes = toBinary(method.input, create(method.input, init as never));
+        const answer = await post(`/${MetadataService.typeName}/${method.name}`, { "content-type": "application/grpc", te: "trailers" }, frame(bytes));
+        expect(GRPC_CODES).toContain(answer.grpcStatus);
+        invariantsHold();
+      }),
+      { numRuns: RUNS / 8 },
     );
   });
 
@@ -105,7 +147,7 @@ describe("fuzzing every framing (seed printed on failure)", () => {
       fc.asyncProperty(frames, async (body) => {
         const answer = await post(`/${MetadataService.typeName}/BatchExists`, { "content-type": "application/grpc", te: "trailers" }, body);
         expect(GRPC_CODES).toContain(answer.grpcStatus);
-        assertInvariants(server.state);
+        invariantsHold();
       }),
       { numRuns: RUNS / 4 },
     );
@@ -147,7 +189,7 @@ describe("fuzzing every framing (seed printed on failure)", () => {
       fc.asyncProperty(fc.constantFrom(...JSON_ROUTES), body, async (route, text) => {
         const answer = await post(route, { "content-type": "application/json" }, Buffer.from(text));
         expect(JSON_STATUSES).toContain(answer.status);
-        assertInvariants(server.state);
+        invariantsHold();
       }),
       { numRuns: RUNS / 2 },
     );
