@@ -4,6 +4,7 @@ import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { assertInvariants } from "../../../bench/harness/invariants.js";
 import { MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { startTestRelay } from "../../support/test-relay.js";
 import { startTestServer, type TestServer } from "../../support/test-server.js";
 import { startTestShards } from "../../support/test-shards.js";
 
@@ -12,10 +13,11 @@ const GRPC_CODES = new Set(["0", "3", "4", "5", "8", "9", "12", "14"]);
 const JSON_STATUSES = new Set([200, 204, 400, 404, 405, 408, 409, 413]);
 const RUNS = Number(process.env.FUZZ_RUNS ?? 1_000);
 
-/** SERVED are what the fuzz is sent to: one node, and a member of 2 shards, which routes each call's parts (startTestShards). */
+/** SERVED are what the fuzz is sent to: one node, a member of 2 shards, which routes each call's parts (startTestShards), and a relay in front of them. */
 const SERVED = [
-  ["one node", 1],
-  ["a member of 2 shards", 2],
+  ["one node", 1, false],
+  ["a member of 2 shards", 2, false],
+  ["a relay in front of 2 shards", 2, true],
 ] as const;
 const LIMITS = { maxKeysPerCall: 64, maxKeyBytes: 64 };
 
@@ -23,10 +25,11 @@ let servers: TestServer[];
 let session: http2.ClientHttp2Session;
 
 /** serve starts what a describe fuzzes (its servers are stopped after each test, so each test starts its own), ranks 0 and 1 defined on each. */
-async function serve(shards: number): Promise<void> {
+async function serve(shards: number, relayed: boolean): Promise<void> {
   servers = shards === 1 ? [await startTestServer(LIMITS)] : await startTestShards(shards, LIMITS);
   for (const { state } of servers) for (const rank of [0, 1]) state.initializeRank("", rank, 16, 2);
-  session = http2.connect(servers[0]!.url);
+  const relay = relayed ? await startTestRelay(servers.map((s) => s.url).join(";"), { maxKeysPerCall: LIMITS.maxKeysPerCall }) : undefined;
+  session = http2.connect((relay ?? servers[0]!).url);
 }
 
 afterEach(() => session.destroy());
@@ -84,8 +87,8 @@ const mutated = (input: DescMessage) =>
 
 const message = (input: DescMessage) => fc.oneof(fc.uint8Array({ maxLength: 120 }), mutated(input));
 
-describe.each(SERVED)("fuzzing every framing at %s (seed printed on failure)", (_, shards) => {
-  beforeEach(() => serve(shards));
+describe.each(SERVED)("fuzzing every framing at %s (seed printed on failure)", (_, shards, relayed) => {
+  beforeEach(() => serve(shards, relayed));
 
   it.each(methods.map((m) => [m.name, m] as const))("gRPC messages of %s: documented codes only, invariants hold", async (_, method) => {
     await fc.assert(
