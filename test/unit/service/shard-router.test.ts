@@ -242,6 +242,41 @@ describe("shardRouter: a cluster of shards answers as one node", () => {
         ),
       );
 
+    it("refuses, for random calls wrong in their fields, with a node's reason and field, and answers what a node answers", async () => {
+      const key = fc.oneof(fc.constantFrom(...KEYS.slice(0, 8), "", long), fc.string({ maxLength: 3 }));
+      const page = fc.oneof(fc.integer({ min: -2, max: 70 }), fc.constantFrom(-(2 ** 31), 2 ** 31 - 1));
+      const init = fc.record(
+        {
+          namespace: fc.constantFrom("", "kv", "m", "a\u001fb"),
+          rank: fc.constantFrom(0, 1, 5),
+          keys: fc.array(key, { maxLength: 24 }),
+          prefixKeys: fc.array(key, { maxLength: 24 }),
+          pages: fc.array(page, { maxLength: 24 }),
+          pagesToRelease: fc.array(page, { maxLength: 6 }),
+          keysToRelease: fc.array(key, { maxLength: 6 }),
+          numPages: fc.constantFrom(0, 1, 16, 64),
+          worldSize: fc.constantFrom(0, 1, 2),
+        },
+        { requiredKeys: [] },
+      );
+      const methods = MetadataService.methods.filter((m) => m.methodKind === "unary" && m.localName !== "batch").map((m) => m.localName as MethodName);
+      /** outcome is what must be the same on one node and on shards: the reason and field of a refusal, or an answer's statuses and counts. */
+      const outcome = async (calls: MetadataCalls, method: MethodName, request: object) => {
+        const answer = await refusal(calls, method, create(MetadataService.method[method].input, request as never));
+        if (!("answered" in answer)) return { reason: answer.reason, field: answer.field };
+        const { pages, statuses, exists, confirmed, released, deleted } = answer.answered as Record<string, unknown>;
+        return { answered: { pages: Array.isArray(pages) ? pages.map((p) => p >= 0) : undefined, statuses, exists, confirmed, released, deleted } };
+      };
+      await fc.assert(
+        fc.asyncProperty(fc.constantFrom(...methods), init, async (method, request) => {
+          const time = new FakeClock();
+          const [one, member] = await Promise.all([node(time), shards(time, LIMITS)]);
+          expect(await outcome(member, method, request)).toEqual(await outcome(one, method, request));
+        }),
+        { numRuns: Number(process.env.MODEL_RUNS ?? 150) * 4 },
+      );
+    });
+
     it.each(BAD)("%s (%s)", async (_, method, init) => {
       const time = new FakeClock();
       const [one, member, relay] = await Promise.all([node(time), shards(time, LIMITS), shards(time)]);
