@@ -270,8 +270,10 @@ describe("shardRouter: a cluster of shards answers as one node", () => {
       await fc.assert(
         fc.asyncProperty(fc.constantFrom(...methods), init, async (method, request) => {
           const time = new FakeClock();
-          const [one, member] = await Promise.all([node(time), shards(time, LIMITS)]);
-          expect(await outcome(member, method, request)).toEqual(await outcome(one, method, request));
+          const [one, member, relay] = await Promise.all([node(time), shards(time, LIMITS), shards(time)]);
+          const expected = await outcome(one, method, request);
+          expect(await outcome(member, method, request)).toEqual(expected);
+          if ((expected as { reason?: number }).reason !== Reason.LIMIT_EXCEEDED) expect(await outcome(relay, method, request)).toEqual(expected);
         }),
         { numRuns: Number(process.env.MODEL_RUNS ?? 150) * 4 },
       );
