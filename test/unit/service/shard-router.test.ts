@@ -13,6 +13,7 @@ import { localCalls, metadataService } from "../../../src/service/metadata-servi
 import { shardRouter } from "../../../src/service/shard-router.js";
 import { FakeClock } from "../../support/fake-clock.js";
 import { KEYS, type Model, modelOf, OP, single, step } from "../../support/shard-model.js";
+import { wrongFields } from "../../support/wrong-fields.js";
 
 /** asBytes is a request as the gRPC fast path decodes it: its keys left as the request's bytes (KeyBytesMessage). */
 function asBytes<M extends MethodName>(method: M, init: object): RequestOf<M> {
@@ -243,22 +244,7 @@ describe("shardRouter: a cluster of shards answers as one node", () => {
       );
 
     it("refuses, for random calls wrong in their fields, with a node's reason and field, and answers what a node answers", async () => {
-      const key = fc.oneof(fc.constantFrom(...KEYS.slice(0, 8), "", long), fc.string({ maxLength: 3 }));
-      const page = fc.oneof(fc.integer({ min: -2, max: 70 }), fc.constantFrom(-(2 ** 31), 2 ** 31 - 1));
-      const init = fc.record(
-        {
-          namespace: fc.constantFrom("", "kv", "m", "a\u001fb"),
-          rank: fc.constantFrom(0, 1, 5),
-          keys: fc.array(key, { maxLength: 24 }),
-          prefixKeys: fc.array(key, { maxLength: 24 }),
-          pages: fc.array(page, { maxLength: 24 }),
-          pagesToRelease: fc.array(page, { maxLength: 6 }),
-          keysToRelease: fc.array(key, { maxLength: 6 }),
-          numPages: fc.constantFrom(0, 1, 16, 64),
-          worldSize: fc.constantFrom(0, 1, 2),
-        },
-        { requiredKeys: [] },
-      );
+      const init = wrongFields(KEYS.slice(0, 8));
       const methods = MetadataService.methods.filter((m) => m.methodKind === "unary" && m.localName !== "batch").map((m) => m.localName as MethodName);
       /** outcome is what must be the same on one node and on shards: the reason and field of a refusal, or an answer's statuses and counts. */
       const outcome = async (calls: MetadataCalls, method: MethodName, request: object) => {
