@@ -1,9 +1,9 @@
 import { create } from "@bufbuild/protobuf";
 import type { CallOptions, Transport } from "@connectrpc/connect";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { MetadataError as CoreError, DEFAULT_NAMESPACE } from "../core/index.js";
+import { MetadataError as CoreError } from "../core/index.js";
 import { SHARD_LOCAL_HEADER } from "../protocol/headers.js";
-import { toConnectError } from "../service/error-table.js";
+import { namespaceOf, toConnectError } from "../service/error-table.js";
 import type { MetadataCalls } from "../service/metadata-calls.js";
 import { shardRouter } from "../service/shard-router.js";
 import type { Method } from "./leader-following.js";
@@ -59,9 +59,7 @@ export class ShardRouting {
       const message = create(MetadataService.method[method].input, request as never);
       return shardRouter(parts)(method, message as never, callOptions?.signal).catch((error: unknown) => {
         // A call the router refused itself (its checks) is refused as a server refuses it: a code and an ErrorInfo.
-        throw error instanceof CoreError
-          ? toConnectError(error, "namespace" in message && message.namespace !== "" ? message.namespace : DEFAULT_NAMESPACE)
-          : error;
+        throw error instanceof CoreError ? toConnectError(error, namespaceOf(message)) : error;
       });
     };
   }

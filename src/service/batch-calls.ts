@@ -11,9 +11,9 @@ import {
   type MetadataService,
   MetadataService as MetadataServiceDesc,
 } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { DEFAULT_NAMESPACE, invalidArgument, limitExceeded } from "../core/index.js";
+import { invalidArgument, limitExceeded } from "../core/index.js";
 import { codeName } from "./edge.js";
-import { toConnectError } from "./error-table.js";
+import { namespaceOf, toConnectError } from "./error-table.js";
 import type { RequestOf } from "./metadata-calls.js";
 
 /** MAX_BATCH_CALLS bounds the calls of one Batch: past it, a Batch of many empty calls would hold the event loop longer than the largest call. */
@@ -61,7 +61,7 @@ export async function runBatch(request: BatchRequest, call: CallOne, heard?: Cal
           return { result: { case: method, value: response } } as BatchResult;
         },
         (error: unknown) => {
-          const answer = toConnectError(error, value.namespace || DEFAULT_NAMESPACE);
+          const answer = toConnectError(error, namespaceOf(value));
           heard?.(name, codeName(answer.code), error);
           return { result: { case: "error", value: callError(answer) } } as BatchResult;
         },

@@ -1,12 +1,12 @@
 import type { Code, ConnectError } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
-import { DEFAULT_NAMESPACE, MetadataError, Reason } from "../core/index.js";
+import { MetadataError, Reason } from "../core/index.js";
 import { ENVELOPE_BYTES } from "../protocol/envelope.js";
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
 import type { AccessPolicy } from "./access-policy.js";
 import type { BodyReader, Held, RequestBody, RequestHeaders } from "./body-reader.js";
 import { checkDeadline, deadlineSignal } from "./call-deadline.js";
-import { toConnectError } from "./error-table.js";
+import { namespaceOf, toConnectError } from "./error-table.js";
 import { KeyBytesMessage } from "./key-bytes.js";
 import { LargeCallLane } from "./large-call-lane.js";
 import type { Leadership } from "./leadership.js";
@@ -406,10 +406,4 @@ function headerOf(headers: RequestHeaders, name: string): string | undefined {
 /** codeName is the label of a code in metrics and JSON errors, e.g. "failed_precondition". */
 export function codeName(code: Code): string {
   return codeToString(code);
-}
-
-/** namespaceOf reads the namespace of a request (a message or a JSON body), for error details. */
-function namespaceOf(message: unknown): string {
-  const namespace = (message as { namespace?: unknown } | undefined)?.namespace;
-  return typeof namespace === "string" && namespace !== "" ? namespace : DEFAULT_NAMESPACE;
 }

@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { MetadataError } from "../core/index.js";
+import { DEFAULT_NAMESPACE, MetadataError } from "../core/index.js";
 
 /**
  * codeOfReason is THE table from a domain reason to a status code. Every
@@ -61,6 +61,12 @@ const reasonOfStackCode: Partial<Record<Code, Reason>> = {
   [Code.ResourceExhausted]: Reason.LIMIT_EXCEEDED,
   [Code.Internal]: Reason.INTERNAL,
 };
+
+/** namespaceOf reads the namespace of a request (a message or a JSON body), as its error's ErrorInfo names it. */
+export function namespaceOf(message: unknown): string {
+  const namespace = (message as { namespace?: unknown } | undefined)?.namespace;
+  return typeof namespace === "string" && namespace !== "" ? namespace : DEFAULT_NAMESPACE;
+}
 
 /**
  * toConnectError turns anything a handler threw into the ConnectError sent
