@@ -81,7 +81,6 @@ describe("the TypeScript client with route: true, in front of a cluster of shard
       expect(expected).toHaveProperty("reason");
       expect(await refusal(call(routed))).toEqual(expected);
     }
-    await node.close();
   });
 
   it("checks a reset on every shard over the wire before any forgets: one that a shard refuses leaves the other's keys", async () => {

@@ -13,6 +13,8 @@ import { callsOf, startTestShards } from "../support/test-shards.js";
 
 const SHARDS = 3;
 
+type Client = ReturnType<typeof createClient<typeof MetadataService>>;
+
 describe("a cluster of 3 shards over the network, called at any member", () => {
   it("gives, for random sequences of every call, the answers of a single node (page numbers aside)", async () => {
     await fc.assert(
@@ -45,29 +47,25 @@ describe("a cluster of 3 shards over the network, called at any member", () => {
   it("refuses a bad call as a single node does, naming the caller's positions, and holds the whole call to the member's --max-keys-per-call", async () => {
     const limits = { maxKeysPerCall: 20 };
     const [servers, node] = await Promise.all([startTestShards(SHARDS, limits), startTestServer(limits)]);
-    try {
-      const [member, one] = [servers[1]!, node].map((s) => createClient(MetadataService, createGrpcTransport({ baseUrl: s.url })));
-      const keys = Array.from({ length: 32 }, (_, i) => `key-${i}`);
-      const refusal = (call: Promise<unknown>) =>
-        call.then(
-          () => undefined,
-          (error) => ({ reason: MetadataError.of(error).reason, message: MetadataError.of(error).rawMessage }),
-        );
-      for (const client of [member!, one!]) await client.initializeRank({ rank: 0, numPages: 64, worldSize: 1 });
-      const bad = [
-        (c: typeof one) => c!.batchAllocate({ rank: 0, keys }),
-        (c: typeof one) => c!.batchAllocate({ rank: 0, keys: [...keys.slice(0, 5), "", ...keys.slice(5, 10)] }),
-        (c: typeof one) => c!.batchExists({ keys: keys.slice(0, 12), rank: 0, callerRank: 0 }),
-        (c: typeof one) => c!.confirmWrite({ rank: 0, keys: keys.slice(0, 12), pages: [1, 2, 3] }),
-        (c: typeof one) => c!.confirmWrite({ rank: 0, pagesToRelease: [2, -3], keysToRelease: ["a", "b"] }),
-      ];
-      for (const call of bad) {
-        const expected = await refusal(call(one));
-        expect(expected).toBeDefined();
-        expect(await refusal(call(member))).toEqual(expected);
-      }
-    } finally {
-      await Promise.all([...servers, node].map((s) => s.close()));
+    const [member, one] = [servers[1]!, node].map((s) => createClient(MetadataService, createGrpcTransport({ baseUrl: s.url }))) as [Client, Client];
+    const keys = Array.from({ length: 32 }, (_, i) => `key-${i}`);
+    const refusal = (call: Promise<unknown>) =>
+      call.then(
+        () => undefined,
+        (error) => ({ reason: MetadataError.of(error).reason, message: MetadataError.of(error).rawMessage }),
+      );
+    for (const client of [member, one]) await client.initializeRank({ rank: 0, numPages: 64, worldSize: 1 });
+    const bad = [
+      (c: Client) => c.batchAllocate({ rank: 0, keys }),
+      (c: Client) => c.batchAllocate({ rank: 0, keys: [...keys.slice(0, 5), "", ...keys.slice(5, 10)] }),
+      (c: Client) => c.batchExists({ keys: keys.slice(0, 12), rank: 0, callerRank: 0 }),
+      (c: Client) => c.confirmWrite({ rank: 0, keys: keys.slice(0, 12), pages: [1, 2, 3] }),
+      (c: Client) => c.confirmWrite({ rank: 0, pagesToRelease: [2, -3], keysToRelease: ["a", "b"] }),
+    ];
+    for (const call of bad) {
+      const expected = await refusal(call(one));
+      expect(expected).toBeDefined();
+      expect(await refusal(call(member))).toEqual(expected);
     }
   });
 });
