@@ -46,6 +46,14 @@ export function keyShards(namespace: string, keys: Keys, count: number): number[
   return shards;
 }
 
+/** foreignKey is the first key of a call that another shard than `part` owns, and that shard; undefined when the part owns them all. */
+export function foreignKey(namespace: string, keys: KeyList, part: ShardPart): { position: number; shard: number } | undefined {
+  if (part.count === 1) return undefined;
+  const shards = keyShards(namespace, keys, part.count);
+  const position = shards.findIndex((shard) => shard !== part.index);
+  return position < 0 ? undefined : { position, shard: shards[position]! };
+}
+
 /** pageShard is the shard a rank's page belongs to. */
 export function pageShard(page: number, count: number): number {
   return page % count;

@@ -11,6 +11,7 @@ import type { Rank } from "./rank.js";
 import { clearNamespace, dropRank, type InitializeRankResult, initializeRank, type RankDeclaration, type ResetResult, resetNamespace } from "./rank-admin.js";
 import { type Restoring, restoring } from "./recovery.js";
 import { Registry } from "./registry.js";
+import { foreignKey } from "./shards.js";
 import type { StateOptions } from "./state-options.js";
 import { keysExist, type StateReads, statsIn } from "./state-reads.js";
 import { stateRecords } from "./state-records.js";
@@ -118,6 +119,7 @@ export class MetadataState implements StateReads {
    */
   batchAllocate(namespace: string, rankNo: number, keyBatch: Keys, prefixKeys: Keys = []): AllocateResult {
     const { name, keys, prefixes } = allocateCall(namespace, keyBatch, prefixKeys, this.options);
+    this.checkOwned(name, keys);
     this.expire();
     const { ns, rank } = this.registry.rankOf(name, rankNo);
     const now = this.registry.clock();
@@ -226,6 +228,7 @@ export class MetadataState implements StateReads {
     keysToRelease: Keys = [],
   ): ConfirmResult {
     const { name, keys, releasing } = confirmCall(namespace, keyBatch, pages, pagesToRelease, keysToRelease, this.options);
+    this.checkOwned(name, keys);
     this.expire();
     const { ns, rank } = this.registry.rankOf(name, rankNo);
     ns.lastCallMs = this.registry.clock();
@@ -261,6 +264,24 @@ export class MetadataState implements StateReads {
     // Reserved pages cannot be evicted, confirmed ones can: a rank crowded by this call's reservations is worth a look now.
     this.eviction.noteCrowding(ns, rank);
     return result;
+  }
+
+  /**
+   * checkOwned refuses keys to write that another shard owns: a caller that
+   * routes calls itself (with a hash other than the contract's, or shards
+   * in another order) would otherwise place them where no other caller
+   * looks for them, and a key could be held on two shards at once.
+   */
+  private checkOwned(name: string, keys: KeyList): void {
+    const foreign = foreignKey(name, keys, this.registry.part);
+    if (foreign === undefined) return;
+    const { count, index } = this.registry.part;
+    const key = keys.key(foreign.position);
+    throw invalidArgument(
+      "keys",
+      `key "${key.slice(0, 64)}" belongs to shard ${foreign.shard} of ${count}, not to this one (${index}): a caller that routes its calls sends each shard the keys docs/contract.md's hash gives it`,
+      { namespace: name, key: key.slice(0, 64) },
+    );
   }
 
   /**

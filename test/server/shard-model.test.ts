@@ -3,13 +3,14 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { assertInvariants } from "../../bench/harness/invariants.js";
-import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { MetadataService, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataError } from "../../src/client/metadata-error.js";
+import { keyShard } from "../../src/core/shards.js";
 import type { MetadataCalls } from "../../src/service/metadata-calls.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { modelOf, OP, single, step } from "../support/shard-model.js";
 import { startTestServer } from "../support/test-server.js";
-import { callsOf, startTestShards } from "../support/test-shards.js";
+import { alone, callsOf, startTestShards } from "../support/test-shards.js";
 
 const SHARDS = 3;
 
@@ -67,5 +68,17 @@ describe("a cluster of 3 shards over the network, called at any member", () => {
       expect(expected).toBeDefined();
       expect(await refusal(call(member))).toEqual(expected);
     }
+  });
+
+  it("refuses keys of another shard sent to a member as its own part, as a client routing with another hash would send them", async () => {
+    const servers = await startTestShards(SHARDS);
+    const zero = createClient(MetadataService, createGrpcTransport({ baseUrl: servers[0]!.url, interceptors: [alone] }));
+    await zero.initializeRank({ rank: 0, numPages: 64, worldSize: 1 });
+    const keys = Array.from({ length: 12 }, (_, i) => `key-${i}`);
+    const [own, foreign] = [keys.filter((key) => keyShard("kv", key, SHARDS) === 0), keys.find((key) => keyShard("kv", key, SHARDS) !== 0)!];
+    expect((await zero.batchAllocate({ rank: 0, keys: own })).pages.every((page) => page % SHARDS === 0)).toBe(true);
+    const refused = await zero.batchAllocate({ rank: 0, keys: [...own, foreign] }).catch((error: unknown) => MetadataError.of(error));
+    expect(refused).toMatchObject({ reason: Reason.INVALID_ARGUMENT, info: { field: "keys", key: foreign } });
+    expect(servers[0]!.state.stats("kv")[0]!.ranks[0]!.reservedPages).toBe(own.length);
   });
 });

@@ -9,7 +9,7 @@ import type { MetadataCalls } from "../../src/service/metadata-calls.js";
 import { startTestServer, type TestServer } from "./test-server.js";
 
 /** alone marks a call as one shard's leader sends another its part: answered there, not routed again. */
-const alone: Interceptor = (next) => (req) => {
+export const alone: Interceptor = (next) => (req) => {
   req.header.set(SHARD_LOCAL_HEADER, "1");
   return next(req);
 };

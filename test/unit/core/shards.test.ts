@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import fc from "fast-check";
 import murmurhash from "murmurhash";
 import { describe, expect, it } from "vitest";
-import { AllocationStatus } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { AllocationStatus, Reason } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { KeyList, keyListOf } from "../../../src/core/key-list.js";
 import { firstOwnedFrom, keyShard, keyShards, ownedPages, type ShardPart } from "../../../src/core/shards.js";
 import { MetadataState } from "../../../src/core/state.js";
@@ -79,6 +79,22 @@ describe("a state of one shard (ShardPart)", () => {
     );
   });
 
+  it("refuses to write keys another shard owns, naming the key and its shard, and changes nothing", () => {
+    const part: ShardPart = { count: 2, index: 1 };
+    const state = new MetadataState(new FakeClock().clock, { shards: 2, shard: 1 }, true);
+    state.initializeRank("kv", 0, 8, 1);
+    const [mine, theirs] = [ownKeys(part, 1)[0]!, ownKeys({ count: 2, index: 0 }, 1)[0]!];
+    const refused = { reason: Reason.INVALID_ARGUMENT, subject: expect.objectContaining({ field: "keys", key: theirs }) };
+    expect(() => state.batchAllocate("kv", 0, [mine, theirs])).toThrow(expect.objectContaining(refused));
+    expect(() => state.batchAllocate("kv", 0, [mine, theirs])).toThrow(`key "${theirs}" belongs to shard 0 of 2, not to this one (1)`);
+    expect(() => state.confirmWrite("kv", 0, [theirs], [1])).toThrow(expect.objectContaining(refused));
+    expect(state.stats("kv")[0]).toMatchObject({ keys: 0, ranks: [{ freePages: 4, reservedPages: 0 }] });
+    // A single node owns every key.
+    const single = new MetadataState(new FakeClock().clock, {}, true);
+    single.initializeRank("kv", 0, 8, 1);
+    expect(single.batchAllocate("kv", 0, [mine, theirs]).statuses).toEqual([AllocationStatus.NEW, AllocationStatus.NEW]);
+  });
+
   it("hands out its own pages only: the shards of a rank together hand out each page once, and count them as theirs", () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 40 }), fc.integer({ min: 0, max: 20 }), (count, numPages, grow) => {
@@ -88,12 +104,7 @@ describe("a state of one shard (ShardPart)", () => {
           const state = new MetadataState(new FakeClock().clock, { shards: part.count, shard: part.index }, true);
           state.initializeRank("kv", 0, numPages, 1);
           expect(state.stats("kv")[0]!.ranks[0]!.freePages).toBe(ownedPages(numPages, part));
-          const mine = (n: number, from: number) =>
-            state.batchAllocate(
-              "kv",
-              0,
-              Array.from({ length: n }, (_, i) => `k${index}-${from + i}`),
-            );
+          const mine = (n: number, from: number) => state.batchAllocate("kv", 0, ownKeys(part, from + n).slice(from));
           const first = mine(numPages, 0);
           // A rank grown later hands out the new pages of this shard too.
           state.initializeRank("kv", 0, numPages + grow, 1);
@@ -110,3 +121,10 @@ describe("a state of one shard (ShardPart)", () => {
     );
   });
 });
+
+/** ownKeys are the first n keys ("k0", "k1", ...) that shard `part` of namespace kv owns. */
+function ownKeys(part: ShardPart, n: number): string[] {
+  const keys: string[] = [];
+  for (let i = 0; keys.length < n; i++) if (keyShard("kv", `k${i}`, part.count) === part.index) keys.push(`k${i}`);
+  return keys;
+}
