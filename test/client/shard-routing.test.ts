@@ -1,4 +1,4 @@
-import { createClient, type Interceptor, type Transport } from "@connectrpc/connect";
+import { createClient, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import { AllocationStatus, MetadataService, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
@@ -9,10 +9,10 @@ import { ShardLink } from "../../src/client/shard-link.js";
 import { ShardRouting } from "../../src/client/shard-routing.js";
 import { MetadataError as CoreError } from "../../src/core/errors.js";
 import { keyShard } from "../../src/core/shards.js";
-import { SHARD_LOCAL_HEADER } from "../../src/protocol/headers.js";
 import { topologyOf } from "../../src/service/cluster-service.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { startTestServer } from "../support/test-server.js";
+import { alone } from "../support/test-shards.js";
 
 const KEYS = Array.from({ length: 40 }, (_, i) => `block-${i}`);
 
@@ -38,10 +38,6 @@ async function twoShards(options: { reservationTtlMs?: number } = {}) {
 
 /** forget makes one shard forget a namespace (as a server that lost its state), through a call marked as its own part. */
 async function forget(url: string, namespace: string): Promise<void> {
-  const alone: Interceptor = (next) => (req) => {
-    req.header.set(SHARD_LOCAL_HEADER, "1");
-    return next(req);
-  };
   await createClient(MetadataService, createGrpcTransport({ baseUrl: url, interceptors: [alone] })).resetNamespace({ namespace, force: true });
 }
 

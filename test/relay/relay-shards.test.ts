@@ -1,11 +1,10 @@
-import { createClient, type Interceptor } from "@connectrpc/connect";
+import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { ClusterService } from "../../gen/hf3fs/metadata/v1/cluster_pb.js";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { keyShard } from "../../src/core/shards.js";
-import { SHARD_LOCAL_HEADER } from "../../src/protocol/headers.js";
 import { relayOptions } from "../../src/relay/relay-options.js";
 import { runCli, startChildRelay } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
@@ -16,6 +15,7 @@ import { pause } from "../support/pause.js";
 import { tempDir } from "../support/temp-dir.js";
 import { startTestRelay } from "../support/test-relay.js";
 import { freePort, startTestServer } from "../support/test-server.js";
+import { alone } from "../support/test-shards.js";
 import { until } from "../support/until.js";
 
 const missingCluster = lacking("the sharded cluster's test", "etcd", "requests");
@@ -101,12 +101,6 @@ async function relayShards(url: string): Promise<string[]> {
   const status = (await (await fetch(`${url}/status.json`)).json()) as { shards?: { members: { url: string; leader: boolean }[] }[] };
   return (status.shards ?? []).map((shard) => shard.members.find((m) => m.leader)?.url ?? "");
 }
-
-/** alone marks a call as another shard's leader sends it: the member answers for its own shard only. */
-const alone: Interceptor = (next) => (req) => {
-  req.header.set(SHARD_LOCAL_HEADER, "1");
-  return next(req);
-};
 
 describe.skipIf(missingCluster !== "")("unmodified vLLM clients in front of 2 shards of 3 members each: through 2 relays, and straight at a member", () => {
   it("kill -9 of each shard's leader in turn, not restarted: no error, nothing confirmed lost, each shard's pages its own; the relays follow the topology", async () => {
