@@ -1,14 +1,14 @@
 import { create } from "@bufbuild/protobuf";
 import type { CallOptions, Transport } from "@connectrpc/connect";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { MetadataError as CoreError } from "../core/index.js";
+import { type CallLimits, MetadataError as CoreError } from "../core/index.js";
 import { SHARD_LOCAL_HEADER } from "../protocol/headers.js";
 import { namespaceOf, toConnectError } from "../service/error-table.js";
 import type { MetadataCalls } from "../service/metadata-calls.js";
 import { shardRouter } from "../service/shard-router.js";
 import type { Method } from "./leader-following.js";
 import type { ShardLink } from "./shard-link.js";
-import { readTopology, shardMembers } from "./topology-reading.js";
+import { callLimits, readTopology, shardMembers } from "./topology-reading.js";
 
 /** TOPOLOGY_MS is how old the client's view of the shards may grow while it makes calls before it reads it again. */
 const TOPOLOGY_MS = 1_000;
@@ -23,11 +23,13 @@ export type ShardCalls = (method: Method, request: unknown, callOptions: CallOpt
  * cluster of more than one shard gets a ShardLink per shard (its members,
  * its leader followed, the shard's mark on every call so that it answers
  * its part alone), and each call is split among them as a relay splits it
- * (shardRouter). Until a member told it, or when it has one shard, the
+ * (shardRouter), held whole first to the limits the topology names. Until a member told it, or when it has one shard, the
  * client calls as it would without routing.
  */
 export class ShardRouting {
   private links: ShardLink[] | undefined;
+  /** limits are the members' limits on a whole call, as the topology named them; undefined from members too old to name them. */
+  private limits: CallLimits | undefined;
   private readAt: number | undefined;
   private reading: Promise<void> | undefined;
   /** transports are the ones topology reads go over, one per member (each its connection), made on first use. */
@@ -48,7 +50,7 @@ export class ShardRouting {
   async shards(): Promise<ShardCalls | undefined> {
     if (this.readAt === undefined) await this.read();
     else if (this.now() - this.readAt > TOPOLOGY_MS) void this.read();
-    const links = this.links;
+    const { links, limits } = this;
     if (links === undefined) return undefined;
     return async (method, request, callOptions) => {
       const parts = links.map(
@@ -57,7 +59,7 @@ export class ShardRouting {
             link.call(m, r, { ...callOptions, signal: signal ?? callOptions?.signal }).then((response) => ({ response }))) as unknown as MetadataCalls,
       );
       const message = create(MetadataService.method[method].input, request as never);
-      return shardRouter(parts)(method, message as never, callOptions?.signal).catch((error: unknown) => {
+      return shardRouter(parts, limits)(method, message as never, callOptions?.signal).catch((error: unknown) => {
         // A call the router refused itself (its checks) is refused as a server refuses it: a code and an ErrorInfo.
         throw error instanceof CoreError ? toConnectError(error, namespaceOf(message)) : error;
       });
@@ -69,7 +71,10 @@ export class ShardRouting {
     this.reading ??= (async () => {
       const read = await readTopology([...this.urls, ...this.seeds], (url) => this.transportOf(url));
       const shards = read && shardMembers(read.topology);
-      if (shards !== undefined && shards.length > 1) this.follow(shards);
+      if (shards !== undefined && shards.length > 1) {
+        this.follow(shards);
+        this.limits = callLimits(read!.topology);
+      }
       this.readAt = this.now();
     })().finally(() => {
       this.reading = undefined;

@@ -1,5 +1,6 @@
 import { createClient, type Transport } from "@connectrpc/connect";
 import { ClusterService, type GetTopologyResponse } from "../../gen/hf3fs/metadata/v1/cluster_pb.js";
+import type { CallLimits } from "../core/index.js";
 
 /** ASK_TIMEOUT_MS bounds one member's answer of the topology. */
 const ASK_TIMEOUT_MS = 1_000;
@@ -30,4 +31,11 @@ export async function readTopology(urls: Iterable<string>, transportFor: (url: s
 export function shardMembers(topology: GetTopologyResponse): string[][] | undefined {
   const shards = topology.shards.map((shard) => shard.members.map((member) => member.url));
   return shards.length > 0 && shards.every((members) => members.length > 0) ? shards : undefined;
+}
+
+/** callLimits are the limits a router holds a whole call to, as the topology names them; undefined from members too old to name them (each shard then holds its part). */
+export function callLimits(topology: GetTopologyResponse): CallLimits | undefined {
+  const limits = topology.limits;
+  if (limits === undefined || limits.maxKeysPerCall === 0 || limits.maxKeyBytes === 0) return undefined;
+  return { maxKeysPerCall: limits.maxKeysPerCall, maxKeyBytes: limits.maxKeyBytes };
 }

@@ -116,7 +116,7 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
   const topology = new TopologyFollowing(
     () => seeds,
     topologyTransports,
-    (members) => shards.follow(members),
+    (members, limits) => shards.follow(members, limits),
   );
   discovery?.run();
   topology.run();

@@ -1,4 +1,4 @@
-import type { MetadataError } from "../core/index.js";
+import type { CallLimits, MetadataError } from "../core/index.js";
 import type { ShownShard } from "../server/status-view.js";
 import type { MetadataCalls } from "../service/metadata-calls.js";
 import { Notifier } from "../service/notifier.js";
@@ -14,8 +14,10 @@ export type MakeUpstream = (urls: string, shardLocal: boolean) => Upstream;
  * (one: a cluster of one shard, or members that route themselves) and
  * follow the cluster's topology: another number of shards makes the
  * upstreams anew (the old ones close once their held calls are spent),
- * other members are handed to a shard's upstream. Calls in between are
- * answered right either way, as every member routes what is not its own.
+ * other members are handed to a shard's upstream, other limits to the
+ * router (each call held whole to them before it is split, as a member
+ * holds it). Calls in between are answered right either way, as every
+ * member routes what is not its own.
  */
 export class ShardUpstreams {
   private upstreams: Upstream[];
@@ -79,25 +81,29 @@ export class ShardUpstreams {
     return Promise.race([this.changed.next(signal), ...this.upstreams.map((u) => u.reach.next(signal))]);
   }
 
-  /** follow takes the members of each shard (a list per shard, leader first, none empty: shardMembers), as the cluster's topology names them. */
-  follow(shards: readonly (readonly string[])[]): void {
-    if (shards.length !== this.upstreams.length) {
+  /** follow takes the members of each shard (a list per shard, leader first, none empty: shardMembers) and the limits on a call, as the cluster's topology names them. */
+  follow(shards: readonly (readonly string[])[], limits?: CallLimits): void {
+    const regrouped = shards.length !== this.upstreams.length;
+    if (regrouped) {
       const old = this.upstreams;
       this.upstreams = shards.map((members) => this.make(members.join(","), shards.length > 1));
-      this.route = shardRouter(this.upstreams.map((u) => u.calls));
-      this.changed.notify();
       const timer = setTimeout(() => {
         this.retired.delete(timer);
         for (const u of old) u.close();
       }, this.holdMs);
       timer.unref();
       this.retired.set(timer, old);
-      return;
+    } else {
+      for (const [shard, members] of shards.entries()) {
+        const upstream = this.upstreams[shard]!;
+        if ([...members].sort().join(",") !== [...upstream.servers].sort().join(",")) upstream.setUrls(members);
+      }
     }
-    for (const [shard, members] of shards.entries()) {
-      const upstream = this.upstreams[shard]!;
-      if ([...members].sort().join(",") !== [...upstream.servers].sort().join(",")) upstream.setUrls(members);
-    }
+    this.route = shardRouter(
+      this.upstreams.map((u) => u.calls),
+      limits,
+    );
+    if (regrouped) this.changed.notify();
   }
 
   close(): void {

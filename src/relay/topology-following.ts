@@ -1,5 +1,6 @@
 import type { LeanTransports } from "../client/lean-transports.js";
-import { readTopology, shardMembers } from "../client/topology-reading.js";
+import { callLimits, readTopology, shardMembers } from "../client/topology-reading.js";
+import type { CallLimits } from "../core/index.js";
 
 /**
  * TOPOLOGY_MS is how often a relay asks its upstream for the cluster's
@@ -23,7 +24,8 @@ const SETTLING_MS = 1_000;
  * once, then every SETTLING_MS until two answers agree, and every
  * TOPOLOGY_MS from then on: the members it knows first, then `seeds`
  * (--upstream's), the first that answers; and hands `follow` each shard's
- * members, leader first, when there are more than one. Servers that do
+ * members, leader first, when there are more than one, with the limits
+ * the answering member holds a call to. Servers that do
  * not answer it (older ones), and clusters of one shard, leave the relay
  * on its --upstream.
  */
@@ -39,7 +41,7 @@ export class TopologyFollowing {
   constructor(
     private readonly seeds: () => readonly string[],
     private readonly transports: LeanTransports,
-    private readonly follow: (shards: string[][]) => void,
+    private readonly follow: (shards: string[][], limits: CallLimits | undefined) => void,
   ) {}
 
   /** run reads the topology now and then as the class says, until stop; its timer keeps no process alive. */
@@ -53,12 +55,13 @@ export class TopologyFollowing {
         this.answered = answer.url;
         // A cluster of one shard stays on --upstream: a single node names itself by the address it listens on, which may not be the one reached.
         const shards = answer.topology.shardCount > 1 ? shardMembers(answer.topology) : undefined;
-        const seen = JSON.stringify(shards);
+        const limits = callLimits(answer.topology);
+        const seen = JSON.stringify([shards, limits]);
         settled = shards === undefined || seen === this.last;
         this.last = seen;
         if (shards !== undefined) {
           this.known = shards.flat();
-          this.follow(shards);
+          this.follow(shards, limits);
         }
       }
       this.timer = setTimeout(read, settled ? TOPOLOGY_MS : SETTLING_MS);

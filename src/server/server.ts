@@ -12,7 +12,7 @@ import { type ReplicationSource, replicationService } from "../replication/repli
 import type { AccessPolicy } from "../service/access-policy.js";
 import { BackgroundEviction } from "../service/background-eviction.js";
 import type { CallHeard } from "../service/batch-calls.js";
-import { singleNodeTopology, type Topology } from "../service/cluster-service.js";
+import { singleNodeTopology, type Topology, withLimits } from "../service/cluster-service.js";
 import { Edge } from "../service/edge.js";
 import { healthService } from "../service/health-service.js";
 import { sglangRoutes } from "../service/json/sglang-routes.js";
@@ -168,8 +168,9 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
   const calls =
     routing === undefined ? localCalls(local) : shardRouter(shardCalls(options.shards, options.shard, localCalls(local), routing), ledger.state.options);
   const service = routing === undefined ? local : routedService(calls, heard);
-  // A single node is its shard's one member and leader; a member reads the cluster's shards from etcd.
-  const topology = (url: string) => peers?.topology() ?? singleNodeTopology({ count: options.shards, index: options.shard }, url);
+  // A single node is its shard's one member and leader; a member reads the cluster's shards from etcd. Both name the limits a call is held to whole.
+  const topology = async (url: string) =>
+    withLimits(await (peers?.topology() ?? singleNodeTopology({ count: options.shards, index: options.shard }, url)), ledger.state.options);
   // A standby passes calls to its leader unless told to refuse them (--standby-calls).
   const forward =
     parts.leadership !== undefined && options.standbyCalls === "forward"

@@ -1,7 +1,15 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { type ClusterService, type GetTopologyResponseSchema, KeyHash, PagePlacement, type ShardMember } from "../../gen/hf3fs/metadata/v1/cluster_pb.js";
-import type { ShardPart } from "../core/index.js";
+import {
+  CallLimitsSchema,
+  type ClusterService,
+  type GetTopologyResponseSchema,
+  KeyHash,
+  PagePlacement,
+  type ShardMember,
+} from "../../gen/hf3fs/metadata/v1/cluster_pb.js";
+import type { CallLimits, ShardPart } from "../core/index.js";
 
 /** Topology is a GetTopology answer. */
 export type Topology = MessageInitShape<typeof GetTopologyResponseSchema>;
@@ -33,6 +41,11 @@ export function singleNodeTopology(part: ShardPart, url: string): Topology {
     part,
     Array.from({ length: part.count }, (_, shard) => (shard === part.index ? [{ id: "", url, leader: true }] : [])),
   );
+}
+
+/** withLimits is a topology that names the limits its member holds a call to (CallLimits: routers hold a whole call to them before they split it). */
+export function withLimits(topology: Topology, { maxKeysPerCall, maxKeyBytes }: CallLimits): Topology {
+  return { ...topology, limits: create(CallLimitsSchema, { maxKeysPerCall, maxKeyBytes }) };
 }
 
 /** clusterService answers ClusterService from `topology`, which says what the process knows now. */

@@ -24,8 +24,8 @@ import type { Answer, MetadataCalls, MethodName, RequestOf, ResponseOf } from ".
  * first checked whole as a node checks it (keysCall), its keys made bytes
  * once for it and its hash: a part alone cannot see a parallel field's
  * length, nor name the caller's positions, nor hold the call to `limits`
- * (a member's own; a relay and a client, which do not know the servers',
- * leave them to each shard's part).
+ * (a member's own; a relay's and a client's as the topology names them:
+ * without them, each shard holds only its part to its own).
  */
 export function shardRouter(shards: readonly MetadataCalls[], limits: CallLimits = UNLIMITED): MetadataCalls {
   if (shards.length === 0) throw new RangeError("a cluster has at least one shard");

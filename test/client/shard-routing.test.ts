@@ -21,7 +21,7 @@ const KEYS = Array.from({ length: 40 }, (_, i) => `block-${i}`);
  * topology names both, but which cannot route: a call's keys of the other
  * shard fail there. Only a client that routes by itself gets answers.
  */
-async function twoShards(options: { reservationTtlMs?: number } = {}) {
+async function twoShards(options: { reservationTtlMs?: number; maxKeysPerCall?: number } = {}) {
   const urls: string[] = [];
   const cannotRoute = () => async () => {
     throw new CoreError(Reason.UPSTREAM_UNAVAILABLE, "this test's shards do not route");
@@ -75,6 +75,28 @@ describe("the TypeScript client with route: true, in front of a cluster of shard
     for (const call of bad) {
       const expected = await refusal(call(plain));
       expect(expected).toHaveProperty("reason");
+      expect(await refusal(call(routed))).toEqual(expected);
+    }
+  });
+
+  it("holds a whole call to the limits the topology names, as one node does, though each shard's part is within them", async () => {
+    const limits = { maxKeysPerCall: 30 };
+    const [[zero], node] = await Promise.all([twoShards(limits), startTestServer(limits)]);
+    const [routed, plain] = [createMetadataClient({ baseUrl: zero!.url, route: true }), createMetadataClient({ baseUrl: node.url })];
+    for (const client of [routed, plain]) await client.initializeRank({ namespace: "m", rank: 0, numPages: 64, worldSize: 1 });
+    const refusal = (call: Promise<unknown>) =>
+      call.then(
+        () => "answered",
+        (error) => (error instanceof MetadataError ? { reason: error.reason, field: error.info?.field, message: error.rawMessage } : error),
+      );
+    // 40 keys: over the limit whole, within it on each shard (about 20 each).
+    const calls = [
+      (c: typeof plain) => c.batchExists({ namespace: "m", keys: KEYS }),
+      (c: typeof plain) => c.batchAllocate({ namespace: "m", rank: 0, keys: KEYS }),
+    ];
+    for (const call of calls) {
+      const expected = await refusal(call(plain));
+      expect(expected).toMatchObject({ reason: Reason.LIMIT_EXCEEDED });
       expect(await refusal(call(routed))).toEqual(expected);
     }
   });

@@ -1,10 +1,12 @@
-import { createClient } from "@connectrpc/connect";
+import { Code, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import { ErrorInfoSchema, KeyScope, MetadataService, Role } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { SERVER_ID_HEADER } from "../../src/protocol/headers.js";
 import { startTestRelay } from "../support/test-relay.js";
 import { startTestServer } from "../support/test-server.js";
+import { startTestShards } from "../support/test-shards.js";
+import { until } from "../support/until.js";
 
 /** JSON_CALLS are calls of both JSON dialects, in order, meant to meet every route and every error status the routes answer. */
 const JSON_CALLS: [method: string, path: string, body?: string][] = [
@@ -106,6 +108,45 @@ describe("a relay answers as the server behind it", () => {
       const [fromServer, fromRelay] = [await jsonAnswer(direct.url, call), await jsonAnswer(relay.url, call)];
       expect({ call, ...fromRelay }).toEqual({ call, ...fromServer });
     }
+  });
+
+  it("a call over the servers' limits, in front of 2 shards: refused whole, as one server and a member refuse it, once the topology named them", async () => {
+    const limits = { maxKeysPerCall: 20, maxKeyBytes: 64 };
+    const [direct, shards] = await Promise.all([startTestServer(limits), startTestShards(2, limits)]);
+    const relay = await startTestRelay(shards.map((s) => s.url).join(";"));
+    // 30 keys: over the limit whole, within it on each shard (about 15 each).
+    const keys = Array.from({ length: 30 }, (_, i) => `k${i}`);
+    const json: (typeof JSON_CALLS)[number][] = [
+      ["POST", "/keys/batch_exists", JSON.stringify({ keys })],
+      ["POST", "/0/exists", JSON.stringify({ namespace: "sg", keys })],
+    ];
+    const grpc = async (url: string) => {
+      const client = createClient(MetadataService, createGrpcTransport({ baseUrl: url }));
+      const refusal = (error: import("@connectrpc/connect").ConnectError) => ({
+        code: error.code,
+        message: error.rawMessage,
+        info: error.findDetails(ErrorInfoSchema)[0],
+      });
+      return [
+        await client.batchExists({ keys }).catch(refusal),
+        await client.getLocations({ rank: 0, keys }).catch(refusal),
+        await client.batchAllocate({ rank: 0, keys: [...keys.slice(0, 3), "x".repeat(65)] }).catch(refusal),
+      ];
+    };
+    const init: (typeof JSON_CALLS)[number] = ["POST", "/0/initialize", '{"namespace": "sg", "num_pages": 64}'];
+    for (const url of [direct.url, relay.url]) expect((await jsonAnswer(url, init)).status).toBe(204);
+    // The relay reads the topology as it starts; until it has, each shard holds only its part to the limits.
+    await until(async () => (await jsonAnswer(relay.url, json[0]!)).status === 400, 5_000);
+    for (const call of json) {
+      const fromServer = await jsonAnswer(direct.url, call);
+      expect(fromServer.status).toBe(400);
+      expect({ call, ...(await jsonAnswer(relay.url, call)) }).toEqual({ call, ...fromServer });
+      expect({ call, ...(await jsonAnswer(shards[1]!.url, call)) }).toEqual({ call, ...fromServer });
+    }
+    const fromServer = await grpc(direct.url);
+    expect(fromServer.map((answer) => (answer as { code?: number }).code)).toEqual([Code.InvalidArgument, Code.InvalidArgument, Code.InvalidArgument]);
+    expect(await grpc(relay.url)).toEqual(fromServer);
+    expect(await grpc(shards[0]!.url)).toEqual(fromServer);
   });
 
   it.each(TRANSPORTS)("every MetadataService call over %s: the same responses, codes, messages, ErrorInfo and server ids", async (_, transport) => {

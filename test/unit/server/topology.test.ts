@@ -4,6 +4,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import { ClusterService, KeyHash, PagePlacement } from "../../../gen/hf3fs/metadata/v1/cluster_pb.js";
+import { callLimits } from "../../../src/client/topology-reading.js";
 import { AccessPolicy } from "../../../src/service/access-policy.js";
 import { tempDir } from "../../support/temp-dir.js";
 import { startTestServer } from "../../support/test-server.js";
@@ -22,6 +23,14 @@ describe("ClusterService.GetTopology on a single node", () => {
       [{ id: "", url: server.url, leader: true }],
       [],
     ]);
+  });
+
+  it("names the limits it holds a call to, which a router holds a whole call to before it splits it", async () => {
+    const server = await startTestServer({ maxKeysPerCall: 300, maxKeyBytes: 200 }, undefined, 0, { shards: 2, shard: 0 });
+    const topology = await createClient(ClusterService, createGrpcTransport({ baseUrl: server.url })).getTopology({});
+    expect(callLimits(topology)).toEqual({ maxKeysPerCall: 300, maxKeyBytes: 200 });
+    // A member older than the field names none: a router then leaves the limits to each shard's part.
+    expect(callLimits({ ...topology, limits: undefined })).toBeUndefined();
   });
 
   it("answers a cluster of one shard over Connect's GET too (no side effects)", async () => {

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file hf3fs/metadata/v1/cluster.proto.
  */
 export const file_hf3fs_metadata_v1_cluster: GenFile = /*@__PURE__*/
-  fileDesc("Ch9oZjNmcy9tZXRhZGF0YS92MS9jbHVzdGVyLnByb3RvEhFoZjNmcy5tZXRhZGF0YS52MSIUChJHZXRUb3BvbG9neVJlcXVlc3Qi0wEKE0dldFRvcG9sb2d5UmVzcG9uc2USEwoLc2hhcmRfY291bnQYASABKA0SDQoFc2hhcmQYAiABKA0SMAoGc2hhcmRzGAMgAygLMiAuaGYzZnMubWV0YWRhdGEudjEuU2hhcmRUb3BvbG9neRIsCghrZXlfaGFzaBgEIAEoDjIaLmhmM2ZzLm1ldGFkYXRhLnYxLktleUhhc2gSOAoOcGFnZV9wbGFjZW1lbnQYBSABKA4yIC5oZjNmcy5tZXRhZGF0YS52MS5QYWdlUGxhY2VtZW50Ik8KDVNoYXJkVG9wb2xvZ3kSDQoFaW5kZXgYASABKA0SLwoHbWVtYmVycxgCIAMoCzIeLmhmM2ZzLm1ldGFkYXRhLnYxLlNoYXJkTWVtYmVyIjYKC1NoYXJkTWVtYmVyEgoKAmlkGAEgASgJEgsKA3VybBgCIAEoCRIOCgZsZWFkZXIYAyABKAgqQAoHS2V5SGFzaBIYChRLRVlfSEFTSF9VTlNQRUNJRklFRBAAEhsKF0tFWV9IQVNIX01VUk1VUjNfWDg2XzMyEAEqSgoNUGFnZVBsYWNlbWVudBIeChpQQUdFX1BMQUNFTUVOVF9VTlNQRUNJRklFRBAAEhkKFVBBR0VfUExBQ0VNRU5UX01PRFVMTxABMnMKDkNsdXN0ZXJTZXJ2aWNlEmEKC0dldFRvcG9sb2d5EiUuaGYzZnMubWV0YWRhdGEudjEuR2V0VG9wb2xvZ3lSZXF1ZXN0GiYuaGYzZnMubWV0YWRhdGEudjEuR2V0VG9wb2xvZ3lSZXNwb25zZSIDkAIBYgZwcm90bzM");
+  fileDesc("Ch9oZjNmcy9tZXRhZGF0YS92MS9jbHVzdGVyLnByb3RvEhFoZjNmcy5tZXRhZGF0YS52MSIUChJHZXRUb3BvbG9neVJlcXVlc3QiggIKE0dldFRvcG9sb2d5UmVzcG9uc2USEwoLc2hhcmRfY291bnQYASABKA0SDQoFc2hhcmQYAiABKA0SMAoGc2hhcmRzGAMgAygLMiAuaGYzZnMubWV0YWRhdGEudjEuU2hhcmRUb3BvbG9neRIsCghrZXlfaGFzaBgEIAEoDjIaLmhmM2ZzLm1ldGFkYXRhLnYxLktleUhhc2gSOAoOcGFnZV9wbGFjZW1lbnQYBSABKA4yIC5oZjNmcy5tZXRhZGF0YS52MS5QYWdlUGxhY2VtZW50Ei0KBmxpbWl0cxgGIAEoCzIdLmhmM2ZzLm1ldGFkYXRhLnYxLkNhbGxMaW1pdHMiPgoKQ2FsbExpbWl0cxIZChFtYXhfa2V5c19wZXJfY2FsbBgBIAEoDRIVCg1tYXhfa2V5X2J5dGVzGAIgASgNIk8KDVNoYXJkVG9wb2xvZ3kSDQoFaW5kZXgYASABKA0SLwoHbWVtYmVycxgCIAMoCzIeLmhmM2ZzLm1ldGFkYXRhLnYxLlNoYXJkTWVtYmVyIjYKC1NoYXJkTWVtYmVyEgoKAmlkGAEgASgJEgsKA3VybBgCIAEoCRIOCgZsZWFkZXIYAyABKAgqQAoHS2V5SGFzaBIYChRLRVlfSEFTSF9VTlNQRUNJRklFRBAAEhsKF0tFWV9IQVNIX01VUk1VUjNfWDg2XzMyEAEqSgoNUGFnZVBsYWNlbWVudBIeChpQQUdFX1BMQUNFTUVOVF9VTlNQRUNJRklFRBAAEhkKFVBBR0VfUExBQ0VNRU5UX01PRFVMTxABMnMKDkNsdXN0ZXJTZXJ2aWNlEmEKC0dldFRvcG9sb2d5EiUuaGYzZnMubWV0YWRhdGEudjEuR2V0VG9wb2xvZ3lSZXF1ZXN0GiYuaGYzZnMubWV0YWRhdGEudjEuR2V0VG9wb2xvZ3lSZXNwb25zZSIDkAIBYgZwcm90bzM");
 
 /**
  * GetTopologyRequest asks for the topology; it has no fields yet.
@@ -73,6 +73,16 @@ export type GetTopologyResponse = Message<"hf3fs.metadata.v1.GetTopologyResponse
    * @generated from field: hf3fs.metadata.v1.PagePlacement page_placement = 5;
    */
   pagePlacement: PagePlacement;
+
+  /**
+   * limits are what the answering member holds one call to: a relay or a
+   * client that splits a call among the shards holds the whole call to
+   * them first, as a member does, since each shard sees only its part.
+   * Unset by members older than this field.
+   *
+   * @generated from field: hf3fs.metadata.v1.CallLimits limits = 6;
+   */
+  limits?: CallLimits | undefined;
 };
 
 /**
@@ -81,6 +91,37 @@ export type GetTopologyResponse = Message<"hf3fs.metadata.v1.GetTopologyResponse
  */
 export const GetTopologyResponseSchema: GenMessage<GetTopologyResponse> = /*@__PURE__*/
   messageDesc(file_hf3fs_metadata_v1_cluster, 1);
+
+/**
+ * CallLimits are a member's limits on one call (serve's flags of the same
+ * names).
+ *
+ * @generated from message hf3fs.metadata.v1.CallLimits
+ */
+export type CallLimits = Message<"hf3fs.metadata.v1.CallLimits"> & {
+  /**
+   * max_keys_per_call is --max-keys-per-call: the keys (and pages) one call
+   * may carry.
+   *
+   * @generated from field: uint32 max_keys_per_call = 1;
+   */
+  maxKeysPerCall: number;
+
+  /**
+   * max_key_bytes is --max-key-bytes: the UTF-8 bytes of one key, and of a
+   * namespace's name, at most.
+   *
+   * @generated from field: uint32 max_key_bytes = 2;
+   */
+  maxKeyBytes: number;
+};
+
+/**
+ * Describes the message hf3fs.metadata.v1.CallLimits.
+ * Use `create(CallLimitsSchema)` to create a new message.
+ */
+export const CallLimitsSchema: GenMessage<CallLimits> = /*@__PURE__*/
+  messageDesc(file_hf3fs_metadata_v1_cluster, 2);
 
 /**
  * ShardTopology is one shard: the members that serve it.
@@ -109,7 +150,7 @@ export type ShardTopology = Message<"hf3fs.metadata.v1.ShardTopology"> & {
  * Use `create(ShardTopologySchema)` to create a new message.
  */
 export const ShardTopologySchema: GenMessage<ShardTopology> = /*@__PURE__*/
-  messageDesc(file_hf3fs_metadata_v1_cluster, 2);
+  messageDesc(file_hf3fs_metadata_v1_cluster, 3);
 
 /**
  * ShardMember is one member of a shard.
@@ -144,7 +185,7 @@ export type ShardMember = Message<"hf3fs.metadata.v1.ShardMember"> & {
  * Use `create(ShardMemberSchema)` to create a new message.
  */
 export const ShardMemberSchema: GenMessage<ShardMember> = /*@__PURE__*/
-  messageDesc(file_hf3fs_metadata_v1_cluster, 3);
+  messageDesc(file_hf3fs_metadata_v1_cluster, 4);
 
 /**
  * KeyHash names the rule that sends a key to its shard.
