@@ -17,7 +17,10 @@ const READ_TIMEOUT_MS = 1_000;
  * them itself while it holds the log within its --standby-read-lag, and
  * passes them to the leader otherwise. Every read names the highest log
  * position of the answers the relay passed back (MIN_POSITION), so no
- * caller of the relay reads before a write the relay acknowledged. Members
+ * caller of the relay reads before a write the relay acknowledged; until
+ * an answer named one, reads go to the leader, whose answer names at least
+ * every write acknowledged before it (a relay just started, or upstreams
+ * just made for the shards of a topology, know no position yet). Members
  * count as caught up while their health ("": loaded and caught up) says
  * SERVING (the relay watches it); a read a member fails (unavailable, no answer
  * within READ_TIMEOUT_MS) goes to the leader.
@@ -26,6 +29,8 @@ export class ReadSpreading {
   private readable: string[] = [];
   private next = 0;
   private position = 0;
+  /** known is whether an answer named a log position yet. */
+  private known = false;
 
   constructor(
     private readonly transportFor: (url: string) => Transport,
@@ -35,7 +40,9 @@ export class ReadSpreading {
 
   /** heard notes an answer's log position (LOG_POSITION), from any member. */
   heard(headers: Headers): void {
-    const position = Number(headers.get(LOG_POSITION));
+    const position = Number(headers.get(LOG_POSITION) ?? Number.NaN);
+    if (!Number.isSafeInteger(position)) return;
+    this.known = true;
     if (position > this.position) this.position = position;
   }
 
@@ -46,16 +53,16 @@ export class ReadSpreading {
 
   /**
    * read sends a read to the next caught-up standby, with the relay's
-   * position; undefined when the call is not one to spread, no standby is
-   * known to be caught up, or the standby failed it (the caller then sends
-   * it to the leader as any call).
+   * position; undefined when the call is not one to spread, no position
+   * is known yet, no standby is known to be caught up, or the standby
+   * failed it (the caller then sends it to the leader as any call).
    */
   async read(
     method: Method,
     request: unknown,
     options: Pick<CallOptions, "signal" | "timeoutMs">,
   ): Promise<{ response: unknown; serverId?: string } | undefined> {
-    if (!READS.has(method) || this.readable.length < 2) return undefined;
+    if (!READS.has(method) || !this.known || this.readable.length < 2) return undefined;
     const leader = this.leader();
     const standbys = this.readable.filter((url) => url !== leader);
     if (standbys.length === 0) return undefined;
@@ -66,7 +73,7 @@ export class ReadSpreading {
       const response = await (client[method] as (r: unknown, o: CallOptions) => Promise<unknown>)(request, {
         signal: options.signal,
         timeoutMs: Math.min(options.timeoutMs ?? READ_TIMEOUT_MS, READ_TIMEOUT_MS),
-        headers: this.position > 0 ? { [MIN_POSITION]: String(this.position) } : {},
+        headers: { [MIN_POSITION]: String(this.position) },
         onHeader: (headers) => {
           serverId = headers.get(SERVER_ID_HEADER) ?? undefined;
           this.heard(headers);
