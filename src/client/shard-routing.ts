@@ -23,8 +23,9 @@ export type ShardCalls = (method: Method, request: unknown, callOptions: CallOpt
  * cluster of more than one shard gets a ShardLink per shard (its members,
  * its leader followed, the shard's mark on every call so that it answers
  * its part alone), and each call is split among them as a relay splits it
- * (shardRouter), held whole first to the limits the topology names. Until a member told it, or when it has one shard, the
- * client calls as it would without routing.
+ * (shardRouter), held whole first to the limits the topology names. Until
+ * a member told it, or when it has one shard, the client calls as it
+ * would without routing.
  */
 export class ShardRouting {
   private links: ShardLink[] | undefined;
@@ -71,9 +72,9 @@ export class ShardRouting {
     this.reading ??= (async () => {
       const read = await readTopology([...this.urls, ...this.seeds], (url) => this.transportOf(url));
       const shards = read && shardMembers(read.topology);
-      if (shards !== undefined && shards.length > 1) {
+      if (read !== undefined && shards !== undefined && shards.length > 1) {
         this.follow(shards);
-        this.limits = callLimits(read!.topology);
+        this.limits = callLimits(read.topology);
       }
       this.readAt = this.now();
     })().finally(() => {

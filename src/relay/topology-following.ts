@@ -25,9 +25,9 @@ const SETTLING_MS = 1_000;
  * TOPOLOGY_MS from then on: the members it knows first, then `seeds`
  * (--upstream's), the first that answers; and hands `follow` each shard's
  * members, leader first, when there are more than one, with the limits
- * the answering member holds a call to. Servers that do
- * not answer it (older ones), and clusters of one shard, leave the relay
- * on its --upstream.
+ * the answering member holds a call to. Servers that do not answer it
+ * (older ones), and clusters of one shard, leave the relay on its
+ * --upstream.
  */
 export class TopologyFollowing {
   private timer: NodeJS.Timeout | undefined;
