@@ -137,6 +137,7 @@ export class Member {
       () => this.reader.appliedSeq,
       () => this.standby.reads(),
       logEnd,
+      options.state.shards > 1,
     );
     if (this.standbyReads.lagMs > 0) leadership.reads = this.standbyReads;
     this.ledger = {

@@ -1,6 +1,6 @@
 import type { CallOptions } from "@grpc/grpc-js";
 import type { StateReads } from "../core/index.js";
-import { MIN_POSITION } from "../protocol/headers.js";
+import { MIN_POSITION, SHARD_LOCAL_HEADER } from "../protocol/headers.js";
 import { Notifier } from "../service/notifier.js";
 import type { LogEnd } from "./log-end.js";
 import { sleep } from "./sleep.js";
@@ -25,6 +25,8 @@ interface Decision {
   counted: keyof StandbyReadCounts;
   /** min is the position the read needs: its own MIN_POSITION, or the last write this standby passed to the leader. */
   min: number;
+  /** foreign is a read whose MIN_POSITION may be another shard's log's (a whole call, in a cluster of shards): the leader answers it. */
+  foreign: boolean;
 }
 
 /**
@@ -39,7 +41,11 @@ interface Decision {
  * passed to the leader (so a client that writes and reads through one
  * standby reads its writes). A read decided once, when it arrives; one
  * whose position is not applied yet waits for it up to lagMs (catchUp),
- * then goes to the leader.
+ * then goes to the leader. In a cluster of shards each shard has its own
+ * log, so a MIN_POSITION holds here only on a shard's own part (a relay's
+ * or a routing client's, marked SHARD_LOCAL_HEADER); on a whole call,
+ * which a client that does not route may send with any shard's position,
+ * the read goes to the leader.
  */
 export class StandbyReads {
   private freshSentAt = Number.NEGATIVE_INFINITY;
@@ -55,6 +61,8 @@ export class StandbyReads {
     private readonly appliedSeq: () => number,
     private readonly replica: () => StateReads | undefined,
     private readonly logEnd: LogEnd,
+    /** split is a cluster of more than one shard. */
+    private readonly split = false,
   ) {}
 
   /** staleMs is how long ago this member last knew it held the log's end (Infinity: never). */
@@ -84,7 +92,7 @@ export class StandbyReads {
    */
   async catchUp(request: object): Promise<boolean> {
     const decision = this.decided.get(request);
-    if (decision === undefined || decision.here || decision.min === 0) return false;
+    if (decision === undefined || decision.here || decision.foreign || decision.min === 0) return false;
     const until = AbortSignal.timeout(this.lagMs);
     while (this.appliedSeq() < decision.min && !until.aborted) await this.appliedNotice.next(until);
     if (this.appliedSeq() < decision.min || !this.fresh()) return false;
@@ -104,8 +112,11 @@ export class StandbyReads {
     if (decision !== undefined) return decision;
     this.lastReadAt = performance.now();
     this.readNotice.notify();
-    decision = { here: false, counted: "local", min: Math.max(minPosition(headers), this.written) };
-    if (!this.fresh()) decision.counted = "lagging";
+    const min = minPosition(headers);
+    const foreign = this.split && min > 0 && headers[SHARD_LOCAL_HEADER] === undefined;
+    decision = { here: false, counted: "local", min: Math.max(min, this.written), foreign };
+    if (foreign) decision.counted = "behind";
+    else if (!this.fresh()) decision.counted = "lagging";
     else if (this.appliedSeq() < decision.min) decision.counted = "behind";
     else decision.here = true;
     this.counts[decision.counted]++;

@@ -130,7 +130,7 @@ describe.skipIf(missing !== "")("reads on caught-up standbys", () => {
     expect((await refusedAtLeader()) - refusedBefore).toBeLessThan(6);
   }, 60_000);
 
-  it("a relay in front of 2 shards spreads each shard's part of a read over that shard's caught-up members, and reads every write it acknowledged", async () => {
+  it("a relay in front of 2 shards spreads each shard's part of a read over that shard's caught-up members, and reads every write it acknowledged; a whole call naming another shard's position goes to the leader", async () => {
     const etcd = await startEtcdCluster(1);
     const args = (shard: number) => [...LAG, "--cluster-name", "split", "--shards", "2", "--shard", String(shard)];
     const shards = await Promise.all([0, 1].map((shard) => Promise.all([0, 1].map(() => startServer(etcd, undefined, args(shard))))));
@@ -163,6 +163,30 @@ describe.skipIf(missing !== "")("reads on caught-up standbys", () => {
     const after = await Promise.all(standbys.map(readCounts));
     // 40 reads, each split in two parts, each shard's parts over its 2 members in turn: each standby took some itself.
     for (const [shard, counts] of after.entries()) expect(counts.local - before[shard]!.local, `shard ${shard}'s standby`).toBeGreaterThan(5);
+    // A client that does not route writes whole calls at shard 0's leader and reads them, with the position it was given (shard 0's),
+    // at shard 1's standby: that position is not shard 1's, so the standby passes the read to its leader, and every write is read.
+    // Shard 1's log is first taken well past shard 0's, so that shard 0's positions are ones shard 1's standby applied long ago.
+    const direct = (url: string) => createClient(MetadataService, createGrpcTransport({ baseUrl: url }));
+    const positionAt = async (url: string, headers: Record<string, string> = {}) => {
+      let position = 0;
+      await direct(url).getStats({ namespace: "t" }, { headers, onHeader: (h) => (position = Number(h.get(LOG_POSITION))) });
+      return position;
+    };
+    const ownKeys = Array.from({ length: 200 }, (_, i) => `own${i}`).filter((key) => keyShard("t", key, 2) === 1);
+    for (const key of ownKeys) {
+      if ((await positionAt(leaders[1]!.url, { [SHARD_LOCAL_HEADER]: "1" })) > (await positionAt(leaders[0]!.url, { [SHARD_LOCAL_HEADER]: "1" })) + 40) break;
+      await direct(leaders[1]!.url).batchAllocate({ namespace: "t", rank: 0, keys: [key] }, { headers: { [SHARD_LOCAL_HEADER]: "1" } });
+    }
+    for (let i = 0; i < 10; i++) {
+      const keys = [`w${i}`, `x${i}`, `y${i}`, `z${i}`];
+      const { pages } = await direct(leaders[0]!.url).batchAllocate({ namespace: "t", rank: 0, keys });
+      let position = "";
+      await direct(leaders[0]!.url).confirmWrite({ namespace: "t", rank: 0, keys, pages }, { onHeader: (h) => (position = h.get(LOG_POSITION) ?? "") });
+      const { exists } = await direct(standbys[1]!.url).batchExists({ namespace: "t", keys }, { headers: { [MIN_POSITION]: position } });
+      expect(exists).toEqual(keys.map(() => true));
+    }
+    const passed = (await readCounts(standbys[1]!)).behind - after[1]!.behind;
+    expect(passed).toBe(10);
   }, 90_000);
 
   /** ENGINES are the engines' own calls, each with its read (the relay's method name) and the namespace it reads. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { MetadataState } from "../../../src/core/state.js";
-import { MIN_POSITION } from "../../../src/protocol/headers.js";
+import { MIN_POSITION, SHARD_LOCAL_HEADER } from "../../../src/protocol/headers.js";
 import type { LogEnd } from "../../../src/replication/log-end.js";
 import { StandbyReads } from "../../../src/replication/standby-reads.js";
 import { FakeClock } from "../../support/fake-clock.js";
@@ -10,14 +10,15 @@ function etcdSaying(past: () => boolean, applied: { seq: number }): LogEnd {
   return async () => (past() ? applied.seq + 1 : undefined);
 }
 
-/** standbyReads is a standby's reads over a replayed state at `applied`, told by etcd whether the log goes on. */
-function standbyReads(applied: { seq: number }, past = () => false) {
+/** standbyReads is a standby's reads over a replayed state at `applied`, told by etcd whether the log goes on; `split`: of a cluster of shards. */
+function standbyReads(applied: { seq: number }, past = () => false, split = false) {
   const replica = new MetadataState(new FakeClock().clock);
   return new StandbyReads(
     100,
     () => applied.seq,
     () => replica,
     etcdSaying(past, applied),
+    split,
   );
 }
 
@@ -120,6 +121,26 @@ describe("a standby's reads (StandbyReads)", () => {
     expect(await reads.catchUp(after)).toBe(false);
     expect(reads.takes(after, {})).toBe(false);
     expect(reads.counts).toEqual({ local: 1, lagging: 0, behind: 1 });
+  });
+
+  it("in a cluster of shards, pass to the leader a whole call's read that names a position, which may be another shard's; answer a shard's own part with it", async () => {
+    const applied = { seq: 50 };
+    const reads = standbyReads(applied, () => false, true);
+    await fresh(reads);
+    reads.counts.lagging = 0; // the read that woke its questions
+    // A client that does not route wrote at a member of another shard, whose log is at 7: not this shard's 7.
+    const whole = {};
+    expect(reads.takes(whole, { [MIN_POSITION]: "7" })).toBe(false);
+    expect(await reads.catchUp(whole)).toBe(false);
+    expect(reads.takes(whole, {})).toBe(false);
+    // A relay's part for this shard, with the position it heard from this shard, and a whole call naming none: answered here.
+    expect(reads.takes({}, { [MIN_POSITION]: "7", [SHARD_LOCAL_HEADER]: "1" })).toBe(true);
+    expect(reads.takes({}, {})).toBe(true);
+    expect(reads.counts).toEqual({ local: 2, lagging: 0, behind: 1 });
+    // Of one shard, a position is the one log's: the same whole call is answered here.
+    const single = standbyReads(applied);
+    await fresh(single);
+    expect(single.takes({}, { [MIN_POSITION]: "7" })).toBe(true);
   });
 
   it("idle, ask etcd nothing and wait for no timer: the first read wakes a standby's questions at once, never a leader's", async () => {
