@@ -1,5 +1,4 @@
-import type { MessageInitShape } from "@bufbuild/protobuf";
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import {
   CallLimitsSchema,
