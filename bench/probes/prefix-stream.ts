@@ -45,7 +45,7 @@ function blockKey(name: string): string {
 }
 
 /** requestStream yields each request's chain of block keys. */
-function* requestStream(config: PrefixConfig): Generator<string[], never> {
+export function* requestStream(config: PrefixConfig): Generator<string[], never> {
   const random = seededRandom(config.seed);
   const lengths = Array.from({ length: config.prefixes }, () => 4 + Math.floor(random() * 29));
   const prefixes = lengths.map((length, p) => Array.from({ length }, (_, j) => blockKey(`prefix ${p} block ${j}`)));

@@ -24,7 +24,7 @@ export * from "./options.js";
 export { actedRank, askedRank } from "./rank-view.js";
 export type { Restoring } from "./recovery.js";
 export { ReplayState } from "./replay-state.js";
-export { keyShard, keyShards, pageShard, type ShardPart } from "./shards.js";
+export { chainPrefixes, keyShard, keyShards, pageShard, type ShardPart } from "./shards.js";
 export { KeyScope, MetadataState, type NamespaceStatsView } from "./state.js";
 export type { StateReads } from "./state-reads.js";
 export { allocateCall, type CallLimits, checkInt32, checkUint32, confirmCall, keysCall, namespaceName } from "./validate.js";

@@ -54,6 +54,44 @@ export function foreignKey(namespace: string, keys: KeyList, part: ShardPart): {
   return position < 0 ? undefined : { position, shard: shards[position]! };
 }
 
+/** ownsKey tells whether a part owns key i of a list (of a namespace as the server names it). */
+export function ownsKey(namespace: string, keys: KeyList, i: number, part: ShardPart): boolean {
+  return part.count === 1 || keyShards(namespace, keys.pick([i]), part.count)[0] === part.index;
+}
+
+/**
+ * chainPrefixes gives each key of a call split among shards (`shards[i]`
+ * is key i's) the prefix key its shard is sent, as a source: p ≥ 0 is
+ * keys[p], -1 - j is prefixes[j]. A key that extends the key before it in
+ * the call (a chain, as engines send them) where that key is another
+ * shard's gets the nearest earlier key of the same chain on its own shard,
+ * or, with none, the prefix the chain started from in the call (empty: a
+ * root; another call's key: that key); every other key keeps its own. So
+ * a shard's keys of a chain are a chain there too, and its eviction takes
+ * them from their tip back, as one node's would.
+ */
+export function chainPrefixes(keys: KeyList, prefixes: KeyList, shards: readonly number[]): Int32Array {
+  const sources = new Int32Array(keys.length);
+  // nearest[s] is the last position of the running chain on shard s; origin, the position whose prefix the chain started from.
+  const nearest = new Map<number, number>();
+  let origin = 0;
+  for (let i = 0; i < keys.length; i++) {
+    sources[i] = -1 - i;
+    const shard = shards[i]!;
+    if (i === 0 || prefixes.byteLength(i) === 0 || !prefixes.equals(i, keys, i - 1)) {
+      nearest.clear();
+      origin = i;
+    } else if (shards[i - 1] !== shard) {
+      const near = nearest.get(shard);
+      // (A key repeated in its own chain keeps its prefix: a key is never sent as its own prefix.)
+      if (near !== undefined && !keys.equals(near, keys, i)) sources[i] = near;
+      else if (near === undefined && !prefixes.equals(origin, keys, i)) sources[i] = -1 - origin;
+    }
+    nearest.set(shard, i);
+  }
+  return sources;
+}
+
 /** pageShard is the shard a rank's page belongs to. */
 export function pageShard(page: number, count: number): number {
   return page % count;

@@ -11,7 +11,7 @@ import type { Rank } from "./rank.js";
 import { clearNamespace, dropRank, type InitializeRankResult, initializeRank, type RankDeclaration, type ResetResult, resetNamespace } from "./rank-admin.js";
 import { type Restoring, restoring } from "./recovery.js";
 import { Registry } from "./registry.js";
-import { foreignKey } from "./shards.js";
+import { foreignKey, ownsKey } from "./shards.js";
 import type { StateOptions } from "./state-options.js";
 import { keysExist, type StateReads, statsIn } from "./state-reads.js";
 import { stateRecords } from "./state-records.js";
@@ -201,14 +201,16 @@ export class MetadataState implements StateReads {
    * the key before it in the batch when that is its prefix (a chain, the
    * usual case: no lookup), else the registered key its prefix names. A
    * key whose prefix is empty is a root; one whose prefix is not registered
-   * is an orphan (no prefix match reaches it).
+   * is an orphan (no prefix match reaches it), unless another shard owns
+   * the prefix: it is not here to be found, and the key is a root on this
+   * shard, as reachable as its own shard says.
    */
   private attachParent(ns: Namespace, entry: number, keys: KeyList, prefixes: KeyList, i: number, placed: Int32Array): void {
     if (prefixes.byteLength(i) === 0) return;
     let parent = i > 0 && placed[i - 1]! >= 0 && prefixes.equals(i, keys, i - 1) ? placed[i - 1]! : -1;
     if (parent < 0) parent = ns.findAt(prefixes, i);
-    if (parent < 0) ns.orphan(entry);
-    else ns.adopt(entry, parent);
+    if (parent >= 0) ns.adopt(entry, parent);
+    else if (ownsKey(ns.label, prefixes, i, this.registry.part)) ns.orphan(entry);
   }
 
   /**

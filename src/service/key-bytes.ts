@@ -58,16 +58,18 @@ export class KeyBytesMessage {
 
   /**
    * part is this request with only the keys at `positions` (of both key
-   * fields when `withPrefixKeys`, else keys alone, prefixKeys as they came)
-   * and `fields` in place of its own: a shard's share of the call, its keys
-   * still the request's bytes, released with it.
+   * fields when `withPrefixKeys`, else keys alone, prefixKeys as they came;
+   * or `prefixKeys` given, over the request's bytes) and `fields` in place
+   * of its own: a shard's share of the call, its keys still the request's
+   * bytes, released with it.
    */
-  part<T extends object>(this: T & KeyBytesMessage, positions: readonly number[], withPrefixKeys: boolean, fields: Partial<T> = {}): T {
+  part<T extends object>(this: T & KeyBytesMessage, positions: readonly number[], withPrefixKeys: boolean, fields: Partial<T> = {}, prefixKeys?: KeyList): T {
     const part = Object.assign(new KeyBytesMessage(this.#bytes), this, fields) as T & KeyBytesMessage;
     for (const field of ["keys", "prefixKeys"] as const) {
       const list = this.keyLists[field];
       if (list !== undefined) part.#keyLists[field] = field === "keys" || withPrefixKeys ? list.pick(positions) : list;
     }
+    if (prefixKeys !== undefined) part.#keyLists.prefixKeys = prefixKeys;
     this.adopt(part);
     return part;
   }

@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { AllocationStatus, MetadataService, type NamespaceStats, type RankStats, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { allocateCall, type CallLimits, confirmCall, type Keys, keyShards, keysCall, NAMESPACE_COUNTERS, pageShard } from "../core/index.js";
+import { allocateCall, type CallLimits, chainPrefixes, confirmCall, KeyList, keyShards, keysCall, NAMESPACE_COUNTERS, pageShard } from "../core/index.js";
 import { runBatch } from "./batch-calls.js";
 import { reasonOf, toConnectError } from "./error-table.js";
 import { KeyBytesMessage, keysOf } from "./key-bytes.js";
@@ -86,25 +86,34 @@ class Router {
     }
   }
 
-  /** batchAllocate splits keys (and their prefix keys) by shard, and merges pages and statuses. */
+  /**
+   * batchAllocate splits keys (and their prefix keys) by shard, and merges
+   * pages and statuses. A key whose prefix key is another shard's key of
+   * the same chain is sent the nearest one on its own shard instead
+   * (chainPrefixes), for that shard's eviction.
+   */
   private batchAllocate(request: RequestOf<"batchAllocate">, signal?: AbortSignal): Promise<Answer<"batchAllocate">> {
     // Read on the key fields as they came: reading `request.keys` would make every key a string.
     const { keys, prefixes } = allocateCall(request.namespace, keysOf(request, "keys"), keysOf(request, "prefixKeys"), this.limits);
-    const parts = this.partsOf(request.namespace, keys);
-    const prefixed = prefixes !== undefined;
+    const shardOf = keyShards(request.namespace, keys, this.shards.length);
+    const parts = partsOf(shardOf);
+    const sources = prefixes === undefined || parts.length <= 1 ? undefined : chainPrefixes(keys, prefixes, shardOf);
     return this.send(
       "batchAllocate",
       parts,
       signal,
       request,
-      (part) =>
-        request instanceof KeyBytesMessage
-          ? request.part(part.positions, prefixed)
-          : {
-              ...request,
-              keys: part.positions.map((i) => request.keys[i]!),
-              prefixKeys: prefixed ? part.positions.map((i) => request.prefixKeys[i]!) : request.prefixKeys,
-            },
+      (part) => {
+        if (sources === undefined) {
+          if (request instanceof KeyBytesMessage) return request.part(part.positions, prefixes !== undefined);
+          return { ...request, keys: part.positions.map((i) => request.keys[i]!) };
+        }
+        const chosen = part.positions.map((i) => sources[i]!);
+        // A KeyBytesMessage's key fields both lie in its request's bytes: the chosen prefixes are ranges of those bytes too.
+        if (request instanceof KeyBytesMessage) return request.part(part.positions, true, {}, chosenKeys(keys, prefixes!, chosen));
+        const prefixKeys = chosen.map((c) => (c >= 0 ? request.keys[c]! : request.prefixKeys[-1 - c]!));
+        return { ...request, keys: part.positions.map((i) => request.keys[i]!), prefixKeys };
+      },
       (answers, n) => ({
         pages: merged(answers, parts, n, (a) => a.pages, -1),
         statuses: merged(answers, parts, n, (a) => a.statuses, AllocationStatus.UNSPECIFIED),
@@ -157,7 +166,7 @@ class Router {
     merge: (answers: ResponseOf<M>[], parts: Part[], n: number) => object,
   ): Promise<Answer<M>> {
     const { keys } = keysCall(request.namespace, keysOf(request, "keys"), this.limits);
-    const parts = this.partsOf(request.namespace, keys);
+    const parts = partsOf(keyShards(request.namespace, keys, this.shards.length));
     return this.send(
       method,
       parts,
@@ -266,14 +275,24 @@ class Router {
     }
     return this.everywhere("resetNamespace", request, signal, merge);
   }
+}
 
-  /** partsOf groups the positions of keys by the shard each key belongs to, in shard order. */
-  private partsOf(namespace: string, keys: Keys): Part[] {
-    const shards = keyShards(namespace, keys, this.shards.length);
-    const byShard = new Map<number, number[]>();
-    for (let i = 0; i < shards.length; i++) push(byShard, shards[i]!, i);
-    return [...byShard].sort(([a], [b]) => a - b).map(([shard, positions]) => ({ shard, positions }));
-  }
+/** chosenKeys is a KeyList of keys chosen from two lists over the same bytes: c ≥ 0 is keys[c], -1 - j is prefixes[j] (chainPrefixes). */
+function chosenKeys(keys: KeyList, prefixes: KeyList, chosen: readonly number[]): KeyList {
+  const list = (c: number) => (c >= 0 ? keys : prefixes);
+  const at = (c: number) => (c >= 0 ? c : -1 - c);
+  return new KeyList(
+    keys.bytes,
+    chosen.map((c) => list(c).starts[at(c)]!),
+    chosen.map((c) => list(c).ends[at(c)]!),
+  );
+}
+
+/** partsOf groups the positions of keys by the shard each key belongs to (`shards[i]`), in shard order. */
+function partsOf(shards: readonly number[]): Part[] {
+  const byShard = new Map<number, number[]>();
+  for (let i = 0; i < shards.length; i++) push(byShard, shards[i]!, i);
+  return [...byShard].sort(([a], [b]) => a - b).map(([shard, positions]) => ({ shard, positions }));
 }
 
 /** releaseShard is the shard of a page to release; one that is no page goes to shard 0, which refuses it as a node does (PAGE_OUT_OF_RANGE, after the rank's checks). */

@@ -4,7 +4,7 @@ import murmurhash from "murmurhash";
 import { describe, expect, it } from "vitest";
 import { AllocationStatus, Reason } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { KeyList, keyListOf } from "../../../src/core/key-list.js";
-import { firstOwnedFrom, keyShard, keyShards, ownedPages, type ShardPart } from "../../../src/core/shards.js";
+import { chainPrefixes, firstOwnedFrom, keyShard, keyShards, ownedPages, type ShardPart } from "../../../src/core/shards.js";
 import { MetadataState } from "../../../src/core/state.js";
 import { FakeClock } from "../../support/fake-clock.js";
 
@@ -66,6 +66,28 @@ describe("keyShards, the shards of a call's keys", () => {
   });
 });
 
+describe("chainPrefixes, the prefix keys a call's parts are sent", () => {
+  /** sent is each key's prefix key as chainPrefixes chooses it, by name. */
+  const sent = (keys: string[], prefixes: string[], shards: number[]) => {
+    const [k, p] = [keyListOf(keys), keyListOf(prefixes)];
+    return [...chainPrefixes(k, p, shards)].map((c) => (c >= 0 ? keys[c]! : prefixes[-1 - c]!));
+  };
+
+  it("gives a key the nearest earlier key of its chain on its own shard, or the prefix the chain started from", () => {
+    const keys = ["a", "b", "c", "d", "e", "f"];
+    // A chain from x (another call's key): a, b on shard 0, c on 1, d on 0, e, f on 1.
+    expect(sent(keys, ["x", "a", "b", "c", "d", "e"], [0, 0, 1, 0, 1, 1])).toEqual(["x", "a", "x", "b", "c", "e"]);
+    // From a root: the first key of a shard's part of the chain is a root there.
+    expect(sent(keys, ["", "a", "b", "c", "d", "e"], [1, 0, 0, 1, 0, 1])).toEqual(["", "", "b", "a", "c", "d"]);
+    // Two chains in one call (e starts anew from y): e's shard's nearest is not taken across them.
+    expect(sent(keys, ["", "a", "b", "c", "y", "e"], [0, 1, 0, 1, 0, 1])).toEqual(["", "", "a", "b", "y", "y"]);
+    // A key that names another prefix key than the key before it keeps it, and starts a chain.
+    expect(sent(["a", "b", "c"], ["", "z", "b"], [0, 1, 0])).toEqual(["", "z", "z"]);
+    // A key repeated in its chain keeps its own prefix: a key is never sent as its own.
+    expect(sent(["a", "b", "a"], ["", "a", "b"], [0, 1, 0])).toEqual(["", "", "b"]);
+  });
+});
+
 describe("a state of one shard (ShardPart)", () => {
   it("owns pages p with p mod count = index: ownedPages and firstOwnedFrom agree with counting them", () => {
     fc.assert(
@@ -93,6 +115,26 @@ describe("a state of one shard (ShardPart)", () => {
     const single = new MetadataState(new FakeClock().clock, {}, true);
     single.initializeRank("kv", 0, 8, 1);
     expect(single.batchAllocate("kv", 0, [mine, theirs]).statuses).toEqual([AllocationStatus.NEW, AllocationStatus.NEW]);
+  });
+
+  it("counts a key whose prefix key another shard owns as a root, one whose own shard's prefix key is unknown as an orphan", () => {
+    const time = new FakeClock();
+    const state = new MetadataState(time.clock, { shards: 2, shard: 1, evictHighWatermark: 1, evictLowWatermark: 1 }, true);
+    state.initializeRank("kv", 0, 4, 1); // 2 pages of shard 1's
+    const [rooted, orphaned, next] = ownKeys({ count: 2, index: 1 }, 3);
+    const [theirs, mineUnknown] = [ownKeys({ count: 2, index: 0 }, 1)[0]!, ownKeys({ count: 2, index: 1 }, 4)[3]!];
+    for (const [key, prefix] of [
+      [rooted!, theirs],
+      [orphaned!, mineUnknown],
+    ] as const) {
+      const { pages } = state.batchAllocate("kv", 0, [key], [prefix]);
+      state.confirmWrite("kv", 0, [key], pages);
+      time.advance(10);
+    }
+    // Full: the orphan goes first, though the root is older.
+    state.batchAllocate("kv", 0, [next!]);
+    expect(state.batchExists("kv", [rooted!, orphaned!])).toEqual([true, false]);
+    expect(state.stats("kv")[0]).toMatchObject({ orphanEvictions: 1, leafEvictions: 0 });
   });
 
   it("hands out its own pages only: the shards of a rank together hand out each page once, and count them as theirs", () => {

@@ -281,6 +281,39 @@ describe("shardRouter: a cluster of shards answers as one node", () => {
 
   afterEach(() => vi.restoreAllMocks());
 
+  it.each([
+    ["strings", (init: object) => create(MetadataService.method.batchAllocate.input, init as never)],
+    ["bytes", (init: object) => asBytes("batchAllocate", init)],
+  ])(
+    "keeps each shard's keys of a chain a chain there (keys as %s): a full shard evicts its last key of the chain, no key counted an orphan",
+    async (_, request) => {
+      const time = new FakeClock();
+      const eviction = { evictHighWatermark: 1, evictLowWatermark: 1 };
+      const states = [0, 1].map((shard) => new MetadataState(time.clock, { shards: 2, shard, ...eviction }, false));
+      const router = shardRouter(states.map((state, shard) => localCalls(metadataService({ state }, `s${shard}`))));
+      const call = async <M extends MethodName>(method: M, init: object) =>
+        (await router(method, (method === "batchAllocate" ? request(init) : create(MetadataService.method[method].input, init as never)) as never)).response;
+      const chain = Array.from({ length: 16 }, (_, i) => `block-${i}`);
+      // The shard of more of the chain's keys, given as many pages as it has keys (each shard owns every other page), fills first.
+      const on = [0, 1].map((shard) => chain.filter((key) => keyShard("", key, 2) === shard));
+      const full = on[0]!.length >= on[1]!.length ? 0 : 1;
+      await call("initializeRank", { rank: 0, numPages: 2 * on[full]!.length, worldSize: 1 });
+      const { pages } = await call("batchAllocate", { rank: 0, keys: chain, prefixKeys: chain.map((_, i) => (i === 0 ? "" : chain[i - 1]!)) });
+      await call("confirmWrite", { rank: 0, keys: chain, pages });
+      time.advance(10);
+      // A new root on the full shard: one of its keys goes.
+      const root = Array.from({ length: 100 }, (_, i) => `root-${i}`).find((key) => keyShard("", key, 2) === full)!;
+      expect((await call("batchAllocate", { rank: 0, keys: [root], prefixKeys: [""] })).pages[0]).toBeGreaterThanOrEqual(0);
+      const { exists } = await call("batchExists", { keys: chain });
+      // A prefix match reads the chain up to that shard's last key of it, which went; every other key stays.
+      expect(exists.indexOf(false)).toBe(chain.indexOf(on[full]!.at(-1)!));
+      expect(exists.filter((e) => !e)).toHaveLength(1);
+      const [stats] = (await call("getStats", {})).namespaces;
+      expect([stats!.orphanEvictions, stats!.leafEvictions]).toEqual([0n, 1n]);
+      for (const state of states) assertInvariants(state);
+    },
+  );
+
   it("routes keys that came as bytes (a relay's fast path) without making them strings, with the answers of strings", async () => {
     const time = new FakeClock();
     const router = shardRouter(
