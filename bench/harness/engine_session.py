@@ -34,6 +34,8 @@ class Calls:
         self.longest_url = ""
         self.retried = 0
         self.refused = 0
+        self.unreached = 0
+        self.last_unreached = False
         self.errors = []
 
     def post(self, url, **kwargs):
@@ -49,6 +51,9 @@ class Calls:
                 if any(isinstance(h.error, NewConnectionError) for h in res.raw.retries.history):
                     self.refused += 1
             res.raise_for_status()
+            # A relay that reached no server for --read-hold answered a read's keys as misses: a hint of nothing.
+            self.last_unreached = res.headers.get("hf3fs-unreached") == "1"
+            self.unreached += self.last_unreached
             return None if res.status_code == 204 or not res.content else res.json()
         finally:
             took = time.monotonic() - started
@@ -56,9 +61,10 @@ class Calls:
                 self.longest, self.longest_began, self.longest_url = took, began, url
 
     def report(self, **fields):
-        """report prints the process's summary line: its calls, those answered after a retry (and of them after a connection refused), errors, longest call (in seconds, when it began in UTC, its URL), and fields."""
+        """report prints the process's summary line: its calls, those answered after a retry (and of them after a connection refused), reads answered as misses by a relay that reached no server, errors, longest call (in seconds, when it began in UTC, its URL), and fields."""
         longest = dict(longestCallSeconds=round(self.longest, 3), longestCallBegan=self.longest_began, longestCallUrl=self.longest_url)
-        print(json.dumps(dict(calls=self.count, retried=self.retried, refused=self.refused, errors=self.errors, **longest, **fields)), flush=True)
+        counts = dict(calls=self.count, retried=self.retried, refused=self.refused, unreached=self.unreached)
+        print(json.dumps(dict(**counts, errors=self.errors, **longest, **fields)), flush=True)
 
 
 def stopped_when_stdin_closes():
@@ -125,10 +131,11 @@ def check_pages(route, pages, keys):
 
 
 def read_turn(idle, keys, exists, locations):
-    """read_turn is a reader's turn: it sits idle `idle` seconds, asks exists(keys) (a route and its flags), then locations(found) of the keys found (routes and their pages), each of which must give a page per key."""
+    """read_turn is a reader's turn: it sits idle `idle` seconds, asks exists(keys) (a route and its flags), then locations(found) of the keys found (routes, their pages, and whether a relay that reached no server answered them as misses), each of which must give a page per key unless so answered."""
     time.sleep(idle)
     route, flags = exists(keys)
     check_flags(route, flags, keys)
     found = [k for k, f in zip(keys, flags) if f]
-    for route, pages in locations(found) if found else []:
-        check_pages(route, pages, found)
+    for route, pages, unreached in locations(found) if found else []:
+        if not unreached:
+            check_pages(route, pages, found)

@@ -70,7 +70,7 @@ else:
             idle,
             recent_keys("sg", i),
             lambda keys: ("exists", post("exists", {"keys": keys})["exists"]),
-            lambda found: [("get_page_indices", post("get_page_indices", {"keys": found})["indices"])],
+            lambda found: [("get_page_indices", post("get_page_indices", {"keys": found})["indices"], calls.last_unreached)],
         )
 
     calls.report(turns=initialize_then_loop(calls.errors, initialize, prefetch))

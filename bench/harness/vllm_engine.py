@@ -55,7 +55,9 @@ else:
             idle,
             recent_keys("engine", i),
             lambda keys: ("batch_exists", post("/keys/batch_exists", {"keys": keys})["exists"]),
-            lambda found: [("get_locations on rank %d" % r, post("/keys/get_locations", {"rank": r, "keys": found})["locations"]) for r in range(ranks)],
+            lambda found: [
+                ("get_locations on rank %d" % r, post("/keys/get_locations", {"rank": r, "keys": found})["locations"], calls.last_unreached) for r in range(ranks)
+            ],
         )
 
     calls.report(turns=loop(ask, calls.errors))

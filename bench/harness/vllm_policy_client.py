@@ -9,7 +9,8 @@ It stands for the RANKS workers of one engine (one per tensor-parallel
 rank): it initializes them, then loops until its stdin closes: BatchExists
 of a key the store held before it started and of the keys it confirmed
 last, then BatchAllocate and ConfirmWrite of one new key on every rank.
-Every answer is checked; every 5 turns it prints {"steps": N}.
+Every answer is checked (but misses a relay answered for want of a
+server, which say nothing); every 5 turns it prints {"steps": N}.
 At the end it asks whether every key it confirmed still exists, and prints
 one JSON line: calls made, errors (a call that failed after its retries, or
 a wrong answer), keys lost, and the longest call in seconds (retries and any
@@ -41,7 +42,7 @@ def step(i):
     """step is one turn of the loop; it raises on a failed call or a wrong answer."""
     keys = ([bench_key((i * 7919) % known)] if known > 0 else []) + confirmed[-8:]
     exists = post("/keys/batch_exists", {"keys": keys})["exists"]
-    if not all(exists):
+    if not all(exists) and not calls.last_unreached:
         raise AssertionError("batch_exists answered %s for %s" % (exists, keys))
     key = "worker-%d" % i
     for rank in range(ranks):

@@ -133,6 +133,10 @@ export const FLAGS: { readonly [F in keyof ServerOptions | keyof RelayOptions]: 
     defaultHelp: "none: required",
   },
   holdMs: { flag: "hold", help: "how long a call waits for the upstream to answer (failovers, restarts, elections) before UNAVAILABLE (503)" },
+  readHoldMs: {
+    flag: "read-hold",
+    help: "how long no server of a shard may have answered calls before BatchExists and GetLocations (vLLM's batch_exists and get_locations, SGLang's exists and get_page_indices) are answered at once with that shard's keys as misses (absent, no page; header hf3fs-unreached: 1), instead of held for --hold: engines wait on these lookups without a deadline, and a miss costs a recompute; 0: they are held as any call",
+  },
   reads: {
     flag: "reads",
     help: "where a cluster's reads (BatchExists, GetStats) go: to its caught-up standbys in turn, sparing the leader (members: a standby answers those it holds within its --standby-read-lag, never before a write the relay acknowledged), or all to the leader (leader)",

@@ -28,3 +28,17 @@ export const LOG_POSITION = "hf3fs-log-position";
  * far, else it forwards it (read-your-writes).
  */
 export const MIN_POSITION = "hf3fs-min-position";
+
+/**
+ * UNREACHED_HEADER marks a relay's BatchExists or GetLocations answer of
+ * which no server answered a part ("1"): the keys of a shard that no server
+ * had answered calls for --read-hold are answered as misses (absent, page
+ * -1), since engines wait on these lookups without a deadline, and a miss
+ * costs them only a recompute.
+ */
+export const UNREACHED_HEADER = "hf3fs-unreached";
+
+/** answerHeaders are the headers that say who answered a call a process passed on: the server's id, and the mark of parts no server answered. */
+export function answerHeaders(serverId: string | undefined, unreached: boolean | undefined): Record<string, string> {
+  return { ...(serverId !== undefined && { [SERVER_ID_HEADER]: serverId }), ...(unreached && { [UNREACHED_HEADER]: "1" }) };
+}

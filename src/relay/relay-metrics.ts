@@ -43,6 +43,12 @@ export class RelayMetrics {
     buckets: [2, 4, 8, 16, 32, 64],
     registers: [this.registry],
   });
+  private readonly unreached = new Counter({
+    name: "hf3fs_relay_unreached_lookups_total",
+    help: "BatchExists and GetLocations calls (or a shard's part of one), by method, answered as misses because no server had answered calls for --read-hold (hf3fs-unreached).",
+    labelNames: ["method"],
+    registers: [this.registry],
+  });
   /** reaches says whether the relay reaches, in every shard, a server that answers calls (ShardUpstreams.caughtUp); read when scraped. */
   reaches: () => boolean = () => false;
 
@@ -79,6 +85,11 @@ export class RelayMetrics {
   /** moved counts a change of the upstream server calls go to. */
   moved(): void {
     this.changes.inc();
+  }
+
+  /** unreachedRead counts a lookup answered as misses (Upstream, --read-hold). */
+  unreachedRead(method: string): void {
+    this.unreached.inc({ method });
   }
 
   /** gathered records a Batch sent upstream with `calls` calls. */

@@ -27,6 +27,10 @@ export const UPSTREAM_OPTIONS = optionTable({
     kind: "duration",
     default: defaultLimitOptions.startupHoldMs,
   },
+  readHoldMs: {
+    kind: "duration",
+    default: 1_000,
+  },
   upstreamTokenFile: {
     kind: "string",
     default: "",

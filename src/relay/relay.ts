@@ -87,6 +87,7 @@ export async function startRelay(options: RelayOptions, parts: RelayParts, logge
       new Upstream({
         urls,
         holdMs: options.holdMs,
+        readHoldMs: options.readHoldMs,
         token: parts.upstreamToken,
         tls: parts.upstreamTls,
         metrics,

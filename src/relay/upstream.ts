@@ -1,17 +1,22 @@
+import { create } from "@bufbuild/protobuf";
 import { type CallOptions, Code, ConnectError } from "@connectrpc/connect";
-import { ErrorInfoSchema, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { type BatchLimits, Gathering } from "../client/gathering.js";
+import { BatchExistsResponseSchema, ErrorInfoSchema, GetLocationsResponseSchema, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { type BatchLimits, Gathering, type Sent } from "../client/gathering.js";
 import { LeaderFollowing, type Method } from "../client/leader-following.js";
 import { callHeader, LeanTransports } from "../client/lean-transports.js";
 import type { ClientTls } from "../client/metadata-client.js";
 import { MetadataError } from "../core/index.js";
 import { SERVER_ID_HEADER, SHARD_LOCAL_HEADER } from "../protocol/headers.js";
 import type { Logger } from "../server/logger.js";
-import type { MetadataCalls } from "../service/metadata-calls.js";
+import { keysOf } from "../service/key-bytes.js";
+import type { MetadataCalls, RequestOf } from "../service/metadata-calls.js";
 import { Notifier } from "../service/notifier.js";
 import { ServerWatch } from "./health-watch.js";
 import { ReadSpreading } from "./read-spreading.js";
 import type { RelayMetrics } from "./relay-metrics.js";
+
+/** LOOKUPS are the calls a relay answers as misses once no server has answered calls for --read-hold (Upstream.readOrMiss). */
+const LOOKUPS: ReadonlySet<Method> = new Set(["batchExists", "getLocations"]);
 
 /** RETRY = the backoff between sends of a held call: short, as a failover upstream takes about 2 s and the members are few. */
 const RETRY = { initialBackoffMs: 25, maxBackoffMs: 250 };
@@ -22,6 +27,8 @@ export interface UpstreamConfig {
   readonly urls: string;
   /** holdMs bounds how long one call is held through failures upstream (--hold), within its own deadline. */
   readonly holdMs: number;
+  /** readHoldMs is how long no server may have answered calls before a lookup (LOOKUPS) is answered as misses (--read-hold; 0: never, it is held as any call). */
+  readonly readHoldMs: number;
   /** token is sent upstream on every call as `authorization: Bearer`; undefined: none. */
   readonly token?: string;
   /** tls is what the relay trusts and presents upstream (https). */
@@ -64,8 +71,15 @@ export class Upstream {
   /** watches follow each server's health: whether it leads (MetadataService) and, for spread reads, whether it is caught up (""). */
   private readonly watches = new Map<string, ServerWatch>();
 
+  private readonly logger: Logger;
+  /** lookups are the lookups on their way upstream, each given up by its function (readOrMiss). */
+  private readonly lookups = new Set<() => void>();
+  /** giveUpTimer gives up the lookups once no server has answered calls for --read-hold (armGiveUp). */
+  private giveUpTimer: NodeJS.Timeout | undefined;
+
   constructor(private readonly config: UpstreamConfig) {
     const logger = config.logger.child({ upstream: config.urls });
+    this.logger = logger;
     this.reach = new Reach(logger);
     // A shard of a cluster split into shards is sent its own part of each call: it answers it alone, without routing it again.
     this.transports = new LeanTransports({
@@ -111,8 +125,8 @@ export class Upstream {
 
   /** calls are the upstream as the relay's JSON routes call it. */
   readonly calls: MetadataCalls = async (method, request, signal) => {
-    const { response, serverId } = await this.call(method, request, { signal });
-    return { response: response as never, serverId };
+    const { response, serverId, unreached } = await this.call(method, request, { signal });
+    return { response: response as never, serverId, unreached };
   };
 
   /** servers are the servers it sends to. */
@@ -144,6 +158,7 @@ export class Upstream {
 
   /** close stops the watches and the connections. */
   close(): void {
+    clearTimeout(this.giveUpTimer);
     for (const watch of this.watches.values()) watch.close();
     this.watches.clear();
     this.transports.close();
@@ -154,9 +169,14 @@ export class Upstream {
    * deadline, and answers the server's response, or its error as the
    * server gave it (code, message, details, its server id alone); a call
    * no server answered within the hold is UNAVAILABLE
-   * REASON_UPSTREAM_UNAVAILABLE.
+   * REASON_UPSTREAM_UNAVAILABLE, and a lookup none answered past
+   * --read-hold is all misses (readOrMiss).
    */
-  private async call(method: Method, request: unknown, options: Pick<CallOptions, "signal" | "timeoutMs">): Promise<{ response: unknown; serverId?: string }> {
+  private async call(
+    method: Method,
+    request: unknown,
+    options: Pick<CallOptions, "signal" | "timeoutMs">,
+  ): Promise<{ response: unknown; serverId?: string; unreached?: boolean }> {
     const started = performance.now();
     const holdMs = Math.min(this.config.holdMs, options.timeoutMs ?? Number.POSITIVE_INFINITY);
     try {
@@ -167,15 +187,77 @@ export class Upstream {
       }
       // The caller's deadline goes upstream; without one, none: a connection that stops answering fails its calls by its pings.
       const heard = this.reads === undefined ? options : { ...options, onHeader: (headers: Headers) => this.reads!.heard(headers) };
-      const { response, serverId, attempts } = await this.gathering.call(method, request, heard, holdMs);
+      const sent =
+        LOOKUPS.has(method) && this.config.readHoldMs > 0
+          ? await this.readOrMiss(method, request, heard, holdMs)
+          : await this.gathering.call(method, request, heard, holdMs);
+      if (sent === undefined) return this.misses(method, request as RequestOf<"batchExists">);
+      const { response, serverId, attempts } = sent;
       this.config.metrics.observeUpstream(method, (performance.now() - started) / 1_000, attempts > 1);
-      this.reach.set(true);
       return { response, serverId: serverId ?? undefined };
     } catch (e) {
       const error = ConnectError.from(e);
       this.config.metrics.observeUpstream(method, (performance.now() - started) / 1_000, true);
       throw answerOf(error, firstServerId(error));
     }
+  }
+
+  /**
+   * readOrMiss sends a lookup (LOOKUPS) as any call, and gives it up
+   * (undefined) once no server has answered calls for --read-hold: vLLM's
+   * scheduler waits on its BatchExists, without a deadline, before it
+   * schedules anything, and a worker's load on its GetLocations. Held as a
+   * write is, they would stop an engine for the whole hold, and for each of
+   * its client's retries, while the metadata cluster is out of reach; a
+   * miss costs a recompute. A lookup given up goes on upstream within the
+   * hold (or until its caller leaves), its answer unused.
+   */
+  private readOrMiss(method: Method, request: unknown, options: CallOptions, holdMs: number): Promise<Sent | undefined> {
+    if (this.reach.downMs() >= this.config.readHoldMs) return Promise.resolve(undefined);
+    return new Promise<Sent | undefined>((resolve, reject) => {
+      const giveUp = () => resolve(undefined);
+      this.lookups.add(giveUp);
+      this.gathering
+        .call(method, request, options, holdMs)
+        .then(resolve, reject)
+        .finally(() => this.lookups.delete(giveUp));
+    });
+  }
+
+  /** armGiveUp gives up the lookups on their way (readOrMiss) once no server has answered calls for --read-hold, and stops waiting to while one does. */
+  private armGiveUp(): void {
+    if (this.reach.caughtUp || this.config.readHoldMs <= 0) {
+      clearTimeout(this.giveUpTimer);
+      this.giveUpTimer = undefined;
+      return;
+    }
+    if (this.giveUpTimer !== undefined) return;
+    this.giveUpTimer = setTimeout(
+      () => {
+        this.giveUpTimer = undefined;
+        if (this.reach.caughtUp) return;
+        for (const giveUp of this.lookups) giveUp();
+        this.lookups.clear();
+      },
+      Math.max(0, this.config.readHoldMs - this.reach.downMs()),
+    );
+    this.giveUpTimer.unref();
+  }
+
+  /** misses answers a lookup no server answered as a miss for every key (UNREACHED_HEADER), counted, and logged once while no server answers. */
+  private misses(method: Method, request: RequestOf<"batchExists" | "getLocations">): { response: unknown; unreached: true } {
+    this.config.metrics.unreachedRead(method);
+    if (this.reach.firstMiss())
+      this.logger.warn(
+        { readHoldMs: this.config.readHoldMs },
+        "upstream: no server answered calls for --read-hold; lookups are answered as misses until one does",
+      );
+    const n = keysOf(request, "keys").length;
+    const response =
+      method === "batchExists"
+        ? create(BatchExistsResponseSchema, { exists: new Array<boolean>(n).fill(false) })
+        : create(GetLocationsResponseSchema, { pages: new Array<number>(n).fill(-1) });
+    return { response, unreached: true };
   }
 
   /** watch watches the servers not watched yet, and stops watching those gone. */
@@ -196,6 +278,7 @@ export class Upstream {
     const serving = this.urls.filter((url) => this.watches.get(url)?.leads.serving === true);
     if (serving.length > 0 && !serving.includes(this.following.current)) this.following.prefer(serving[0]!);
     this.reach.set(serving.length > 0);
+    this.armGiveUp();
     this.reads?.follow(this.urls.filter((url) => this.watches.get(url)?.caughtUp?.serving === true));
   };
 }
@@ -207,6 +290,10 @@ export class Upstream {
  */
 export class Reach {
   private up = false;
+  /** downSince is when the last server that answered calls stopped (the relay's start, before any did). */
+  private downSince = performance.now();
+  /** missed: a lookup was answered as misses since downSince (firstMiss). */
+  private missed = false;
   private readonly notifier = new Notifier();
 
   constructor(private readonly logger: Logger) {}
@@ -219,10 +306,19 @@ export class Reach {
     return this.up ? undefined : UNREACHED;
   }
 
+  /** firstMiss is true once per spell without a server that answers calls: the first read answered as misses in it is logged. */
+  firstMiss(): boolean {
+    if (this.up || this.missed) return false;
+    this.missed = true;
+    return true;
+  }
+
   /** set records whether a server answers, and tells the watchers and the log of a change. */
   set(up: boolean): void {
     if (up === this.up) return;
     this.up = up;
+    if (!up) this.downSince = performance.now();
+    this.missed = false;
     if (up) this.logger.info("upstream: a server answers calls");
     else this.logger.warn("upstream: no server answers calls; calls are held until one does, within --hold");
     this.notifier.notify();
@@ -230,6 +326,11 @@ export class Reach {
 
   next(signal: AbortSignal): Promise<void> {
     return this.notifier.next(signal);
+  }
+
+  /** downMs is how long no server has answered calls (0 while one does). */
+  downMs(): number {
+    return this.up ? 0 : performance.now() - this.downSince;
   }
 }
 

@@ -17,6 +17,8 @@ export type ResponseOf<M extends MethodName> = MessageShape<(typeof MetadataServ
 export interface Answer<M extends MethodName> {
   readonly response: ResponseOf<M>;
   readonly serverId?: string;
+  /** unreached: no server answered (a part of) it, and a relay answered those keys as misses (UNREACHED_HEADER). */
+  readonly unreached?: boolean;
 }
 
 /**

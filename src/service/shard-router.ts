@@ -192,13 +192,14 @@ class Router {
     if (parts.length <= 1) return this.shards[parts[0]?.shard ?? 0]!(method, request, signal);
     const input = MetadataService.method[method].input;
     const answers = await settled(parts.map((part) => this.shards[part.shard]!(method, create(input, split(part) as never) as RequestOf<M>, signal)));
-    return answer(
+    const merged = answer(
       method,
       merge(
         answers.map((a) => a.response),
         n,
       ),
     );
+    return answers.some((a) => a.unreached) ? { ...merged, unreached: true } : merged;
   }
 
   /** everywhere sends a call to every shard and merges their answers. */

@@ -89,6 +89,23 @@ describe("a relay in front of a cluster of shards (--upstream with a member list
     await status(ServingStatus.NOT_SERVING);
   });
 
+  it("answers the keys of a shard whose server is gone as misses after --read-hold (hf3fs-unreached), the other shard's as its server does", async () => {
+    const shards = await Promise.all([0, 1].map((shard) => startTestServer({ shards: 2, shard })));
+    const relay = await startTestRelay(shards.map((s) => s.url).join(";"), { holdMs: 60_000, readHoldMs: 300 });
+    const client = createClient(MetadataService, createGrpcTransport({ baseUrl: relay.url }));
+    await client.initializeRank({ namespace: "m", rank: 0, numPages: 64, worldSize: 1 });
+    const { pages } = await client.batchAllocate({ namespace: "m", rank: 0, keys: KEYS });
+    await client.confirmWrite({ namespace: "m", rank: 0, keys: KEYS, pages });
+    await shards[1]!.close();
+    const res = await fetch(`${relay.url}/keys/batch_exists`, { method: "POST", body: JSON.stringify({ namespace: "m", keys: KEYS }) });
+    expect(res.headers.get("hf3fs-unreached")).toBe("1");
+    expect(await res.json()).toEqual({ exists: KEYS.map((key) => keyShard("m", key, 2) === 0) });
+    // A read of shard 0's keys alone is its server's answer.
+    const ofShard0 = KEYS.filter((key) => keyShard("m", key, 2) === 0);
+    const whole = await fetch(`${relay.url}/keys/batch_exists`, { method: "POST", body: JSON.stringify({ namespace: "m", keys: ofShard0 }) });
+    expect([whole.headers.get("hf3fs-unreached"), await whole.json()]).toEqual([null, { exists: ofShard0.map(() => true) }]);
+  });
+
   it("refuses an --upstream that names no server for a shard, or an SRV name among shards", () => {
     expect(() => relayOptions({ upstream: "http://a:1;" })).toThrow(/names no server of shard 1/);
     expect(() => relayOptions({ upstream: "srv+http://_grpc._tcp.x;http://a:1" })).toThrow(/one SRV name, of a cluster of one shard/);

@@ -23,25 +23,68 @@ async function status(url: string, service: string): Promise<ServingStatus> {
 const exists = (url: string, headers: Record<string, string> = {}) =>
   fetch(`${url}/keys/batch_exists`, { method: "POST", body: JSON.stringify({ keys: ["k"] }), headers });
 
+const allocate = (url: string) => fetch(`${url}/keys/batch_allocate`, { method: "POST", body: JSON.stringify({ rank: 0, keys: [["k", null]] }) });
+
+const post = (url: string, path: string, body: unknown) => fetch(`${url}${path}`, { method: "POST", body: JSON.stringify(body) });
+
 describe("a relay with no upstream to reach", () => {
   it("holds calls up to --hold, then answers 503 and UNAVAILABLE REASON_UPSTREAM_UNAVAILABLE; health is NOT_SERVING", async () => {
     const relay = await startTestRelay(`http://127.0.0.1:${await freePort()}`, { holdMs: 600 });
     const started = performance.now();
-    const res = await exists(relay.url);
+    const res = await allocate(relay.url);
     expect(performance.now() - started).toBeGreaterThan(300); // held, not refused at once (the hold's last backoff may cut it short)
     expect(res.status).toBe(503);
     expect(await res.json()).toMatchObject({ reason: "REASON_UPSTREAM_UNAVAILABLE", code: "unavailable" });
     const error = (await createClient(MetadataService, createGrpcTransport({ baseUrl: relay.url }))
-      .batchExists({ keys: ["k"] })
+      .batchAllocate({ rank: 0, keys: ["k"] })
       .catch((e: ConnectError) => e)) as ConnectError;
     expect(error.code).toBe(Code.Unavailable);
     expect(error.findDetails(ErrorInfoSchema)[0]?.reason).toBe(Reason.UPSTREAM_UNAVAILABLE);
     for (const service of ["", MetadataService.typeName]) expect(await status(relay.url, service)).toBe(ServingStatus.NOT_SERVING);
   });
 
+  it("answers lookups as misses once no server answered calls for --read-hold (hf3fs-unreached), while writes wait for one; then lookups are answered again", async () => {
+    const port = await freePort();
+    const relay = await startTestRelay(`http://127.0.0.1:${port}`, { holdMs: 60_000, readHoldMs: 300 });
+    // vLLM's scheduler, SGLang's prefetcher and a gRPC caller: every key a miss, marked, instead of a wait of --hold.
+    const vllm = await post(relay.url, "/keys/batch_exists", { keys: ["a", "b", "c"] });
+    expect([vllm.status, await vllm.json(), vllm.headers.get("hf3fs-unreached")]).toEqual([200, { exists: [false, false, false] }, "1"]);
+    const sglang = await post(relay.url, "/0/exists", { namespace: "sg", keys: ["x"] });
+    expect([sglang.status, await sglang.json(), sglang.headers.get("hf3fs-unreached")]).toEqual([200, { exists: [false] }, "1"]);
+    let mark: string | null = null;
+    const client = createClient(MetadataService, createGrpcTransport({ baseUrl: relay.url }));
+    const { exists: flags } = await client.batchExists({ keys: ["a", "b"] }, { onHeader: (h) => (mark = h.get("hf3fs-unreached")) });
+    expect([flags, mark]).toEqual([[false, false], "1"]);
+    // A worker's lookup before its load: no page, so it recomputes instead of waiting.
+    const located = await post(relay.url, "/keys/get_locations", { rank: 0, keys: ["a", "b"] });
+    expect([located.status, await located.json(), located.headers.get("hf3fs-unreached")]).toEqual([200, { locations: [null, null] }, "1"]);
+    // A write is held meanwhile (--hold), and answered once a server comes up.
+    const initialized = post(relay.url, "/rank/0/initialize", { num_pages: 8 });
+    const stillHeld = await Promise.race([initialized.then(() => false), post(relay.url, "/keys/batch_exists", { keys: ["a"] }).then(() => true)]);
+    expect(stillHeld).toBe(true);
+    await startTestServer({}, undefined, port);
+    expect((await initialized).status).toBe(200);
+    // Lookups are a server's again once the relay's watch finds one that answers calls (its health SERVING).
+    await until(async () => (await status(relay.url, MetadataService.typeName)) === ServingStatus.SERVING);
+    const { pages } = await client.batchAllocate({ rank: 0, keys: ["a"] });
+    await client.confirmWrite({ rank: 0, keys: ["a"], pages });
+    const answered = await post(relay.url, "/keys/batch_exists", { keys: ["a", "b"] });
+    expect([await answered.json(), answered.headers.get("hf3fs-unreached")]).toEqual([{ exists: [true, false] }, null]);
+    const metrics = await (await fetch(`${relay.url}/metrics`)).text();
+    expect(metrics).toContain('hf3fs_relay_unreached_lookups_total{method="batchExists"} 4');
+    expect(metrics).toContain('hf3fs_relay_unreached_lookups_total{method="getLocations"} 1');
+  });
+
+  it("holds lookups as any call with --read-hold 0", async () => {
+    const relay = await startTestRelay(`http://127.0.0.1:${await freePort()}`, { holdMs: 600, readHoldMs: 0 });
+    const res = await exists(relay.url);
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({ reason: "REASON_UPSTREAM_UNAVAILABLE" });
+  });
+
   it("answers a held call once the server comes up within the hold, and turns SERVING", async () => {
     const port = await freePort();
-    const relay = await startTestRelay(`http://127.0.0.1:${port}`, { holdMs: 10_000 });
+    const relay = await startTestRelay(`http://127.0.0.1:${port}`, { holdMs: 10_000, readHoldMs: 0 });
     const held = exists(relay.url);
     await new Promise((resolve) => setTimeout(resolve, 300));
     await startTestServer({}, undefined, port);

@@ -186,6 +186,29 @@ for (const [engine, start] of ENGINES) {
     }, 120_000);
   });
 
+  describe.skipIf(missing !== "")(`${engine}, through its relay,`, () => {
+    it("takes its readers' turns while the server is down (SIGTERM, started again later): their reads answered as misses, not held, and no error", async () => {
+      const args = ["--data-dir", tempDir(), "--port", String(await freePort())];
+      let server = await startChildServer(args);
+      const relay = await startChildRelay(["--upstream", server.url]);
+      // Readers idle 0.2 s between turns, so that several come while the server is down.
+      const quick = engines(0.2).find(([name]) => name === engine)![1];
+      const running = await quick(relay.url);
+      await running.progress(3);
+      server.child.kill("SIGTERM");
+      expect(await server.exited).toBe(0);
+      // Held for --hold (60 s) and each of their client's retries, the reads would stop the engine's scheduling meanwhile.
+      await running.readersProgress(5);
+      server = await startChildServer(args);
+      await running.progress(3);
+      const run = await running.stop();
+      console.log(`an engine through a server down: ${run.calls} calls, ${run.unreached} reads answered as misses, the longest ${run.longestCall}`);
+      expect(run.errors).toEqual([]);
+      expect(run.unreached).toBeGreaterThanOrEqual(5);
+      expect(await run.missing(relay.url)).toEqual([]);
+    }, 60_000);
+  });
+
   describe.skipIf(missingEtcd !== "")(`${engine} in front of a cluster sees no error when`, () => {
     it("through a relay, the cluster's leader is restarted by SIGTERM-wait-start three times", async () => {
       const etcd: EtcdCluster = await startEtcdCluster(1);

@@ -23,6 +23,8 @@ export interface EngineSummary {
   retried: number;
   /** refused counts those of them that met a connection refused (no process held the port). */
   refused: number;
+  /** unreached counts the reads a relay answered as misses, reaching no server (hf3fs-unreached). */
+  unreached: number;
   errors: string[];
   /** longestCallSeconds is the process's longest call, its retries and any wait at the server included. */
   longestCallSeconds: number;
@@ -104,6 +106,8 @@ export interface EngineRun {
   retried: number;
   /** refused counts those of them that met a connection refused. */
   refused: number;
+  /** unreached counts the reads a relay answered as misses, reaching no server, in every process. */
+  unreached: number;
   /** longestCallSeconds is the longest call of any of its processes, retries included. */
   longestCallSeconds: number;
   /** longestCall says that call: how long, when it began, who sent it and where. */
@@ -118,6 +122,8 @@ export interface EngineRun {
 export interface Engine {
   /** progress resolves once every writer made `n` more turns and every reader one more. */
   progress(n: number): Promise<void>;
+  /** readersProgress resolves once every reader (vLLM's scheduler, SGLang's prefetchers) made `n` more turns, whatever the writers do. */
+  readersProgress(n: number): Promise<void>;
   stop(): Promise<EngineRun>;
 }
 
@@ -173,6 +179,10 @@ export class VllmEngine implements Engine {
     await Promise.all([...this.workers.map((w) => w.progress(n)), this.scheduler.progress(1)]);
   }
 
+  readersProgress(n: number): Promise<void> {
+    return this.scheduler.progress(n);
+  }
+
   /** stop ends every process; the keys it reports stored are those every worker confirmed, asked with vLLM's batch_exists. */
   async stop(): Promise<EngineRun & { complete: string[] }> {
     const [scheduler, ...workers] = await Promise.all([this.scheduler.stop(), ...this.workers.map((w) => w.stop())]);
@@ -184,6 +194,7 @@ export class VllmEngine implements Engine {
       calls: scheduler!.calls + workers.reduce((sum, w) => sum + w.calls, 0),
       retried: processes.reduce((sum, [, p]) => sum + p.retried, 0),
       refused: processes.reduce((sum, [, p]) => sum + p.refused, 0),
+      unreached: processes.reduce((sum, [, p]) => sum + p.unreached, 0),
       ...longestOf(processes),
       stored: complete.length,
       complete,
@@ -218,6 +229,10 @@ export class SglangEngine implements Engine {
     await Promise.all([...this.writers.map((w) => w.progress(n)), ...this.prefetchers.map((p) => p.progress(1))]);
   }
 
+  async readersProgress(n: number): Promise<void> {
+    await Promise.all(this.prefetchers.map((p) => p.progress(n)));
+  }
+
   /** stop ends every process; the keys it reports stored are each writer's, asked of its rank with SGLang's exists. */
   async stop(): Promise<EngineRun> {
     const [writers, prefetchers] = await Promise.all([Promise.all(this.writers.map((w) => w.stop())), Promise.all(this.prefetchers.map((p) => p.stop()))]);
@@ -230,6 +245,7 @@ export class SglangEngine implements Engine {
       calls: [...writers, ...prefetchers].reduce((sum, s) => sum + s.calls, 0),
       retried: processes.reduce((sum, [, p]) => sum + p.retried, 0),
       refused: processes.reduce((sum, [, p]) => sum + p.refused, 0),
+      unreached: processes.reduce((sum, [, p]) => sum + p.unreached, 0),
       ...longestOf(processes),
       stored: writers.reduce((sum, w) => sum + w.confirmed!.length, 0),
       async missing(url) {

@@ -5,7 +5,7 @@ import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { Health } from "../../../gen/grpc/health/v1/health_pb.js";
 import { MetadataService } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { MetadataError } from "../../core/index.js";
-import { LOG_POSITION, SERVER_ID_HEADER } from "../../protocol/headers.js";
+import { answerHeaders, LOG_POSITION } from "../../protocol/headers.js";
 import type { Edge } from "../../service/edge.js";
 import type { HealthCheck } from "../../service/health-service.js";
 import type { MetadataCalls, MethodName } from "../../service/metadata-calls.js";
@@ -16,7 +16,7 @@ import { unwrapEnvelope } from "./grpc-envelope.js";
 type UnaryHandler = (request: unknown, context: { signal?: AbortSignal }) => Promise<unknown>;
 
 /** Answered is a handler's response and the id of the server that gave it, when another did (a relay's upstream); it ends with the caller's deadline. */
-type Answered = (request: unknown, deadline?: AbortSignal) => Promise<{ response: unknown; serverId?: string }>;
+type Answered = (request: unknown, deadline?: AbortSignal) => Promise<{ response: unknown; serverId?: string; unreached?: boolean }>;
 
 interface Route {
   method: DescMethodUnary<DescMessage, DescMessage>;
@@ -91,8 +91,8 @@ export class GrpcUnaryFastPath {
       const decode = (bytes: Buffer, maxEntries: number) => decodeMessage(route, unwrapEnvelope(bytes), maxEntries);
       body = await this.edge.call(route.method.name, { body: req, decode }, async (message, deadline) => {
         if (route.handler !== undefined) return route.codec.frame(await route.handler(message, { signal: deadline }));
-        const { response, serverId } = await route.answered!(message, deadline);
-        if (serverId !== undefined) headers = { ...RESPONSE_HEADERS, [SERVER_ID_HEADER]: serverId };
+        const { response, serverId, unreached } = await route.answered!(message, deadline);
+        if (serverId !== undefined || unreached) headers = { ...RESPONSE_HEADERS, ...answerHeaders(serverId, unreached) };
         return route.codec.frame(response);
       });
     } catch (error) {

@@ -3,7 +3,7 @@ import type * as http2 from "node:http2";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema, MetadataService, Reason, ReasonSchema } from "../../../gen/hf3fs/metadata/v1/metadata_pb.js";
-import { LOG_POSITION, SERVER_ID_HEADER } from "../../protocol/headers.js";
+import { answerHeaders, LOG_POSITION, SERVER_ID_HEADER } from "../../protocol/headers.js";
 import { codeName, type Edge } from "../../service/edge.js";
 import { httpStatusOf, reasonOf } from "../../service/error-table.js";
 import { parseJsonObject } from "../../service/json/json-body.js";
@@ -61,15 +61,15 @@ export function jsonRouter(calls: MetadataCalls, edge: Edge, routes: readonly Js
   };
 }
 
-/** run translates a body into its route's call (its integers checked against their wire types), makes it (until signal aborts), and translates the answer (with the server id of a server that answered for this process). */
+/** run translates a body into its route's call (its integers checked against their wire types), makes it (until signal aborts), and translates the answer (with the server id of a server that answered for this process, and the mark of one no server answered). */
 async function run(calls: MetadataCalls, route: JsonRoute, body: Record<string, unknown>, params: string[], signal: AbortSignal): Promise<JsonReply> {
   const schema = MetadataService.method[route.method].input;
   const fields = route.request(body, params);
   checkWireIntegers(schema, fields as Record<string, unknown>);
   const request = create(schema, fields) as never;
-  const { response, serverId } = await calls(route.method, request, signal);
+  const { response, serverId, unreached } = await calls(route.method, request, signal);
   const reply = route.reply(response as never, request);
-  return serverId === undefined ? reply : { ...reply, headers: { ...reply.headers, [SERVER_ID_HEADER]: serverId } };
+  return serverId === undefined && !unreached ? reply : { ...reply, headers: { ...reply.headers, ...answerHeaders(serverId, unreached) } };
 }
 
 /**
