@@ -19,7 +19,8 @@ const WATCH_PING_MS = 1_000;
  * (polling with Check cost each server a call per relay every probe). It
  * counts as not serving while its stream is down (refused, ended, or its
  * connection's PINGs unanswered, which the transport closes), and opens
- * it again RETRY_MS later. `onChange` hears every change of `serving`.
+ * it again RETRY_MS later. `onChange` hears every change of `serving`,
+ * and every end of the stream.
  */
 export class HealthWatch {
   private up = false;
@@ -51,7 +52,7 @@ export class HealthWatch {
       } catch {
         // Refused, reset, or closed for unanswered PINGs: not serving until a stream says otherwise.
       }
-      this.set(false);
+      this.ended();
       await sleep(RETRY_MS, undefined, { signal }).catch(() => undefined);
     }
   }
@@ -59,6 +60,13 @@ export class HealthWatch {
   private set(up: boolean): void {
     if (up === this.up || this.abort.signal.aborted) return;
     this.up = up;
+    this.onChange();
+  }
+
+  /** ended notes that the stream ended: not serving, told even when it was not before (a call answered meanwhile may have said otherwise). */
+  private ended(): void {
+    if (this.abort.signal.aborted) return;
+    this.up = false;
     this.onChange();
   }
 }

@@ -194,6 +194,10 @@ export class Upstream {
       if (sent === undefined) return this.misses(method, request as RequestOf<"batchExists">);
       const { response, serverId, attempts } = sent;
       this.config.metrics.observeUpstream(method, (performance.now() - started) / 1_000, attempts > 1);
+      // An answer shows a server answers calls (a standby given alone forwards them, though its watch says it does not lead);
+      // the next end of a watch's stream (the server gone) is heard, and judged again.
+      this.reach.set(true);
+      this.armGiveUp();
       return { response, serverId: serverId ?? undefined };
     } catch (e) {
       const error = ConnectError.from(e);
@@ -306,7 +310,7 @@ export class Reach {
     return this.up ? undefined : UNREACHED;
   }
 
-  /** firstMiss is true once per spell without a server that answers calls: the first read answered as misses in it is logged. */
+  /** firstMiss is true once per spell without a server that answers calls: the first lookup answered as misses in it is logged. */
   firstMiss(): boolean {
     if (this.up || this.missed) return false;
     this.missed = true;

@@ -3,6 +3,7 @@ import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } f
 import { afterEach, describe, expect, it } from "vitest";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { SERVER_ID_HEADER } from "../../src/protocol/headers.js";
+import { startChildRelay } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
 import { engines } from "../support/engine-clients.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
@@ -25,6 +26,25 @@ describe.skipIf(missing !== "")("high availability on etcd: standbys forward cal
   let servers: Server[] = [];
   afterEach(() => {
     servers = [];
+  });
+
+  it("through a relay given the standby alone: its lookups are the leader's answers, after an idle spell past --read-hold too", async () => {
+    const etcd = await startEtcdCluster(1);
+    servers = await Promise.all([startServer(etcd, undefined, ["--standby-read-lag", "0"]), startServer(etcd, undefined, ["--standby-read-lag", "0"])]);
+    const leader = await waitForLeader(servers);
+    const standby = servers.find((s) => s !== leader)!;
+    await untilForwarding(standby);
+    // The relay's watch of the standby says it does not lead; the calls it forwards say a server answers.
+    const relay = await startChildRelay(["--upstream", standby.url, "--read-hold", "300ms"]);
+    const post = (path: string, body: unknown) => fetch(`${relay.url}${path}`, { method: "POST", body: JSON.stringify(body) });
+    expect((await post("/rank/0/initialize", { num_pages: 8 })).status).toBe(200);
+    const { results } = (await (await post("/keys/batch_allocate", { rank: 0, keys: [["a", null]] })).json()) as { results: [string, number][] };
+    expect((await post("/keys/confirm_write", { rank: 0, confirmations: [["a", results[0]![1]]] })).status).toBe(204);
+    for (const idleMs of [0, 600]) {
+      await new Promise((resolve) => setTimeout(resolve, idleMs));
+      const res = await post("/keys/batch_exists", { keys: ["a", "b"] });
+      expect([idleMs, await res.json(), res.headers.get("hf3fs-unreached")]).toEqual([idleMs, { exists: [true, false] }, null]);
+    }
   });
 
   it("in every framing, with the leader's answers, while the standby keeps answering health itself", async () => {
