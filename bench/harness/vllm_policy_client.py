@@ -19,6 +19,7 @@ wait at the server included).
 usage: vllm_policy_client.py URL RANKS NUM_PAGES KNOWN_KEYS (0: no store was filled)
 """
 import sys
+import time
 
 from engine_session import Calls, loop, write_key
 
@@ -55,4 +56,10 @@ for rank in range(ranks):
 loop(step, calls.errors, every=5)
 
 exists = post("/keys/batch_exists", {"keys": confirmed})["exists"] if confirmed else []
+# Misses from a relay that reached no server say nothing of what was kept: ask again, for up to 10 s.
+for _ in range(100):
+    if not (confirmed and calls.last_unreached):
+        break
+    time.sleep(0.1)
+    exists = post("/keys/batch_exists", {"keys": confirmed})["exists"]
 calls.report(confirmed=len(confirmed), lost=exists.count(False))

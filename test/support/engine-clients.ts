@@ -127,11 +127,17 @@ export interface Engine {
   stop(): Promise<EngineRun>;
 }
 
-/** postJson posts body to url and returns the JSON answer. */
+/** postJson posts body to url and returns the JSON answer: a server's, asked again while a relay answers that it reached none (hf3fs-unreached), for up to 10 s. */
 async function postJson<T>(url: string, body: unknown): Promise<T> {
-  const res = await fetch(url, { method: "POST", body: JSON.stringify(body) });
-  if (!res.ok) throw new Error(`${url}: ${res.status} ${await res.text()}`);
-  return (await res.json()) as T;
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const res = await fetch(url, { method: "POST", body: JSON.stringify(body) });
+    if (!res.ok) throw new Error(`${url}: ${res.status} ${await res.text()}`);
+    if (res.headers.get("hf3fs-unreached") !== "1") return (await res.json()) as T;
+    if (Date.now() > deadline) throw new Error(`${url}: the relay reached no server for 10 s`);
+    await res.arrayBuffer();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }
 
 /** longestOf is the longest call of any of the processes, and what it was. */
