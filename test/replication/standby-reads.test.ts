@@ -31,6 +31,16 @@ async function leaderAndStandby(namespace: string, numPages: number): Promise<{ 
   return { leader, standby };
 }
 
+/** threeMembersAndRelay starts 3 members on one etcd and a relay given them all, with a worker and a scheduler, each its own connection to the relay, as vLLM runs them. */
+async function threeMembersAndRelay() {
+  const etcd = await startEtcdCluster(1);
+  const servers = await Promise.all([0, 1, 2].map(() => startServer(etcd, undefined, LAG)));
+  const leader = await waitForLeader(servers);
+  const relay = await startChildRelay(["--upstream", servers.map((s) => s.url).join(",")]);
+  const client = () => createClient(MetadataService, createGrpcTransport({ baseUrl: relay.url }));
+  return { leader, standbys: servers.filter((s) => s !== leader), worker: client(), scheduler: client() };
+}
+
 describe.skipIf(missing !== "")("reads on caught-up standbys", () => {
   it("a standby answers BatchExists itself; a client that writes through it reads its writes, and one that names its write's position too", async () => {
     const { leader, standby } = await leaderAndStandby("r", 10_000);
@@ -95,14 +105,7 @@ describe.skipIf(missing !== "")("reads on caught-up standbys", () => {
   }, 60_000);
 
   it("a relay spreads reads over the caught-up members: the standbys answer most, and no reader through it reads before a write it acknowledged", async () => {
-    const etcd = await startEtcdCluster(1);
-    const servers = await Promise.all([0, 1, 2].map(() => startServer(etcd, undefined, LAG)));
-    const leader = await waitForLeader(servers);
-    const standbys = servers.filter((s) => s !== leader);
-    const relay = await startChildRelay(["--upstream", servers.map((s) => s.url).join(",")]);
-    // A worker and a scheduler, each its own connection to the relay, as vLLM runs them.
-    const worker = createClient(MetadataService, createGrpcTransport({ baseUrl: relay.url }));
-    const scheduler = createClient(MetadataService, createGrpcTransport({ baseUrl: relay.url }));
+    const { leader, standbys, worker, scheduler } = await threeMembersAndRelay();
     await worker.initializeRank({ namespace: "s", rank: 0, numPages: 10_000, worldSize: 1 });
     for (const standby of standbys) await untilLocal(standby, "s");
     const before = await Promise.all(standbys.map(readCounts));
@@ -132,13 +135,7 @@ describe.skipIf(missing !== "")("reads on caught-up standbys", () => {
   }, 60_000);
 
   it("while a leader killed -9 is replaced, the scheduler's reads through a relay go on at the standbys: none waits for the election", async () => {
-    const etcd = await startEtcdCluster(1);
-    const servers = await Promise.all([0, 1, 2].map(() => startServer(etcd, undefined, LAG)));
-    const leader = await waitForLeader(servers);
-    const standbys = servers.filter((s) => s !== leader);
-    const relay = await startChildRelay(["--upstream", servers.map((s) => s.url).join(",")]);
-    const worker = createClient(MetadataService, createGrpcTransport({ baseUrl: relay.url }));
-    const scheduler = createClient(MetadataService, createGrpcTransport({ baseUrl: relay.url }));
+    const { leader, standbys, worker, scheduler } = await threeMembersAndRelay();
     await worker.initializeRank({ namespace: "f", rank: 0, numPages: 1_000, worldSize: 1 });
     const keys = Array.from({ length: 64 }, (_, i) => `f${i}`);
     const { pages } = await worker.batchAllocate({ namespace: "f", rank: 0, keys });
