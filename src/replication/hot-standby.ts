@@ -14,6 +14,8 @@ import { aborted, sleep } from "./sleep.js";
 const RETRY_MS = 250;
 /** SNAPSHOT_RETRY_MAX_MS caps the pause, doubled after each snapshot that no member gave (a cold start, the others still down). */
 const SNAPSHOT_RETRY_MAX_MS = 2_000;
+/** NO_SNAPSHOT_SOURCE is logged when this member's next log entry is gone and no other member is up to load a snapshot from. */
+export const NO_SNAPSHOT_SOURCE = "cluster: the log's next entry is gone and no other member is up to load a snapshot from; waiting for one";
 
 /** HotStandbyOptions are what a hot standby needs besides its log and store. */
 export interface HotStandbyOptions {
@@ -133,6 +135,8 @@ export class HotStandby {
    */
   private async loadSnapshot(gap: LogGapError, signal: AbortSignal): Promise<void> {
     let sources = await this.options.snapshotSources();
+    // With no other member up (a power loss, this one back first), it waits for one: said once, as nothing else shows it.
+    if (sources.length === 0) this.logger.warn({ why: gap.message }, NO_SNAPSHOT_SOURCE);
     while (sources.length === 0 && !signal.aborted) {
       await sleep(100, signal);
       sources = await this.options.snapshotSources();
