@@ -139,6 +139,19 @@ export async function logEntry(etcd: EtcdCluster, which: "first" | "last", clust
   return key === undefined ? 0 : Number.parseInt(key.slice(-16), 16);
 }
 
+/** memberRecords counts the member records of a cluster in etcd (etcdctl): each is put with its member's lease, and lapses with it. */
+export async function memberRecords(etcd: EtcdCluster, clusterName = "default"): Promise<number> {
+  const { stdout } = await promisify(execFile)("/usr/bin/etcdctl", [
+    "--endpoints",
+    etcd.endpoints,
+    "get",
+    "--prefix",
+    "--keys-only",
+    `/hf3fs-metadata/${clusterName}/members/`,
+  ]);
+  return stdout.split("\n").filter((l) => l !== "").length;
+}
+
 /**
  * waitForStandbys waits until every running standby's data dir holds the
  * log to its end and they hold the same records, and returns that state.
