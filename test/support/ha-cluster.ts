@@ -121,35 +121,23 @@ export async function waitForConvergence(dataDirs: readonly string[], timeoutMs 
   throw new Error(`members did not converge within ${timeoutMs} ms: applied ${last.map((s) => s.appliedSeq).join(", ")}`);
 }
 
-/** logEntry is the sequence number of the first or the last entry of a cluster's log in etcd (etcdctl); 0 when it is empty. */
+/** keysUnder lists the keys under a cluster's `folder` in etcd (etcdctl), with etcdctl's options of order and limit. */
+async function keysUnder(etcd: EtcdCluster, clusterName: string, folder: string, options: string[] = []): Promise<string[]> {
+  const prefix = `/hf3fs-metadata/${clusterName}/${folder}/`;
+  const { stdout } = await promisify(execFile)("/usr/bin/etcdctl", ["--endpoints", etcd.endpoints, "get", "--prefix", "--keys-only", ...options, prefix]);
+  return stdout.split("\n").filter((l) => l !== "");
+}
+
+/** logEntry is the sequence number of the first or the last entry of a cluster's log in etcd; 0 when it is empty. */
 export async function logEntry(etcd: EtcdCluster, which: "first" | "last", clusterName = "default"): Promise<number> {
-  const { stdout } = await promisify(execFile)("/usr/bin/etcdctl", [
-    "--endpoints",
-    etcd.endpoints,
-    "get",
-    "--prefix",
-    "--keys-only",
-    "--sort-by=KEY",
-    `--order=${which === "first" ? "ASCEND" : "DESCEND"}`,
-    "--limit",
-    "1",
-    `/hf3fs-metadata/${clusterName}/log/`,
-  ]);
-  const key = stdout.split("\n").find((l) => l !== "");
+  const order = `--order=${which === "first" ? "ASCEND" : "DESCEND"}`;
+  const [key] = await keysUnder(etcd, clusterName, "log", ["--sort-by=KEY", order, "--limit", "1"]);
   return key === undefined ? 0 : Number.parseInt(key.slice(-16), 16);
 }
 
-/** memberRecords counts the member records of a cluster in etcd (etcdctl): each is put with its member's lease, and lapses with it. */
+/** memberRecords counts the member records of a cluster in etcd: each is put with its member's lease, and lapses with it. */
 export async function memberRecords(etcd: EtcdCluster, clusterName = "default"): Promise<number> {
-  const { stdout } = await promisify(execFile)("/usr/bin/etcdctl", [
-    "--endpoints",
-    etcd.endpoints,
-    "get",
-    "--prefix",
-    "--keys-only",
-    `/hf3fs-metadata/${clusterName}/members/`,
-  ]);
-  return stdout.split("\n").filter((l) => l !== "").length;
+  return (await keysUnder(etcd, clusterName, "members")).length;
 }
 
 /**
