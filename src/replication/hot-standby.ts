@@ -14,6 +14,8 @@ import { aborted, sleep } from "./sleep.js";
 const RETRY_MS = 250;
 /** SNAPSHOT_RETRY_MAX_MS caps the pause, doubled after each snapshot that no member gave (a cold start, the others still down). */
 const SNAPSHOT_RETRY_MAX_MS = 2_000;
+/** SNAPSHOT_FAILED is logged when no member asked gave this member a snapshot whole; it asks again later. */
+export const SNAPSHOT_FAILED = "cluster: loading a snapshot failed";
 /** NO_SNAPSHOT_SOURCE is logged when this member's next log entry is gone and no other member is up to load a snapshot from. */
 export const NO_SNAPSHOT_SOURCE = "cluster: the log's next entry is gone and no other member is up to load a snapshot from; waiting for one";
 
@@ -85,7 +87,7 @@ export class HotStandby {
             snapshotsFailed = 0;
           } catch (e) {
             snapshotsFailed++;
-            this.logger.warn({ err: (e as Error).message }, "cluster: loading a snapshot failed");
+            this.logger.warn({ err: (e as Error).message }, SNAPSHOT_FAILED);
           }
         } else this.logger.warn({ err: (error as Error).message }, "cluster: following the log failed; catching up again");
         await sleep(Math.min(SNAPSHOT_RETRY_MAX_MS, RETRY_MS * 2 ** snapshotsFailed), signal);

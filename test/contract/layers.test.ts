@@ -7,7 +7,7 @@ import { tempDir } from "../support/temp-dir.js";
 const ROOT = new URL("../../", import.meta.url).pathname;
 const DEPCRUISE = join(ROOT, "node_modules/.bin/depcruise");
 
-/** CRUISE_MS bounds one run of the rules on a copy of src/: about 4 s alone on this project's 2 cores, several times that beside other tests. */
+/** CRUISE_MS bounds one run of the rules on a copy of src/, CPU-bound work that a busy machine stretches several times over. */
 const CRUISE_MS = 180_000;
 
 /** cruise runs the layer rules of `npm run lint` on a copy of src/ with `extra` files added, and says whether they passed and what they printed. */

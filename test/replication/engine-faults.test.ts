@@ -52,7 +52,7 @@ describe.skipIf(missing !== "")("both engines, each through its relay, in front 
       // A relay per engine, each model in its own namespace: vLLM's keys complete on every rank, SGLang's kept per rank.
       // Each is restarted as the shipped units do it: vLLM's on the socket systemd keeps (deploy/systemd), SGLang's as a
       // DaemonSet's surge replaces it (deploy/kubernetes). A plain restart refuses connections until the next relay listens,
-      // which under this test's load took up to 1.7 s, at the edge of vLLM's 1.8 s of retries (engine-restarts.test.ts has it).
+      // which under this test's load came near the end of vLLM's retries (docs/engines.md; engine-restarts.test.ts has it).
       const upstream = shards.map((members) => members.map((m) => m.url).join(",")).join(";");
       const socket = await activationSocket();
       const systemd = ["--upstream", upstream, "--port", String(socket.port), "--vllm-namespace", "llama"];

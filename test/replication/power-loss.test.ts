@@ -1,7 +1,7 @@
 import { ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { createMetadataClient } from "../../src/client/index.js";
-import { NO_SNAPSHOT_SOURCE } from "../../src/replication/hot-standby.js";
+import { NO_SNAPSHOT_SOURCE, SNAPSHOT_FAILED } from "../../src/replication/hot-standby.js";
 import { startChildRelay } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
 import { engines } from "../support/engine-clients.js";
@@ -19,10 +19,7 @@ const ENGINES = engines(3);
 describe.skipIf(missing !== "")("high availability on etcd: a power loss", () => {
   // The old leader comes back at once (the others' records, put with their leases, still in etcd: it asks them), or once
   // those records lapsed (nobody to ask: it says it waits), as a slow restart does.
-  const RESTARTS = [
-    [ENGINES[0]![0], ENGINES[0]![1], "at once"],
-    [ENGINES[1]![0], ENGINES[1]![1], "once the others' records lapsed"],
-  ] as const;
+  const RESTARTS = ENGINES.map(([name, start], i) => [name, start, i === 0 ? "at once" : "once the others' records lapsed"] as const);
   it.each(RESTARTS)(
     "every etcd member and every server killed -9 at once, the old leader started first and alone: it serves nothing older than what was acknowledged; once the others are back every acknowledged write is there, and %s, through its relay, sees no error (the old leader back %s)",
     async (_, startEngine, when) => {
@@ -70,7 +67,7 @@ describe.skipIf(missing !== "")("high availability on etcd: a power loss", () =>
 
       // No other member could give it a snapshot: it asks those whose records etcd still holds (their leases run on after the
       // kill), less and less often, or, once none is left (a slow restart), waits for one; it keeps its store as it was.
-      const asked = () => leader.process.lines.filter((l) => l.includes("cluster: loading a snapshot failed")).length;
+      const asked = () => leader.process.lines.filter((l) => l.includes(SNAPSHOT_FAILED)).length;
       const waits = () => leader.process.lines.some((l) => l.includes(NO_SNAPSHOT_SOURCE));
       await until(() => asked() > 0 || waits(), 60_000);
       if (when !== "at once") expect([asked(), waits()], "no record to ask: it waits, and says so").toEqual([0, true]);
