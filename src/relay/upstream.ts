@@ -1,6 +1,5 @@
-import { create } from "@bufbuild/protobuf";
 import { type CallOptions, Code, ConnectError } from "@connectrpc/connect";
-import { BatchExistsResponseSchema, ErrorInfoSchema, GetLocationsResponseSchema, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { ErrorInfoSchema, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { type BatchLimits, Gathering, type Sent } from "../client/gathering.js";
 import { LeaderFollowing, type Method } from "../client/leader-following.js";
 import { callHeader, LeanTransports } from "../client/lean-transports.js";
@@ -8,15 +7,12 @@ import type { ClientTls } from "../client/metadata-client.js";
 import { MetadataError } from "../core/index.js";
 import { SERVER_ID_HEADER, SHARD_LOCAL_HEADER } from "../protocol/headers.js";
 import type { Logger } from "../server/logger.js";
-import { keysOf } from "../service/key-bytes.js";
+import { LOOKUPS, type Lookup, missesOf } from "../service/lookup-misses.js";
 import type { MetadataCalls, RequestOf } from "../service/metadata-calls.js";
 import { Notifier } from "../service/notifier.js";
 import { ServerWatch } from "./health-watch.js";
 import { ReadSpreading } from "./read-spreading.js";
 import type { RelayMetrics } from "./relay-metrics.js";
-
-/** LOOKUPS are the calls a relay answers as misses once no server has answered calls for --read-hold (Upstream.readOrMiss). */
-const LOOKUPS: ReadonlySet<Method> = new Set(["batchExists", "getLocations"]);
 
 /** RETRY = the backoff between sends of a held call: short, as a failover upstream takes about 2 s and the members are few. */
 const RETRY = { initialBackoffMs: 25, maxBackoffMs: 250 };
@@ -256,12 +252,7 @@ export class Upstream {
         { readHoldMs: this.config.readHoldMs },
         "upstream: no server answered calls for --read-hold; lookups are answered as misses until one does",
       );
-    const n = keysOf(request, "keys").length;
-    const response =
-      method === "batchExists"
-        ? create(BatchExistsResponseSchema, { exists: new Array<boolean>(n).fill(false) })
-        : create(GetLocationsResponseSchema, { pages: new Array<number>(n).fill(-1) });
-    return { response, unreached: true };
+    return { response: missesOf(method as Lookup, request), unreached: true };
   }
 
   /** watch watches the servers not watched yet, and stops watching those gone. */

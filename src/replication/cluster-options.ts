@@ -29,6 +29,10 @@ export const CLUSTER_OPTIONS = optionTable({
     kind: "duration",
     default: 100,
   },
+  readHoldMs: {
+    kind: "duration",
+    default: 1_000,
+  },
   etcdCa: { kind: "string", default: "" },
   etcdCert: { kind: "string", default: "" },
   etcdKey: { kind: "string", default: "" },

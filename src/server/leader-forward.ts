@@ -94,6 +94,7 @@ export class LeaderForward {
    * @param callName names a request's call as the edge does (callNameOf).
    * @param admits is the edge's check of the caller's token for a call: one it refuses is answered here, by the edge, not forwarded.
    * @param isRead tells a call that only reads (READS): a caught-up standby answers it itself.
+   * @param isLookup tells a lookup (LOOKUPS): one that waited --read-hold while this member knew no leader is answered here, as misses.
    */
   constructor(
     private readonly leadership: Leadership,
@@ -103,6 +104,7 @@ export class LeaderForward {
     private readonly callName: (req: Request) => string,
     private readonly admits: (name: string, req: Request) => boolean,
     private readonly isRead: (name: string) => boolean,
+    private readonly isLookup: (name: string) => boolean,
     private readonly peerTls?: PeerTls,
   ) {
     this.budget = new BodyBudget(limits.maxBufferedBytes, limits.maxBufferedBytesPerConnection);
@@ -121,6 +123,8 @@ export class LeaderForward {
     const name = this.callName(req);
     // A read this standby holds fresh enough is answered here (StandbyReads).
     if (this.isRead(name) && this.leadership.reads?.takes(req, req.headers) === true) return false;
+    // A lookup on a member that has known no leader for --read-hold is answered here, as misses (answeringMisses).
+    if (this.isLookup(name) && this.leadership.lookupsMissedInMs() === 0) return false;
     return this.admits(name, req);
   }
 
@@ -137,7 +141,10 @@ export class LeaderForward {
     // A read that follows a write not applied here yet waits briefly for it, then is answered here.
     if ((await this.leadership.reads?.catchUp(req)) === true) return here();
     const deadline = Date.now() + this.holdMs;
-    let leaderUrl = await this.leaderAfter("", deadline);
+    // A lookup waits for a leader no longer than --read-hold allows (then this member answers it, as misses).
+    const lookup = this.isLookup(this.callName(req));
+    const waitUntil = () => (lookup ? Math.min(deadline, Date.now() + Math.ceil(this.leadership.lookupsMissedInMs())) : deadline);
+    let leaderUrl = await this.leaderAfter("", waitUntil);
     if (leaderUrl === "") return here(); // before the body is read: the member's own path reads it
     const body = await this.keep(req).catch(() => undefined);
     if (body === undefined) return abort(res, new Error("the request failed while it was read"), false);
@@ -154,9 +161,9 @@ export class LeaderForward {
           // Not reached: wait for another leader. Reached but unanswered (its connection broke): the same or the next, after a pause.
           const unreachable = error instanceof Unreached ? leaderUrl : "";
           if (unreachable === "") await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
-          leaderUrl = await this.leaderAfter(unreachable, deadline);
-          // This member leads now: the body is read, so the call goes through this member's own port to its own path.
-          if (leaderUrl === "" && this.leadership.refusal === undefined) leaderUrl = this.selfUrl;
+          leaderUrl = await this.leaderAfter(unreachable, waitUntil);
+          // This member leads now, or answers this lookup as misses: the body is read, so the call goes through this member's own port to its own path.
+          if (leaderUrl === "" && (this.leadership.refusal === undefined || (lookup && this.leadership.lookupsMissedInMs() === 0))) leaderUrl = this.selfUrl;
           // No leader came in time: the client gets a call refused, to retry.
           if (leaderUrl === "") return abort(res, error as Error, false);
         }
@@ -233,16 +240,16 @@ export class LeaderForward {
    * leaderAfter waits until this member names a leader other than `tried`
    * (the one it could not reach), or names `tried` still REACH_AGAIN_MS
    * later, and returns its URL; "" when this member leads, or once
-   * `deadline` passed.
+   * `deadline()` (read at each wake) passed.
    */
-  private async leaderAfter(tried: string, deadline: number): Promise<string> {
+  private async leaderAfter(tried: string, deadline: () => number): Promise<string> {
     const again = Date.now() + REACH_AGAIN_MS;
     for (;;) {
       const refusal = this.leadership.refusal;
       if (refusal === undefined) return "";
       const url = refusal.subject.leaderUrl ?? "";
       if (url !== "" && (url !== tried || Date.now() >= again)) return url;
-      const left = deadline - Date.now();
+      const left = deadline() - Date.now();
       if (left <= 0 || this.closed) return "";
       const signal = AbortSignal.timeout(url === "" ? left : Math.min(left, again - Date.now()));
       await this.leadership.next(signal);

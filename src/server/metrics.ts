@@ -104,6 +104,13 @@ export class Metrics {
     registers: [this.registry],
   });
   private readonly latencyChildren = new Map<string, { observe(v: number): void }>();
+  /** unreached counts the lookups a cluster member answered as misses, knowing no leader for --read-hold (answeringMisses). */
+  private readonly unreached = new Counter({
+    name: "hf3fs_metadata_unreached_lookups_total",
+    help: "BatchExists and GetLocations calls, by method, that this cluster member answered as misses because it had known no leader for --read-hold (hf3fs-unreached).",
+    labelNames: ["method"],
+    registers: [this.registry],
+  });
 
   /** state gives the state at scrape time (a cluster member gets a new one each time it starts leading); cluster reports the members of a highly available cluster. */
   constructor(state: () => MetadataState, limits: MetricsLimits = METRICS_LIMITS, shedder?: LoadShedder, cluster?: ClusterView) {
@@ -231,6 +238,11 @@ export class Metrics {
       this.latencyChildren.set(method, histogram);
     }
     histogram.observe(seconds);
+  }
+
+  /** unreachedLookup counts a lookup answered as misses (answeringMisses, --read-hold). */
+  unreachedLookup(method: string): void {
+    this.unreached.inc({ method });
   }
 
   /** countCall counts one call of method that ended with code, without a latency of its own (a call of a Batch: the Batch has the latency). */

@@ -60,7 +60,7 @@ export async function serveMember({ options, security, port, stopped, logger }: 
       peerTls,
       etcdLean,
     };
-    member = await Member.join(client, watches, local, new Leadership(), memberOptions, logger).catch(async (error: Error) => {
+    member = await Member.join(client, watches, local, new Leadership(options.readHoldMs), memberOptions, logger).catch(async (error: Error) => {
       client.close();
       etcdLean.close();
       watches.close();

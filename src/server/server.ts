@@ -21,7 +21,8 @@ import type { Leadership } from "../service/leadership.js";
 import { commit, type Ledger } from "../service/ledger.js";
 import { Lifecycle } from "../service/lifecycle.js";
 import { type LagSampler, LoadShedder, loopLagSampler } from "../service/load-shedder.js";
-import { type MetadataCalls, READS } from "../service/metadata-calls.js";
+import { answeringMisses, callsAnsweringMisses, LOOKUPS, leaderlessGate } from "../service/lookup-misses.js";
+import { type MetadataCalls, type MethodName, READS } from "../service/metadata-calls.js";
 import { localCalls, metadataService, routedService } from "../service/metadata-service.js";
 import { shardCalls, shardRouter } from "../service/shard-router.js";
 import type { CurrentLoad } from "../store/load-progress.js";
@@ -137,11 +138,14 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
     if (error !== undefined) refused(method, error);
   };
   const routes = [...vllmRoutes({ worldSize: options.vllmWorldSize, namespace: options.vllmNamespace }), ...sglangRoutes];
-  // The calls that only read, in every framing: a caught-up standby answers them itself (StandbyReads).
-  const isRead = (name: string) => {
+  const callIn = (set: ReadonlySet<MethodName>) => (name: string) => {
     const method = methodOfCall(name, routes);
-    return method !== undefined && READS.has(method);
+    return method !== undefined && set.has(method);
   };
+  // The calls that only read, in every framing: a caught-up standby answers them itself (StandbyReads).
+  const isRead = callIn(READS);
+  // The lookups, in every framing: a member that has known no leader for --read-hold answers them as misses (answeringMisses).
+  const isLookup = callIn(LOOKUPS);
   const edge = new Edge({
     ledger: instrumented,
     lifecycle,
@@ -155,6 +159,7 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
     leadership: parts.leadership,
     position: parts.position,
     isRead,
+    isLookup,
   });
   const failed = ledger.store.failed.then((error) => {
     lifecycle.refuse(error instanceof MetadataError ? error : new MetadataError(Reason.STORE_UNAVAILABLE, error.message));
@@ -165,9 +170,20 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
   const local = metadataService(ledger, serverId, heard);
   const { peers } = parts;
   const routing = peers !== undefined && options.shards > 1 ? peers : undefined;
-  const calls =
+  const routed =
     routing === undefined ? localCalls(local) : shardRouter(shardCalls(options.shards, options.shard, localCalls(local), routing), ledger.state.options);
-  const service = routing === undefined ? local : routedService(calls, heard);
+  const whole = routing === undefined ? local : routedService(routed, heard);
+  // A member that has known no leader for --read-hold answers lookups as misses, in every framing (the edge lets them through).
+  const { leadership } = parts;
+  const misses =
+    leadership &&
+    leaderlessGate(
+      leadership,
+      (method) => metrics.unreachedLookup(method),
+      () => logger.warn({ readHoldMs: options.readHoldMs }, "cluster: no leader known for --read-hold; lookups are answered as misses until one is"),
+    );
+  const calls = misses === undefined ? routed : callsAnsweringMisses(routed, misses);
+  const service = misses === undefined ? whole : answeringMisses(whole, misses);
   // A single node is its shard's one member and leader; a member reads the cluster's shards from etcd. Both name the limits a call is held to whole.
   const topology = async (url: string) =>
     withLimits(await (peers?.topology() ?? singleNodeTopology({ count: options.shards, index: options.shard }, url)), ledger.state.options);
@@ -182,6 +198,7 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
           (req) => callNameOf(req.url ?? "/", routes),
           (name, req) => edge.admitsToken(name, req),
           isRead,
+          isLookup,
           parts.peerTls,
         )
       : undefined;

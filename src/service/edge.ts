@@ -50,6 +50,8 @@ export interface EdgeOptions extends Readonly<Pick<LimitOptions, "maxBodyBytes" 
   readonly position?: () => number;
   /** isRead tells a call, by its name, that only reads (READS): a caught-up standby may answer it (Leadership.refusalFor); undefined: none. */
   readonly isRead?: (method: string) => boolean;
+  /** isLookup tells a call, by its name, that engines wait on without a deadline (LOOKUPS): a member that has known no leader for --read-hold lets it pass, to be answered as misses (answeringMisses); undefined: none. */
+  readonly isLookup?: (method: string) => boolean;
 }
 
 /**
@@ -305,7 +307,14 @@ class Rules {
     const lifecycle = this.options.lifecycle;
     const limit = AbortSignal.timeout(this.options.startupHoldMs);
     const until = deadline === undefined ? limit : AbortSignal.any([limit, deadline]);
-    while (this.waiting(method, body) && !until.aborted) await nextNotice([lifecycle, this.options.leadership], until);
+    while (this.waiting(method, body) && !until.aborted) {
+      // A lookup waits no longer than the rest of --read-hold (then it passes, to be answered as misses); a timer may wake early: look again.
+      const missedIn = this.isLookup(method) ? this.options.leadership!.lookupsMissedInMs() : Number.POSITIVE_INFINITY;
+      await nextNotice(
+        [lifecycle, this.options.leadership],
+        missedIn === Number.POSITIVE_INFINITY ? until : AbortSignal.any([until, AbortSignal.timeout(Math.ceil(missedIn) + 1)]),
+      );
+    }
     checkDeadline(deadline);
     const refusal = lifecycle.refusal ?? (lifecycle.starting ? STILL_STARTING : undefined);
     if (refusal !== undefined) throw refusal;
@@ -330,7 +339,14 @@ class Rules {
   private leaderRefusal(method: string, body: RequestBody): MetadataError | undefined {
     const leadership = this.options.leadership;
     if (leadership?.refusal === undefined) return undefined;
+    // A member that has known no leader for --read-hold answers lookups as misses (answeringMisses), in this same turn.
+    if (this.isLookup(method) && leadership.lookupsMissedInMs() === 0) return undefined;
     return leadership.refusalFor(this.options.isRead?.(method) === true, body);
+  }
+
+  /** isLookup tells a lookup (EdgeOptions.isLookup) on a cluster member. */
+  private isLookup(method: string): boolean {
+    return this.options.leadership !== undefined && this.options.isLookup?.(method) === true;
   }
 
   /** settle commits the call's changes (unless `durable` is that commit, issued already) and reports its success; the reply waits for both. */

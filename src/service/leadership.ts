@@ -25,6 +25,20 @@ export class Leadership {
   private caught = false;
   private leaseValid: () => boolean = () => false;
   private readonly notifier = new Notifier();
+  /** leaderlessSince is when this member last came to know no leader (now(), ms); undefined while it leads or names one. */
+  private leaderlessSince: number | undefined;
+
+  /**
+   * @param readHoldMs is how long this member may know no leader before
+   *   it answers lookups as misses (--read-hold; 0: never).
+   * @param now reads a monotonic clock in ms.
+   */
+  constructor(
+    private readonly readHoldMs = 0,
+    private readonly now: () => number = () => performance.now(),
+  ) {
+    this.leaderlessSince = now();
+  }
 
   /**
    * refusal is the error of a call while this member does not lead;
@@ -52,6 +66,18 @@ export class Leadership {
     return this.refusal?.subject.leaderUrl === "";
   }
 
+  /**
+   * lookupsMissedInMs is how long from now this member answers lookups
+   * (LOOKUPS) as misses: 0 once it has known no leader for --read-hold
+   * (etcd out of reach, or no member able to lead), so that engines, which
+   * wait on them without a deadline, recompute instead of stopping;
+   * Infinity while it leads or names a leader, or with --read-hold 0.
+   */
+  lookupsMissedInMs(): number {
+    if (this.leaderlessSince === undefined || this.readHoldMs <= 0 || !this.leaderless) return Number.POSITIVE_INFINITY;
+    return Math.max(0, this.leaderlessSince + this.readHoldMs - this.now());
+  }
+
   /** caughtUp is true while this member leads, or follows with the log applied to its end. */
   get caughtUp(): boolean {
     return this.caught;
@@ -62,12 +88,15 @@ export class Leadership {
     this.leaseValid = leaseValid;
     this.current = undefined;
     this.caught = true;
+    this.leaderlessSince = undefined;
     this.notifier.notify();
   }
 
   /** follow closes the member to calls, naming the leader ("" when unknown). */
   follow(leaderUrl: string, caughtUp: boolean): void {
     if (this.current?.subject.leaderUrl === leaderUrl && this.caught === caughtUp) return;
+    if (leaderUrl !== "") this.leaderlessSince = undefined;
+    else if (this.current?.subject.leaderUrl !== "") this.leaderlessSince = this.now();
     this.current = notLeader(leaderUrl);
     this.caught = caughtUp;
     this.notifier.notify();

@@ -48,6 +48,7 @@ async function standby(leaderUrl: string, holdMs = 2_000): Promise<string> {
     (req) => req.url ?? "/",
     () => true,
     () => false,
+    () => false,
   );
   const server = http.createServer((req, res) => {
     expect(forward.takes(req)).toBe(true);

@@ -12,8 +12,18 @@ import type { MetadataCalls, MethodName } from "../../service/metadata-calls.js"
 import { BATCH_CODECS, type MessageCodec, reflectiveCodec } from "./batch-codecs.js";
 import { unwrapEnvelope } from "./grpc-envelope.js";
 
-/** UnaryHandler is a handler as connect-node calls it: of its context, the fast path gives the caller's deadline (as `signal`) alone. */
-type UnaryHandler = (request: unknown, context: { signal?: AbortSignal }) => Promise<unknown>;
+/** UnaryHandler is a handler as connect-node calls it: of its context, the fast path gives the caller's deadline (as `signal`) and the response's headers. */
+type UnaryHandler = (request: unknown, context: { signal?: AbortSignal; responseHeader?: Headers }) => Promise<unknown>;
+
+/** FastContext is a handler's context on the fast path: the caller's deadline, and response headers made only if a handler sets one (a member's misses: answeringMisses). */
+class FastContext {
+  headers: Headers | undefined;
+  constructor(readonly signal: AbortSignal | undefined) {}
+  get responseHeader(): Headers {
+    this.headers ??= new Headers();
+    return this.headers;
+  }
+}
 
 /** Answered is a handler's response and the id of the server that gave it, when another did (a relay's upstream); it ends with the caller's deadline. */
 type Answered = (request: unknown, deadline?: AbortSignal) => Promise<{ response: unknown; serverId?: string; unreached?: boolean }>;
@@ -90,7 +100,12 @@ export class GrpcUnaryFastPath {
     try {
       const decode = (bytes: Buffer, maxEntries: number) => decodeMessage(route, unwrapEnvelope(bytes), maxEntries);
       body = await this.edge.call(route.method.name, { body: req, decode }, async (message, deadline) => {
-        if (route.handler !== undefined) return route.codec.frame(await route.handler(message, { signal: deadline }));
+        if (route.handler !== undefined) {
+          const context = new FastContext(deadline);
+          const framed = route.codec.frame(await route.handler(message, context));
+          if (context.headers !== undefined) headers = { ...RESPONSE_HEADERS, ...Object.fromEntries(context.headers) };
+          return framed;
+        }
         const { response, serverId, unreached } = await route.answered!(message, deadline);
         if (serverId !== undefined || unreached) headers = { ...RESPONSE_HEADERS, ...answerHeaders(serverId, unreached) };
         return route.codec.frame(response);

@@ -33,4 +33,30 @@ describe("Leadership", () => {
     aborted.abort();
     await waiting;
   });
+
+  it("answers lookups as misses once it has known no leader for --read-hold, and not while it leads or names one", () => {
+    let now = 0;
+    const leadership = new Leadership(1_000, () => now);
+    expect(leadership.lookupsMissedInMs()).toBe(1_000); // a member starts knowing no leader
+    leadership.follow("http://10.0.0.2:18000", true);
+    now = 5_000;
+    expect(leadership.lookupsMissedInMs()).toBe(Number.POSITIVE_INFINITY);
+    leadership.follow("", false); // etcd out of reach: the leader it named is gone
+    now = 5_400;
+    expect(leadership.lookupsMissedInMs()).toBe(600);
+    leadership.follow("", true); // still none: the outage counts from when it began
+    now = 6_000;
+    expect(leadership.lookupsMissedInMs()).toBe(0);
+    leadership.lead(() => true);
+    expect(leadership.lookupsMissedInMs()).toBe(Number.POSITIVE_INFINITY);
+    leadership.follow("", false); // its term ended: a new outage begins
+    expect(leadership.lookupsMissedInMs()).toBe(1_000);
+  });
+
+  it("never answers lookups as misses with --read-hold 0", () => {
+    let now = 0;
+    const leadership = new Leadership(0, () => now);
+    now = 60_000;
+    expect(leadership.lookupsMissedInMs()).toBe(Number.POSITIVE_INFINITY);
+  });
 });

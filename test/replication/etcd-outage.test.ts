@@ -1,0 +1,75 @@
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { describe, expect, it } from "vitest";
+import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { UNREACHED_HEADER } from "../../src/protocol/headers.js";
+import { lacking } from "../support/debian-packages.js";
+import { startEtcdCluster } from "../support/etcd-cluster.js";
+import { type Server, startServer, waitForLeader } from "../support/ha-cluster.js";
+
+const missing = lacking("the etcd outage test", "etcd");
+
+/** MEMBER_ARGS hold calls for 60 s while no leader is known (the default), and answer lookups as misses after 500 ms of it. */
+const MEMBER_ARGS = ["--read-hold", "500ms", "--startup-hold", "60s"];
+
+const grpc = (server: Server) => createClient(MetadataService, createGrpcTransport({ baseUrl: server.url }));
+
+const post = (server: Server, path: string, body: unknown) =>
+  fetch(`${server.url}${path}`, { method: "POST", body: JSON.stringify(body), signal: AbortSignal.timeout(20_000) });
+
+/** lookups asks a member every lookup as the engines do (vLLM's and SGLang's JSON routes, gRPC), each within 20 s (a third of the hold), and returns the answers and their marks. */
+async function lookups(member: Server) {
+  const marks: (string | null)[] = [];
+  const onHeader = (headers: Headers) => marks.push(headers.get(UNREACHED_HEADER));
+  const vllm = await post(member, "/keys/batch_exists", { keys: ["written", "never"] });
+  const located = await post(member, "/keys/get_locations", { rank: 0, keys: ["written"] });
+  const sglang = await post(member, "/0/exists", { namespace: "sg", keys: ["x"] });
+  const exists = await grpc(member).batchExists({ keys: ["written", "never"] }, { timeoutMs: 20_000, onHeader });
+  const pages = await grpc(member).getLocations({ rank: 0, keys: ["written"] }, { timeoutMs: 20_000, onHeader });
+  return {
+    vllm: [vllm.status, await vllm.json(), vllm.headers.get(UNREACHED_HEADER)],
+    located: [located.status, await located.json(), located.headers.get(UNREACHED_HEADER)],
+    sglang: [sglang.status, await sglang.json(), sglang.headers.get(UNREACHED_HEADER)],
+    grpc: [exists.exists, pages.pages, marks],
+  };
+}
+
+describe.skipIf(missing !== "")("a cluster whose etcd is out of reach", () => {
+  it("answers lookups as misses once its members have known no leader for --read-hold, on the old leader and through a standby, while writes wait; then answers them again", async () => {
+    const etcd = await startEtcdCluster(1);
+    const members = await Promise.all([0, 1].map(() => startServer(etcd, undefined, MEMBER_ARGS)));
+    const leader = await waitForLeader(members);
+    const standby = members.find((m) => m !== leader)!;
+    await post(leader, "/rank/0/initialize", { num_pages: 8 });
+    const { pages } = await grpc(leader).batchAllocate({ rank: 0, keys: ["written"] });
+    await grpc(leader).confirmWrite({ rank: 0, keys: ["written"], pages });
+
+    await etcd.members[0]!.stop();
+    await leader.process.logged("cluster: stopped leading");
+    const misses = {
+      vllm: [200, { exists: [false, false] }, "1"],
+      located: [200, { locations: [null] }, "1"],
+      sglang: [200, { exists: [false] }, "1"],
+      grpc: [[false, false], [-1], ["1", "1"]],
+    };
+    // The old leader knows no leader; the standby still names it and passes its calls there: both answer misses, not waits of 60 s.
+    expect(await lookups(leader)).toEqual(misses);
+    expect(await lookups(standby)).toEqual(misses);
+    await leader.process.logged("cluster: no leader known for --read-hold; lookups are answered as misses until one is");
+    // A write is held meanwhile (--startup-hold): its own deadline ends it, and nothing is answered for it.
+    const write = await grpc(standby)
+      .batchAllocate({ rank: 0, keys: ["held"] }, { timeoutMs: 1_500 })
+      .catch((e: unknown) => ConnectError.from(e));
+    expect(write).toBeInstanceOf(ConnectError);
+    expect((write as ConnectError).code).toBe(Code.DeadlineExceeded);
+    const metrics = await (await fetch(`${leader.url}/metrics`)).text();
+    expect(metrics).toMatch(/hf3fs_metadata_unreached_lookups_total\{method="batchExists"\} [1-9]/);
+    expect(metrics).toMatch(/hf3fs_metadata_unreached_lookups_total\{method="getLocations"\} [1-9]/);
+
+    // etcd back: a leader is elected, and lookups are the state's again, unmarked, wherever they are asked.
+    await etcd.members[0]!.start();
+    const next = await waitForLeader(members, 30_000);
+    const answered = { vllm: [200, { exists: [true, false] }, null], located: [200, { locations: [pages[0]] }, null] };
+    for (const member of [next, ...members.filter((m) => m !== next)]) expect(await lookups(member)).toMatchObject(answered);
+  });
+});
