@@ -135,7 +135,7 @@ export const FLAGS: { readonly [F in keyof ServerOptions | keyof RelayOptions]: 
   holdMs: { flag: "hold", help: "how long a call waits for the upstream to answer (failovers, restarts, elections) before UNAVAILABLE (503)" },
   readHoldMs: {
     flag: "read-hold",
-    help: "how long no server of a shard may have answered a relay's calls, or a cluster member may have known no leader (etcd out of reach), before BatchExists and GetLocations (vLLM's batch_exists and get_locations, SGLang's exists and get_page_indices) are answered at once with those keys as misses (absent, no page; header hf3fs-unreached: 1), instead of held for --hold or --startup-hold: engines wait on these lookups without a deadline, and a miss costs a recompute; 0: they are held as any call",
+    help: "how long no server of a shard may have answered a relay's calls, or a cluster member may have known no leader of its shard (etcd out of reach) or of another shard, before BatchExists and GetLocations (vLLM's batch_exists and get_locations, SGLang's exists and get_page_indices) are answered at once with those keys as misses (absent, no page; header hf3fs-unreached: 1), instead of held for --hold or --startup-hold: engines wait on these lookups without a deadline, and a miss costs a recompute; 0: they are held as any call",
   },
   reads: {
     flag: "reads",

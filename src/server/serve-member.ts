@@ -78,6 +78,7 @@ export async function serveMember({ options, security, port, stopped, logger }: 
       token: snapshotToken(options),
       tls: peerTls,
       limits: options,
+      readHoldMs: options.readHoldMs,
     });
   } catch (error) {
     return cannotStart(logger, error as Error);

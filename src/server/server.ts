@@ -21,7 +21,7 @@ import type { Leadership } from "../service/leadership.js";
 import { commit, type Ledger } from "../service/ledger.js";
 import { Lifecycle } from "../service/lifecycle.js";
 import { type LagSampler, LoadShedder, loopLagSampler } from "../service/load-shedder.js";
-import { answeringMisses, callsAnsweringMisses, LOOKUPS, leaderlessGate } from "../service/lookup-misses.js";
+import { answeringMisses, callsAnsweringMisses, LOOKUPS, type Lookup, leaderlessGate } from "../service/lookup-misses.js";
 import { type MetadataCalls, type MethodName, READS } from "../service/metadata-calls.js";
 import { localCalls, metadataService, routedService } from "../service/metadata-service.js";
 import { shardCalls, shardRouter } from "../service/shard-router.js";
@@ -84,6 +84,8 @@ export interface Peers {
   topology(): Topology | Promise<Topology>;
   /** shardMembers reads each shard's members for the status page (ShardPeers.shardMembers); left out, the page lists each shard's URLs alone. */
   shardMembers?(): Promise<ShardRead[]>;
+  /** missed hears of each part of a lookup answered as misses, its shard having had no leader for --read-hold (set here, to count them). */
+  missed?: (method: Lookup) => void;
   close(): void;
 }
 
@@ -182,6 +184,7 @@ export async function startServer(ledger: Ledger, options: ServerOptions, parts:
       (method) => metrics.unreachedLookup(method),
       () => logger.warn({ readHoldMs: options.readHoldMs }, "cluster: no leader known for --read-hold; lookups are answered as misses until one is"),
     );
+  if (peers !== undefined) peers.missed = (method) => metrics.unreachedLookup(method);
   const calls = misses === undefined ? routed : callsAnsweringMisses(routed, misses);
   const service = misses === undefined ? whole : answeringMisses(whole, misses);
   // A single node is its shard's one member and leader; a member reads the cluster's shards from etcd. Both name the limits a call is held to whole.

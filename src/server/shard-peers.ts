@@ -1,5 +1,5 @@
 import type { Etcd3 } from "etcd3";
-import { type BatchLimits, Gathering } from "../client/gathering.js";
+import { type BatchLimits, Gathering, type Sent } from "../client/gathering.js";
 import { LeaderFollowing, type Method } from "../client/leader-following.js";
 import { callHeader, LeanTransports } from "../client/lean-transports.js";
 import type { ClientTls } from "../client/metadata-client.js";
@@ -8,7 +8,8 @@ import { SHARD_LOCAL_HEADER } from "../protocol/headers.js";
 import { ClusterKeys, type LeaderRecord, type MemberRecord } from "../replication/cluster-keys.js";
 import { attempts } from "../replication/within.js";
 import { type Member, type Topology, topologyOf } from "../service/cluster-service.js";
-import type { MetadataCalls } from "../service/metadata-calls.js";
+import { LOOKUPS, type Lookup, missesOf } from "../service/lookup-misses.js";
+import type { MetadataCalls, RequestOf } from "../service/metadata-calls.js";
 
 /** PEERS_MS is how often a member reads every shard's members and leader from etcd. */
 const PEERS_MS = 1_000;
@@ -37,6 +38,8 @@ export interface PeerOptions {
   readonly limits: BatchLimits;
   /** pingMs is how often the connections to other shards are PINGed (5 s by default; tests set it longer to see what else moves a held call). */
   readonly pingMs?: number;
+  /** readHoldMs is how long another shard may have had no leader in etcd before its part of a lookup is answered as misses (--read-hold; 0: held as any call). */
+  readonly readHoldMs?: number;
 }
 
 /**
@@ -64,6 +67,12 @@ export class ShardPeers {
   private readonly firstRead: Promise<void> | undefined;
   /** inFlight is the read under way: one at a time, so that an older read never lands after a newer one. */
   private inFlight: Promise<void> | undefined;
+  /** leaderlessSince is, per shard, when a read first found it without a leader (Date.now(); undefined: it has one, or was not read). */
+  private readonly leaderlessSince: (number | undefined)[] = [];
+  /** lookups are, per shard, the lookups on their way there, each given up (answered as misses) once the shard had no leader for --read-hold. */
+  private readonly lookups: Set<() => void>[];
+  /** missed hears of each lookup part answered as misses (the server counts them); set by the server. */
+  missed: (method: Lookup) => void = () => undefined;
 
   /**
    * @param etcd is the etcd client of each shard (this member's own, or
@@ -90,6 +99,7 @@ export class ShardPeers {
             left: (url) => this.transports.left(url),
           }),
     );
+    this.lookups = this.followings.map(() => new Set());
     this.gatherings = this.followings.map(
       (following) => following && new Gathering((method, request, o, holdMs) => following.call(method, request, o, holdMs), options.limits, options.holdMs),
     );
@@ -106,9 +116,45 @@ export class ShardPeers {
     const gathering = this.gatherings[shard];
     if (gathering === undefined) throw new RangeError(`shard ${shard} is this member's own`);
     return async (method, request, signal) => {
-      const { response, serverId } = await gathering.call(method as Method, request, { signal }, this.options.holdMs);
-      return { response: response as never, serverId: serverId ?? undefined };
+      const sent = LOOKUPS.has(method)
+        ? await this.lookup(shard, gathering, method as Lookup, request, signal)
+        : await gathering.call(method as Method, request, { signal }, this.options.holdMs);
+      if (sent === undefined) {
+        this.missed(method as Lookup);
+        return { response: missesOf(method as Lookup, request as RequestOf<Lookup>) as never, unreached: true };
+      }
+      return { response: sent.response as never, serverId: sent.serverId ?? undefined };
     };
+  }
+
+  /**
+   * lookup sends a lookup's part (LOOKUPS) to its shard as any call, and
+   * gives it up (undefined: answered as misses) once the shard has had no
+   * leader for --read-hold, as its reads of etcd find: a relay does the same
+   * for a shard it reaches no member of. Engines wait on lookups without a
+   * deadline; a miss costs them a recompute.
+   */
+  private lookup(shard: number, gathering: Gathering, method: Lookup, request: unknown, signal: AbortSignal | undefined): Promise<Sent | undefined> {
+    if (this.leaderlessFor(shard) >= this.readHoldMs) return Promise.resolve(undefined);
+    return new Promise<Sent | undefined>((resolve, reject) => {
+      const giveUp = () => resolve(undefined);
+      this.lookups[shard]!.add(giveUp);
+      gathering
+        .call(method, request, { signal }, this.options.holdMs)
+        .then(resolve, reject)
+        .finally(() => this.lookups[shard]!.delete(giveUp));
+    });
+  }
+
+  /** leaderlessFor is how long the reads of etcd have found `shard` without a leader (-Infinity while it has one). */
+  private leaderlessFor(shard: number): number {
+    const since = this.leaderlessSince[shard];
+    return since === undefined ? Number.NEGATIVE_INFINITY : Date.now() - since;
+  }
+
+  /** readHoldMs is --read-hold, Infinity for 0 (lookups held as any call). */
+  private get readHoldMs(): number {
+    return this.options.readHoldMs ? this.options.readHoldMs : Number.POSITIVE_INFINITY;
   }
 
   /**
@@ -171,6 +217,11 @@ export class ShardPeers {
           if (leaderUrl !== undefined) following.prefer(leaderUrl);
         }
         this.members[shard] = records.map((record) => ({ id: record.memberId, url: record.url, leader: record.memberId === read.leaderId }));
+        if (read.leaderId !== undefined) this.leaderlessSince[shard] = undefined;
+        else this.leaderlessSince[shard] ??= this.readAt;
+        if (this.leaderlessFor(shard) < this.readHoldMs) return;
+        for (const giveUp of this.lookups[shard]!) giveUp();
+        this.lookups[shard]!.clear();
       }),
     );
   }

@@ -2,6 +2,7 @@ import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { MetadataService, type NamespaceStatsSchema } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import type { NamespaceStatsView } from "../core/index.js";
 import { actedRank, askedRank, NAMESPACE_COUNTERS } from "../core/index.js";
+import { UNREACHED_HEADER } from "../protocol/headers.js";
 import { type CallHeard, runBatch } from "./batch-calls.js";
 import { keysOf } from "./key-bytes.js";
 import type { Ledger } from "./ledger.js";
@@ -86,8 +87,12 @@ export function localCalls(service: LocalService): MetadataCalls {
 /** routedService is MetadataService on calls that go elsewhere in part (a shard router's): each handler makes its call and answers its response. */
 export function routedService(calls: MetadataCalls, heard?: CallHeard): LocalService {
   // The caller's deadline (connect-node's context, the fast path's signal) ends the parts sent to other shards too.
-  const handler = (method: MethodName) => async (request: RequestOf<MethodName>, context?: { signal?: AbortSignal }) =>
-    (await calls(method, request, context?.signal)).response;
+  const handler = (method: MethodName) => async (request: RequestOf<MethodName>, context?: { signal?: AbortSignal; responseHeader?: Headers }) => {
+    const { response, unreached } = await calls(method, request, context?.signal);
+    // A shard's part answered as misses (no leader for --read-hold) marks the answer, as a relay's does.
+    if (unreached) context?.responseHeader?.set(UNREACHED_HEADER, "1");
+    return response;
+  };
   const service = Object.fromEntries(MetadataService.methods.map((m) => [m.localName, handler(m.localName as MethodName)])) as unknown as LocalService;
   // A Batch's calls are routed each as it would be alone.
   service.batch = ((request: RequestOf<"batch">, context?: { signal?: AbortSignal }) =>

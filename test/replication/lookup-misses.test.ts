@@ -2,12 +2,14 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { keyShard } from "../../src/core/index.js";
 import { UNREACHED_HEADER } from "../../src/protocol/headers.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
-import { type Server, startServer, waitForLeader } from "../support/ha-cluster.js";
+import { restartServer, type Server, startServer, waitForLeader } from "../support/ha-cluster.js";
+import { until } from "../support/until.js";
 
-const missing = lacking("the etcd outage test", "etcd");
+const missing = lacking("the lookup misses tests", "etcd");
 
 /** MEMBER_ARGS hold calls for 60 s while no leader is known (the default), and answer lookups as misses after 500 ms of it. */
 const MEMBER_ARGS = ["--read-hold", "500ms", "--startup-hold", "60s"];
@@ -71,5 +73,49 @@ describe.skipIf(missing !== "")("a cluster whose etcd is out of reach", () => {
     const next = await waitForLeader(members, 30_000);
     const answered = { vllm: [200, { exists: [true, false] }, null], located: [200, { locations: [pages[0]] }, null] };
     for (const member of [next, ...members.filter((m) => m !== next)]) expect(await lookups(member)).toMatchObject(answered);
+  });
+});
+
+describe.skipIf(missing !== "")("a cluster of shards, one without a leader", () => {
+  it("a member of the other shard answers that shard's part of a lookup as misses once it had no leader for --read-hold, its own part from its state, while writes to it wait", async () => {
+    const etcd = await startEtcdCluster(1);
+    const args = (shard: number) => [...MEMBER_ARGS, "--cluster-name", "split", "--shards", "2", "--shard", String(shard)];
+    const members = await Promise.all([0, 1].map((shard) => startServer(etcd, undefined, args(shard))));
+    await Promise.all(members.map((member) => waitForLeader([member])));
+    const [own, gone] = members as [Server, Server];
+    const keyOf = (shard: number) => Array.from({ length: 100 }, (_, i) => `key-${i}`).find((key) => keyShard("t", key, 2) === shard)!;
+    const keys = [keyOf(0), keyOf(1)];
+    const client = grpc(own);
+    await client.initializeRank({ namespace: "t", rank: 0, numPages: 16, worldSize: 1 });
+    const { pages } = await client.batchAllocate({ namespace: "t", rank: 0, keys });
+    await client.confirmWrite({ namespace: "t", rank: 0, keys, pages });
+
+    // Shard 1's one member stopped as operators stop it: its leader key goes with it.
+    gone.process.child.kill("SIGTERM");
+    await gone.process.exited;
+    const marks: (string | null)[] = [];
+    const onHeader = (headers: Headers) => marks.push(headers.get(UNREACHED_HEADER));
+    const exists = await client.batchExists({ namespace: "t", keys }, { timeoutMs: 20_000, onHeader });
+    const located = await client.getLocations({ namespace: "t", rank: 0, keys }, { timeoutMs: 20_000, onHeader });
+    expect([exists.exists, located.pages, marks]).toEqual([
+      [true, false],
+      [pages[0], -1],
+      ["1", "1"],
+    ]);
+    const write = await client.batchAllocate({ namespace: "t", rank: 0, keys: [keyOf(1)] }, { timeoutMs: 1_500 }).catch((e: unknown) => ConnectError.from(e));
+    expect((write as ConnectError).code).toBe(Code.DeadlineExceeded);
+    const metrics = await (await fetch(`${own.url}/metrics`)).text();
+    expect(metrics).toMatch(/hf3fs_metadata_unreached_lookups_total\{method="batchExists"\} 1\n/);
+
+    // Back on its data dir: once the member's next read of etcd finds its leader (every second), its keys are answered from its state again, unmarked.
+    await restartServer(gone);
+    await waitForLeader([gone]);
+    let again: unknown[] = [];
+    await until(async () => {
+      marks.length = 0;
+      again = [(await client.batchExists({ namespace: "t", keys }, { timeoutMs: 20_000, onHeader })).exists, [...marks]];
+      return marks[0] === null;
+    });
+    expect(again).toEqual([[true, true], [null]]);
   });
 });
