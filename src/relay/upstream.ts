@@ -5,7 +5,7 @@ import { LeaderFollowing, type Method } from "../client/leader-following.js";
 import { callHeader, LeanTransports } from "../client/lean-transports.js";
 import type { ClientTls } from "../client/metadata-client.js";
 import { MetadataError } from "../core/index.js";
-import { SERVER_ID_HEADER, SHARD_LOCAL_HEADER } from "../protocol/headers.js";
+import { SERVER_ID_HEADER, SHARD_LOCAL_HEADER, UNREACHED_HEADER } from "../protocol/headers.js";
 import type { Logger } from "../server/logger.js";
 import { LOOKUPS, type Lookup, missesOf } from "../service/lookup-misses.js";
 import type { MetadataCalls, RequestOf } from "../service/metadata-calls.js";
@@ -182,19 +182,28 @@ export class Upstream {
         return spread;
       }
       // The caller's deadline goes upstream; without one, none: a connection that stops answering fails its calls by its pings.
-      const heard = this.reads === undefined ? options : { ...options, onHeader: (headers: Headers) => this.reads!.heard(headers) };
+      // A lookup's answer may be a member's misses (it knew no leader for its --read-hold): its mark goes on with it.
+      const lookup = LOOKUPS.has(method);
+      let marked = false;
+      const onHeader = (headers: Headers) => {
+        this.reads?.heard(headers);
+        if (lookup && headers.get(UNREACHED_HEADER) === "1") marked = true;
+      };
+      const heard = this.reads === undefined && !lookup ? options : { ...options, onHeader };
       const sent =
-        LOOKUPS.has(method) && this.config.readHoldMs > 0
+        lookup && this.config.readHoldMs > 0
           ? await this.readOrMiss(method, request, heard, holdMs)
           : await this.gathering.call(method, request, heard, holdMs);
       if (sent === undefined) return this.misses(method, request as RequestOf<"batchExists">);
       const { response, serverId, attempts } = sent;
       this.config.metrics.observeUpstream(method, (performance.now() - started) / 1_000, attempts > 1);
       // An answer shows a server answers calls (a standby given alone forwards them, though its watch says it does not lead);
-      // the next end of a watch's stream (the server gone) is heard, and judged again.
-      this.reach.set(true);
-      this.armGiveUp();
-      return { response, serverId: serverId ?? undefined };
+      // the next end of a watch's stream (the server gone) is heard, and judged again. A member's misses show none does.
+      if (!marked) {
+        this.reach.set(true);
+        this.armGiveUp();
+      }
+      return marked ? { response, serverId: serverId ?? undefined, unreached: true } : { response, serverId: serverId ?? undefined };
     } catch (e) {
       const error = ConnectError.from(e);
       this.config.metrics.observeUpstream(method, (performance.now() - started) / 1_000, true);

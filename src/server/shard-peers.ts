@@ -1,10 +1,11 @@
+import type { CallOptions } from "@connectrpc/connect";
 import type { Etcd3 } from "etcd3";
 import { type BatchLimits, Gathering, type Sent } from "../client/gathering.js";
 import { LeaderFollowing, type Method } from "../client/leader-following.js";
 import { callHeader, LeanTransports } from "../client/lean-transports.js";
 import type { ClientTls } from "../client/metadata-client.js";
 import type { ShardPart } from "../core/index.js";
-import { SHARD_LOCAL_HEADER } from "../protocol/headers.js";
+import { SHARD_LOCAL_HEADER, UNREACHED_HEADER } from "../protocol/headers.js";
 import { ClusterKeys, type LeaderRecord, type MemberRecord } from "../replication/cluster-keys.js";
 import { attempts } from "../replication/within.js";
 import { type Member, type Topology, topologyOf } from "../service/cluster-service.js";
@@ -116,14 +117,19 @@ export class ShardPeers {
     const gathering = this.gatherings[shard];
     if (gathering === undefined) throw new RangeError(`shard ${shard} is this member's own`);
     return async (method, request, signal) => {
-      const sent = LOOKUPS.has(method)
-        ? await this.lookup(shard, gathering, method as Lookup, request, signal)
-        : await gathering.call(method as Method, request, { signal }, this.options.holdMs);
+      if (!LOOKUPS.has(method)) {
+        const sent = await gathering.call(method as Method, request, { signal }, this.options.holdMs);
+        return { response: sent.response as never, serverId: sent.serverId ?? undefined };
+      }
+      // The shard's own members answer misses too, once they knew no leader for their --read-hold: the mark goes on.
+      let marked = false;
+      const onHeader = (headers: Headers) => (marked ||= headers.get(UNREACHED_HEADER) === "1");
+      const sent = await this.lookup(shard, gathering, method as Lookup, request, { signal, onHeader });
       if (sent === undefined) {
         this.missed(method as Lookup);
         return { response: missesOf(method as Lookup, request as RequestOf<Lookup>) as never, unreached: true };
       }
-      return { response: sent.response as never, serverId: sent.serverId ?? undefined };
+      return { response: sent.response as never, serverId: sent.serverId ?? undefined, ...(marked ? { unreached: true } : {}) };
     };
   }
 
@@ -134,13 +140,13 @@ export class ShardPeers {
    * for a shard it reaches no member of. Engines wait on lookups without a
    * deadline; a miss costs them a recompute.
    */
-  private lookup(shard: number, gathering: Gathering, method: Lookup, request: unknown, signal: AbortSignal | undefined): Promise<Sent | undefined> {
+  private lookup(shard: number, gathering: Gathering, method: Lookup, request: unknown, options: CallOptions): Promise<Sent | undefined> {
     if (this.leaderlessFor(shard) >= this.readHoldMs) return Promise.resolve(undefined);
     return new Promise<Sent | undefined>((resolve, reject) => {
       const giveUp = () => resolve(undefined);
       this.lookups[shard]!.add(giveUp);
       gathering
-        .call(method, request, { signal }, this.options.holdMs)
+        .call(method, request, options, this.options.holdMs)
         .then(resolve, reject)
         .finally(() => this.lookups[shard]!.delete(giveUp));
     });

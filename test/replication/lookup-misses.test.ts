@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import { MetadataService } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
 import { keyShard } from "../../src/core/index.js";
 import { UNREACHED_HEADER } from "../../src/protocol/headers.js";
+import { startChildRelay } from "../support/child-server.js";
 import { lacking } from "../support/debian-packages.js";
 import { startEtcdCluster } from "../support/etcd-cluster.js";
 import { restartServer, type Server, startServer, waitForLeader } from "../support/ha-cluster.js";
@@ -57,6 +58,14 @@ describe.skipIf(missing !== "")("a cluster whose etcd is out of reach", () => {
     // The old leader knows no leader; the standby still names it and passes its calls there: both answer misses, not waits of 60 s.
     expect(await lookups(leader)).toEqual(misses);
     expect(await lookups(standby)).toEqual(misses);
+    // A relay that holds lookups itself (--read-hold 0) passes a member's misses on, marked.
+    const relay = await startChildRelay(["--upstream", members.map((m) => m.url).join(","), "--read-hold", "0"]);
+    const relayed = await fetch(`${relay.url}/keys/batch_exists`, {
+      method: "POST",
+      body: JSON.stringify({ keys: ["written"] }),
+      signal: AbortSignal.timeout(20_000),
+    });
+    expect([relayed.status, await relayed.json(), relayed.headers.get(UNREACHED_HEADER)]).toEqual([200, { exists: [false] }, "1"]);
     await leader.process.logged("cluster: no leader known for --read-hold; lookups are answered as misses until one is");
     // A write is held meanwhile (--startup-hold): its own deadline ends it, and nothing is answered for it.
     const write = await grpc(standby)
