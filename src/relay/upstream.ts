@@ -7,7 +7,7 @@ import type { ClientTls } from "../client/metadata-client.js";
 import { MetadataError } from "../core/index.js";
 import { SERVER_ID_HEADER, SHARD_LOCAL_HEADER, UNREACHED_HEADER } from "../protocol/headers.js";
 import type { Logger } from "../server/logger.js";
-import { LOOKUPS, type Lookup, missesOf } from "../service/lookup-misses.js";
+import { LOOKUPS, type Lookup, missesOf, PendingLookups } from "../service/lookup-misses.js";
 import type { MetadataCalls, RequestOf } from "../service/metadata-calls.js";
 import { Notifier } from "../service/notifier.js";
 import { ServerWatch } from "./health-watch.js";
@@ -69,7 +69,7 @@ export class Upstream {
 
   private readonly logger: Logger;
   /** lookups are the lookups on their way upstream, each given up by its function (readOrMiss). */
-  private readonly lookups = new Set<() => void>();
+  private readonly lookups = new PendingLookups();
   /** giveUpTimer gives up the lookups once no server has answered calls for --read-hold (armGiveUp). */
   private giveUpTimer: NodeJS.Timeout | undefined;
 
@@ -223,14 +223,7 @@ export class Upstream {
    */
   private readOrMiss(method: Method, request: unknown, options: CallOptions, holdMs: number): Promise<Sent | undefined> {
     if (this.reach.downMs() >= this.config.readHoldMs) return Promise.resolve(undefined);
-    return new Promise<Sent | undefined>((resolve, reject) => {
-      const giveUp = () => resolve(undefined);
-      this.lookups.add(giveUp);
-      this.gathering
-        .call(method, request, options, holdMs)
-        .then(resolve, reject)
-        .finally(() => this.lookups.delete(giveUp));
-    });
+    return this.lookups.race(this.gathering.call(method, request, options, holdMs));
   }
 
   /** armGiveUp gives up the lookups on their way (readOrMiss) once no server has answered calls for --read-hold, and stops waiting to while one does. */
@@ -245,8 +238,7 @@ export class Upstream {
       () => {
         this.giveUpTimer = undefined;
         if (this.reach.caughtUp) return;
-        for (const giveUp of this.lookups) giveUp();
-        this.lookups.clear();
+        this.lookups.giveUp();
       },
       Math.max(0, this.config.readHoldMs - this.reach.downMs()),
     );

@@ -9,7 +9,7 @@ import { SHARD_LOCAL_HEADER, UNREACHED_HEADER } from "../protocol/headers.js";
 import { ClusterKeys, type LeaderRecord, type MemberRecord } from "../replication/cluster-keys.js";
 import { attempts } from "../replication/within.js";
 import { type Member, type Topology, topologyOf } from "../service/cluster-service.js";
-import { LOOKUPS, type Lookup, missesOf } from "../service/lookup-misses.js";
+import { LOOKUPS, type Lookup, missesOf, PendingLookups } from "../service/lookup-misses.js";
 import type { MetadataCalls, RequestOf } from "../service/metadata-calls.js";
 
 /** PEERS_MS is how often a member reads every shard's members and leader from etcd. */
@@ -71,7 +71,7 @@ export class ShardPeers {
   /** leaderlessSince is, per shard, when a read first found it without a leader (Date.now(); undefined: it has one, or was not read). */
   private readonly leaderlessSince: (number | undefined)[] = [];
   /** lookups are, per shard, the lookups on their way there, each given up (answered as misses) once the shard had no leader for --read-hold. */
-  private readonly lookups: Set<() => void>[];
+  private readonly lookups: PendingLookups[];
   /** missed hears of each lookup part answered as misses (the server counts them); set by the server. */
   missed: (method: Lookup) => void = () => undefined;
 
@@ -100,7 +100,7 @@ export class ShardPeers {
             left: (url) => this.transports.left(url),
           }),
     );
-    this.lookups = this.followings.map(() => new Set());
+    this.lookups = this.followings.map(() => new PendingLookups());
     this.gatherings = this.followings.map(
       (following) => following && new Gathering((method, request, o, holdMs) => following.call(method, request, o, holdMs), options.limits, options.holdMs),
     );
@@ -142,14 +142,7 @@ export class ShardPeers {
    */
   private lookup(shard: number, gathering: Gathering, method: Lookup, request: unknown, options: CallOptions): Promise<Sent | undefined> {
     if (this.leaderlessFor(shard) >= this.readHoldMs) return Promise.resolve(undefined);
-    return new Promise<Sent | undefined>((resolve, reject) => {
-      const giveUp = () => resolve(undefined);
-      this.lookups[shard]!.add(giveUp);
-      gathering
-        .call(method, request, options, this.options.holdMs)
-        .then(resolve, reject)
-        .finally(() => this.lookups[shard]!.delete(giveUp));
-    });
+    return this.lookups[shard]!.race(gathering.call(method, request, options, this.options.holdMs));
   }
 
   /** leaderlessFor is how long the reads of etcd have found `shard` without a leader (-Infinity while it has one). */
@@ -226,8 +219,7 @@ export class ShardPeers {
         if (read.leaderId !== undefined) this.leaderlessSince[shard] = undefined;
         else this.leaderlessSince[shard] ??= this.readAt;
         if (this.leaderlessFor(shard) < this.readHoldMs) return;
-        for (const giveUp of this.lookups[shard]!) giveUp();
-        this.lookups[shard]!.clear();
+        this.lookups[shard]!.giveUp();
       }),
     );
   }

@@ -4,7 +4,7 @@ import { UNREACHED_HEADER } from "../protocol/headers.js";
 import { keysOf } from "./key-bytes.js";
 import type { Leadership } from "./leadership.js";
 import type { MetadataCalls, MethodName, RequestOf, ResponseOf } from "./metadata-calls.js";
-import type { LocalService } from "./metadata-service.js";
+import type { HandlerContext, LocalService } from "./metadata-service.js";
 
 /**
  * LOOKUPS are the calls engines wait on without a deadline (vLLM's
@@ -34,12 +34,6 @@ export interface MissGate {
   missed(method: Lookup): void;
 }
 
-/** HeaderContext is the part of a handler's context a miss answer marks (connect-node's, the fast path's). */
-interface HeaderContext {
-  readonly signal?: AbortSignal;
-  readonly responseHeader?: Headers;
-}
-
 /**
  * answeringMisses is `service` with its lookups answered as misses while
  * the gate says so, marked with UNREACHED_HEADER; the edge lets those
@@ -48,8 +42,8 @@ interface HeaderContext {
  */
 export function answeringMisses(service: LocalService, gate: MissGate): LocalService {
   const lookup = <M extends Lookup>(method: M) =>
-    (async (request: RequestOf<M>, context?: HeaderContext) => {
-      if (!gate.missing()) return (service[method] as (r: RequestOf<M>, c?: HeaderContext) => Promise<unknown>)(request, context);
+    (async (request: RequestOf<M>, context?: HandlerContext) => {
+      if (!gate.missing()) return (service[method] as (r: RequestOf<M>, c?: HandlerContext) => Promise<unknown>)(request, context);
       gate.missed(method);
       context?.responseHeader?.set(UNREACHED_HEADER, "1");
       return missesOf(method, request);
@@ -86,4 +80,30 @@ export function leaderlessGate(leadership: Pick<Leadership, "lookupsMissedInMs">
       outage();
     },
   };
+}
+
+/**
+ * PendingLookups are lookups on their way to a server that may be given
+ * up, all at once, when no server can answer them for --read-hold (a
+ * relay's upstream, a member's way to another shard): each then resolves
+ * undefined, to be answered as misses, while its call goes on, its
+ * answer unused.
+ */
+export class PendingLookups {
+  private readonly waiting = new Set<() => void>();
+
+  /** race resolves with `sent`'s answer, or undefined once given up (giveUp) before it. */
+  race<T>(sent: Promise<T>): Promise<T | undefined> {
+    return new Promise<T | undefined>((resolve, reject) => {
+      const giveUp = () => resolve(undefined);
+      this.waiting.add(giveUp);
+      sent.then(resolve, reject).finally(() => this.waiting.delete(giveUp));
+    });
+  }
+
+  /** giveUp gives up every lookup waiting now. */
+  giveUp(): void {
+    for (const giveUp of this.waiting) giveUp();
+    this.waiting.clear();
+  }
 }

@@ -8,9 +8,15 @@ import { keysOf } from "./key-bytes.js";
 import type { Ledger } from "./ledger.js";
 import type { MetadataCalls, MethodName, RequestOf } from "./metadata-calls.js";
 
+/** HandlerContext is what of a call's context a handler reads: the caller's deadline, and the answer's headers (connect-node's context, the fast path's). */
+export interface HandlerContext {
+  readonly signal?: AbortSignal;
+  readonly responseHeader?: Headers;
+}
+
 /** LocalService is MetadataService on this process's state: connect-node serves it, and the JSON routes call it (localCalls). */
 export type LocalService = {
-  [M in MethodName]: (request: RequestOf<M>) => Promise<MessageInitShape<(typeof MetadataService.method)[M]["output"]>>;
+  [M in MethodName]: (request: RequestOf<M>, context?: HandlerContext) => Promise<MessageInitShape<(typeof MetadataService.method)[M]["output"]>>;
 };
 
 /**
@@ -87,7 +93,7 @@ export function localCalls(service: LocalService): MetadataCalls {
 /** routedService is MetadataService on calls that go elsewhere in part (a shard router's): each handler makes its call and answers its response. */
 export function routedService(calls: MetadataCalls, heard?: CallHeard): LocalService {
   // The caller's deadline (connect-node's context, the fast path's signal) ends the parts sent to other shards too.
-  const handler = (method: MethodName) => async (request: RequestOf<MethodName>, context?: { signal?: AbortSignal; responseHeader?: Headers }) => {
+  const handler = (method: MethodName) => async (request: RequestOf<MethodName>, context?: HandlerContext) => {
     const { response, unreached } = await calls(method, request, context?.signal);
     // A shard's part answered as misses (no leader for --read-hold) marks the answer, as a relay's does.
     if (unreached) context?.responseHeader?.set(UNREACHED_HEADER, "1");
@@ -95,7 +101,7 @@ export function routedService(calls: MetadataCalls, heard?: CallHeard): LocalSer
   };
   const service = Object.fromEntries(MetadataService.methods.map((m) => [m.localName, handler(m.localName as MethodName)])) as unknown as LocalService;
   // A Batch's calls are routed each as it would be alone.
-  service.batch = ((request: RequestOf<"batch">, context?: { signal?: AbortSignal }) =>
+  service.batch = ((request: RequestOf<"batch">, context?: HandlerContext) =>
     runBatch(request, async (method, one) => (await calls(method, one, context?.signal)).response, heard)) as LocalService["batch"];
   return service;
 }
