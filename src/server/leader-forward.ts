@@ -124,7 +124,7 @@ export class LeaderForward {
     // A read this standby holds fresh enough is answered here (StandbyReads).
     if (this.isRead(name) && this.leadership.reads?.takes(req, req.headers) === true) return false;
     // A lookup on a member that has known no leader for --read-hold is answered here, as misses (answeringMisses).
-    if (this.isLookup(name) && this.leadership.lookupsMissedInMs() === 0) return false;
+    if (this.isLookup(name) && this.leadership.missesLookups) return false;
     return this.admits(name, req);
   }
 
@@ -163,7 +163,7 @@ export class LeaderForward {
           if (unreachable === "") await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
           leaderUrl = await this.leaderAfter(unreachable, waitUntil);
           // This member leads now, or answers this lookup as misses: the body is read, so the call goes through this member's own port to its own path.
-          if (leaderUrl === "" && (this.leadership.refusal === undefined || (lookup && this.leadership.lookupsMissedInMs() === 0))) leaderUrl = this.selfUrl;
+          if (leaderUrl === "" && (this.leadership.refusal === undefined || (lookup && this.leadership.missesLookups))) leaderUrl = this.selfUrl;
           // No leader came in time: the client gets a call refused, to retry.
           if (leaderUrl === "") return abort(res, error as Error, false);
         }

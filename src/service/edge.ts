@@ -340,7 +340,7 @@ class Rules {
     const leadership = this.options.leadership;
     if (leadership?.refusal === undefined) return undefined;
     // A member that has known no leader for --read-hold answers lookups as misses (answeringMisses), in this same turn.
-    if (this.isLookup(method) && leadership.lookupsMissedInMs() === 0) return undefined;
+    if (this.isLookup(method) && leadership.missesLookups) return undefined;
     return leadership.refusalFor(this.options.isRead?.(method) === true, body);
   }
 

@@ -78,6 +78,11 @@ export class Leadership {
     return Math.max(0, this.leaderlessSince + this.readHoldMs - this.now());
   }
 
+  /** missesLookups is true while this member answers lookups as misses: it has known no leader for --read-hold (lookupsMissedInMs). */
+  get missesLookups(): boolean {
+    return this.lookupsMissedInMs() === 0;
+  }
+
   /** caughtUp is true while this member leads, or follows with the log applied to its end. */
   get caughtUp(): boolean {
     return this.caught;

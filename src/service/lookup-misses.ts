@@ -65,11 +65,11 @@ export function callsAnsweringMisses(calls: MetadataCalls, gate: MissGate): Meta
  * known no leader for --read-hold (Leadership.lookupsMissedInMs), counts
  * each, and tells the first of each outage (`outage`, to log it once).
  */
-export function leaderlessGate(leadership: Pick<Leadership, "lookupsMissedInMs">, count: (method: Lookup) => void, outage: () => void): MissGate {
+export function leaderlessGate(leadership: Pick<Leadership, "missesLookups">, count: (method: Lookup) => void, outage: () => void): MissGate {
   let told = false;
   return {
     missing() {
-      const missing = leadership.lookupsMissedInMs() === 0;
+      const missing = leadership.missesLookups;
       if (!missing) told = false;
       return missing;
     },
