@@ -15,7 +15,13 @@ const missing = lacking("the lookup misses tests", "etcd");
 /** MEMBER_ARGS hold calls for 60 s while no leader is known (the default), and answer lookups as misses after 500 ms of it. */
 const MEMBER_ARGS = ["--read-hold", "500ms", "--startup-hold", "60s"];
 
-const grpc = (server: Server) => createClient(MetadataService, createGrpcTransport({ baseUrl: server.url }));
+/** clients holds one gRPC client per member, made once: its HTTP/2 connection, opened before an outage, sits idle through it, as a scheduler's does. */
+const clients = new Map<string, ReturnType<typeof createClient<typeof MetadataService>>>();
+const grpc = (server: Server) => {
+  const client = clients.get(server.url) ?? createClient(MetadataService, createGrpcTransport({ baseUrl: server.url }));
+  clients.set(server.url, client);
+  return client;
+};
 
 const post = (server: Server, path: string, body: unknown) =>
   fetch(`${server.url}${path}`, { method: "POST", body: JSON.stringify(body), signal: AbortSignal.timeout(20_000) });
@@ -47,6 +53,8 @@ describe.skipIf(missing !== "")("a cluster whose etcd is out of reach", () => {
     const { pages } = await grpc(leader).batchAllocate({ rank: 0, keys: ["written"] });
     await grpc(leader).confirmWrite({ rank: 0, keys: ["written"], pages });
 
+    // Every member's connection opened now, then left idle while etcd goes.
+    for (const member of members) await grpc(member).batchExists({ keys: ["written"] });
     await etcd.members[0]!.stop();
     await leader.process.logged("cluster: stopped leading");
     const misses = {
