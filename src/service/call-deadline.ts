@@ -36,3 +36,17 @@ export function checkDeadline(signal: AbortSignal | undefined): void {
 export function deadlineExceeded(): ConnectError {
   return new ConnectError("the call's deadline passed before it ran; nothing was changed", Code.DeadlineExceeded);
 }
+
+/**
+ * deadlineAnswer is what a call answers for `error` once its `deadline`
+ * aborted: a call it made downstream (to a leader, to another shard) was
+ * canceled by that abort, and the caller is told the deadline passed (or
+ * the error the RPC stack aborted it with), not that something canceled
+ * it. Any other error is answered as it is.
+ */
+export function deadlineAnswer(error: unknown, deadline: AbortSignal | undefined): unknown {
+  if (deadline?.aborted !== true || !(error instanceof ConnectError) || error.code !== Code.Canceled) return error;
+  return deadline.reason instanceof ConnectError
+    ? deadline.reason
+    : new ConnectError("the call's deadline passed before it was answered", Code.DeadlineExceeded);
+}

@@ -5,7 +5,7 @@ import { ENVELOPE_BYTES } from "../protocol/envelope.js";
 import { SERVER_ID_HEADER } from "../protocol/headers.js";
 import type { AccessPolicy } from "./access-policy.js";
 import type { BodyReader, Held, RequestBody, RequestHeaders } from "./body-reader.js";
-import { checkDeadline, deadlineSignal } from "./call-deadline.js";
+import { checkDeadline, deadlineAnswer, deadlineSignal } from "./call-deadline.js";
 import { namespaceOf, toConnectError } from "./error-table.js";
 import { KeyBytesMessage } from "./key-bytes.js";
 import { LargeCallLane } from "./large-call-lane.js";
@@ -233,7 +233,7 @@ export class EdgeCall {
       });
       return await rules.settle(this.method, this.started, result, durable);
     } catch (error) {
-      throw rules.fail(this.method, this.started, ran ? await rules.durableBefore(error) : error, this.message);
+      throw rules.fail(this.method, this.started, deadlineAnswer(ran ? await rules.durableBefore(error) : error, deadline), this.message);
     }
   }
 

@@ -3,11 +3,13 @@ import { writeFileSync } from "node:fs";
 import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, type ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
-import { ErrorInfoSchema, MetadataService, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { BatchAllocateRequestSchema, ErrorInfoSchema, MetadataService, Reason } from "../../gen/hf3fs/metadata/v1/metadata_pb.js";
+import { envelope } from "../../src/protocol/envelope.js";
 import { AccessPolicy } from "../../src/service/access-policy.js";
 import { Leadership } from "../../src/service/leadership.js";
 import { tempDir } from "../support/temp-dir.js";
@@ -99,6 +101,44 @@ describe("a relay with no upstream to reach", () => {
     expect(metrics).toContain("hf3fs_relay_upstream_reachable 1");
     expect(metrics).toMatch(/^hf3fs_relay_connections_total [1-9]/m); // its callers' (the test's), as a server counts its own
     expect(metrics).toMatch(/^hf3fs_relay_open_connections [1-9]/m);
+  });
+});
+
+/** statusWithin sends a BatchAllocate with grpc-timeout `timeout` and no deadline of its own, and returns the grpc-status answered. */
+async function statusWithin(url: string, timeout: string): Promise<string> {
+  const session = http2.connect(url);
+  try {
+    const stream = session.request({
+      ":method": "POST",
+      ":path": `/${MetadataService.typeName}/BatchAllocate`,
+      "content-type": "application/grpc",
+      "grpc-timeout": timeout,
+    });
+    stream.end(envelope(toBinary(BatchAllocateRequestSchema, create(BatchAllocateRequestSchema, { rank: 0, keys: ["k"] }))));
+    stream.resume();
+    return await new Promise<string>((resolve) => {
+      // A trailers-only answer carries its status in its headers.
+      stream.once("response", (headers) => headers["grpc-status"] !== undefined && resolve(String(headers["grpc-status"])));
+      stream.once("trailers", (trailers) => resolve(String(trailers["grpc-status"])));
+    });
+  } finally {
+    session.destroy();
+  }
+}
+
+describe("a relay's caller with a deadline (grpc-timeout)", () => {
+  it("is answered DEADLINE_EXCEEDED once it passes, whether no upstream answers or one holds the call, not CANCELED", async () => {
+    const silent = http2.createServer();
+    silent.on("stream", () => undefined); // takes every call and never answers it
+    silent.listen(0, "127.0.0.1");
+    await once(silent, "listening");
+    const absent = await startTestRelay(`http://127.0.0.1:${await freePort()}`, { holdMs: 600_000 });
+    const holding = await startTestRelay(`http://127.0.0.1:${(silent.address() as AddressInfo).port}`, { holdMs: 600_000 });
+    expect([await statusWithin(absent.url, "300m"), await statusWithin(holding.url, "300m")]).toEqual([
+      String(Code.DeadlineExceeded),
+      String(Code.DeadlineExceeded),
+    ]);
+    silent.close();
   });
 });
 
