@@ -88,8 +88,8 @@ export class DualProtocolListener {
   private sweeping: NodeJS.Timeout | undefined;
   /** opened tells whether a stream opened since the last sweep. */
   private opened = false;
-  /** h1Answers are the answers not yet finished per HTTP/1.1 connection (none: idle), told `Connection: close` when the listener closes. */
-  private readonly h1Answers = new Map<net.Socket, Set<http.ServerResponse>>();
+  /** h1Connections are the HTTP/1.1 connections, each with its answers not yet finished, told `Connection: close` when the listener closes. */
+  private readonly h1Connections = new Map<net.Socket, H1Connection>();
   /** unsorted are the connections that have not yet said which protocol they speak (sniff). */
   private readonly unsorted = new Set<net.Socket>();
   private closing = false;
@@ -113,7 +113,8 @@ export class DualProtocolListener {
       { keepAliveTimeout: this.idleTimeoutMs, headersTimeout: this.requestTimeoutMs, requestTimeout: this.requestTimeoutMs },
       handler,
     );
-    this.h1.on("request", (req: http.IncomingMessage, res: http.ServerResponse) => this.trackH1(req.socket, res));
+    // Before the handler, which may answer at once: an answer begun while closing says `Connection: close`.
+    this.h1.prependListener("request", (req: http.IncomingMessage, res: http.ServerResponse) => this.trackH1(req.socket, res));
     // Flow-control windows of 1 MiB per stream and 16 MiB per connection: with
     // the 64 KiB defaults, concurrent batch requests of tens of KiB wait on
     // WINDOW_UPDATE round trips.
@@ -162,8 +163,9 @@ export class DualProtocolListener {
    * a failover may take seconds, longer than an engine retries a refused
    * connection. Meanwhile every HTTP/2 session gets GOAWAY and every
    * HTTP/1.1 answer `Connection: close`, so each connection ends after its
-   * calls. Once no call is in flight it stops accepting and closes the idle
-   * connections (an idle HTTP/1.1 connection is destroyed, not half-closed:
+   * calls. Once no call is in flight it stops accepting, serves the calls
+   * that clients sent meanwhile (read by the next turns of the loop), and
+   * closes the idle connections (an idle HTTP/1.1 connection is destroyed, not half-closed:
    * a keep-alive client keeps its side open until it next uses it, and the
    * drain would wait for that; a connection that has sent nothing yet is
    * closed too), and resolves once every connection is closed; after
@@ -179,11 +181,15 @@ export class DualProtocolListener {
     const handedOver = (await this.port?.handOver()) === true;
     this.closing = true;
     this.goAway();
-    for (const answers of this.h1Answers.values()) for (const res of answers) if (!res.headersSent) res.shouldKeepAlive = false;
-    while (!handedOver && this.callsInFlight() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    for (const { answers } of this.h1Connections.values()) for (const res of answers) if (!res.headersSent) res.shouldKeepAlive = false;
+    await this.callsAnswered(handedOver, deadline);
     const stopped = this.port?.close();
+    // What clients sent as the last call ended may still wait in the kernel: two turns of the loop read it (the first may
+    // begin in its poll phase), and a call so found on a keep-alive connection is served and not reset with the idle ones.
+    for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve));
+    await this.callsAnswered(false, deadline);
     this.goAway(); // the sessions opened meanwhile too
-    for (const [socket, answers] of this.h1Answers) if (answers.size === 0) socket.destroy();
+    for (const [socket, connection] of this.h1Connections) if (!connection.busy) socket.destroy();
     // A connection that has sent nothing yet holds no call (a health check's, a port probe's): the drain does not wait for it.
     for (const socket of this.unsorted) if (socket.bytesRead === 0) socket.destroy();
     while (this.sockets.size > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
@@ -204,9 +210,14 @@ export class DualProtocolListener {
     this.endIfIdle(session);
   }
 
-  /** callsInFlight is true while an HTTP/1.1 answer or an HTTP/2 stream is open, or a connection has begun to say which protocol it speaks. */
+  /** callsAnswered resolves once no call is in flight (at once when handedOver), or at the deadline. */
+  private async callsAnswered(handedOver: boolean, deadline: number): Promise<void> {
+    while (!handedOver && this.callsInFlight() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+
+  /** callsInFlight is true while an HTTP/1.1 connection has a call begun or answered, an HTTP/2 stream is open, or a connection has begun to say which protocol it speaks. */
   private callsInFlight(): boolean {
-    for (const answers of this.h1Answers.values()) if (answers.size > 0) return true;
+    for (const connection of this.h1Connections.values()) if (connection.busy) return true;
     for (const streams of this.openStreams.values()) if (streams.size > 0) return true;
     for (const socket of this.unsorted) if (socket.bytesRead > 0) return true;
     return false;
@@ -299,12 +310,12 @@ export class DualProtocolListener {
 
   /** trackH1 follows an answer in flight on an HTTP/1.1 connection, which closes after its last answer once closing. */
   private trackH1(socket: net.Socket, res: http.ServerResponse): void {
-    const answers = this.h1Answers.get(socket)!;
-    answers.add(res);
+    const connection = this.h1Connections.get(socket)!;
+    connection.answers.add(res);
     if (this.closing) res.shouldKeepAlive = false;
     res.once("close", () => {
-      answers.delete(res);
-      if (this.closing && answers.size === 0) endAfterAnswer(socket);
+      connection.answered(res);
+      if (this.closing && connection.answers.size === 0) endAfterAnswer(socket);
     });
   }
 
@@ -340,8 +351,8 @@ export class DualProtocolListener {
     sniff(socket, this.requestTimeoutMs, httpVersionOf, (version) => {
       this.unsorted.delete(socket);
       if (version === "h1") {
-        this.h1Answers.set(socket, new Set());
-        socket.once("close", () => this.h1Answers.delete(socket));
+        this.h1Connections.set(socket, new H1Connection(socket));
+        socket.once("close", () => this.h1Connections.delete(socket));
         return void this.h1.emit("connection", socket);
       }
       // The http2 server makes the session (and emits "session") within this call.
@@ -349,6 +360,29 @@ export class DualProtocolListener {
       this.h2.emit("connection", socket);
       this.handingOver = undefined;
     });
+  }
+}
+
+/**
+ * H1Connection is an HTTP/1.1 connection's calls: its answers not yet
+ * finished, and whether it read bytes since its last answer ended (a call
+ * begun, its request not yet whole): busy either way, idle otherwise.
+ */
+class H1Connection {
+  readonly answers = new Set<http.ServerResponse>();
+  /** readAtRest is the connection's bytesRead when its last answer ended (0 before its first: its first bytes are a call's). */
+  private readAtRest = 0;
+
+  constructor(private readonly socket: net.Socket) {}
+
+  get busy(): boolean {
+    return this.answers.size > 0 || this.socket.bytesRead > this.readAtRest;
+  }
+
+  /** answered ends one of its answers. */
+  answered(res: http.ServerResponse): void {
+    this.answers.delete(res);
+    if (this.answers.size === 0) this.readAtRest = this.socket.bytesRead;
   }
 }
 
