@@ -6,6 +6,7 @@ import { pingWithin } from "../../protocol/ping-within.js";
 import type { LimitOptions } from "../../service/limit-options.js";
 import { CleartextRefusal } from "./cleartext-refusal.js";
 import { EarlyPort } from "./early-port.js";
+import { H1Connection } from "./h1-connection.js";
 import type { ListenerOptions } from "./listener-options.js";
 import { UnreadAnswers } from "./unread-answers.js";
 
@@ -360,29 +361,6 @@ export class DualProtocolListener {
       this.h2.emit("connection", socket);
       this.handingOver = undefined;
     });
-  }
-}
-
-/**
- * H1Connection is an HTTP/1.1 connection's calls: its answers not yet
- * finished, and whether it read bytes since its last answer ended (a call
- * begun, its request not yet whole): busy either way, idle otherwise.
- */
-class H1Connection {
-  readonly answers = new Set<http.ServerResponse>();
-  /** readAtRest is the connection's bytesRead when its last answer ended (0 before its first: its first bytes are a call's). */
-  private readAtRest = 0;
-
-  constructor(private readonly socket: net.Socket) {}
-
-  get busy(): boolean {
-    return this.answers.size > 0 || this.socket.bytesRead > this.readAtRest;
-  }
-
-  /** answered ends one of its answers. */
-  answered(res: http.ServerResponse): void {
-    this.answers.delete(res);
-    if (this.answers.size === 0) this.readAtRest = this.socket.bytesRead;
   }
 }
 
