@@ -188,7 +188,7 @@ export class DualProtocolListener {
     // What clients sent as the last call ended may still wait in the kernel: two turns of the loop read it (the first may
     // begin in its poll phase), and a call so found on a keep-alive connection is served and not reset with the idle ones.
     for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve));
-    await this.callsAnswered(false, deadline);
+    await this.callsAnswered(handedOver, deadline);
     this.goAway(); // the sessions opened meanwhile too
     for (const [socket, connection] of this.h1Connections) if (!connection.busy) socket.destroy();
     // A connection that has sent nothing yet holds no call (a health check's, a port probe's): the drain does not wait for it.
