@@ -29,7 +29,12 @@ export function deadlineSignal(headers: Headers): AbortSignal | undefined {
  * call began, it completes whole.
  */
 export function checkDeadline(signal: AbortSignal | undefined): void {
-  if (signal?.aborted) throw signal.reason instanceof ConnectError ? signal.reason : deadlineExceeded();
+  if (signal?.aborted) throw abortError(signal, deadlineExceeded);
+}
+
+/** abortError is the error an aborted signal stands for: the one the RPC stack aborted it with, else its deadline's (`passed`). */
+function abortError(signal: AbortSignal, passed: () => ConnectError): ConnectError {
+  return signal.reason instanceof ConnectError ? signal.reason : passed();
 }
 
 /** deadlineExceeded is the error of a call whose deadline passed before it ran. */
@@ -46,7 +51,5 @@ export function deadlineExceeded(): ConnectError {
  */
 export function deadlineAnswer(error: unknown, deadline: AbortSignal | undefined): unknown {
   if (deadline?.aborted !== true || !(error instanceof ConnectError) || error.code !== Code.Canceled) return error;
-  return deadline.reason instanceof ConnectError
-    ? deadline.reason
-    : new ConnectError("the call's deadline passed before it was answered", Code.DeadlineExceeded);
+  return abortError(deadline, () => new ConnectError("the call's deadline passed before it was answered", Code.DeadlineExceeded));
 }
