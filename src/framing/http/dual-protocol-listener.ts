@@ -166,10 +166,11 @@ export class DualProtocolListener {
    * HTTP/1.1 answer `Connection: close`, so each connection ends after its
    * calls. Once no call is in flight it stops accepting, serves the calls
    * that clients sent meanwhile (read by the next turns of the loop), and
-   * closes the idle connections (an idle HTTP/1.1 connection is destroyed, not half-closed:
-   * a keep-alive client keeps its side open until it next uses it, and the
-   * drain would wait for that; a connection that has sent nothing yet is
-   * closed too), and resolves once every connection is closed; after
+   * closes the idle connections (an idle HTTP/1.1 connection is destroyed,
+   * not half-closed: a keep-alive client keeps its side open until it next
+   * uses it, and the drain would wait for that; a connection that has sent
+   * nothing yet is closed too), and resolves once every connection is
+   * closed; after
    * timeoutMs it stops and destroys what is left. When the next process
    * already waits for the port (a DaemonSet's surge), the port is handed
    * over to it first, and only then are the connections told to end: they
